@@ -1,0 +1,134 @@
+#include "common/sys_info.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+
+namespace tkv {
+
+namespace {
+
+// Reads "<key>:   1234 kB" from /proc/self/status; 0 if absent.
+uint64_t proc_status_kb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() &&
+        line[key.size()] == ':') {
+      std::istringstream ss(line.substr(key.size() + 1));
+      uint64_t kb = 0;
+      ss >> kb;
+      return kb;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+uint64_t peak_rss_bytes() {
+  if (const uint64_t kb = proc_status_kb("VmHWM")) return kb * 1024;
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return uint64_t(ru.ru_maxrss) * 1024;
+}
+
+uint64_t current_rss_bytes() { return proc_status_kb("VmRSS") * 1024; }
+
+uint64_t total_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+CpuInfo cpu_info() {
+  CpuInfo info;
+  info.logical_cpus = int(std::thread::hardware_concurrency());
+  if (info.logical_cpus < 1) info.logical_cpus = 1;
+  info.physical_cores = physical_core_count();
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, flags_line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (info.model.empty() && (key == "model name" || key == "Model")) info.model = value;
+    if (flags_line.empty() && (key == "flags" || key == "Features")) flags_line = value;
+  }
+  static const char* kInteresting[] = {"sse4_2",  "avx",        "avx2",       "fma",
+                                       "f16c",    "avx512f",    "avx512bw",   "avx512vl",
+                                       "avx512_vnni", "avx512vbmi", "avx512_bf16", "avx512_fp16",
+                                       "avx_vnni", "amx_tile",  "asimd",      "asimddp",
+                                       "fphp",    "sve",        "sve2",       "i8mm"};
+  std::istringstream ss(" " + flags_line + " ");
+  std::vector<std::string> have;
+  std::string f;
+  while (ss >> f) have.push_back(f);
+  for (const char* want : kInteresting) {
+    for (const auto& h : have) {
+      if (h == want) {
+        if (!info.flags.empty()) info.flags += ' ';
+        info.flags += want;
+        break;
+      }
+    }
+  }
+  if (info.model.empty()) info.model = "unknown CPU";
+  return info;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+  return buf;
+}
+
+uint64_t parse_bytes(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    fail("invalid size '", text, "' (expected e.g. 512M, 16G, 4096)");
+  }
+  if (!(v >= 0) || !std::isfinite(v)) fail("invalid size '", text, "'");
+  std::string suffix = text.substr(pos);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();
+  double mul = 1;
+  if (suffix.empty()) {
+  } else if (suffix == "k" || suffix == "K") {
+    mul = 1024.0;
+  } else if (suffix == "m" || suffix == "M") {
+    mul = 1024.0 * 1024;
+  } else if (suffix == "g" || suffix == "G") {
+    mul = 1024.0 * 1024 * 1024;
+  } else if (suffix == "t" || suffix == "T") {
+    mul = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    fail("invalid size '", text, "': unknown suffix '", suffix, "' (use K, M, G or T)");
+  }
+  return uint64_t(v * mul);
+}
+
+}  // namespace tkv

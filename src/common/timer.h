@@ -1,0 +1,20 @@
+#pragma once
+
+#include <chrono>
+
+namespace tkv {
+
+// Wall-clock stopwatch (steady clock), seconds as double.
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  void reset() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace tkv

@@ -1,0 +1,88 @@
+// The paged, compressed KV store of one sequence: THE ONLY place K and V live.
+//
+// Per layer, the tokens of the sequence are held in three parts:
+//   sinks    : the first S tokens, f16, forever;
+//   pages    : fixed-size pages of codec-encoded vectors (all KV heads of the
+//              layer; K and V each in their codec's layout), from the pool;
+//   residual : the newest R tokens in f16 (KIVI); a token leaving the
+//              residual window is encoded into the current page.
+// With a window policy, pages whose tokens all fall outside sinks + the newest
+// W tokens are returned to the pool, and attention masks the rest.
+//
+// The model drives it one chunk at a time (prefill chunks of up to ubatch
+// tokens, or a single decode token):
+//   cache.begin_chunk(T);
+//   for each layer: cache.write(layer, k, v); cache.attend(layer, q, out, pool);
+//   cache.end_chunk();
+// attend() computes causal attention for the chunk's queries directly on the
+// packed pages, with per-query policy semantics (query i sees the residual
+// window ending at i in f16, exactly as if decoded token by token). Scratch
+// is bounded by chunk x tile, independent of the context length.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kv/kv_config.h"
+
+namespace tkv::kv {
+
+struct KvShape {
+  int n_layers = 0;
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0
+  int head_dim = 0;
+  int max_tokens = 0;  // context limit; write beyond it is an error
+};
+
+struct KvStats {
+  int64_t n_tokens = 0;         // positions consumed so far
+  int64_t tokens_kept = 0;      // tokens attention can still see (per layer)
+  uint64_t persistent_bytes = 0;  // sinks + allocated pages + residual, all layers
+  uint64_t page_bytes = 0;        // of which pages
+  uint64_t f16_bytes = 0;         // of which sinks + residual
+  std::vector<uint64_t> layer_bytes;
+  uint64_t scratch_bytes = 0;       // attention scratch now held
+  uint64_t peak_scratch_bytes = 0;  // high-water mark since construction / reset_peak()
+  int64_t pages_allocated = 0;
+  double k_bytes_per_token_head = 0;  // of the main codec (layer 0)
+  double v_bytes_per_token_head = 0;
+};
+
+class KvCache {
+ public:
+  KvCache(const KvShape& shape, const KvConfig& config);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  const KvShape& shape() const;
+  const KvConfig& config() const;
+  int64_t n_tokens() const;  // next position to be written
+
+  void begin_chunk(int n_new);
+  // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k).
+  void write(int layer, const float* k, const float* v);
+  // q: n_new x n_heads x head_dim (unscaled); out: same shape.
+  void attend(int layer, const float* q, float* out, ThreadPool& pool);
+  void end_chunk();
+
+  void clear();  // back to an empty sequence, pages returned
+  KvStats stats() const;
+  void reset_peak_scratch();
+
+  // Persistence: versioned file with the model fingerprint and a checksum,
+  // written atomically. load() checks shape, config and fingerprint.
+  void save(const std::string& path, const std::string& model_fingerprint) const;
+  void load(const std::string& path, const std::string& model_fingerprint);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tkv::kv

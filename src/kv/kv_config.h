@@ -1,0 +1,52 @@
+// How a KV cache is configured: codecs for K and V, the policies that keep
+// some tokens in f16 (sinks, residual) or drop them (window), per-layer codec
+// overrides and the page geometry. Parsed from the CLI flags shared by every
+// subcommand (-ctk, -ctv, --kv, --kv-sinks, --kv-residual, --kv-window,
+// --kv-layer-override, --kv-page, --kv-budget).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/codec/codec.h"
+
+namespace tkv::kv {
+
+struct LayerOverride {
+  int layer = 0;  // may be negative in the flag (-1 = last layer); resolved by resolve()
+  CodecSpec k, v;
+};
+
+struct KvConfig {
+  CodecSpec k{CodecKind::F16};
+  CodecSpec v{CodecKind::F16};
+  // -1 = default: 4 sinks + 64 residual when any codec is quantized, else 0.
+  int sinks = -1;
+  int residual = -1;
+  int window = 0;  // 0 = keep every token; else keep sinks + the newest `window` tokens
+  std::vector<LayerOverride> overrides;
+  int page_tokens = 64;   // tokens per page (multiple of 16)
+  uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly
+  uint64_t seed = 0x74626b76;  // rotation seeds derive from it and the layer index
+
+  int effective_sinks() const;
+  int effective_residual() const;
+  // Codecs of one layer after overrides (n_layers resolves negative indices).
+  CodecSpec k_for(int layer, int n_layers) const;
+  CodecSpec v_for(int layer, int n_layers) const;
+  // "k=tq4 v=tq2 sinks=4 residual=64 window=0 page=64" for logs and reports.
+  std::string describe() const;
+};
+
+// Shorthand "--kv X": "f16", "f32", "q8_0", "q4_0h", ... (same codec for K and V),
+// "kAvB" with A, B in {1,2,3,4,8}: tqA / tqB, where 8 means q8_0h.
+// Returns false if `text` is not a valid shorthand.
+bool parse_kv_shorthand(std::string_view text, CodecSpec& k, CodecSpec& v);
+
+// "--kv-layer-override 0,-1:k8v4" -> layers {0, -1} use q8_0h keys, tq4 values.
+// Several overrides are separated by ';'. Throws tkv::Error with the reason.
+std::vector<LayerOverride> parse_layer_overrides(std::string_view text);
+
+}  // namespace tkv::kv

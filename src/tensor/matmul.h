@@ -1,0 +1,51 @@
+// Weight x activation products, the hot loops of the forward pass.
+//
+// A weight matrix is a 2-D GGUF tensor: `rows` output features, each a row of
+// `cols` input features stored contiguously in its DType's block layout
+// (tensor/blocks.h). Activations are always f32.
+//
+// matvec is decode (one token): memory-bandwidth bound, so it streams each row
+// exactly once. matmul is prefill (n tokens): it reuses each weight block for
+// many tokens so it is compute bound instead. Both are Highway kernels with
+// runtime dispatch; tensor/reference.h has the scalar versions tests compare to.
+// Results do not depend on the thread count (each output is computed by one task).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace tkv {
+
+struct WeightMatrix {
+  DType type = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;  // == tkv::row_bytes(type, cols)
+
+  const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
+  size_t total_bytes() const { return size_t(rows) * row_bytes; }
+};
+
+// Builds a WeightMatrix, checking that the type is supported and cols is a
+// multiple of its block size (tkv::Error naming `what` otherwise).
+WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
+                         const char* what = "tensor");
+
+// y[r] = <row r, x> for r in [0, rows).
+void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool);
+
+// y[i * rows + r] = <row r, x[i * cols ...]> for i in [0, n).
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+
+// Dequantizes one row (or any run of whole blocks) of n elements to f32.
+void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
+
+// Quantizes n f32 values (multiple of the block size) into `type` (used by
+// `turbokv synth --type` and tests). Supported for every type with `supported`.
+void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
+
+}  // namespace tkv
