@@ -74,6 +74,9 @@ struct Value {
   // Human-readable, arrays abbreviated after `max_elems` elements.
   std::string to_string(size_t max_elems = 8) const;
 
+  // Structural equality (same types, same payload); used by round-trip tests.
+  bool operator==(const Value& o) const = default;
+
   // Constructors for the writer and tests.
   static Value make_u32(uint32_t v);
   static Value make_i32(int32_t v);
@@ -84,7 +87,25 @@ struct Value {
   static Value make_strings(std::vector<std::string> v);
   static Value make_f32s(const std::vector<float>& v);
   static Value make_i32s(const std::vector<int32_t>& v);
+  // Any scalar type. make_uint takes UINT8/16/32/64, make_int INT8/16/32/64,
+  // make_float FLOAT32/64; a value that does not fit the type is an error.
+  static Value make_uint(ValueType t, uint64_t v);
+  static Value make_int(ValueType t, int64_t v);
+  static Value make_float(ValueType t, double v);
+  // Arrays of any element type (same type rules as the scalars).
+  static Value make_uints(ValueType elem, std::vector<uint64_t> v);
+  static Value make_ints(ValueType elem, std::vector<int64_t> v);
+  static Value make_floats(ValueType elem, std::vector<double> v);
+  static Value make_bools(const std::vector<bool>& v);
+  // Array of arrays; every element must itself be an array.
+  static Value make_arrays(std::vector<Value> v);
 };
+
+// True for UINT8..INT64 (scalar or element type).
+bool is_integer_type(ValueType t);
+bool is_float_type(ValueType t);
+// "uint32", "string", "array[string]", "array[array[int32]]" ...
+std::string value_type_string(const Value& v);
 
 struct TensorInfo {
   std::string name;
@@ -171,8 +192,8 @@ class GgufWriter {
   void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
                   TensorFiller fill);
   // Convenience: copies the bytes now.
-  void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
-                  const void* data, size_t n_bytes);
+  void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape, const void* data,
+                  size_t n_bytes);
 
   // Writes atomically (temp file + rename). `progress`, if set, is called
   // after each tensor with (tensors written, total).
@@ -182,6 +203,9 @@ class GgufWriter {
   std::vector<uint8_t> to_bytes() const;
 
  private:
+  using ByteSink = std::function<void(const void*, size_t)>;
+  void serialize(const ByteSink& sink, const std::function<void(size_t, size_t)>& progress) const;
+
   struct PendingTensor {
     std::string name;
     DType type;
