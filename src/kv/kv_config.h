@@ -50,3 +50,8 @@ bool parse_kv_shorthand(std::string_view text, CodecSpec& k, CodecSpec& v);
 std::vector<LayerOverride> parse_layer_overrides(std::string_view text);
 
 }  // namespace tkv::kv
+
+namespace tkv::kv {
+// Seed of layer `layer`'s rotation R (shared by its K and V codecs).
+uint64_t rotation_seed(const KvConfig& config, int layer);
+}  // namespace tkv::kv

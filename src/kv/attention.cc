@@ -1,0 +1,338 @@
+// The fused attention driver: causal attention of a chunk's queries over
+// everything the store holds for one layer, read straight from the packed
+// pages through the codecs' score()/accumulate() kernels.
+//
+// Work is cut into tasks (KV head) x (query tile) x (split of the key range).
+// Each task runs an online softmax over its key tiles and leaves a partial
+// (running max m, normalizer l, value accumulators); a second pass merges
+// the splits with a log-sum-exp and applies the inverse rotation once per
+// head. Scratch is O(query tile x key tile + rows x head_dim) per thread plus
+// O(tasks x rows x head_dim) of partials: independent of the context length.
+//
+// Per-query policy semantics: a query at position p sees
+//   sinks   [0, min(S, p+1))                    f16
+//   pages   [max(S, wlo(p)), p - R + 1)         codec
+//   recent  [max(S, wlo(p), p - R + 1), p + 1)  f16 (residual ring + this chunk)
+// where wlo(p) = p - W + 1 under a window policy, else 0. Tokens of the
+// chunk that leave the residual window during the chunk exist in both forms
+// while it runs, so every query sees exactly what it would have seen had the
+// chunk been decoded token by token.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "kv/kv_cache_impl.h"
+#include "kv/softmax_kernels.h"
+
+namespace tkv::kv {
+
+namespace {
+
+enum class Kind { Sink, Page, Recent };
+
+// Key tiles are at most this many tokens: one score row fits in L1 and a
+// page (64 tokens) is one tile.
+constexpr int kKeyTile = 64;
+// Target rows (query tokens x GQA heads) per task.
+constexpr int kRowsPerTask = 64;
+
+// A run of consecutive positions stored in consecutive slots of one page or area.
+struct Source {
+  Kind kind;
+  const Codec* kc;
+  const Codec* vc;
+  const uint8_t* k0;  // head h: k0 + h * k_stride
+  const uint8_t* v0;
+  size_t k_stride, v_stride;
+  int page_tokens;
+  int64_t pos_lo, pos_hi;
+  int slot_lo;  // slot holding pos_lo
+};
+
+struct KeyTile {
+  int source;
+  int64_t lo, hi;  // positions
+};
+
+struct Visibility {
+  int64_t S, R;
+  const KvCache::Impl* c;
+  // [lo, hi) of positions of `kind` visible to a query at p.
+  std::pair<int64_t, int64_t> of(Kind kind, int64_t p) const {
+    const int64_t wl = c->window_lo(p);
+    switch (kind) {
+      case Kind::Sink:
+        return {0, std::min(S, p + 1)};
+      case Kind::Page:
+        return {std::max(S, wl), p - R + 1};
+      case Kind::Recent:
+        return {std::max({S, wl, p - R + 1}), p + 1};
+    }
+    return {0, 0};
+  }
+};
+
+void add_f16_area(std::vector<Source>& out, Kind kind, const Codec* f16, const F16Area& a,
+                  int64_t pos_lo, int64_t pos_hi, int slot_lo) {
+  if (pos_hi <= pos_lo) return;
+  out.push_back({kind, f16, f16, a.k(0), a.v(0), a.head_bytes, a.head_bytes, a.capacity, pos_lo,
+                 pos_hi, slot_lo});
+}
+
+// Everything layer `layer` holds, as runs of positions, oldest first.
+std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
+  std::vector<Source> src;
+  const int64_t S = c.S, R = c.R, n0 = c.n_tokens, n1 = c.n_tokens + c.chunk_n;
+  const int n_kv = c.shape.n_kv_heads;
+  if (S > 0) add_f16_area(src, Kind::Sink, c.f16.get(), L.sinks, 0, std::min(S, n1), 0);
+  for (size_t i = 0; i < L.pages.size(); ++i) {
+    const int64_t index = L.first_page + int64_t(i);
+    const int64_t lo = S + index * c.P;
+    const int64_t hi = std::min(lo + c.P, S + L.encoded);
+    if (hi <= lo) continue;
+    uint8_t* page = L.pages[i];
+    src.push_back({Kind::Page, L.k_codec.get(), L.v_codec.get(), L.page_k(page, 0),
+                   L.page_v(page, 0, n_kv), L.k_head_bytes, L.v_head_bytes, c.P, lo, hi, 0});
+  }
+  if (R > 0) {
+    // Residual ring: positions [max(S, n0 - R), n0), slot (j - S) % capacity; may wrap.
+    const int64_t lo = std::max(S, n0 - R);
+    const int cap = L.ring.capacity;
+    int64_t j = lo;
+    while (j < n0) {
+      const int slot = int((j - S) % cap);
+      const int64_t run = std::min<int64_t>(n0 - j, cap - slot);
+      add_f16_area(src, Kind::Recent, c.f16.get(), L.ring, j, j + run, slot);
+      j += run;
+    }
+    // This chunk's own tokens (f16 scratch), slot = j - n0.
+    const int64_t clo = std::max(S, n0);
+    add_f16_area(src, Kind::Recent, c.f16.get(), c.chunk, clo, n1, int(clo - n0));
+  }
+  return src;
+}
+
+struct Plan {
+  int G, hd, n_kv;
+  int q_tile;   // query tokens per task
+  int n_qt;     // query tiles
+  int n_split;  // key-range splits per (head, query tile)
+  int rows_max;
+  size_t partial_floats;  // per task: m, l, accP, accR for rows_max rows
+};
+
+// Per-thread working memory of one task, carved from the thread's buffer.
+struct TaskScratch {
+  float* q;            // rows x hd (scaled queries)
+  float* prep_page;    // rows x page codec prepared floats
+  float* prep_f16;     // rows x f16 prepared floats
+  float* scores;       // rows x kKeyTile
+  float *m, *l;        // rows
+  float *acc_p, *acc_r;  // rows x hd: plain and rotated value domains
+  static size_t floats(int rows, int hd, size_t pq_page, size_t pq_f16) {
+    return size_t(rows) * (hd + pq_page + pq_f16 + kKeyTile + 2 + 2 * size_t(hd)) + 64;
+  }
+  void carve(float* base, int rows, int hd, size_t pq_page, size_t pq_f16) {
+    float* p = base;
+    auto take = [&](size_t n) {
+      float* r = p;
+      p += (n + 15) & ~size_t(15);
+      return r;
+    };
+    q = take(size_t(rows) * hd);
+    prep_page = take(size_t(rows) * pq_page);
+    prep_f16 = take(size_t(rows) * pq_f16);
+    scores = take(size_t(rows) * kKeyTile);
+    m = take(rows);
+    l = take(rows);
+    acc_p = take(size_t(rows) * hd);
+    acc_r = take(size_t(rows) * hd);
+  }
+};
+
+}  // namespace
+
+uint64_t KvCache::Impl::scratch_bytes() const {
+  uint64_t total = chunk_buffer.capacity() + partials.capacity();
+  for (const auto& s : thread_scratch) total += s.capacity();
+  return total;
+}
+
+void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool) {
+  const LayerKv& L = c.layers[layer];
+  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, n_heads = c.shape.n_heads;
+  const int hd = c.shape.head_dim, G = n_heads / n_kv;
+  const int64_t n0 = c.n_tokens;
+  const float q_scale = 1.0f / std::sqrt(float(hd));
+  const std::vector<Source> sources = collect_sources(c, L);
+  const Visibility vis{c.S, c.R, &c};
+
+  Plan plan{};
+  plan.G = G;
+  plan.hd = hd;
+  plan.n_kv = n_kv;
+  plan.q_tile = std::max(1, std::min(n, kRowsPerTask / G));
+  plan.n_qt = (n + plan.q_tile - 1) / plan.q_tile;
+  plan.rows_max = plan.q_tile * G;
+
+  // Key tiles visible to at least one query of each query tile.
+  std::vector<std::vector<KeyTile>> tiles(plan.n_qt);
+  size_t max_tiles = 0;
+  for (int qt = 0; qt < plan.n_qt; ++qt) {
+    const int64_t p_first = n0 + int64_t(qt) * plan.q_tile;
+    const int64_t p_last = std::min<int64_t>(n0 + n, p_first + plan.q_tile) - 1;
+    for (int s = 0; s < int(sources.size()); ++s) {
+      const Source& src = sources[s];
+      // Visible intervals move right monotonically with p: their union over
+      // the tile is within [lo(p_first), hi(p_last)).
+      const int64_t lo = std::max(src.pos_lo, vis.of(src.kind, p_first).first);
+      const int64_t hi = std::min(src.pos_hi, vis.of(src.kind, p_last).second);
+      for (int64_t t = lo; t < hi;) {
+        // Align tile ends to slot multiples of kKeyTile so pages stay whole.
+        const int64_t slot = src.slot_lo + (t - src.pos_lo);
+        const int64_t end = std::min(hi, t + (kKeyTile - slot % kKeyTile));
+        tiles[qt].push_back({s, t, end});
+        t = end;
+      }
+    }
+    max_tiles = std::max(max_tiles, tiles[qt].size());
+  }
+
+  // Split the key range when there are too few (head, query tile) tasks to
+  // keep every thread busy -- decode with few KV heads at long context.
+  const int base_tasks = n_kv * plan.n_qt;
+  const int want_tasks = 4 * pool.size();
+  plan.n_split = 1;
+  if (base_tasks < want_tasks && max_tiles > 1)
+    plan.n_split = int(std::min<size_t>(max_tiles, (want_tasks + base_tasks - 1) / base_tasks));
+  plan.partial_floats = size_t(plan.rows_max) * (2 + 2 * size_t(hd));
+
+  const size_t pq_page = L.k_codec->prepared_query_floats();
+  const size_t pq_f16 = c.f16->prepared_query_floats();
+  const size_t task_floats = TaskScratch::floats(plan.rows_max, hd, pq_page, pq_f16);
+  if (c.thread_scratch.size() < size_t(pool.size())) c.thread_scratch.resize(pool.size());
+  for (int t = 0; t < pool.size(); ++t) c.thread_scratch[t].reserve(task_floats * sizeof(float));
+  const int n_tasks = base_tasks * plan.n_split;
+  float* partials = c.partials.as<float>(size_t(n_tasks) * plan.partial_floats);
+  c.note_scratch();
+
+  const bool v_rotated = L.v_codec->values_rotated();
+
+  pool.run(n_tasks, [&](int64_t task, int thread) {
+    const int split = int(task % plan.n_split);
+    const int qt = int((task / plan.n_split) % plan.n_qt);
+    const int h = int(task / (int64_t(plan.n_split) * plan.n_qt));
+    const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
+    const int rows = (t1 - t0) * G;
+
+    TaskScratch ts;
+    ts.carve(c.thread_scratch[thread].as<float>(task_floats), rows, hd, pq_page, pq_f16);
+    for (int t = t0; t < t1; ++t)
+      for (int g = 0; g < G; ++g) {
+        const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
+        float* dst = ts.q + (size_t(t - t0) * G + g) * hd;
+        for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
+      }
+    const auto& my_tiles = tiles[qt];
+    const size_t tb = my_tiles.size() * split / plan.n_split;
+    const size_t te = my_tiles.size() * (split + 1) / plan.n_split;
+    bool need_page = false, need_f16 = false;
+    for (size_t i = tb; i < te; ++i)
+      (sources[my_tiles[i].source].kind == Kind::Page ? need_page : need_f16) = true;
+    if (need_page) L.k_codec->prepare_queries(ts.q, rows, ts.prep_page);
+    if (need_f16) c.f16->prepare_queries(ts.q, rows, ts.prep_f16);
+    std::fill(ts.m, ts.m + rows, kMaskedScore);
+    std::fill(ts.l, ts.l + rows, 0.0f);
+    std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
+    std::fill(ts.acc_r, ts.acc_r + size_t(rows) * hd, 0.0f);
+
+    for (size_t i = tb; i < te; ++i) {
+      const KeyTile& kt = my_tiles[i];
+      const Source& src = sources[kt.source];
+      const int b = int(src.slot_lo + (kt.lo - src.pos_lo));
+      const int e = int(b + (kt.hi - kt.lo));
+      const int len = e - b;
+      const uint8_t* kp = src.k0 + size_t(h) * src.k_stride;
+      const uint8_t* vp = src.v0 + size_t(h) * src.v_stride;
+      const float* prep = src.kind == Kind::Page ? ts.prep_page : ts.prep_f16;
+      src.kc->score(prep, rows, kp, src.page_tokens, b, e, ts.scores, kKeyTile);
+
+      for (int r = 0; r < rows; ++r) {
+        float* s = ts.scores + size_t(r) * kKeyTile;
+        const int64_t p = n0 + t0 + r / G;
+        auto [vlo, vhi] = vis.of(src.kind, p);
+        vlo = std::max(vlo, kt.lo);
+        vhi = std::min(vhi, kt.hi);
+        if (vhi <= vlo) {
+          std::fill(s, s + len, 0.0f);
+          continue;
+        }
+        for (int64_t j = kt.lo; j < vlo; ++j) s[j - kt.lo] = kMaskedScore;
+        for (int64_t j = vhi; j < kt.hi; ++j) s[j - kt.lo] = kMaskedScore;
+        const float mx = max_of(s, len);
+        const float m_new = std::max(ts.m[r], mx);
+        const float corr = std::exp(ts.m[r] - m_new);
+        ts.l[r] = ts.l[r] * corr + exp_and_sum(s, len, m_new);
+        if (corr != 1.0f) {
+          scale_in_place(ts.acc_p + size_t(r) * hd, hd, corr);
+          scale_in_place(ts.acc_r + size_t(r) * hd, hd, corr);
+        }
+        ts.m[r] = m_new;
+      }
+      float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
+      src.vc->accumulate(ts.scores, rows, kKeyTile, vp, src.page_tokens, b, e, acc);
+    }
+
+    float* part = partials + size_t(task) * plan.partial_floats;
+    std::memcpy(part, ts.m, sizeof(float) * rows);
+    std::memcpy(part + plan.rows_max, ts.l, sizeof(float) * rows);
+    std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * hd);
+    std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd, ts.acc_r,
+                sizeof(float) * rows * hd);
+  });
+
+  // Merge the splits (log-sum-exp), undo the rotation, normalize.
+  pool.run(base_tasks, [&](int64_t task, int thread) {
+    const int qt = int(task % plan.n_qt);
+    const int h = int(task / plan.n_qt);
+    const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
+    const int rows = (t1 - t0) * G;
+    TaskScratch ts;
+    ts.carve(c.thread_scratch[thread].as<float>(task_floats), rows, hd, pq_page, pq_f16);
+    const float* first = partials + size_t(task) * plan.n_split * plan.partial_floats;
+    for (int r = 0; r < rows; ++r) {
+      float M = kMaskedScore;
+      for (int s = 0; s < plan.n_split; ++s) M = std::max(M, first[s * plan.partial_floats + r]);
+      float l = 0;
+      float* ap = ts.acc_p + size_t(r) * hd;
+      float* ar = ts.acc_r + size_t(r) * hd;
+      std::fill(ap, ap + hd, 0.0f);
+      std::fill(ar, ar + hd, 0.0f);
+      for (int s = 0; s < plan.n_split; ++s) {
+        const float* part = first + s * plan.partial_floats;
+        const float ls = part[plan.rows_max + r];
+        if (ls == 0.0f) continue;
+        const float w = std::exp(part[r] - M);
+        l += ls * w;
+        add_scaled(part + 2 * plan.rows_max + size_t(r) * hd, hd, w, ap);
+        add_scaled(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd + size_t(r) * hd, hd, w,
+                   ar);
+      }
+      ts.l[r] = l;
+    }
+    if (v_rotated) {
+      L.v_codec->unrotate(ts.acc_r, rows);
+      for (size_t i = 0; i < size_t(rows) * hd; ++i) ts.acc_p[i] += ts.acc_r[i];
+    }
+    for (int r = 0; r < rows; ++r) {
+      const int t = t0 + r / G, g = r % G;
+      float* dst = out + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
+      const float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
+      const float* ap = ts.acc_p + size_t(r) * hd;
+      for (int i = 0; i < hd; ++i) dst[i] = ap[i] * inv;
+    }
+  });
+}
+
+}  // namespace tkv::kv

@@ -1,0 +1,271 @@
+// KvCache bookkeeping: construction and validation, the chunk protocol
+// (write encodes, attend delegates to attention.cc, end_chunk commits and
+// evicts), statistics. See kv_cache.h for the storage model.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/f16.h"
+#include "kv/kv_cache_impl.h"
+
+namespace tkv::kv {
+
+namespace {
+
+int round_up_16(int n) { return (n + 15) / 16 * 16; }
+
+F16Area make_area(PagePool& pool, const Codec& f16, int tokens, int n_kv) {
+  F16Area a;
+  if (tokens <= 0) return a;
+  a.capacity = round_up_16(tokens);
+  a.head_bytes = f16.page_bytes(a.capacity);
+  a.n_kv = n_kv;
+  a.data = pool.allocate(a.total_bytes());
+  return a;
+}
+
+void validate(const KvShape& s, const KvConfig& c) {
+  if (s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0)
+    fail("KV cache: invalid shape (layers ", s.n_layers, ", heads ", s.n_heads, ", kv heads ",
+         s.n_kv_heads, ", head_dim ", s.head_dim, ")");
+  if (s.n_heads % s.n_kv_heads != 0)
+    fail("KV cache: ", s.n_heads, " query heads is not a multiple of ", s.n_kv_heads, " KV heads");
+  if (s.max_tokens <= 0) fail("KV cache: context length must be positive");
+  if (c.page_tokens < 16 || c.page_tokens % 16 != 0 || c.page_tokens > 4096)
+    fail("--kv-page ", c.page_tokens, ": must be a multiple of 16 in [16, 4096]");
+  if (c.sinks < -1 || c.residual < -1 || c.window < 0)
+    fail("KV cache: sinks, residual and window must not be negative");
+  if (c.window > 0 && c.window <= c.effective_residual())
+    fail("--kv-window ", c.window, " must be larger than the residual window (",
+         c.effective_residual(), " tokens; set --kv-residual lower)");
+  if (c.effective_sinks() > 1024) fail("--kv-sinks ", c.sinks, ": at most 1024");
+  if (c.effective_residual() > 65536) fail("--kv-residual ", c.residual, ": at most 65536");
+  for (const auto& o : c.overrides) {
+    const int l = o.layer < 0 ? s.n_layers + o.layer : o.layer;
+    if (l < 0 || l >= s.n_layers)
+      fail("--kv-layer-override: layer ", o.layer, " does not exist (model has ", s.n_layers,
+           " layers)");
+  }
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvShape& shape, const KvConfig& config)
+    : impl_(std::make_unique<Impl>(config.budget_bytes)) {
+  validate(shape, config);
+  Impl& c = *impl_;
+  c.shape = shape;
+  c.config = config;
+  c.S = config.effective_sinks();
+  c.R = config.effective_residual();
+  c.W = config.window;
+  c.P = config.page_tokens;
+  c.f16 = make_codec(CodecSpec{CodecKind::F16}, shape.head_dim, nullptr);
+  c.layers.resize(shape.n_layers);
+  for (int l = 0; l < shape.n_layers; ++l) {
+    LayerKv& L = c.layers[l];
+    const CodecSpec ks = config.k_for(l, shape.n_layers), vs = config.v_for(l, shape.n_layers);
+    if (ks.rotate || vs.rotate || ks.kind == CodecKind::TQ || vs.kind == CodecKind::TQ)
+      L.rotation = std::make_shared<const Rotation>(shape.head_dim, rotation_seed(config, l));
+    L.k_codec = make_codec(ks, shape.head_dim, L.rotation);
+    L.v_codec = make_codec(vs, shape.head_dim, L.rotation);
+    L.k_head_bytes = L.k_codec->page_bytes(c.P);
+    L.v_head_bytes = L.v_codec->page_bytes(c.P);
+    L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
+    L.sinks = make_area(c.pool, *c.f16, c.S, shape.n_kv_heads);
+    L.ring = make_area(c.pool, *c.f16, c.R, shape.n_kv_heads);
+  }
+  c.layer_state.assign(shape.n_layers, 0);
+}
+
+KvCache::~KvCache() {
+  if (!impl_) return;
+  for (auto& L : impl_->layers) {
+    for (uint8_t* p : L.pages) impl_->pool.release(p, L.page_bytes);
+    impl_->pool.release(L.sinks.data, L.sinks.total_bytes());
+    impl_->pool.release(L.ring.data, L.ring.total_bytes());
+  }
+}
+
+const KvShape& KvCache::shape() const { return impl_->shape; }
+const KvConfig& KvCache::config() const { return impl_->config; }
+int64_t KvCache::n_tokens() const { return impl_->n_tokens; }
+
+void KvCache::begin_chunk(int n_new) {
+  Impl& c = *impl_;
+  TKV_CHECK(!c.in_chunk);
+  if (n_new <= 0) fail("KV cache: a chunk needs at least one token");
+  // Under a window policy memory stays flat, so the sequence may outgrow
+  // the configured context; otherwise the context is a hard limit.
+  if (c.W == 0 && c.n_tokens + n_new > c.shape.max_tokens)
+    fail("context length exceeded: ", c.n_tokens, " + ", n_new, " tokens > ", c.shape.max_tokens,
+         " (raise -c, or use --kv-window)");
+  c.in_chunk = true;
+  c.chunk_n = n_new;
+  std::fill(c.layer_state.begin(), c.layer_state.end(), 0);
+  if (c.R > 0) {
+    c.chunk.capacity = round_up_16(n_new);
+    c.chunk.head_bytes = c.f16->page_bytes(c.chunk.capacity);
+    c.chunk.n_kv = c.shape.n_kv_heads;
+    c.chunk.data = c.chunk_buffer.reserve(c.chunk.total_bytes());
+    c.note_scratch();
+  }
+}
+
+void KvCache::write(int layer, const float* k, const float* v) {
+  Impl& c = *impl_;
+  TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 0);
+  LayerKv& L = c.layers[layer];
+  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, hd = c.shape.head_dim;
+  const int64_t n0 = c.n_tokens, S = c.S, R = c.R;
+  const size_t token_stride = size_t(n_kv) * hd;
+
+  // Positions that leave (or never enter) the residual window by the end of
+  // this chunk are encoded into pages now: [lo, hi).
+  const int64_t lo = std::max(S, n0 - R), hi = std::max(S, n0 + n - R);
+  TKV_CHECK(L.encoded == lo - S);
+  // Allocate first, so a budget failure leaves the cache unchanged.
+  const int64_t need_pages = (hi - S + c.P - 1) / c.P - L.first_page;
+  std::vector<uint8_t*> fresh;
+  try {
+    for (int64_t i = int64_t(L.pages.size()); i < need_pages; ++i)
+      fresh.push_back(c.pool.allocate(L.page_bytes));
+  } catch (...) {
+    for (uint8_t* p : fresh) c.pool.release(p, L.page_bytes);
+    throw;
+  }
+  for (uint8_t* p : fresh) L.pages.push_back(p);
+
+  // Sinks and the chunk's recent tokens, in f16.
+  for (int t = 0; t < n; ++t) {
+    const int64_t j = n0 + t;
+    const float* kt = k + size_t(t) * token_stride;
+    const float* vt = v + size_t(t) * token_stride;
+    for (int h = 0; h < n_kv; ++h) {
+      if (j < S) {
+        c.f16->encode(kt + size_t(h) * hd, L.sinks.k(h), L.sinks.capacity, int(j));
+        c.f16->encode(vt + size_t(h) * hd, L.sinks.v(h), L.sinks.capacity, int(j));
+      } else if (R > 0) {
+        c.f16->encode(kt + size_t(h) * hd, c.chunk.k(h), c.chunk.capacity, t);
+        c.f16->encode(vt + size_t(h) * hd, c.chunk.v(h), c.chunk.capacity, t);
+      }
+    }
+  }
+
+  // Encode [lo, hi). With a residual window the source is the token's f16
+  // form (ring or chunk), so a page holds the same bytes however the
+  // sequence was chunked; without one it is the exact input.
+  std::vector<float> kbuf(hd), vbuf(hd);
+  for (int64_t j = lo; j < hi; ++j) {
+    const int64_t index = (j - S) / c.P;
+    const int slot = int((j - S) % c.P);
+    uint8_t* page = L.pages[size_t(index - L.first_page)];
+    for (int h = 0; h < n_kv; ++h) {
+      const float *ksrc, *vsrc;
+      if (R == 0) {
+        ksrc = k + size_t(j - n0) * token_stride + size_t(h) * hd;
+        vsrc = v + size_t(j - n0) * token_stride + size_t(h) * hd;
+      } else if (j < n0) {
+        const int rs = int((j - S) % L.ring.capacity);
+        c.f16->decode(L.ring.k(h), L.ring.capacity, rs, kbuf.data());
+        c.f16->decode(L.ring.v(h), L.ring.capacity, rs, vbuf.data());
+        ksrc = kbuf.data();
+        vsrc = vbuf.data();
+      } else {
+        c.f16->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf.data());
+        c.f16->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf.data());
+        ksrc = kbuf.data();
+        vsrc = vbuf.data();
+      }
+      L.k_codec->encode(ksrc, L.page_k(page, h), c.P, slot);
+      L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
+    }
+  }
+  L.encoded = hi - S;
+  c.layer_state[layer] = 1;
+}
+
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool) {
+  Impl& c = *impl_;
+  TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
+  attend_layer(c, layer, q, out, pool);
+  // The chunk's newest tokens become the residual ring of this layer.
+  LayerKv& L = c.layers[layer];
+  if (c.R > 0) {
+    const int64_t n0 = c.n_tokens, n1 = n0 + c.chunk_n;
+    std::vector<float> buf(c.shape.head_dim);
+    for (int64_t j = std::max<int64_t>({c.S, n1 - c.R, n0}); j < n1; ++j) {
+      const int rs = int((j - c.S) % L.ring.capacity), cs = int(j - n0);
+      for (int h = 0; h < c.shape.n_kv_heads; ++h) {
+        c.f16->decode(c.chunk.k(h), c.chunk.capacity, cs, buf.data());
+        c.f16->encode(buf.data(), L.ring.k(h), L.ring.capacity, rs);
+        c.f16->decode(c.chunk.v(h), c.chunk.capacity, cs, buf.data());
+        c.f16->encode(buf.data(), L.ring.v(h), L.ring.capacity, rs);
+      }
+    }
+  }
+  c.layer_state[layer] = 2;
+}
+
+void KvCache::end_chunk() {
+  Impl& c = *impl_;
+  TKV_CHECK(c.in_chunk);
+  for (int l = 0; l < c.shape.n_layers; ++l)
+    if (c.layer_state[l] != 2) fail("internal error: layer ", l, " was not written and attended");
+  c.n_tokens += c.chunk_n;
+  c.in_chunk = false;
+  c.chunk_n = 0;
+  // Window: drop pages no future query can see.
+  if (c.W > 0) {
+    const int64_t visible_lo = c.window_lo(c.n_tokens);
+    for (auto& L : c.layers) {
+      while (!L.pages.empty() && c.S + (L.first_page + 1) * c.P <= visible_lo) {
+        c.pool.release(L.pages.front(), L.page_bytes);
+        L.pages.pop_front();
+        ++L.first_page;
+      }
+    }
+  }
+}
+
+void KvCache::clear() {
+  Impl& c = *impl_;
+  TKV_CHECK(!c.in_chunk);
+  for (auto& L : c.layers) {
+    for (uint8_t* p : L.pages) c.pool.release(p, L.page_bytes);
+    L.pages.clear();
+    L.first_page = 0;
+    L.encoded = 0;
+  }
+  c.pool.trim();
+  c.n_tokens = 0;
+}
+
+KvStats KvCache::stats() const {
+  const Impl& c = *impl_;
+  KvStats s;
+  s.n_tokens = c.n_tokens;
+  const int64_t non_sink = std::max<int64_t>(0, c.n_tokens - c.S);
+  s.tokens_kept = std::min<int64_t>(c.n_tokens, c.S) + (c.W > 0 ? std::min<int64_t>(c.W, non_sink)
+                                                                 : non_sink);
+  for (const auto& L : c.layers) {
+    const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
+    const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
+    s.page_bytes += pages;
+    s.f16_bytes += f16;
+    s.layer_bytes.push_back(pages + f16);
+    s.pages_allocated += int64_t(L.pages.size());
+  }
+  s.persistent_bytes = s.page_bytes + s.f16_bytes;
+  s.scratch_bytes = c.scratch_bytes();
+  s.peak_scratch_bytes = std::max(c.peak_scratch, s.scratch_bytes);
+  if (!c.layers.empty()) {
+    s.k_bytes_per_token_head = c.layers[0].k_codec->bytes_per_vector(c.P);
+    s.v_bytes_per_token_head = c.layers[0].v_codec->bytes_per_vector(c.P);
+  }
+  return s;
+}
+
+void KvCache::reset_peak_scratch() { impl_->peak_scratch = impl_->scratch_bytes(); }
+
+}  // namespace tkv::kv

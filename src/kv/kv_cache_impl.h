@@ -1,0 +1,84 @@
+// Internal state of KvCache, shared by kv_cache.cc (bookkeeping),
+// attention.cc (the fused attention driver) and kv_persist.cc (save/load).
+// Not part of the public API.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "kv/codec/codec.h"
+#include "kv/kv_cache.h"
+#include "kv/page_pool.h"
+
+namespace tkv::kv {
+
+// An f16 region holding `capacity` token slots for every KV head of a layer:
+// K of head 0..n_kv-1, then V of head 0..n_kv-1, each in the f16 codec's page
+// layout with page_tokens = capacity. Used for sinks, the residual ring and
+// the chunk's own recent tokens.
+struct F16Area {
+  uint8_t* data = nullptr;
+  int capacity = 0;       // slots (multiple of 16)
+  size_t head_bytes = 0;  // bytes of one head's K (or V) region
+  int n_kv = 0;
+
+  size_t total_bytes() const { return head_bytes * 2 * size_t(n_kv); }
+  uint8_t* k(int h) const { return data + size_t(h) * head_bytes; }
+  uint8_t* v(int h) const { return data + size_t(n_kv + h) * head_bytes; }
+};
+
+struct LayerKv {
+  std::shared_ptr<const Rotation> rotation;
+  std::unique_ptr<Codec> k_codec, v_codec;  // codecs of the pages
+  size_t k_head_bytes = 0, v_head_bytes = 0;  // one head's K (V) part of a page
+  size_t page_bytes = 0;                      // whole page: n_kv x (K + V)
+  // Page table. Page index i (counting evicted ones) holds positions
+  // [S + i*P, S + (i+1)*P); pages.front() is index first_page.
+  std::deque<uint8_t*> pages;
+  int64_t first_page = 0;
+  int64_t encoded = 0;  // positions [S, S + encoded) have been encoded into pages
+  F16Area sinks;        // positions [0, S)
+  F16Area ring;         // residual: position j >= S lives in slot (j - S) % capacity
+
+  uint8_t* page_k(uint8_t* page, int h) const { return page + size_t(h) * k_head_bytes; }
+  uint8_t* page_v(uint8_t* page, int h, int n_kv) const {
+    return page + size_t(n_kv) * k_head_bytes + size_t(h) * v_head_bytes;
+  }
+};
+
+struct KvCache::Impl {
+  KvShape shape;
+  KvConfig config;
+  int S = 0, R = 0, W = 0, P = 64;  // sinks, residual, window, page tokens
+  std::unique_ptr<Codec> f16;         // layout of every F16Area
+  PagePool pool;
+  std::vector<LayerKv> layers;
+  int64_t n_tokens = 0;
+
+  // The chunk in flight (begin_chunk .. end_chunk).
+  bool in_chunk = false;
+  int chunk_n = 0;
+  std::vector<uint8_t> layer_state;  // 0 = untouched, 1 = written, 2 = attended
+  F16Area chunk;                     // the chunk's tokens in f16 (scratch), slot = j - n_tokens
+  ScratchBuffer chunk_buffer;
+
+  // Attention scratch: one buffer per thread plus the split-K partials.
+  std::vector<ScratchBuffer> thread_scratch;
+  ScratchBuffer partials;
+  uint64_t peak_scratch = 0;
+
+  explicit Impl(uint64_t budget) : pool(budget) {}
+  uint64_t scratch_bytes() const;
+  void note_scratch() {
+    const uint64_t now = scratch_bytes();
+    if (now > peak_scratch) peak_scratch = now;
+  }
+  // First position a query at `pos` may see outside the sinks (window policy).
+  int64_t window_lo(int64_t pos) const { return W > 0 ? pos - W + 1 : 0; }
+};
+
+// The attention driver (attention.cc).
+void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool);
+
+}  // namespace tkv::kv
