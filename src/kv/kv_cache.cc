@@ -100,6 +100,21 @@ void KvCache::begin_chunk(int n_new) {
   if (c.W == 0 && c.n_tokens + n_new > c.shape.max_tokens)
     fail("context length exceeded: ", c.n_tokens, " + ", n_new, " tokens > ", c.shape.max_tokens,
          " (raise -c, or use --kv-window)");
+  // Every page this chunk will fill is allocated here, before anything
+  // changes, so running out of budget leaves the cache exactly as it was.
+  const int64_t hi = std::max<int64_t>(c.S, c.n_tokens + n_new - c.R);
+  std::vector<std::pair<LayerKv*, uint8_t*>> fresh;
+  try {
+    for (auto& L : c.layers) {
+      const int64_t need = (hi - c.S + c.P - 1) / c.P - L.first_page;
+      for (int64_t i = int64_t(L.pages.size()); i < need; ++i)
+        fresh.emplace_back(&L, c.pool.allocate(L.page_bytes));
+    }
+  } catch (...) {
+    for (auto& [L, p] : fresh) c.pool.release(p, L->page_bytes);
+    throw;
+  }
+  for (auto& [L, p] : fresh) L->pages.push_back(p);
   c.in_chunk = true;
   c.chunk_n = n_new;
   std::fill(c.layer_state.begin(), c.layer_state.end(), 0);
@@ -124,18 +139,6 @@ void KvCache::write(int layer, const float* k, const float* v) {
   // this chunk are encoded into pages now: [lo, hi).
   const int64_t lo = std::max(S, n0 - R), hi = std::max(S, n0 + n - R);
   TKV_CHECK(L.encoded == lo - S);
-  // Allocate first, so a budget failure leaves the cache unchanged.
-  const int64_t need_pages = (hi - S + c.P - 1) / c.P - L.first_page;
-  std::vector<uint8_t*> fresh;
-  try {
-    for (int64_t i = int64_t(L.pages.size()); i < need_pages; ++i)
-      fresh.push_back(c.pool.allocate(L.page_bytes));
-  } catch (...) {
-    for (uint8_t* p : fresh) c.pool.release(p, L.page_bytes);
-    throw;
-  }
-  for (uint8_t* p : fresh) L.pages.push_back(p);
-
   // Sinks and the chunk's recent tokens, in f16.
   for (int t = 0; t < n; ++t) {
     const int64_t j = n0 + t;
@@ -159,6 +162,7 @@ void KvCache::write(int layer, const float* k, const float* v) {
   for (int64_t j = lo; j < hi; ++j) {
     const int64_t index = (j - S) / c.P;
     const int slot = int((j - S) % c.P);
+    TKV_CHECK(index - L.first_page < int64_t(L.pages.size()));
     uint8_t* page = L.pages[size_t(index - L.first_page)];
     for (int h = 0; h < n_kv; ++h) {
       const float *ksrc, *vsrc;

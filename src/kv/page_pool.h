@@ -50,6 +50,10 @@ class ScratchBuffer {
   ~ScratchBuffer();
   ScratchBuffer(const ScratchBuffer&) = delete;
   ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ScratchBuffer(ScratchBuffer&& o) noexcept : data_(o.data_), capacity_(o.capacity_) {
+    o.data_ = nullptr;
+    o.capacity_ = 0;
+  }
   // Ensures at least `bytes`; contents are not preserved when it grows.
   uint8_t* reserve(size_t bytes);
   template <typename T>

@@ -1,0 +1,23 @@
+// Entry points of the codecs' Highway kernels (runtime dispatch to the best
+// target the CPU supports; tests force each compiled target in turn through
+// hwy::SetSupportedTargetsForTest). Internal to kv/codec.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tkv::kv::kernels {
+
+// ---- row-major f32 / f16 (one head vector of `dim` values per slot) ----
+// scores[g * stride + t] = <q_g, row_t> for t in [0, n); q: G x dim.
+void score_rows_f32(const float* q, int G, int dim, const float* rows, int n, float* scores,
+                    size_t stride);
+void score_rows_f16(const float* q, int G, int dim, const uint16_t* rows, int n, float* scores,
+                    size_t stride);
+// acc[g * dim + i] += sum_t p[g * stride + t] * row_t[i].
+void accumulate_rows_f32(const float* p, int G, size_t stride, const float* rows, int n, int dim,
+                         float* acc);
+void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n,
+                         int dim, float* acc);
+
+}  // namespace tkv::kv::kernels

@@ -1,0 +1,130 @@
+// The layer rotation R: seeded random signs + normalized fast Walsh-Hadamard
+// transform for power-of-two head_dim, a seeded dense random orthogonal
+// matrix otherwise. Both are functions of (head_dim, seed) only, so pages
+// written in one process decode identically in another (persistence).
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "kv/codec/codec.h"
+#include "kv/codec/rng.h"
+
+namespace tkv::kv {
+
+namespace {
+
+bool is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// In-place unnormalized Walsh-Hadamard transform (Sylvester order).
+void fwht(float* x, int n) {
+  for (int len = 1; len < n; len <<= 1) {
+    for (int i = 0; i < n; i += 2 * len) {
+      float* a = x + i;
+      float* b = x + i + len;
+      for (int j = 0; j < len; ++j) {
+        const float u = a[j], v = b[j];
+        a[j] = u + v;
+        b[j] = u - v;
+      }
+    }
+  }
+}
+
+// Rows of a dim x dim Gaussian matrix (Box-Muller on a splitmix64 stream),
+// orthonormalized by modified Gram-Schmidt, run twice for orthogonality to
+// double precision. Row-major, rows are the rotated coordinates.
+std::vector<float> dense_orthogonal(int dim, uint64_t seed) {
+  SplitMix64 rng(seed ^ 0x6f7274686f676f6eull);  // "orthogon"
+  std::vector<double> m(size_t(dim) * dim);
+  for (double& v : m) v = rng.gaussian();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int r = 0; r < dim; ++r) {
+      double* row = &m[size_t(r) * dim];
+      for (int p = 0; p < r; ++p) {
+        const double* prev = &m[size_t(p) * dim];
+        double dot = 0;
+        for (int i = 0; i < dim; ++i) dot += row[i] * prev[i];
+        for (int i = 0; i < dim; ++i) row[i] -= dot * prev[i];
+      }
+      double nrm = 0;
+      for (int i = 0; i < dim; ++i) nrm += row[i] * row[i];
+      nrm = std::sqrt(nrm);
+      TKV_CHECK(nrm > 1e-12);  // a Gaussian matrix is full rank with probability 1
+      for (int i = 0; i < dim; ++i) row[i] /= nrm;
+    }
+  }
+  return std::vector<float>(m.begin(), m.end());
+}
+
+// Scratch for in-place dense products without allocating in the hot path.
+constexpr int kStackDim = 1024;
+
+}  // namespace
+
+Rotation::Rotation(int head_dim, uint64_t seed) : dim_(head_dim), seed_(seed) {
+  if (head_dim < 2 || head_dim > 4096)
+    fail("kv rotation: head_dim ", head_dim, " is outside the supported range 2..4096");
+  if (is_pow2(head_dim)) {
+    SplitMix64 rng(seed);
+    signs_.resize(head_dim);
+    const float scale = 1.0f / std::sqrt(float(head_dim));
+    // The 1/sqrt(d) normalization is folded into the signs.
+    for (int i = 0; i < head_dim; ++i) signs_[i] = (rng.next() >> 63) ? -scale : scale;
+  } else {
+    dense_ = dense_orthogonal(head_dim, seed);
+  }
+}
+
+Rotation::~Rotation() = default;
+
+// R = H diag(s) / sqrt(d)   (power of two), else the dense rows.
+void Rotation::apply(const float* x, float* y) const {
+  const int d = dim_;
+  if (!signs_.empty()) {
+    for (int i = 0; i < d; ++i) y[i] = x[i] * signs_[i];
+    fwht(y, d);
+    return;
+  }
+  float stack[kStackDim];
+  std::vector<float> heap;
+  float* tmp = stack;
+  if (d > kStackDim) {
+    heap.resize(d);
+    tmp = heap.data();
+  }
+  for (int i = 0; i < d; ++i) tmp[i] = x[i];
+  for (int r = 0; r < d; ++r) {
+    const float* row = &dense_[size_t(r) * d];
+    float acc = 0;
+    for (int i = 0; i < d; ++i) acc += row[i] * tmp[i];
+    y[r] = acc;
+  }
+}
+
+// R^T = diag(s) H / sqrt(d)   (H is symmetric), else the dense transpose.
+void Rotation::apply_transpose(const float* y, float* x) const {
+  const int d = dim_;
+  if (!signs_.empty()) {
+    if (x != y)
+      for (int i = 0; i < d; ++i) x[i] = y[i];
+    fwht(x, d);
+    for (int i = 0; i < d; ++i) x[i] *= signs_[i];
+    return;
+  }
+  float stack[kStackDim];
+  std::vector<float> heap;
+  float* tmp = stack;
+  if (d > kStackDim) {
+    heap.resize(d);
+    tmp = heap.data();
+  }
+  for (int i = 0; i < d; ++i) tmp[i] = 0;
+  for (int r = 0; r < d; ++r) {
+    const float* row = &dense_[size_t(r) * d];
+    const float yr = y[r];
+    for (int i = 0; i < d; ++i) tmp[i] += row[i] * yr;
+  }
+  for (int i = 0; i < d; ++i) x[i] = tmp[i];
+}
+
+}  // namespace tkv::kv

@@ -1,0 +1,41 @@
+// Drives a KvCache through a sequence of chunks with random K/V/Q and checks
+// every query's output against the reference attention.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "reference_attention.h"
+
+namespace tkv::test {
+
+struct Scenario {
+  kv::KvShape shape;
+  kv::KvConfig config;
+  std::vector<int> chunks;  // tokens per chunk, in order
+  int threads = 1;
+  uint64_t seed = 1;
+};
+
+struct ScenarioResult {
+  double max_rel_error = 0;  // max over queries of ||out - ref||_inf / ||ref||_inf
+  int64_t queries = 0;
+  std::vector<std::vector<float>> outputs;  // per layer: all positions' outputs, concatenated
+};
+
+// Generates inputs: keys/values N(0,1) (plus, when `outlier` > 0, channel 3
+// of every key scaled by it), queries N(0, 1).
+class RandomInputs {
+ public:
+  RandomInputs(const kv::KvShape& shape, int64_t n_tokens, uint64_t seed, float outlier = 0);
+  std::vector<LayerInputs> layers;
+  std::vector<std::vector<float>> q;  // per layer: [pos][n_heads][hd]
+};
+
+// Runs the scenario; when `check` is set, compares with the reference.
+ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool check = true);
+
+}  // namespace tkv::test

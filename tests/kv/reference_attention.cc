@@ -1,0 +1,88 @@
+#include "reference_attention.h"
+
+#include <cmath>
+#include <memory>
+
+#include "common/f16.h"
+#include "kv/codec/codec.h"
+
+namespace tkv::test {
+
+ReferenceAttention::ReferenceAttention(const kv::KvShape& shape, const kv::KvConfig& config)
+    : shape_(shape),
+      config_(config),
+      S_(config.effective_sinks()),
+      R_(config.effective_residual()),
+      W_(config.window) {}
+
+LayerForms ReferenceAttention::forms(int layer, const LayerInputs& in) const {
+  const int hd = shape_.head_dim;
+  const int P = config_.page_tokens;
+  auto rot = std::make_shared<const kv::Rotation>(hd, kv::rotation_seed(config_, layer));
+  auto kc = kv::make_codec(config_.k_for(layer, shape_.n_layers), hd, rot);
+  auto vc = kv::make_codec(config_.v_for(layer, shape_.n_layers), hd, rot);
+  LayerForms f;
+  auto make = [&](const std::vector<float>& x, const kv::Codec& codec, std::vector<float>& f16,
+                  std::vector<float>& coded) {
+    f16.resize(x.size());
+    coded.resize(x.size());
+    std::vector<uint8_t> page(codec.page_bytes(P));
+    std::vector<float> src(hd);
+    for (size_t vec = 0; vec < x.size() / hd; ++vec) {
+      for (int i = 0; i < hd; ++i) {
+        f16[vec * hd + i] = round_f16(x[vec * hd + i]);
+        // With a residual window, pages are encoded from the f16 form.
+        src[i] = R_ > 0 ? f16[vec * hd + i] : x[vec * hd + i];
+      }
+      const int slot = int(vec % P);
+      codec.encode(src.data(), page.data(), P, slot);
+      codec.decode(page.data(), P, slot, coded.data() + vec * hd);
+    }
+  };
+  make(in.k, *kc, f.k_f16, f.k_codec);
+  make(in.v, *vc, f.v_f16, f.v_codec);
+  return f;
+}
+
+std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q,
+                                              int64_t p) const {
+  const int hd = shape_.head_dim, n_kv = shape_.n_kv_heads, G = shape_.n_heads / n_kv;
+  const int64_t wlo = W_ > 0 ? p - W_ + 1 : 0;
+  std::vector<float> out(size_t(shape_.n_heads) * hd, 0.0f);
+  for (int h = 0; h < n_kv; ++h) {
+    std::vector<const float*> keys, values;
+    for (int64_t j = 0; j <= p; ++j) {
+      const size_t off = (size_t(j) * n_kv + h) * hd;
+      if (j < S_ || j >= p - R_ + 1) {
+        if (j >= S_ && j < wlo) continue;
+        keys.push_back(f.k_f16.data() + off);
+        values.push_back(f.v_f16.data() + off);
+      } else if (j >= wlo) {
+        keys.push_back(f.k_codec.data() + off);
+        values.push_back(f.v_codec.data() + off);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const float* qh = q + size_t(h * G + g) * hd;
+      std::vector<double> s(keys.size());
+      double mx = -1e300;
+      for (size_t t = 0; t < keys.size(); ++t) {
+        double dot = 0;
+        for (int i = 0; i < hd; ++i) dot += double(qh[i]) * keys[t][i];
+        s[t] = dot / std::sqrt(double(hd));
+        mx = std::max(mx, s[t]);
+      }
+      double l = 0;
+      std::vector<double> acc(hd, 0.0);
+      for (size_t t = 0; t < keys.size(); ++t) {
+        const double w = std::exp(s[t] - mx);
+        l += w;
+        for (int i = 0; i < hd; ++i) acc[i] += w * values[t][i];
+      }
+      for (int i = 0; i < hd; ++i) out[size_t(h * G + g) * hd + i] = float(acc[i] / l);
+    }
+  }
+  return out;
+}
+
+}  // namespace tkv::test

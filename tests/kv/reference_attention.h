@@ -1,0 +1,41 @@
+// TEST-ONLY reference for the fused attention: every stored vector is
+// decoded to f32 exactly as the cache stores it (codec encode -> decode,
+// f16 rounding for sinks and the residual window), then attention is computed
+// exactly in double. This is the "quantize-dequantize, then exact attention"
+// simulation; it is never linked into the turbokv binary.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace tkv::test {
+
+// Inputs of one layer, position-major: [pos][n_kv][head_dim].
+struct LayerInputs {
+  std::vector<float> k, v;
+};
+
+// Both stored forms of every input vector of a layer, same indexing.
+struct LayerForms {
+  std::vector<float> k_f16, v_f16;      // as sinks / residual hold them
+  std::vector<float> k_codec, v_codec;  // as pages hold them, decoded
+};
+
+class ReferenceAttention {
+ public:
+  ReferenceAttention(const kv::KvShape& shape, const kv::KvConfig& config);
+
+  LayerForms forms(int layer, const LayerInputs& in) const;
+  // Output (n_heads x head_dim) for the query q (n_heads x head_dim,
+  // unscaled) at position p, under the cache's per-query policy semantics.
+  std::vector<float> attend(const LayerForms& f, const float* q, int64_t p) const;
+
+ private:
+  kv::KvShape shape_;
+  kv::KvConfig config_;
+  int S_, R_, W_;
+};
+
+}  // namespace tkv::test
