@@ -82,7 +82,7 @@ std::string human_bytes(uint64_t n) {
 
 std::string describe(const GgufFile& file, const InspectOptions& opt) {
   std::string out;
-  out += str(file.path(), "\n");
+  out += str(escape(file.path()), "\n");
   out += str("  GGUF version ", file.version(), ", ", file.file_size(), " bytes (",
              human_bytes(file.file_size()), "), alignment ", file.alignment(),
              ", data section at offset ", file.data_offset(), "\n");
@@ -91,7 +91,7 @@ std::string describe(const GgufFile& file, const InspectOptions& opt) {
   if (opt.show_metadata && !file.metadata().empty()) {
     Table t({false, false, false});
     for (const auto& [key, value] : file.metadata())
-      t.add({key, value_type_string(value), value_text(value, opt)});
+      t.add({escape(key), value_type_string(value), value_text(value, opt)});
     out += t.render("  ");
   }
 
@@ -101,7 +101,7 @@ std::string describe(const GgufFile& file, const InspectOptions& opt) {
     Table t({false, false, false, true, true});
     t.add({"name", "type", "shape", "offset", "bytes"});
     for (const TensorInfo& ti : tensors)
-      t.add({ti.name, std::string(dtype_name(ti.type)), shape_string(ti.shape),
+      t.add({escape(ti.name), std::string(dtype_name(ti.type)), shape_string(ti.shape),
              std::to_string(ti.offset), std::to_string(ti.n_bytes)});
     out += t.render("  ");
   }

@@ -160,8 +160,8 @@ class Parser {
     for (uint64_t k = 0; k < n_kv_; ++k) {
       where_ = str("metadata entry #", k);
       const std::string_view key = read_string();
-      if (!seen.insert(key).second) error("duplicate metadata key '", key, "'");
-      where_ = str("metadata key '", key, "'");
+      if (!seen.insert(key).second) error("duplicate metadata key '", escape(key), "'");
+      where_ = str("metadata key '", escape(key), "'");
       const ValueType type = read_value_type("value type");
       out_.kv_.emplace_back(std::string(key), read_value(type, 0));
     }
@@ -299,11 +299,12 @@ class Parser {
     std::unordered_set<std::string_view> seen;
     for (uint64_t k = 0; k < n_tensors_; ++k) {
       where_ = str("tensor info #", k);
-      const std::string_view name = read_string();
-      if (!seen.insert(name).second) error("duplicate tensor name '", name, "'");
+      const std::string_view raw_name = read_string();
+      const std::string name = escape(raw_name);  // for messages
+      if (!seen.insert(raw_name).second) error("duplicate tensor name '", name, "'");
       where_ = str("tensor info '", name, "'");
       TensorInfo t;
-      t.name = std::string(name);
+      t.name = std::string(raw_name);
 
       const uint32_t n_dims = read<uint32_t>();
       if (n_dims > kMaxDims) error("tensor '", name, "' has ", n_dims, " dimensions (at most 4)");
@@ -349,7 +350,7 @@ class Parser {
     const uint64_t data_bytes = size_ - out_.data_offset_;
     for (TensorInfo& t : out_.tensors_) {
       if (t.offset > data_bytes || t.n_bytes > data_bytes - t.offset)
-        error("tensor '", t.name, "' (offset ", t.offset, ", ", t.n_bytes,
+        error("tensor '", escape(t.name), "' (offset ", t.offset, ", ", t.n_bytes,
               " bytes) extends past the end of the file (data section has ", data_bytes, " bytes)");
       t.data = d_ + out_.data_offset_ + t.offset;
     }
@@ -363,8 +364,8 @@ class Parser {
       const TensorInfo& prev = out_.tensors_[order[k - 1]];
       const TensorInfo& cur = out_.tensors_[order[k]];
       if (prev.offset + prev.n_bytes > cur.offset)
-        error("tensors '", prev.name, "' and '", cur.name, "' overlap (offsets ", prev.offset,
-              " + ", prev.n_bytes, " bytes and ", cur.offset, ")");
+        error("tensors '", escape(prev.name), "' and '", escape(cur.name), "' overlap (offsets ",
+              prev.offset, " + ", prev.n_bytes, " bytes and ", cur.offset, ")");
     }
   }
 
@@ -407,7 +408,8 @@ namespace {
 
 [[noreturn]] void wrong_type(const std::string& path, std::string_view key, const Value& v,
                              const char* expected) {
-  fail(path, ": metadata key '", key, "' has type ", value_type_string(v), ", expected ", expected);
+  fail(path, ": metadata key '", escape(key), "' has type ", value_type_string(v), ", expected ",
+       expected);
 }
 
 }  // namespace
@@ -417,7 +419,7 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
   if (!v) return std::nullopt;
   if (!is_integer_type(v->type)) wrong_type(path_, key, *v, "an integer");
   const std::optional<int64_t> n = v->as_int();
-  if (!n) fail(path_, ": metadata key '", key, "' value ", v->u, " is out of range");
+  if (!n) fail(path_, ": metadata key '", escape(key), "' value ", v->u, " is out of range");
   return n;
 }
 
@@ -476,7 +478,7 @@ std::optional<std::vector<int64_t>> GgufFile::get_ints(std::string_view key) con
     r.reserve(v->uints.size());
     for (uint64_t x : v->uints) {
       if (x > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail(path_, ": metadata key '", key, "' element ", x, " is out of range");
+        fail(path_, ": metadata key '", escape(key), "' element ", x, " is out of range");
       r.push_back(int64_t(x));
     }
     return r;
@@ -486,17 +488,17 @@ std::optional<std::vector<int64_t>> GgufFile::get_ints(std::string_view key) con
 
 int64_t GgufFile::require_int(std::string_view key) const {
   if (auto v = get_int(key)) return *v;
-  fail(path_, ": missing metadata key '", key, "'");
+  fail(path_, ": missing metadata key '", escape(key), "'");
 }
 
 double GgufFile::require_float(std::string_view key) const {
   if (auto v = get_float(key)) return *v;
-  fail(path_, ": missing metadata key '", key, "'");
+  fail(path_, ": missing metadata key '", escape(key), "'");
 }
 
 std::string GgufFile::require_string(std::string_view key) const {
   if (auto v = get_string(key)) return *v;
-  fail(path_, ": missing metadata key '", key, "'");
+  fail(path_, ": missing metadata key '", escape(key), "'");
 }
 
 const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
@@ -507,7 +509,7 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 const TensorInfo& GgufFile::require_tensor(std::string_view name) const {
   if (const TensorInfo* t = find_tensor(name)) return *t;
-  fail(path_, ": missing tensor '", name, "'");
+  fail(path_, ": missing tensor '", escape(name), "'");
 }
 
 }  // namespace tkv::gguf

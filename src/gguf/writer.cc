@@ -28,7 +28,9 @@ uint64_t align_up(uint64_t n, uint64_t alignment) {
 // Rejects a Value whose payload does not sit in the member its type names
 // (possible when a Value is assembled by hand) or does not fit the type.
 void validate_value(const std::string& key, const Value& v, int depth) {
-  auto bad = [&](auto&&... what) { fail("GgufWriter: metadata key '", key, "': ", what...); };
+  auto bad = [&](auto&&... what) {
+    fail("GgufWriter: metadata key '", escape(key), "': ", what...);
+  };
   if (uint32_t(v.type) > uint32_t(ValueType::FLOAT64)) bad("unknown value type ", uint32_t(v.type));
   if (!v.is_array()) {
     // Scalars: re-run the range checks of the constructors.
@@ -199,7 +201,7 @@ void GgufWriter::set(const std::string& key, Value v) {
 
 void GgufWriter::add_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
                             TensorFiller fill) {
-  auto bad = [&](auto&&... what) { fail("GgufWriter: tensor '", name, "': ", what...); };
+  auto bad = [&](auto&&... what) { fail("GgufWriter: tensor '", escape(name), "': ", what...); };
   if (name.empty()) fail("GgufWriter: tensor with an empty name");
   if (name.size() > kMaxTensorName) bad("name longer than ", kMaxTensorName, " bytes");
   for (const PendingTensor& t : tensors_)
@@ -231,8 +233,8 @@ void GgufWriter::add_tensor(const std::string& name, DType type, std::vector<int
   if (tensors_.back().n_bytes != n_bytes) {
     const uint64_t want = tensors_.back().n_bytes;
     tensors_.pop_back();
-    fail("GgufWriter: tensor '", name, "': ", n_bytes, " bytes given, its shape and type need ",
-         want);
+    fail("GgufWriter: tensor '", escape(name), "': ", n_bytes,
+         " bytes given, its shape and type need ", want);
   }
 }
 
