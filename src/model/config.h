@@ -1,0 +1,81 @@
+// Hyper-parameters of a llama-family model, read from GGUF metadata.
+//
+// Keys are llama.cpp's ("{arch}.embedding_length", "{arch}.attention.head_count",
+// ...), with {arch} = general.architecture. Supported architectures:
+//   llama : Llama 1/2/3 and Mistral. RoPE on adjacent pairs (llama.cpp's
+//           "normal" rope: the converter permutes Q/K rows so that this holds);
+//           Llama 3.1+ long-context scaling arrives as the rope_freqs tensor.
+//   qwen2 : Qwen2/2.5, biases on the Q, K and V projections, NEOX rope.
+//   qwen3 : Qwen3, per-head RMSNorm of Q and K before RoPE, NEOX rope.
+// Anything else is rejected with an error naming the architecture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tkv::gguf {
+class GgufFile;
+}
+
+namespace tkv::model {
+
+enum class Arch { Llama, Qwen2, Qwen3 };
+
+// How RoPE pairs up the dimensions of a head (llama.cpp's rope types).
+//   Normal: (x[2i], x[2i+1]) rotate together (Llama as converted to GGUF).
+//   Neox  : (x[i], x[i + n_rot/2]) rotate together ("rotate halves", Qwen).
+enum class RopeStyle { Normal, Neox };
+
+enum class RopeScalingType { None, Linear };
+
+struct ModelConfig {
+  std::string arch_name;  // general.architecture, e.g. "llama"
+  Arch arch = Arch::Llama;
+  std::string name;  // general.name, may be empty
+
+  int n_embd = 0;  // residual stream width
+  int n_layers = 0;
+  int n_heads = 0;      // query heads
+  int n_kv_heads = 0;   // key/value heads (GQA: n_heads % n_kv_heads == 0)
+  int head_dim = 0;     // attention.key_length (== value_length), default n_embd / n_heads
+  int n_ff = 0;         // SwiGLU hidden width
+  int n_vocab = 0;      // token list size (or token_embd rows when there is no list)
+  int n_ctx_train = 0;  // context_length the model was trained with
+
+  // RoPE: the first n_rot dims of each head rotate, dimension pair i at
+  // angle pos * freq_scale * rope_base^(-2i/n_rot) / freq_factor[i]
+  // (freq_factor from the rope_freqs tensor, Llama 3 scaling; else 1).
+  int n_rot = 0;
+  float rope_base = 10000.0f;
+  RopeStyle rope_style = RopeStyle::Normal;
+  RopeScalingType rope_scaling = RopeScalingType::None;
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
+  int rope_orig_ctx = 0;         // rope.scaling.original_context_length, 0 if absent
+
+  float rms_eps = 1e-5f;
+  // Mistral v0.1-style sliding-window attention (attention.sliding_window), 0
+  // = full attention. The model does not enforce it itself: a caller that
+  // wants it maps it onto the KV cache's window policy.
+  int sliding_window = 0;
+
+  bool qkv_bias = false;     // qwen2 (required); llama (when the tensors are present)
+  bool qk_norm = false;      // qwen3
+  bool tied_output = false;  // no output.weight: logits use token_embd
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Reads and validates the metadata of `file` (tensor-derived fields such as
+  // tied_output, qkv_bias for llama and n_vocab without a token list are
+  // filled in here too). Throws tkv::Error "<path>: <problem>".
+  static ModelConfig from_gguf(const gguf::GgufFile& file);
+
+  // One line for logs: "llama 16L d2048 h32/8x64 ff8192 v128256 rope 500000 ...".
+  std::string describe() const;
+};
+
+std::string_view arch_name(Arch a);
+RopeStyle rope_style_of(Arch a);
+
+}  // namespace tkv::model

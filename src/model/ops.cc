@@ -1,0 +1,245 @@
+#include "model/ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "model/ops.cc"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv::model::ops {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of x[i]^2 with two vector accumulators (hides the FMA latency).
+float SumOfSquares(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  auto acc0 = hn::Zero(d);
+  auto acc1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto a = hn::LoadU(d, x + i);
+    const auto b = hn::LoadU(d, x + i + N);
+    acc0 = hn::MulAdd(a, a, acc0);
+    acc1 = hn::MulAdd(b, b, acc1);
+  }
+  for (; i + N <= n; i += N) {
+    const auto a = hn::LoadU(d, x + i);
+    acc0 = hn::MulAdd(a, a, acc0);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+  for (; i < n; ++i) sum += x[i] * x[i];
+  return sum;
+}
+
+// y[i] = x[i] * scale * w[i]
+void ScaleMul(const float* x, const float* HWY_RESTRICT w, float scale, float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vs = hn::Set(d, scale);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vs), hn::LoadU(d, w + i)), d, y + i);
+  }
+  for (; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+// gate[i] = silu(gate[i]) * up[i]. sigmoid(g) is built from e = exp(-|g|),
+// which never overflows: sigmoid = 1/(1+e) for g >= 0, e/(1+e) otherwise.
+void SiluMul(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto one = hn::Set(d, 1.0f);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto g = hn::LoadU(d, gate + i);
+    const auto e = hn::Exp(d, hn::Neg(hn::Abs(g)));
+    const auto num = hn::IfThenElse(hn::Ge(g, hn::Zero(d)), one, e);
+    const auto sig = hn::Div(num, hn::Add(one, e));
+    hn::StoreU(hn::Mul(hn::Mul(g, sig), hn::LoadU(d, up + i)), d, gate + i);
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float e = std::exp(-std::fabs(g));
+    const float sig = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+    gate[i] = g * sig * up[i];
+  }
+}
+
+void Add(float* HWY_RESTRICT y, const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Add(hn::LoadU(d, y + i), hn::LoadU(d, x + i)), d, y + i);
+  }
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+float MaxValue(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  float m = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  if (n >= N) {
+    auto vm = hn::Set(d, m);
+    for (; i + N <= n; i += N) vm = hn::Max(vm, hn::LoadU(d, x + i));
+    m = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// Sum of exp(x[i] - shift); when `out` is set, also stores each term there.
+float SumExp(const float* x, int64_t n, float shift, float* out) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vshift = hn::Set(d, shift);
+  auto acc = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vshift));
+    if (out) hn::StoreU(e, d, out + i);
+    acc = hn::Add(acc, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < n; ++i) {
+    const float e = std::exp(x[i] - shift);
+    if (out) out[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+void Scale(float* HWY_RESTRICT x, int64_t n, float s) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vs = hn::Set(d, s);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vs), d, x + i);
+  for (; i < n; ++i) x[i] *= s;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tkv::model::ops
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tkv::model::ops {
+
+HWY_EXPORT(SumOfSquares);
+HWY_EXPORT(ScaleMul);
+HWY_EXPORT(SiluMul);
+HWY_EXPORT(Add);
+HWY_EXPORT(MaxValue);
+HWY_EXPORT(SumExp);
+HWY_EXPORT(Scale);
+
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  const float ss = HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
+  const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
+  HWY_DYNAMIC_DISPATCH(ScaleMul)(x, w, scale, y, n);
+}
+
+void rmsnorm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
+                  ThreadPool& pool) {
+  if (rows == 1) return rmsnorm(x, w, y, n, eps);
+  pool.parallel_for(rows, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) rmsnorm(x + r * n, w, y + r * n, n, eps);
+  });
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n);
+}
+
+void add(float* y, const float* x, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Add)(y, x, n);
+}
+
+void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) add(y + r * n, bias, n);
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float m = HWY_DYNAMIC_DISPATCH(MaxValue)(x, n);
+  const float sum = HWY_DYNAMIC_DISPATCH(SumExp)(x, n, m, x);
+  HWY_DYNAMIC_DISPATCH(Scale)(x, n, 1.0f / sum);
+}
+
+float log_sum_exp(const float* x, int64_t n) {
+  if (n <= 0) return -std::numeric_limits<float>::infinity();
+  const float m = HWY_DYNAMIC_DISPATCH(MaxValue)(x, n);
+  if (!std::isfinite(m)) return m;
+  const float sum = HWY_DYNAMIC_DISPATCH(SumExp)(x, n, m, nullptr);
+  return m + std::log(sum);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+RopeFrequencies RopeFrequencies::make(const ModelConfig& config,
+                                      std::span<const float> freq_factors) {
+  RopeFrequencies r;
+  r.style = config.rope_style;
+  r.n_rot = config.n_rot;
+  const int pairs = config.n_rot / 2;
+  TKV_CHECK(freq_factors.empty() || int(freq_factors.size()) == pairs);
+  r.inv_freq.resize(pairs);
+  for (int i = 0; i < pairs; ++i) {
+    double f = double(config.rope_freq_scale) *
+               std::pow(double(config.rope_base), -2.0 * i / double(config.n_rot));
+    if (!freq_factors.empty()) f /= double(freq_factors[i]);
+    r.inv_freq[i] = f;
+  }
+  return r;
+}
+
+void rope_angles(const RopeFrequencies& rope, int64_t pos0, int64_t T, float* cos_out,
+                 float* sin_out) {
+  const int64_t pairs = rope.n_rot / 2;
+  for (int64_t t = 0; t < T; ++t) {
+    const double pos = double(pos0 + t);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double angle = pos * rope.inv_freq[i];
+      cos_out[t * pairs + i] = float(std::cos(angle));
+      sin_out[t * pairs + i] = float(std::sin(angle));
+    }
+  }
+}
+
+void rope_apply(const RopeFrequencies& rope, float* x, int n_heads, int head_dim,
+                const float* cos_row, const float* sin_row) {
+  const int pairs = rope.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    if (rope.style == RopeStyle::Normal) {
+      for (int i = 0; i < pairs; ++i) {  // pairs (2i, 2i+1)
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cos_row[i] - b * sin_row[i];
+        v[2 * i + 1] = a * sin_row[i] + b * cos_row[i];
+      }
+    } else {
+      for (int i = 0; i < pairs; ++i) {  // pairs (i, i + n_rot/2)
+        const float a = v[i], b = v[i + pairs];
+        v[i] = a * cos_row[i] - b * sin_row[i];
+        v[i + pairs] = a * sin_row[i] + b * cos_row[i];
+      }
+    }
+  }
+}
+
+}  // namespace tkv::model::ops
+#endif  // HWY_ONCE

@@ -1,0 +1,67 @@
+// The small element-wise operations of the forward pass: RMSNorm, RoPE,
+// SwiGLU's SiLU(gate) * up, residual add, softmax.
+//
+// They are cheap next to the weight products (O(width) per token against
+// O(width^2)), but at 8K-wide FFN activations a scalar loop with a libm exp()
+// per element would show up in decode, so the loops are Highway kernels with
+// runtime dispatch. RoPE stays scalar: it touches n_rot/2 pairs per head and
+// its sines and cosines are computed once per chunk, not per layer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "model/config.h"
+
+namespace tkv::model::ops {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], i < n. y may alias x.
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// RMSNorm of `rows` rows of n values (row stride n), in parallel over rows
+// when there are several. y may alias x.
+void rmsnorm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
+                  ThreadPool& pool);
+
+// gate[i] = silu(gate[i]) * up[i] with silu(x) = x / (1 + e^-x), i < n.
+void silu_mul(float* gate, const float* up, int64_t n);
+
+// y[i] += x[i], i < n.
+void add(float* y, const float* x, int64_t n);
+
+// Adds the same `bias` (n values) to each of `rows` rows of n values.
+void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
+
+// x <- softmax(x) in place (max-subtracted, so any finite input is safe).
+void softmax(float* x, int64_t n);
+
+// log(sum(exp(x[i]))), computed stably; with it log p_i = x_i - log_sum_exp.
+float log_sum_exp(const float* x, int64_t n);
+
+// Index of the largest value (the first one on ties); n >= 1.
+int64_t argmax(const float* x, int64_t n);
+
+// RoPE rotation speeds of one model: inv_freq[i] for dimension pair i < n_rot/2.
+struct RopeFrequencies {
+  RopeStyle style = RopeStyle::Normal;
+  int n_rot = 0;
+  std::vector<double> inv_freq;  // freq_scale * base^(-2i/n_rot) / freq_factor[i]
+
+  // `freq_factors` (n_rot/2 values, Llama 3's rope_freqs tensor) may be empty.
+  static RopeFrequencies make(const ModelConfig& config, std::span<const float> freq_factors);
+};
+
+// cos/sin of every (position, pair) of a chunk: positions pos0 .. pos0+T-1,
+// row-major T x n_rot/2. Angles are computed in double so that position
+// 100000 is as accurate as position 1.
+void rope_angles(const RopeFrequencies& rope, int64_t pos0, int64_t T, float* cos_out,
+                 float* sin_out);
+
+// Rotates the first n_rot dims of each of the `n_heads` heads (head_dim
+// apart) of one token, with that token's row of the cos/sin tables.
+void rope_apply(const RopeFrequencies& rope, float* x, int n_heads, int head_dim,
+                const float* cos_row, const float* sin_row);
+
+}  // namespace tkv::model::ops

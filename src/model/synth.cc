@@ -1,0 +1,370 @@
+#include "model/synth.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <numbers>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "tensor/dtype.h"
+#include "tensor/matmul.h"
+
+namespace tkv::model {
+
+// ---- presets ---------------------------------------------------------------
+
+namespace {
+
+SynthSpec make_spec(std::string preset, std::string arch, int embd, int layers, int heads,
+                    int kv_heads, int head_dim, int ff, int vocab, int ctx, float rope_base,
+                    float eps, bool tied) {
+  SynthSpec s;
+  s.preset = std::move(preset);
+  s.arch = std::move(arch);
+  s.n_embd = embd;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.n_ff = ff;
+  s.n_vocab = vocab;
+  s.n_ctx = ctx;
+  s.rope_base = rope_base;
+  s.rms_eps = eps;
+  s.tied_output = tied;
+  return s;
+}
+
+SynthSpec with_llama3_rope(SynthSpec s, float factor) {
+  s.llama3_factor = factor;
+  s.llama3_low_freq_factor = 1.0f;
+  s.llama3_high_freq_factor = 4.0f;
+  s.llama3_orig_ctx = 8192;
+  return s;
+}
+
+// The shapes of the real models' config.json.
+std::vector<SynthSpec> all_presets() {
+  std::vector<SynthSpec> p;
+  p.push_back(make_spec("tiny", "llama", 256, 2, 4, 2, 64, 768, 512, 2048, 10000.0f, 1e-5f, false));
+  p.push_back(with_llama3_rope(make_spec("llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256,
+                                         131072, 500000.0f, 1e-5f, true),
+                               32.0f));
+  p.push_back(with_llama3_rope(make_spec("llama-3.2-3b", "llama", 3072, 28, 24, 8, 128, 8192,
+                                         128256, 131072, 500000.0f, 1e-5f, true),
+                               32.0f));
+  p.push_back(with_llama3_rope(make_spec("llama-3.1-8b", "llama", 4096, 32, 32, 8, 128, 14336,
+                                         128256, 131072, 500000.0f, 1e-5f, false),
+                               8.0f));
+  p.push_back(make_spec("qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768, 1e6f,
+                        1e-6f, true));
+  p.push_back(make_spec("qwen2.5-7b", "qwen2", 3584, 28, 28, 4, 128, 18944, 152064, 32768, 1e6f,
+                        1e-6f, false));
+  p.push_back(make_spec("qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f,
+                        1e-6f, false));
+  p.push_back(make_spec("mistral-7b", "llama", 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6f,
+                        1e-5f, false));
+  SynthSpec v01 = make_spec("mistral-7b-v0.1", "llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768,
+                            10000.0f, 1e-5f, false);
+  v01.sliding_window = 4096;
+  p.push_back(v01);
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> synth_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& s : all_presets()) names.push_back(s.preset);
+  return names;
+}
+
+SynthSpec synth_preset(std::string_view name) {
+  std::string known;
+  for (const auto& s : all_presets()) {
+    if (s.preset == name) return s;
+    known += (known.empty() ? "" : ", ") + s.preset;
+  }
+  fail("synth: unknown model '", name, "' (known: ", known, ")");
+}
+
+std::vector<float> llama3_rope_freq_factors(int head_dim, float rope_base, float factor,
+                                            float low_freq_factor, float high_freq_factor,
+                                            int orig_ctx) {
+  // Wavelengths longer than orig_ctx / low_freq_factor are slowed by `factor`,
+  // shorter than orig_ctx / high_freq_factor are kept, and the band between
+  // is interpolated smoothly (Meta's llama3 rope_scaling).
+  const double low_freq_wavelen = orig_ctx / double(low_freq_factor);
+  const double high_freq_wavelen = orig_ctx / double(high_freq_factor);
+  std::vector<float> out;
+  for (int i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(double(rope_base), double(i) / head_dim);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    double f;
+    if (wavelen < high_freq_wavelen) {
+      f = 1.0;
+    } else if (wavelen > low_freq_wavelen) {
+      f = factor;
+    } else {
+      const double smooth = (orig_ctx / wavelen - low_freq_factor) /
+                            (double(high_freq_factor) - double(low_freq_factor));
+      f = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out.push_back(float(f));
+  }
+  return out;
+}
+
+// ---- weights -----------------------------------------------------------------
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Fills out[0..n) with uniform values in [-1, 1): two 24-bit values per
+// splitmix64 output.
+void uniform_row(uint64_t seed, float* out, int64_t n) {
+  uint64_t state = seed;
+  constexpr float kScale = 2.0f / float(1 << 24);
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const uint64_t r = splitmix64(state);
+    out[i] = float(r >> 40) * kScale - 1.0f;
+    out[i + 1] = float((r >> 8) & 0xffffff) * kScale - 1.0f;
+  }
+  if (i < n) out[i] = float(splitmix64(state) >> 40) * kScale - 1.0f;
+}
+
+// What a generated tensor holds.
+enum class Fill { Matrix, Norm, Bias, Constant };
+
+struct TensorPlan {
+  std::string name;
+  DType type;
+  int64_t cols, rows;  // a vector: rows == 1
+  Fill fill;
+  std::vector<float> constant;  // Fill::Constant (rope_freqs)
+};
+
+// The weight type plan: one type for every matrix, or llama.cpp's Q4_K_M mix.
+struct TypePlan {
+  DType base = DType::F16;
+  bool q4_k_m = false;
+
+  static TypePlan parse(const std::string& name) {
+    TypePlan p;
+    std::string lower = name;
+    for (auto& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "q4_k_m") {
+      p.base = DType::Q4_K;
+      p.q4_k_m = true;
+      return p;
+    }
+    const auto t = parse_dtype(name);
+    if (!t) fail("synth: unknown weight type '", name, "' (f32, f16, bf16, q8_0, q4_0, q4_K, ...)");
+    if (!traits(*t).supported) fail("synth: weight type ", dtype_name(*t), " is not supported");
+    p.base = *t;
+    return p;
+  }
+
+  // llama.cpp's use_more_bits(): the first and last eighth of the layers and
+  // every third one between get more bits in the _M mixes.
+  static bool use_more_bits(int i, int n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+  }
+
+  // kind: "output", "attn_v", "ffn_down" or anything else.
+  DType pick(std::string_view kind, int layer, int n_layers, int64_t cols) const {
+    DType t = base;
+    if (q4_k_m) {
+      if (kind == "output") t = DType::Q6_K;
+      if ((kind == "attn_v" || kind == "ffn_down") && use_more_bits(layer, n_layers)) {
+        t = DType::Q6_K;
+      }
+    }
+    if (cols % traits(t).block_size != 0) t = DType::F16;  // as llama.cpp falls back
+    return t;
+  }
+};
+
+void validate(const SynthSpec& s) {
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3)");
+  }
+  if (s.n_embd < 1 || s.n_layers < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.n_ff < 1 ||
+      s.n_ctx < 1 || s.head_dim < 2 || s.head_dim % 2 != 0) {
+    fail("synth: ", s.preset, " has a non-positive dimension or an odd head_dim");
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    fail("synth: ", s.n_heads, " heads are not a multiple of ", s.n_kv_heads, " KV heads");
+  }
+}
+
+// Generates one tensor into dst, rows in parallel; each row from its own seed.
+void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool) {
+  const size_t rb = row_bytes(t.type, t.cols);
+  const uint64_t tensor_seed = seed ^ name_hash(t.name);
+  // Matrices: uniform with variance 1/fan_in; norms 1 +- 0.1; biases +- 0.1.
+  const float amplitude = t.fill == Fill::Matrix ? std::sqrt(3.0f / float(t.cols)) : 0.1f;
+  auto rows = [&](int64_t begin, int64_t end) {
+    std::vector<float> buf(size_t(t.cols));
+    for (int64_t r = begin; r < end; ++r) {
+      if (t.fill == Fill::Constant) {
+        buf = t.constant;
+      } else {
+        uint64_t row_seed = tensor_seed + uint64_t(r) * 0xd1b54a32d192ed03ull;
+        uniform_row(splitmix64(row_seed), buf.data(), t.cols);
+        for (auto& v : buf) v = (t.fill == Fill::Norm ? 1.0f : 0.0f) + amplitude * v;
+      }
+      quantize_row(t.type, buf.data(), dst + size_t(r) * rb, t.cols);
+    }
+  };
+  if (pool && t.rows > 1) {
+    pool->parallel_for(t.rows, 16, [&](int64_t b, int64_t e, int) { rows(b, e); });
+  } else {
+    rows(0, t.rows);
+  }
+}
+
+std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) {
+  std::vector<TensorPlan> plan;
+  auto matrix = [&](std::string name, std::string_view kind, int layer, int64_t cols,
+                    int64_t rows) {
+    plan.push_back(
+        {std::move(name), types.pick(kind, layer, s.n_layers, cols), cols, rows, Fill::Matrix, {}});
+  };
+  auto vec = [&](std::string name, int64_t n, Fill fill) {
+    plan.push_back({std::move(name), DType::F32, n, 1, fill, {}});
+  };
+  const int64_t E = s.n_embd, Q = int64_t(s.n_heads) * s.head_dim,
+                K = int64_t(s.n_kv_heads) * s.head_dim;
+
+  matrix("token_embd.weight", "token_embd", 0, E, s.n_vocab);
+  if (s.llama3_factor > 0.0f) {
+    auto factors =
+        llama3_rope_freq_factors(s.head_dim, s.rope_base, s.llama3_factor, s.llama3_low_freq_factor,
+                                 s.llama3_high_freq_factor, s.llama3_orig_ctx);
+    plan.push_back({"rope_freqs.weight", DType::F32, int64_t(factors.size()), 1, Fill::Constant,
+                    std::move(factors)});
+  }
+  vec("output_norm.weight", E, Fill::Norm);
+  if (!s.tied_output) matrix("output.weight", "output", 0, E, s.n_vocab);
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", E, Fill::Norm);
+    matrix(p + "attn_q.weight", "attn_q", l, E, Q);
+    matrix(p + "attn_k.weight", "attn_k", l, E, K);
+    matrix(p + "attn_v.weight", "attn_v", l, E, K);
+    if (s.arch == "qwen2") {
+      vec(p + "attn_q.bias", Q, Fill::Bias);
+      vec(p + "attn_k.bias", K, Fill::Bias);
+      vec(p + "attn_v.bias", K, Fill::Bias);
+    }
+    if (s.arch == "qwen3") {
+      vec(p + "attn_q_norm.weight", s.head_dim, Fill::Norm);
+      vec(p + "attn_k_norm.weight", s.head_dim, Fill::Norm);
+    }
+    matrix(p + "attn_output.weight", "attn_output", l, Q, E);
+    vec(p + "ffn_norm.weight", E, Fill::Norm);
+    matrix(p + "ffn_gate.weight", "ffn_gate", l, E, s.n_ff);
+    matrix(p + "ffn_up.weight", "ffn_up", l, E, s.n_ff);
+    matrix(p + "ffn_down.weight", "ffn_down", l, s.n_ff, E);
+  }
+  return plan;
+}
+
+}  // namespace
+
+SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts,
+                              gguf::GgufWriter& w) {
+  SynthResult result;
+  SynthSpec s = spec_in;
+  if (opts.layers > 0) s.n_layers = opts.layers;
+  validate(s);
+  const TypePlan types = TypePlan::parse(opts.type);
+
+  // Vocabulary first: a copied one decides n_vocab.
+  if (!opts.vocab_from.empty()) {
+    s.n_vocab = copy_vocab(w, opts.vocab_from);
+  } else {
+    add_invented_vocab(w, s.n_vocab);
+  }
+
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name", "turbokv synth " + s.preset);
+  w.set_u32(a + "context_length", uint32_t(s.n_ctx));
+  w.set_u32(a + "embedding_length", uint32_t(s.n_embd));
+  w.set_u32(a + "block_count", uint32_t(s.n_layers));
+  w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
+  w.set_u32(a + "attention.head_count", uint32_t(s.n_heads));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_kv_heads));
+  w.set_u32(a + "attention.key_length", uint32_t(s.head_dim));
+  w.set_u32(a + "attention.value_length", uint32_t(s.head_dim));
+  w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
+  w.set_f32(a + "rope.freq_base", s.rope_base);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
+  if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  w.set_string("turbokv.synth.preset", s.preset);
+  w.set_string("turbokv.synth.type", opts.type);
+  w.set("turbokv.synth.seed", gguf::Value::make_u64(opts.seed));
+
+  std::vector<TensorPlan> plan = plan_tensors(s, types);
+  for (const auto& t : plan) {
+    result.tensor_bytes += uint64_t(t.rows) * row_bytes(t.type, t.cols);
+    result.n_params += uint64_t(t.rows) * uint64_t(t.cols);
+  }
+  result.n_tensors = plan.size();
+
+  // Shared by the fillers, which run later, inside GgufWriter::write().
+  struct Progress {
+    std::atomic<uint64_t> done{0};
+    uint64_t total = 0;
+    std::function<void(uint64_t, uint64_t)> callback;
+  };
+  auto progress = std::make_shared<Progress>();
+  progress->total = result.tensor_bytes;
+  progress->callback = opts.progress;
+  const uint64_t seed = opts.seed;
+  ThreadPool* pool = opts.pool;
+  for (auto& t : plan) {
+    std::vector<int64_t> shape =
+        t.rows == 1 ? std::vector<int64_t>{t.cols} : std::vector<int64_t>{t.cols, t.rows};
+    auto tensor = std::make_shared<TensorPlan>(std::move(t));
+    w.add_tensor(
+        tensor->name, tensor->type, std::move(shape),
+        [tensor, seed, pool, progress](uint8_t* dst, size_t n_bytes) {
+          TKV_CHECK(n_bytes == size_t(tensor->rows) * row_bytes(tensor->type, tensor->cols));
+          generate(*tensor, seed, dst, pool);
+          const uint64_t done = progress->done += n_bytes;
+          if (progress->callback) progress->callback(done, progress->total);
+        });
+  }
+  result.spec = s;
+  return result;
+}
+
+SynthResult write_synth_model(const SynthSpec& spec, const SynthOptions& opts,
+                              const std::string& out_path) {
+  gguf::GgufWriter writer;
+  SynthResult r = build_synth_model(spec, opts, writer);
+  writer.write(out_path);
+  return r;
+}
+
+}  // namespace tkv::model

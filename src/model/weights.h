@@ -1,0 +1,57 @@
+// The tensors of a llama-family model, bound by name from a GGUF file.
+//
+// llama.cpp's tensor names and (ggml-order) shapes, E = n_embd, Q = n_heads x
+// head_dim, K = n_kv_heads x head_dim, F = n_ff, V = n_vocab:
+//   token_embd.weight        [E, V]
+//   blk.N.attn_norm.weight   [E]
+//   blk.N.attn_q.weight      [E, Q]   (+ attn_q.bias [Q] for qwen2)
+//   blk.N.attn_k.weight      [E, K]   (+ attn_k.bias [K])
+//   blk.N.attn_v.weight      [E, K]   (+ attn_v.bias [K])
+//   blk.N.attn_q_norm.weight [head_dim]   qwen3 only
+//   blk.N.attn_k_norm.weight [head_dim]   qwen3 only
+//   blk.N.attn_output.weight [Q, E]
+//   blk.N.ffn_norm.weight    [E]
+//   blk.N.ffn_gate.weight    [E, F]
+//   blk.N.ffn_up.weight      [E, F]
+//   blk.N.ffn_down.weight    [F, E]
+//   output_norm.weight       [E]
+//   output.weight            [E, V]   (absent: tied to token_embd)
+//   rope_freqs.weight        [n_rot/2] optional (Llama 3 rope scaling)
+// Matrices stay in the mapped file (WeightMatrix points into it); the small
+// vectors (norms, biases, rope factors) are converted to f32 copies at load.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "tensor/matmul.h"
+
+namespace tkv::gguf {
+class GgufFile;
+}
+
+namespace tkv::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // n_embd
+  WeightMatrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;      // empty unless config.qkv_bias
+  std::vector<float> q_norm, k_norm;  // head_dim each, empty unless config.qk_norm
+  std::vector<float> ffn_norm;        // n_embd
+  WeightMatrix w_gate, w_up, w_down;
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;               // n_vocab rows of n_embd
+  std::vector<float> output_norm;        // n_embd
+  WeightMatrix output;                   // n_vocab rows of n_embd (== token_embd when tied)
+  std::vector<float> rope_freq_factors;  // n_rot/2, empty when absent
+  std::vector<LayerWeights> layers;
+  uint64_t bytes = 0;  // bytes of all tensors used (the mapped weights, once each)
+
+  // Binds and checks every tensor; throws tkv::Error "<path>: tensor <name> ...".
+  static ModelWeights bind(const gguf::GgufFile& file, const ModelConfig& config);
+};
+
+}  // namespace tkv::model
