@@ -142,7 +142,7 @@ TEST(GgufCorruption, RandomMultiByteChanges) {
 std::string parse_error(const RawGguf& raw) {
   const auto& d = raw.data();
   std::unique_ptr<uint8_t[]> buf(new uint8_t[d.size() + 1]);
-  std::memcpy(buf.get(), d.data(), d.size());
+  if (!d.empty()) std::memcpy(buf.get(), d.data(), d.size());
   try {
     GgufFile::parse(buf.get(), d.size(), "bad.gguf");
   } catch (const Error& e) {
