@@ -70,7 +70,8 @@ HWY_INLINE void ScoreRowsTag(D df, const float* HWY_RESTRICT q, int G, int dim,
     for (int t = 0; t < n; ++t) {
       const T* row = rows + size_t(t) * dim;
       V a = hn::Zero(df);
-      for (size_t c = 0; c < nv; ++c) a = hn::MulAdd(hn::LoadU(df, qg + c * N), LoadRow(df, row + c * N), a);
+      for (size_t c = 0; c < nv; ++c)
+        a = hn::MulAdd(hn::LoadU(df, qg + c * N), LoadRow(df, row + c * N), a);
       s[t] = hn::GetLane(hn::SumOfLanes(df, a));
     }
   }
@@ -124,11 +125,13 @@ HWY_INLINE void AccumulateRowsTag(D df, const float* HWY_RESTRICT p, int G, size
 
 void ScoreRowsF32(const float* q, int G, int dim, const float* rows, int n, float* scores,
                   size_t stride) {
-  simd::WithTagDividing(dim, [&](auto df) { ScoreRowsTag(df, q, G, dim, rows, n, scores, stride); });
+  simd::WithTagDividing(dim,
+                        [&](auto df) { ScoreRowsTag(df, q, G, dim, rows, n, scores, stride); });
 }
 void ScoreRowsF16(const float* q, int G, int dim, const uint16_t* rows, int n, float* scores,
                   size_t stride) {
-  simd::WithTagDividing(dim, [&](auto df) { ScoreRowsTag(df, q, G, dim, rows, n, scores, stride); });
+  simd::WithTagDividing(dim,
+                        [&](auto df) { ScoreRowsTag(df, q, G, dim, rows, n, scores, stride); });
 }
 void AccumulateRowsF32(const float* p, int G, size_t stride, const float* rows, int n, int dim,
                        float* acc) {
@@ -164,8 +167,8 @@ void accumulate_rows_f32(const float* p, int G, size_t stride, const float* rows
                          float* acc) {
   HWY_DYNAMIC_DISPATCH(AccumulateRowsF32)(p, G, stride, rows, n, dim, acc);
 }
-void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n,
-                         int dim, float* acc) {
+void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n, int dim,
+                         float* acc) {
   HWY_DYNAMIC_DISPATCH(AccumulateRowsF16)(p, G, stride, rows, n, dim, acc);
 }
 

@@ -17,7 +17,7 @@ void score_rows_f16(const float* q, int G, int dim, const uint16_t* rows, int n,
 // acc[g * dim + i] += sum_t p[g * stride + t] * row_t[i].
 void accumulate_rows_f32(const float* p, int G, size_t stride, const float* rows, int n, int dim,
                          float* acc);
-void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n,
-                         int dim, float* acc);
+void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n, int dim,
+                         float* acc);
 
 }  // namespace tkv::kv::kernels

@@ -13,7 +13,9 @@ namespace tkv::kv {
 
 namespace {
 
-bool is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_pow2(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 // In-place unnormalized Walsh-Hadamard transform (Sylvester order).
 void fwht(float* x, int n) {

@@ -31,6 +31,16 @@ HWY_INLINE void WithTagDividing(size_t dim, const Fn& fn) {
   return fn(d1);
 }
 
+#if HWY_TARGET == HWY_SCALAR
+// One lane per vector: the sums are the lanes themselves.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void Reduce4(D, V a0, V a1, V a2, V a3, float* HWY_RESTRICT out) {
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+}
+#else
 // Adds the 128-bit blocks of v together: 4 lanes.
 template <class D>
 HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumBlocks(D d, hn::Vec<D> v) {
@@ -56,6 +66,7 @@ HWY_INLINE void Reduce4(D d, V a0, V a1, V a2, V a3, float* HWY_RESTRICT out) {
                       hn::BitCast(d, hn::InterleaveUpper(du64, w0, w1)));
   hn::StoreU(SumBlocks(d, u), hn::CappedTag<float, 4>(), out);
 }
+#endif  // HWY_TARGET == HWY_SCALAR
 
 }  // namespace tkv::kv::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

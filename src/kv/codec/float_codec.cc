@@ -1,0 +1,118 @@
+// f32 and f16 codecs: row-major pages, slot t at bytes [t * row, (t+1) * row)
+// with row = head_dim * 4 (f32) or head_dim * 2 (f16, IEEE binary16, little
+// endian). No rotation; values accumulate in the original domain. Any
+// page_tokens is accepted (the store also uses the f16 codec for its sink and
+// residual areas, whose capacities are arbitrary).
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/f16.h"
+#include "kv/codec/codec_internal.h"
+#include "kv/codec/kernels.h"
+
+namespace tkv::kv::detail {
+
+namespace {
+
+class F32Codec final : public Codec {
+ public:
+  explicit F32Codec(int head_dim) : Codec(CodecSpec{CodecKind::F32}, head_dim) {}
+
+  size_t page_bytes(int page_tokens) const override {
+    return size_t(page_tokens) * head_dim_ * sizeof(float);
+  }
+  void encode(const float* x, uint8_t* page, int page_tokens, int slot) const override {
+    check_slot(spec_, page_tokens, slot);
+    for (int i = 0; i < head_dim_; ++i)
+      if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
+    std::memcpy(row(page, slot), x, size_t(head_dim_) * sizeof(float));
+  }
+  void decode(const uint8_t* page, int page_tokens, int slot, float* x) const override {
+    check_slot(spec_, page_tokens, slot);
+    std::memcpy(x, row(page, slot), size_t(head_dim_) * sizeof(float));
+  }
+  size_t prepared_query_floats() const override { return size_t(head_dim_); }
+  void prepare_queries(const float* q, int G, float* prepared) const override {
+    std::memcpy(prepared, q, size_t(G) * head_dim_ * sizeof(float));
+  }
+  void score(const float* prepared, int G, const uint8_t* page, int page_tokens, int begin, int end,
+             float* scores, size_t stride) const override {
+    check_range(spec_, page_tokens, begin, end);
+    kernels::score_rows_f32(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+  }
+  bool values_rotated() const override { return false; }
+  void accumulate(const float* p, int G, size_t stride, const uint8_t* page, int page_tokens,
+                  int begin, int end, float* acc) const override {
+    check_range(spec_, page_tokens, begin, end);
+    kernels::accumulate_rows_f32(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
+  }
+  void unrotate(float*, int) const override {}
+
+ private:
+  const float* row(const uint8_t* page, int slot) const {
+    return reinterpret_cast<const float*>(page) + size_t(slot) * head_dim_;
+  }
+  float* row(uint8_t* page, int slot) const {
+    return reinterpret_cast<float*>(page) + size_t(slot) * head_dim_;
+  }
+};
+
+class F16Codec final : public Codec {
+ public:
+  explicit F16Codec(int head_dim) : Codec(CodecSpec{CodecKind::F16}, head_dim) {}
+
+  size_t page_bytes(int page_tokens) const override {
+    return size_t(page_tokens) * head_dim_ * sizeof(uint16_t);
+  }
+  void encode(const float* x, uint8_t* page, int page_tokens, int slot) const override {
+    check_slot(spec_, page_tokens, slot);
+    uint16_t* out = row(page, slot);
+    for (int i = 0; i < head_dim_; ++i) {
+      const uint16_t h = f32_to_f16(x[i]);
+      if ((h & 0x7c00) == 0x7c00) {  // Inf or NaN after conversion
+        if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
+        reject_f16_overflow(spec_, head_dim_, "value", x[i]);
+      }
+      out[i] = h;
+    }
+  }
+  void decode(const uint8_t* page, int page_tokens, int slot, float* x) const override {
+    check_slot(spec_, page_tokens, slot);
+    const uint16_t* in = row(page, slot);
+    for (int i = 0; i < head_dim_; ++i) x[i] = f16_to_f32(in[i]);
+  }
+  size_t prepared_query_floats() const override { return size_t(head_dim_); }
+  void prepare_queries(const float* q, int G, float* prepared) const override {
+    std::memcpy(prepared, q, size_t(G) * head_dim_ * sizeof(float));
+  }
+  void score(const float* prepared, int G, const uint8_t* page, int page_tokens, int begin, int end,
+             float* scores, size_t stride) const override {
+    check_range(spec_, page_tokens, begin, end);
+    kernels::score_rows_f16(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+  }
+  bool values_rotated() const override { return false; }
+  void accumulate(const float* p, int G, size_t stride, const uint8_t* page, int page_tokens,
+                  int begin, int end, float* acc) const override {
+    check_range(spec_, page_tokens, begin, end);
+    kernels::accumulate_rows_f16(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
+  }
+  void unrotate(float*, int) const override {}
+
+ private:
+  const uint16_t* row(const uint8_t* page, int slot) const {
+    return reinterpret_cast<const uint16_t*>(page) + size_t(slot) * head_dim_;
+  }
+  uint16_t* row(uint8_t* page, int slot) const {
+    return reinterpret_cast<uint16_t*>(page) + size_t(slot) * head_dim_;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_float_codec(const CodecSpec& spec, int head_dim) {
+  if (spec.kind == CodecKind::F32) return std::make_unique<F32Codec>(head_dim);
+  return std::make_unique<F16Codec>(head_dim);
+}
+
+}  // namespace tkv::kv::detail

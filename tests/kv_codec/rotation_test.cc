@@ -1,0 +1,106 @@
+// The layer rotation: orthogonality, inverse, determinism per seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "codec_test_util.h"
+#include "common/error.h"
+#include "kv/codec/codec.h"
+
+namespace tkv::kv {
+namespace {
+
+// Columns of R, by applying it to the basis vectors.
+std::vector<double> matrix_of(const Rotation& r) {
+  const int d = r.dim();
+  std::vector<double> m(size_t(d) * d);
+  std::vector<float> e(d), y(d);
+  for (int j = 0; j < d; ++j) {
+    std::fill(e.begin(), e.end(), 0.0f);
+    e[j] = 1.0f;
+    r.apply(e.data(), y.data());
+    for (int i = 0; i < d; ++i) m[size_t(i) * d + j] = y[i];
+  }
+  return m;
+}
+
+class RotationDims : public ::testing::TestWithParam<int> {};
+
+TEST_P(RotationDims, IsOrthogonal) {
+  const int d = GetParam();
+  const Rotation r(d, 42);
+  const auto m = matrix_of(r);
+  double worst = 0;
+  for (int a = 0; a < d; ++a)
+    for (int b = 0; b < d; ++b) {
+      double dot = 0;
+      for (int i = 0; i < d; ++i) dot += m[size_t(i) * d + a] * m[size_t(i) * d + b];
+      worst = std::max(worst, std::abs(dot - (a == b ? 1.0 : 0.0)));
+    }
+  EXPECT_LT(worst, 1e-5) << "R^T R - I, d = " << d;
+}
+
+TEST_P(RotationDims, TransposeIsTheInverseAndInPlaceWorks) {
+  const int d = GetParam();
+  const Rotation r(d, 9);
+  std::mt19937_64 rng(d);
+  const auto x = test::gaussian_vector(rng, d);
+  std::vector<float> y(d), z(d), w = x;
+  r.apply(x.data(), y.data());
+  r.apply_transpose(y.data(), z.data());
+  r.apply(w.data(), w.data());  // in place
+  double nx = 0, ny = 0;
+  for (int i = 0; i < d; ++i) {
+    EXPECT_NEAR(z[i], x[i], 1e-5f);
+    EXPECT_EQ(w[i], y[i]);
+    nx += double(x[i]) * x[i];
+    ny += double(y[i]) * y[i];
+  }
+  EXPECT_NEAR(ny, nx, 1e-5 * nx);
+  r.apply_transpose(w.data(), w.data());
+  for (int i = 0; i < d; ++i) EXPECT_EQ(w[i], z[i]);
+}
+
+TEST_P(RotationDims, DeterministicPerSeedAndSeedsDiffer) {
+  const int d = GetParam();
+  const auto a = matrix_of(Rotation(d, 1000));
+  const auto b = matrix_of(Rotation(d, 1000));
+  const auto c = matrix_of(Rotation(d, 1001));
+  EXPECT_EQ(a, b);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += std::abs(a[i] - c[i]);
+  EXPECT_GT(diff, 0.1 * d);
+}
+
+TEST_P(RotationDims, SpreadsABasisVectorOverAllCoordinates) {
+  // A rotation that leaves a spike a spike would not make the coordinates
+  // look like those of a random unit vector (the premise of the codebooks).
+  const int d = GetParam();
+  const Rotation r(d, 5);
+  std::vector<float> e(d, 0.0f), y(d);
+  e[d / 2] = 1.0f;
+  r.apply(e.data(), y.data());
+  float mx = 0;
+  for (float v : y) mx = std::max(mx, std::abs(v));
+  // Largest coordinate of a random unit vector: about sqrt(2 ln(2d) / d).
+  EXPECT_LT(mx, std::min(0.95, std::sqrt(8.0 * std::log(double(d)) / d)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dims, RotationDims, ::testing::Values(8, 12, 64, 80, 96, 128, 256));
+
+TEST(Rotation, PowerOfTwoIsSignedHadamard) {
+  // d = 4: every entry of R is +-1/2.
+  const auto m = matrix_of(Rotation(4, 77));
+  for (double v : m) EXPECT_NEAR(std::abs(v), 0.5, 1e-7);
+}
+
+TEST(Rotation, RejectsUnusableDims) {
+  EXPECT_THROW(Rotation(1, 0), Error);
+  EXPECT_THROW(Rotation(0, 0), Error);
+  EXPECT_THROW(Rotation(100000, 0), Error);
+}
+
+}  // namespace
+}  // namespace tkv::kv
