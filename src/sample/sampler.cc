@@ -1,0 +1,79 @@
+#include "sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tkv::sample {
+
+void validate(const SamplerConfig& c) {
+  if (!(c.temperature >= 0) || std::isinf(c.temperature))
+    fail("sampler: temperature ", c.temperature, " must be a finite number >= 0");
+  if (c.top_k < 0) fail("sampler: top_k ", c.top_k, " must be >= 0 (0 turns it off)");
+  if (!(c.top_p > 0 && c.top_p <= 1))
+    fail("sampler: top_p ", c.top_p, " must be in (0, 1] (1 turns it off)");
+  if (!(c.min_p >= 0 && c.min_p <= 1))
+    fail("sampler: min_p ", c.min_p, " must be in [0, 1] (0 turns it off)");
+  if (!(c.repeat_penalty > 0) || std::isinf(c.repeat_penalty))
+    fail("sampler: repeat_penalty ", c.repeat_penalty, " must be a finite number > 0");
+  if (c.repeat_last_n < -1)
+    fail("sampler: repeat_last_n ", c.repeat_last_n, " must be >= -1 (-1: all, 0: off)");
+}
+
+Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.seed) {
+  validate(config_);
+}
+
+void Sampler::accept(int32_t token) {
+  if (token < 0) fail("sampler: cannot accept negative token id ", token);
+  if (config_.repeat_last_n == 0) return;
+  history_.push_back(token);
+  if (config_.repeat_last_n > 0 && history_.size() > size_t(config_.repeat_last_n))
+    history_.pop_front();
+}
+
+void Sampler::reset() {
+  history_.clear();
+  rng_.seed(config_.seed);
+}
+
+bool Sampler::filter(const float* logits, int n_vocab, CandidateList& c) const {
+  if (n_vocab <= 0) fail("sampler: vocabulary size ", n_vocab, " must be positive");
+  if (!logits) fail("sampler: no logits");
+  c.assign(logits, n_vocab);
+  if (config_.repeat_penalty != 1.0f && !history_.empty()) {
+    const std::vector<int32_t> recent(history_.begin(), history_.end());
+    for (int32_t t : recent)
+      if (t >= n_vocab)
+        fail("sampler: accepted token ", t, " is outside the vocabulary of ", n_vocab);
+    apply_repetition_penalty(c, recent, config_.repeat_penalty);
+  }
+  // Greedy: the filters below never remove the top candidate, so skip them.
+  if (config_.temperature <= 0) return true;
+  apply_top_k(c, config_.top_k);
+  apply_top_p(c, config_.top_p);
+  apply_min_p(c, config_.min_p);
+  apply_temperature(c, config_.temperature);
+  return false;
+}
+
+int32_t Sampler::sample(const float* logits, int n_vocab) {
+  if (filter(logits, n_vocab, scratch_)) return scratch_.items[argmax(scratch_)].id;
+  return draw(scratch_, uniform_from_bits(rng_()));
+}
+
+std::vector<TokenProb> Sampler::distribution(const float* logits, int n_vocab) const {
+  CandidateList c;
+  if (filter(logits, n_vocab, c)) return {{c.items[argmax(c)].id, 1.0}};
+  const std::vector<double> p = probabilities(c);
+  std::vector<TokenProb> out(p.size());
+  for (size_t i = 0; i < p.size(); ++i) out[i] = {c.items[i].id, p[i]};
+  std::sort(out.begin(), out.end(), [](const TokenProb& a, const TokenProb& b) {
+    return a.p > b.p || (a.p == b.p && a.token < b.token);
+  });
+  return out;
+}
+
+}  // namespace tkv::sample

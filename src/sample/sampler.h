@@ -1,0 +1,75 @@
+// Token sampling: repetition penalty, top-k, top-p, min-p, temperature and a
+// seeded draw, in llama.cpp's order and with its semantics (see filters.h).
+//
+// Determinism: the random source is std::mt19937_64 (its output sequence is
+// fixed by the C++ standard) and the uniform number in [0, 1) is made here
+// from the top 53 bits of one engine output, so the same seed gives the same
+// tokens with any standard library (std::uniform_real_distribution and
+// std::discrete_distribution are not specified exactly enough for that).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include "sample/filters.h"
+
+namespace tkv::sample {
+
+struct SamplerConfig {
+  float temperature = 0.8f;     // >= 0; 0 means greedy (argmax after the penalty)
+  int top_k = 40;               // >= 0; 0 turns it off
+  float top_p = 0.95f;          // in (0, 1]; 1 turns it off
+  float min_p = 0.05f;          // in [0, 1]; 0 turns it off
+  float repeat_penalty = 1.0f;  // > 0; 1 turns it off
+  int repeat_last_n = 64;       // >= -1; 0 turns it off, -1 means every accepted token
+  uint64_t seed = 0;
+};
+
+// Throws tkv::Error ("sampler: <field> ... ") for a value out of range.
+void validate(const SamplerConfig& config);
+
+struct TokenProb {
+  int32_t token;
+  double p;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerConfig& config);  // validates the config
+
+  // Picks the next token from n_vocab logits. Does not accept it: call
+  // accept() with the token actually used (and for prompt tokens, so that the
+  // repetition penalty sees them). Throws tkv::Error on n_vocab <= 0, a NaN
+  // or +inf logit, all logits -inf, or an accepted token >= n_vocab.
+  int32_t sample(const float* logits, int n_vocab);
+
+  // Records a token for the repetition penalty window.
+  void accept(int32_t token);
+
+  // Back to the state right after construction: empty history, RNG re-seeded.
+  void reset();
+
+  // The distribution sample() draws from for these logits: the tokens left
+  // after the filters with their probabilities, most likely first. A greedy
+  // sampler returns the one token it would pick with p = 1.
+  std::vector<TokenProb> distribution(const float* logits, int n_vocab) const;
+
+  const SamplerConfig& config() const { return config_; }
+
+  // Uniform double in [0, 1) from one 64-bit engine output (top 53 bits).
+  static double uniform_from_bits(uint64_t bits) { return double(bits >> 11) * 0x1.0p-53; }
+
+ private:
+  // Runs the filter chain on `c`; true when the result is a greedy pick
+  // (then c.items[argmax(c)] is the token).
+  bool filter(const float* logits, int n_vocab, CandidateList& c) const;
+
+  SamplerConfig config_;
+  std::mt19937_64 rng_;
+  std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens
+  CandidateList scratch_;        // reused across calls: no allocation per token
+};
+
+}  // namespace tkv::sample
