@@ -58,7 +58,9 @@ struct DTypeTraits {
 std::optional<DTypeTraits> dtype_traits(uint32_t raw_type);
 const DTypeTraits& traits(DType t);  // t must be a known type
 
-inline std::string_view dtype_name(DType t) { return traits(t).name; }
+inline std::string_view dtype_name(DType t) {
+  return traits(t).name;
+}
 // Parses "f16", "Q8_0", "q4_k" (case-insensitive); nullopt if unknown.
 std::optional<DType> parse_dtype(std::string_view name);
 

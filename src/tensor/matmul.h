@@ -9,6 +9,18 @@
 // many tokens so it is compute bound instead. Both are Highway kernels with
 // runtime dispatch; tensor/reference.h has the scalar versions tests compare to.
 // Results do not depend on the thread count (each output is computed by one task).
+//
+// Accuracy contract. Weights are dequantized exactly: every value equals what
+// ggml's dequantize_row_* (and dequantize_row_ref) gives, bit for bit, because
+// each scale x quant product fits the f32 significand. Products with x are
+// accumulated in f32 with FMA (matvec: several vector accumulators per row,
+// one horizontal sum at the end; matmul: per 256-column chunk FMA chains,
+// added chunk by chunk). So for every output
+//   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K),
+// which is what the tests check against the double-precision reference.
+// Activations are never quantized. matvec and matmul may differ from each
+// other in the last bits (different summation orders); each is deterministic
+// and independent of the thread count and of n.
 #pragma once
 
 #include <cstddef>
@@ -47,5 +59,9 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 // Quantizes n f32 values (multiple of the block size) into `type` (used by
 // `turbokv synth --type` and tests). Supported for every type with `supported`.
 void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
+
+// Name of the SIMD target the kernels run on now ("AVX3_DL", "AVX2", "SSE4",
+// "EMU128", ...), for reports.
+const char* active_simd_target();
 
 }  // namespace tkv

@@ -1,0 +1,50 @@
+// Internal entry points of the Highway kernel files (tensor/kernels/*.cc).
+// Each function dispatches at run time to the best SIMD target the CPU has
+// (or the one hwy::SetSupportedTargetsForTest forces). The public API in
+// tensor/matmul.h validates arguments and splits the work over threads; these
+// functions trust their arguments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace tkv::kernels {
+
+// Which kernel file handles a type.
+enum class Family { kFloat, kQ32, kQK, kNone };
+Family family_of(DType type);
+
+// Rows [r0, r1) of a matvec: y[r] = <row r of w, x>. Each row's result is
+// computed by the same instruction sequence whatever r0/r1 are, so splitting
+// rows over threads never changes a value.
+struct MatvecArgs {
+  DType type;
+  const uint8_t* w;  // row 0
+  size_t row_bytes;
+  int64_t cols;
+  const float* x;
+  float* y;
+};
+void matvec_rows_float(const MatvecArgs& a, int64_t r0, int64_t r1);  // F32 F16 BF16
+void matvec_rows_q32(const MatvecArgs& a, int64_t r0, int64_t r1);    // 32-value blocks
+void matvec_rows_qk(const MatvecArgs& a, int64_t r0, int64_t r1);     // 256-value blocks
+
+// n values (whole blocks) of `type` -> f32, bit-identical to dequantize_row_ref.
+void dequantize_float(DType type, const uint8_t* src, float* dst, int64_t n);
+void dequantize_q32(DType type, const uint8_t* src, float* dst, int64_t n);
+void dequantize_qk(DType type, const uint8_t* src, float* dst, int64_t n);
+
+using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
+
+// Prefill product (see matmul.h): y[i * rows + r] = <row r, x_i>. Weights are
+// dequantized once per call, panel by panel, with `dequantize`.
+void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
+                   DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
+
+// Name of the SIMD target the dispatcher picks now ("AVX3_DL", "AVX2", ...).
+const char* active_target_name();
+
+}  // namespace tkv::kernels

@@ -1,0 +1,185 @@
+// matvec / matmul against the double-precision reference for every type and
+// SIMD target, at sizes that exercise every tail; thread-count and batch-size
+// independence; make_weight's errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "tensor/matmul.h"
+#include "tensor/reference.h"
+#include "tensor_test_util.h"
+
+namespace tkv {
+namespace {
+
+// Column counts: a few blocks, not a multiple of any vector tile; the float
+// types also get counts that are not a multiple of the vector length.
+std::vector<int64_t> test_cols(DType type) {
+  const int64_t bs = traits(type).block_size;
+  if (bs == 1) return {37, 300};
+  if (bs == 32) return {32, 96, 544};
+  return {256, 768};
+}
+
+// |y - y_ref| <= 1e-5 * sum_k |w_rk x_k| (the accuracy contract of matmul.h).
+void expect_close(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
+                  int64_t n, const std::vector<float>& got, const std::string& what) {
+  std::vector<float> want(static_cast<size_t>(rows * n)), row(static_cast<size_t>(cols));
+  matmul_ref(type, w, rows, cols, x, n, want.data());
+  const size_t rb = row_bytes(type, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row_ref(type, w + static_cast<size_t>(r) * rb, row.data(), cols);
+    for (int64_t i = 0; i < n; ++i) {
+      const double bound = 1e-5 * test::abs_dot(row.data(), x + i * cols, cols) + 1e-30;
+      const size_t at = static_cast<size_t>(i * rows + r);
+      ASSERT_LE(std::fabs(double(got[at]) - double(want[at])), bound)
+          << what << " row " << r << " token " << i << ": " << got[at] << " vs " << want[at];
+    }
+  }
+}
+
+TEST(Matvec, MatchesReferenceOnEveryTypeAndTarget) {
+  ThreadPool pool(2);
+  for (DType type : test::supported_types()) {
+    for (int64_t cols : test_cols(type)) {
+      for (int64_t rows : {1, 7, 37}) {
+        const uint32_t seed = uint32_t(type) * 1000 + uint32_t(rows * 7 + cols);
+        const auto wb = test::random_block_bytes(type, rows, cols, seed);
+        const auto x = test::gaussian(static_cast<size_t>(cols), seed + 1);
+        const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "test");
+        test::for_each_simd_target([&](const std::string& target) {
+          std::vector<float> y(static_cast<size_t>(rows), -1.0f);
+          matvec(w, x.data(), y.data(), pool);
+          expect_close(type, wb.data(), rows, cols, x.data(), 1, y,
+                       str(dtype_name(type), " matvec ", rows, "x", cols, " on ", target));
+        });
+      }
+    }
+  }
+}
+
+TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
+  ThreadPool pool(2);
+  for (DType type : test::supported_types()) {
+    const int64_t cols = test_cols(type).back();
+    const int64_t rows = 53;  // not a multiple of any row tile or panel
+    const uint32_t seed = uint32_t(type) * 77;
+    const auto wb = test::random_block_bytes(type, rows, cols, seed);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "test");
+    for (int64_t n : {1, 3, 17, 64}) {
+      const auto x = test::gaussian(static_cast<size_t>(n * cols), seed + uint32_t(n));
+      test::for_each_simd_target([&](const std::string& target) {
+        std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+        matmul(w, x.data(), n, y.data(), pool);
+        expect_close(type, wb.data(), rows, cols, x.data(), n, y,
+                     str(dtype_name(type), " matmul n=", n, " on ", target));
+      });
+    }
+  }
+}
+
+TEST(Matmul, LongRowsStayWithinTheContract) {
+  // 8192 columns (llama's FFN down projection): the bound must still hold.
+  ThreadPool pool(2);
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+    const int64_t rows = 9, cols = 8192;
+    const auto wb = test::random_weights(type, rows, cols, 5);
+    const auto x = test::gaussian(static_cast<size_t>(3 * cols), 6);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "long");
+    std::vector<float> y(static_cast<size_t>(rows));
+    matvec(w, x.data(), y.data(), pool);
+    expect_close(type, wb.data(), rows, cols, x.data(), 1, y, str(dtype_name(type), " matvec"));
+    std::vector<float> ym(static_cast<size_t>(rows * 3));
+    matmul(w, x.data(), 3, ym.data(), pool);
+    expect_close(type, wb.data(), rows, cols, x.data(), 3, ym, str(dtype_name(type), " matmul"));
+  }
+}
+
+TEST(Threads, OneToFourThreadsGiveIdenticalResults) {
+  for (DType type : test::supported_types()) {
+    const int64_t cols = traits(type).block_size == 1 ? 1000 : 1024;
+    const int64_t rows = 301, n = 19;
+    const auto wb = test::random_block_bytes(type, rows, cols, 11 + uint32_t(type));
+    const auto x = test::gaussian(static_cast<size_t>(n * cols), 12);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "threads");
+    std::vector<float> mv1, mm1;
+    for (int threads = 1; threads <= 4; ++threads) {
+      ThreadPool pool(threads);
+      std::vector<float> mv(static_cast<size_t>(rows)), mm(static_cast<size_t>(rows * n));
+      matvec(w, x.data(), mv.data(), pool);
+      matmul(w, x.data(), n, mm.data(), pool);
+      if (threads == 1) {
+        mv1 = mv;
+        mm1 = mm;
+        continue;
+      }
+      // Bitwise: every float compares equal (no NaNs here).
+      ASSERT_EQ(mv, mv1) << dtype_name(type) << " matvec, " << threads << " threads";
+      ASSERT_EQ(mm, mm1) << dtype_name(type) << " matmul, " << threads << " threads";
+    }
+  }
+}
+
+TEST(Matmul, TokenResultsDoNotDependOnBatchSize) {
+  ThreadPool pool(3);
+  for (DType type : {DType::F16, DType::Q4_0, DType::Q6_K}) {
+    const int64_t rows = 40, cols = 512;
+    const auto wb = test::random_weights(type, rows, cols, 21);
+    const auto x = test::gaussian(static_cast<size_t>(64 * cols), 22);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "batch");
+    std::vector<float> all(static_cast<size_t>(64 * rows)), some(static_cast<size_t>(17 * rows));
+    matmul(w, x.data(), 64, all.data(), pool);
+    matmul(w, x.data(), 17, some.data(), pool);
+    for (size_t i = 0; i < some.size(); ++i)
+      ASSERT_EQ(some[i], all[i]) << dtype_name(type) << " element " << i;
+  }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MakeWeight, RejectsBadTypesAndShapesNamingTheTensor) {
+  std::vector<uint8_t> data(4096);
+  const auto unknown = error_of([&] { make_weight(DType(4), data.data(), 1, 32, "blk.0.attn_q"); });
+  EXPECT_NE(unknown.find("blk.0.attn_q"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("unknown"), std::string::npos) << unknown;
+  const auto unsupported =
+      error_of([&] { make_weight(DType::IQ2_XXS, data.data(), 1, 256, "output.weight"); });
+  EXPECT_NE(unsupported.find("output.weight"), std::string::npos) << unsupported;
+  EXPECT_NE(unsupported.find("iq2_xxs"), std::string::npos) << unsupported;
+  EXPECT_NE(unsupported.find("not supported"), std::string::npos) << unsupported;
+  const auto partial = error_of([&] { make_weight(DType::Q4_K, data.data(), 2, 300, "ffn_up"); });
+  EXPECT_NE(partial.find("ffn_up"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("300"), std::string::npos) << partial;
+  EXPECT_FALSE(error_of([&] { make_weight(DType::F32, data.data(), -1, 8, "neg"); }).empty());
+  EXPECT_FALSE(error_of([&] { make_weight(DType::F32, nullptr, 2, 8, "null"); }).empty());
+  for (DType t : {DType::Q8_1, DType::Q8_K, DType::I8, DType::F64, DType::TQ1_0, DType::MXFP4})
+    EXPECT_FALSE(error_of([&] { make_weight(t, data.data(), 1, 256, "x"); }).empty())
+        << dtype_name(t);
+  const WeightMatrix ok = make_weight(DType::Q6_K, data.data(), 3, 512, "ok");
+  EXPECT_EQ(ok.row_bytes, 2u * 210u);
+  EXPECT_EQ(ok.total_bytes(), 3u * 2u * 210u);
+}
+
+TEST(Matmul, ZeroTokensAndZeroRowsAreNoOps) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> data(row_bytes(DType::F16, 64) * 4);
+  const WeightMatrix w = make_weight(DType::F16, data.data(), 4, 64, "w");
+  std::vector<float> y(4, 7.0f);
+  matmul(w, nullptr, 0, y.data(), pool);
+  EXPECT_EQ(y, std::vector<float>(4, 7.0f));
+  EXPECT_THROW(matmul(w, nullptr, -1, y.data(), pool), Error);
+}
+
+}  // namespace
+}  // namespace tkv

@@ -1,0 +1,127 @@
+#include "tensor_test_util.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "common/f16.h"
+#include "hwy/targets.h"
+#include "tensor/blocks.h"
+#include "tensor/matmul.h"
+
+namespace tkv::test {
+
+std::vector<DType> supported_types() {
+  std::vector<DType> out;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto tr = dtype_traits(id);
+    if (tr && tr->supported) out.push_back(tr->type);
+  }
+  return out;
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sigma) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto x = gaussian(static_cast<size_t>(rows * cols), seed);
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(type, x.data() + r * cols, w.data() + static_cast<size_t>(r) * rb, cols);
+  return w;
+}
+
+namespace {
+
+// Offsets of the f16 fields inside one block of each type.
+std::vector<size_t> half_fields(DType type) {
+  switch (type) {
+    case DType::Q4_0:
+      return {offsetof(BlockQ4_0, d)};
+    case DType::Q4_1:
+      return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+    case DType::Q5_0:
+      return {offsetof(BlockQ5_0, d)};
+    case DType::Q5_1:
+      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case DType::Q8_0:
+      return {offsetof(BlockQ8_0, d)};
+    case DType::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case DType::Q4_K:
+      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case DType::Q5_K:
+      return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case DType::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    case DType::IQ4_NL:
+      return {offsetof(BlockIQ4_NL, d)};
+    case DType::IQ4_XS:
+      return {offsetof(BlockIQ4_XS, d)};
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto& tr = traits(type);
+  const size_t total = row_bytes(type, cols) * static_cast<size_t>(rows);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.5f, 0.5f);
+  std::vector<uint8_t> w(total);
+  if (type == DType::F32 || type == DType::F16 || type == DType::BF16) {
+    // Finite values only: random bit patterns would include NaN/Inf.
+    const auto x = gaussian(static_cast<size_t>(rows * cols), seed);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, x.data() + r * cols,
+                   w.data() + static_cast<size_t>(r) * row_bytes(type, cols), cols);
+    return w;
+  }
+  for (auto& b : w) b = uint8_t(byte(rng));
+  const auto fields = half_fields(type);
+  for (size_t blk = 0; blk < total / tr.block_bytes; ++blk) {
+    for (size_t off : fields) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      std::memcpy(w.data() + blk * tr.block_bytes + off, &h, 2);
+    }
+  }
+  return w;
+}
+
+void for_each_simd_target(const std::function<void(const std::string&)>& fn) {
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = hwy::TargetName(target);
+    ASSERT_EQ(name, active_simd_target()) << "dispatcher did not switch target";
+    fn(name);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+double abs_dot(const float* w, const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t k = 0; k < n; ++k) s += std::fabs(double(w[k]) * double(x[k]));
+  return s;
+}
+
+bool same_value(float a, float b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+}  // namespace tkv::test

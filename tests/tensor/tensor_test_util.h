@@ -1,0 +1,37 @@
+// Shared helpers of the tensor tests: deterministic random weights of every
+// type, the list of supported types, and a loop over the compiled SIMD targets.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace tkv::test {
+
+// Every type with kernels (DTypeTraits::supported).
+std::vector<DType> supported_types();
+
+// n Gaussian values, mean 0, standard deviation `sigma`, from `seed`.
+std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f);
+
+// rows x cols Gaussian weights quantized to `type` with quantize_row.
+std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint32_t seed);
+
+// rows x cols of random bytes, with every f16 scale field replaced by a
+// finite random value (so all quant bit patterns occur, scales stay sane).
+std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed);
+
+// Calls fn(target_name) once per SIMD target compiled into the library and
+// supported by this CPU, with the dispatcher forced to that target.
+void for_each_simd_target(const std::function<void(const std::string&)>& fn);
+
+// sum_k |w_rk| |x_k| for the error bound of the accuracy contract.
+double abs_dot(const float* w, const float* x, int64_t n);
+
+// Equal as values (+0 == -0), or both NaN.
+bool same_value(float a, float b);
+
+}  // namespace tkv::test
