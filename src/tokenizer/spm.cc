@@ -1,0 +1,102 @@
+#include "tokenizer/spm.h"
+
+#include <queue>
+
+#include "common/error.h"
+#include "tokenizer/utf8.h"
+
+namespace tkv::tok {
+
+namespace {
+
+// A piece of the text; merged-away pieces have len 0. prev/next link the
+// live pieces in text order (-1 at the ends).
+struct Symbol {
+  uint32_t begin;
+  uint32_t len;
+  int32_t prev;
+  int32_t next;
+};
+
+struct Bigram {
+  float score;
+  int32_t left;
+  int32_t right;
+  uint32_t len;  // left.len + right.len when queued; stale once either changes
+};
+
+// Highest score first; on equal scores the leftmost pair (llama.cpp's order,
+// which the test vectors depend on).
+struct BigramOrder {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  TKV_CHECK(text.size() < UINT32_MAX);
+  std::vector<Symbol> symbols;
+  symbols.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len =
+        std::min(utf8_len_from_lead(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    const auto index = int32_t(symbols.size());
+    symbols.push_back({uint32_t(pos), uint32_t(len), index - 1, -1});
+    pos += len;
+    if (pos < text.size()) symbols.back().next = index + 1;
+  }
+
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const Symbol& l = symbols[size_t(left)];
+    const uint32_t len = l.len + symbols[size_t(right)].len;
+    const int32_t id = tokens_.find(text.substr(l.begin, len));
+    if (id == kNoToken) return;
+    const float score = scores_.empty() ? 0.0f : scores_[size_t(id)];
+    queue.push({score, left, right, len});
+  };
+  for (int32_t i = 1; i < int32_t(symbols.size()); ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = symbols[size_t(b.left)];
+    Symbol& r = symbols[size_t(b.right)];
+    if (l.len == 0 || r.len == 0 || l.len + r.len != b.len) continue;  // stale
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[size_t(r.next)].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+
+  for (int32_t i = 0; i != -1; i = symbols[size_t(i)].next) {
+    const Symbol& s = symbols[size_t(i)];
+    const std::string_view piece = text.substr(s.begin, s.len);
+    const int32_t id = tokens_.find(piece);
+    if (id != kNoToken) {
+      out.push_back(id);
+      continue;
+    }
+    // Not a token: byte fallback. (llama.cpp first tries to re-split the
+    // piece along the merges that built it, but a merge only ever produces
+    // a piece that is a token, so that path never finds anything.)
+    for (char c : piece) {
+      const auto byte = static_cast<uint8_t>(c);
+      int32_t bt = byte_tokens_[byte];
+      if (bt == kNoToken) bt = unk_;
+      if (bt == kNoToken) {
+        fail("tokenizer: byte 0x", "0123456789ABCDEF"[byte >> 4], "0123456789ABCDEF"[byte & 15],
+             " has no token (no <0xNN> byte token, no unknown token) in this vocabulary");
+      }
+      out.push_back(bt);
+    }
+  }
+}
+
+}  // namespace tkv::tok

@@ -1,0 +1,88 @@
+// Text <-> token ids for GGUF llama-family models, reproducing llama.cpp's
+// tokenization (llama-vocab.cpp) id for id:
+//  - SPM (tokenizer.ggml.model = "llama"): spaces become U+2581, an optional
+//    leading space is added, score-driven merges, byte fallback <0xNN>;
+//  - BPE (tokenizer.ggml.model = "gpt2"): regex pre-tokenizer chosen by
+//    tokenizer.ggml.pre, GPT-2 byte-level alphabet, ranked merges.
+// Special tokens (control, user-defined, unknown) are cut out of the text
+// first: user-defined ones always, control and unknown ones only when
+// parse_special is set (otherwise their text is tokenized as plain text).
+//
+// A Tokenizer is immutable after construction, cheap to copy (shared state)
+// and safe to use from several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/vocab.h"
+
+namespace tkv::gguf {
+class GgufFile;
+}
+
+namespace tkv::tok {
+
+class Tokenizer {
+ public:
+  // Loads tokenizer.ggml.* from a GGUF file; errors name the file and key.
+  static Tokenizer from_gguf(const gguf::GgufFile& file);
+  // Validates the vocabulary (Vocab::validate) and builds the lookup tables.
+  explicit Tokenizer(Vocab vocab);
+
+  // add_special: BOS / EOS as the vocabulary asks (add_bos / add_eos).
+  // parse_special: control tokens written in the text (e.g. "<|eot_id|>")
+  // become those tokens. Any bytes are accepted, including invalid UTF-8.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+
+  // The bytes the ids stand for. Control and unknown tokens render as
+  // nothing unless render_special. A leading BOS is skipped, and with SPM's
+  // space prefix the first piece loses one leading space, so
+  // decode(encode(s, add_special, false)) == s for any bytes s (given a
+  // vocabulary that can spell every byte). Unlike llama.cpp's detokenize,
+  // no "clean up tokenization spaces" rewriting is done: it would break that
+  // round trip and the streamed output would disagree with decode().
+  std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
+
+  // The bytes of one token in running text (no leading-space stripping): a
+  // byte token gives its byte, an SPM piece has U+2581 turned back into
+  // spaces, a BPE piece is mapped back from the byte alphabet. Empty for
+  // control/unknown tokens unless render_special. Out-of-range id: tkv::Error.
+  const std::string& token_to_piece(int32_t id, bool render_special = false) const;
+  // The token's spelling in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>").
+  const std::string& token_text(int32_t id) const;
+  // Id of the token spelled exactly `text`, or kNoToken.
+  int32_t find_token(std::string_view text) const;
+
+  int32_t n_vocab() const;
+  VocabType type() const;
+  // Canonical pre-tokenizer name ("llama3", "qwen2", ...; "" for SPM).
+  const std::string& pre_tokenizer() const;
+  int32_t bos() const;  // kNoToken when the vocabulary has none
+  int32_t eos() const;
+  int32_t eot()
+      const;  // end of turn (<|eot_id|>, <|im_end|>, ...), auto-detected by text as llama.cpp does
+  int32_t eom() const;
+  int32_t unk() const;
+  int32_t pad() const;
+  bool add_bos() const;
+  bool add_eos() const;
+  bool add_space_prefix() const;
+  // End of generation: EOS, EOT, EOM and the tokens llama.cpp recognizes by
+  // their text (<|im_end|>, <end_of_turn>, <|endoftext|>, ...).
+  bool is_eog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const;
+  // Control or unknown: rendered only on request, never produced from plain text.
+  bool is_control(int32_t id) const;
+  const std::string& chat_template() const;
+
+ private:
+  struct State;
+  std::shared_ptr<const State> state_;
+};
+
+}  // namespace tkv::tok
