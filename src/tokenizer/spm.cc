@@ -1,5 +1,6 @@
 #include "tokenizer/spm.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "common/error.h"
@@ -41,8 +42,12 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len =
-        std::min(utf8_len_from_lead(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    // One symbol per character. An invalid byte is a symbol of its own:
+    // llama.cpp sizes symbols by the lead byte alone, so a truncated sequence
+    // swallows the next bytes (possibly half of an escaped space, which then
+    // comes back as U+2581 instead of a space); for valid UTF-8 both agree.
+    uint32_t cp = 0;
+    const size_t len = std::max<size_t>(utf8_decode(text, pos, &cp), 1);
     const auto index = int32_t(symbols.size());
     symbols.push_back({uint32_t(pos), uint32_t(len), index - 1, -1});
     pos += len;

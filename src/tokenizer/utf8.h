@@ -11,9 +11,8 @@
 namespace tkv::tok {
 
 // Length of the UTF-8 sequence announced by a lead byte, judged from its top
-// four bits only (1 for ASCII and for stray continuation bytes). This is the
-// rule llama.cpp's tokenizers use to cut text into symbols, so SPM and BPE
-// reproduce its segmentation exactly, including on invalid input.
+// four bits only (1 for ASCII and for stray continuation bytes). Exact for
+// text already known to be valid UTF-8.
 inline size_t utf8_len_from_lead(uint8_t lead) {
   static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   return kLen[lead >> 4];
