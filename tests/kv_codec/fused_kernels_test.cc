@@ -105,7 +105,8 @@ TEST_P(FusedKernels, MatchDecodeOnEveryTarget) {
   });
 }
 
-const std::vector<std::string> kFusedCodecs = {"f32", "f16"};
+const std::vector<std::string> kFusedCodecs = {"f32", "f16", "tq1",  "tq2",
+                                               "tq3", "tq4", "tq2r", "tq4r"};
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, FusedKernels,
                          ::testing::Combine(::testing::ValuesIn(kFusedCodecs),

@@ -6,6 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace tkv::kv {
+struct TqGeometry;
+}
+
 namespace tkv::kv::kernels {
 
 // ---- row-major f32 / f16 (one head vector of `dim` values per slot) ----
@@ -19,5 +23,17 @@ void accumulate_rows_f32(const float* p, int G, size_t stride, const float* rows
                          float* acc);
 void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n, int dim,
                          float* acc);
+
+// ---- TurboQuant tiles (tq_layout.h); table16: the codebook replicated to
+// 16 entries (entry j = centroid j mod 2^bits) ----
+// scores[g * stride + (t - begin)] = norm_t * <q'_g, c[codes_t]>; q': G x head_dim, rotated.
+void tq_score(const TqGeometry& geo, const float* table16, const float* q, int G,
+              const uint8_t* page, int page_tokens, int begin, int end, float* scores,
+              size_t stride);
+// acc[g * head_dim + i] += sum_t p[g * stride + (t - begin)] * norm_t * c[code_t,i] (rotated
+// domain).
+void tq_accumulate(const TqGeometry& geo, const float* table16, const float* p, int G,
+                   size_t stride, const uint8_t* page, int page_tokens, int begin, int end,
+                   float* acc);
 
 }  // namespace tkv::kv::kernels

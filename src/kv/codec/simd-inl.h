@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "hwy/highway.h"
 
@@ -67,6 +69,74 @@ HWY_INLINE void Reduce4(D d, V a0, V a1, V a2, V a3, float* HWY_RESTRICT out) {
   hn::StoreU(SumBlocks(d, u), hn::CappedTag<float, 4>(), out);
 }
 #endif  // HWY_TARGET == HWY_SCALAR
+
+// Calls f(std::integral_constant<int, I>) for I = 0..N-1, unrolled at
+// compile time (code positions in a word become immediate shifts and
+// constant offsets).
+template <class F, int... I>
+HWY_INLINE void UnrollImpl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>()), ...);
+}
+template <int N, class F>
+HWY_INLINE void Unroll(F&& f) {
+  UnrollImpl(f, std::make_integer_sequence<int, N>());
+}
+
+// A 16-entry float codebook and its lookup by the low 4 bits of each u32
+// lane (higher bits are ignored, so codes can be used straight after a
+// shift; codebooks of fewer entries are replicated to 16 by the caller).
+// One permute on AVX-512, two permutes and a blend on AVX2, a gather on the
+// narrow targets.
+template <class D>
+class Codebook16 {
+ public:
+  using V = hn::Vec<D>;
+  using DU = hn::RebindToUnsigned<D>;
+  using VU = hn::Vec<DU>;
+
+  Codebook16(D d, const float* HWY_RESTRICT table16)
+      : table_(table16), lo_(hn::Zero(d)), hi_(hn::Zero(d)) {
+    if constexpr (kPermute16) {
+      lo_ = hn::LoadU(d, table16);
+    } else if constexpr (kPermute8x2) {
+      lo_ = hn::LoadU(d, table16);
+      hi_ = hn::LoadU(d, table16 + 8);
+    }
+  }
+
+  HWY_INLINE V operator()(VU idx) const {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kPermute16) {
+      return V{_mm512_permutexvar_ps(idx.raw, lo_.raw)};
+    } else if constexpr (kPermute8x2) {
+      return V{_mm256_permutex2var_ps(lo_.raw, idx.raw, hi_.raw)};
+    }
+#elif HWY_TARGET == HWY_AVX2
+    if constexpr (kPermute8x2) {
+      const __m256 a = _mm256_permutevar8x32_ps(lo_.raw, idx.raw);
+      const __m256 b = _mm256_permutevar8x32_ps(hi_.raw, idx.raw);
+      return V{_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx.raw, 28)))};
+    }
+#endif
+    const D d;
+    const hn::RebindToSigned<D> di;
+    return hn::GatherIndex(d, table_, hn::BitCast(di, hn::And(idx, hn::Set(DU(), 15u))));
+  }
+
+ private:
+#if HWY_TARGET <= HWY_AVX3
+  static constexpr bool kPermute16 = hn::MaxLanes(D()) == 16;
+  static constexpr bool kPermute8x2 = hn::MaxLanes(D()) == 8;
+#elif HWY_TARGET == HWY_AVX2
+  static constexpr bool kPermute16 = false;
+  static constexpr bool kPermute8x2 = hn::MaxLanes(D()) == 8;
+#else
+  static constexpr bool kPermute16 = false;
+  static constexpr bool kPermute8x2 = false;
+#endif
+  const float* table_;
+  V lo_, hi_;
+};
 
 }  // namespace tkv::kv::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -1,0 +1,425 @@
+// Fused attention kernels of the TurboQuant codecs, reading the tile layout
+// of tq_layout.h directly (no decoded copy of anything).
+//
+// Keys (score): tokens in lanes. For each coordinate i, one shift of the
+// loaded 32-bit word puts 16 tokens' codes in the low bits, one permute
+// turns them into centroid values (the codebook sits in a register), and one
+// FMA per query head adds q'_g[i] * c to the 16 tokens' scores. The G heads
+// share the shift and the permute. Per token and head: head_dim / 16 FMAs;
+// no horizontal sums; finally multiplied by the 16 norms.
+//
+// Values (accumulate): coordinates in lanes, in the rotated domain. For each
+// token, its 32-bit words are broadcast and shifted lane by lane (variable
+// shift) so each lane holds its coordinate's code; a permute gives the
+// centroids and G FMAs add w_g = p_g * norm_t times them into G x MB vector
+// accumulators that stay in registers while the tokens stream by.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kv/codec/kernels.h"
+#include "kv/codec/tq_layout.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kv/codec/tq_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kv/codec/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv::kv::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace simd = tkv::kv::simd::HWY_NAMESPACE;
+
+// Word j of a plane for the N tokens starting at lane0 (full or partial word).
+template <class DU>
+HWY_INLINE hn::Vec<DU> LoadPlaneWord(DU du, const uint8_t* HWY_RESTRICT tile, const TqPlane& pl,
+                                     int j, size_t lane0) {
+  if (j < pl.full_words)
+    return hn::LoadU(du, reinterpret_cast<const uint32_t*>(tile + pl.offset + 64 * j) + lane0);
+  const uint8_t* tail = tile + pl.offset + 64 * pl.full_words;
+  if (pl.tail_bytes == 1)
+    return hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint8_t, DU>(), tail + lane0));
+  if (pl.tail_bytes == 2)
+    return hn::PromoteTo(
+        du, hn::LoadU(hn::Rebind<uint16_t, DU>(), reinterpret_cast<const uint16_t*>(tail) + lane0));
+  return hn::LoadU(du, reinterpret_cast<const uint32_t*>(tail) + lane0);
+}
+
+// (mask & yes) | (~mask & no), bit by bit (Highway's IfVecThenElse is a
+// lane select on some targets). One vpternlogd on AVX-512.
+template <class V>
+HWY_INLINE V BitSelect(V mask, V yes, V no) {
+  return hn::Or(hn::And(mask, yes), hn::AndNot(mask, no));
+}
+
+// Codes of coordinate i for N tokens (runtime position: the tail path).
+template <class DU>
+HWY_INLINE hn::Vec<DU> CodesAt(DU du, const TqGeometry& geo, const uint8_t* HWY_RESTRICT tile,
+                               size_t lane0, int i) {
+  const TqPlane& p0 = geo.plane[0];
+  const int bit0 = i * p0.width;
+  const auto c = hn::ShiftRightSame(LoadPlaneWord(du, tile, p0, bit0 / 32, lane0), bit0 % 32);
+  if (geo.n_planes == 1) return c;
+  const auto h = hn::ShiftRightSame(LoadPlaneWord(du, tile, geo.plane[1], i / 32, lane0), i % 32);
+  return hn::Or(hn::And(c, hn::Set(du, 3u)), hn::ShiftLeft<2>(hn::And(h, hn::Set(du, 1u))));
+}
+
+// ---------------------------------------------------------------- keys ----
+
+template <int kBits, int GH, class D>
+HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTRICT table16,
+                             const float* HWY_RESTRICT q, const uint8_t* HWY_RESTRICT page,
+                             int page_tokens, int begin, int end, float* HWY_RESTRICT scores,
+                             size_t stride) {
+  using V = hn::Vec<D>;
+  const hn::RebindToUnsigned<D> du;
+  using VU = hn::Vec<decltype(du)>;
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const int N = int(hn::Lanes(df));
+  const int dim = geo.head_dim;
+  const simd::Codebook16<D> cb(df, table16);
+  const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
+  const TqPlane& p0 = geo.plane[0];
+  const TqPlane& p1 = geo.plane[1];
+  const int full_coords = geo.full_coords();
+
+  for (int tile_first = begin - begin % kTqTileTokens; tile_first < end;
+       tile_first += kTqTileTokens) {
+    const uint8_t* tile = page + size_t(tile_first / kTqTileTokens) * geo.tile_bytes;
+    for (int lane0 = 0; lane0 < kTqTileTokens; lane0 += N) {
+      const int s0 = tile_first + lane0;
+      if (s0 + N <= begin || s0 >= end) continue;
+      V acc[GH];
+      for (int g = 0; g < GH; ++g) acc[g] = hn::Zero(df);
+      const auto add = [&](const float* HWY_RESTRICT qi, V cv) HWY_ATTR {
+        for (int g = 0; g < GH; ++g)
+          acc[g] = hn::MulAdd(hn::Set(df, qi[size_t(g) * dim]), cv, acc[g]);
+      };
+      if constexpr (kBits != 3) {
+        constexpr int kPer = 32 / kBits;
+        for (int j = 0; j < p0.full_words; ++j) {
+          const VU w =
+              hn::LoadU(du, reinterpret_cast<const uint32_t*>(tile + p0.offset + 64 * j) + lane0);
+          const float* qj = q + j * kPer;
+          simd::Unroll<kPer>([&](auto c) HWY_ATTR {
+            constexpr int kC = decltype(c)::value;
+            add(qj + kC, cb(hn::ShiftRight<kBits * kC>(w)));
+          });
+        }
+      } else {
+        const VU bit2 = hn::Set(du, 4u);
+        for (int j = 0; j < p1.full_words; ++j) {
+          const uint32_t* hi = reinterpret_cast<const uint32_t*>(tile + p1.offset + 64 * j);
+          const uint32_t* lo = reinterpret_cast<const uint32_t*>(tile + p0.offset + 128 * j);
+          const VU hw = hn::LoadU(du, hi + lane0);
+          const VU lw0 = hn::LoadU(du, lo + lane0);
+          const VU lw1 = hn::LoadU(du, lo + 16 + lane0);
+          const float* qj = q + 32 * j;
+          simd::Unroll<32>([&](auto c) HWY_ATTR {
+            constexpr int kC = decltype(c)::value;
+            const VU low = hn::ShiftRight<2 * (kC % 16)>(kC < 16 ? lw0 : lw1);
+            VU high;
+            if constexpr (kC >= 2) {
+              high = hn::ShiftRight<kC - 2>(hw);
+            } else {
+              high = hn::ShiftLeft<2 - kC>(hw);
+            }
+            add(qj + kC, cb(BitSelect(bit2, high, low)));
+          });
+        }
+      }
+      for (int i = full_coords; i < dim; ++i) add(q + i, cb(CodesAt(du, geo, tile, lane0, i)));
+
+      const V nv = hn::PromoteTo(df, hn::LoadU(dh, norms + s0));
+      if (s0 >= begin && s0 + N <= end) {
+        for (int g = 0; g < GH; ++g)
+          hn::StoreU(hn::Mul(acc[g], nv), df, scores + size_t(g) * stride + (s0 - begin));
+      } else {
+        HWY_ALIGN float buf[kTqTileTokens];
+        const int lo = std::max(begin, s0), hi = std::min(end, s0 + N);
+        for (int g = 0; g < GH; ++g) {
+          hn::Store(hn::Mul(acc[g], nv), df, buf);
+          for (int s = lo; s < hi; ++s) scores[size_t(g) * stride + (s - begin)] = buf[s - s0];
+        }
+      }
+    }
+  }
+}
+
+template <int kBits, class D>
+HWY_INLINE void ScoreAll(D df, const TqGeometry& geo, const float* table16, const float* q, int G,
+                         const uint8_t* page, int page_tokens, int begin, int end, float* scores,
+                         size_t stride) {
+  const size_t dim = size_t(geo.head_dim);
+  int g = 0;
+  for (; g + 8 <= G; g += 8)
+    ScoreHeads<kBits, 8>(df, geo, table16, q + g * dim, page, page_tokens, begin, end,
+                         scores + g * stride, stride);
+  if (g + 4 <= G) {
+    ScoreHeads<kBits, 4>(df, geo, table16, q + g * dim, page, page_tokens, begin, end,
+                         scores + g * stride, stride);
+    g += 4;
+  }
+  if (g + 2 <= G) {
+    ScoreHeads<kBits, 2>(df, geo, table16, q + g * dim, page, page_tokens, begin, end,
+                         scores + g * stride, stride);
+    g += 2;
+  }
+  if (g < G)
+    ScoreHeads<kBits, 1>(df, geo, table16, q + g * dim, page, page_tokens, begin, end,
+                         scores + g * stride, stride);
+}
+
+// Tokens in lanes: any full vector width divides the 16-token tile.
+template <class Fn>
+HWY_INLINE void WithTokenTag(const Fn& fn) {
+  const hn::ScalableTag<float> dfull;
+  if (hn::Lanes(dfull) <= kTqTileTokens && kTqTileTokens % hn::Lanes(dfull) == 0) return fn(dfull);
+  return fn(hn::CappedTag<float, kTqTileTokens>());
+}
+
+void TqScore(const TqGeometry& geo, const float* table16, const float* q, int G,
+             const uint8_t* page, int page_tokens, int begin, int end, float* scores,
+             size_t stride) {
+  if (end <= begin) return;
+  WithTokenTag([&](auto df) {
+    switch (geo.bits) {
+      case 1:
+        return ScoreAll<1>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
+      case 2:
+        return ScoreAll<2>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
+      case 3:
+        return ScoreAll<3>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
+      default:
+        return ScoreAll<4>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
+    }
+  });
+}
+
+// -------------------------------------------------------------- values ----
+
+// w[g][k] = p_g(token) * norm(token) for the tile's tokens in [lo, hi).
+template <int GH, class D>
+HWY_INLINE void TileWeights(D df, const float* HWY_RESTRICT p, size_t stride, int begin,
+                            const hwy::float16_t* HWY_RESTRICT norms, int tile_first, int lo,
+                            int hi, float* HWY_RESTRICT w) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const int N = int(hn::Lanes(df));
+  HWY_ALIGN float nf[kTqTileTokens];
+  for (int k = 0; k < kTqTileTokens; k += N)
+    hn::Store(hn::PromoteTo(df, hn::LoadU(dh, norms + tile_first + k)), df, nf + k);
+  if (lo == tile_first && hi == tile_first + kTqTileTokens) {
+    for (int g = 0; g < GH; ++g)
+      for (int k = 0; k < kTqTileTokens; k += N)
+        hn::Store(hn::Mul(hn::LoadU(df, p + size_t(g) * stride + (tile_first + k - begin)),
+                          hn::Load(df, nf + k)),
+                  df, w + g * kTqTileTokens + k);
+  } else {
+    for (int g = 0; g < GH; ++g)
+      for (int s = lo; s < hi; ++s)
+        w[g * kTqTileTokens + (s - tile_first)] =
+            p[size_t(g) * stride + (s - begin)] * nf[s - tile_first];
+  }
+}
+
+// GH heads x MB blocks of N coordinates starting at coordinate i0, every code
+// in full words (fast path).
+template <int kBits, int GH, int MB, class D>
+HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_RESTRICT table16,
+                                  const float* HWY_RESTRICT p, size_t stride,
+                                  const uint8_t* HWY_RESTRICT page, int page_tokens, int begin,
+                                  int end, int i0, float* HWY_RESTRICT acc) {
+  using V = hn::Vec<D>;
+  const hn::RebindToUnsigned<D> du;
+  using VU = hn::Vec<decltype(du)>;
+  const int N = int(hn::Lanes(df));
+  const int dim = geo.head_dim;
+  const simd::Codebook16<D> cb(df, table16);
+  const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
+  const TqPlane& p0 = geo.plane[0];
+  const TqPlane& p1 = geo.plane[1];
+  // A block of 16 coordinates of 4-bit codes spans two words (lanes 0..7 and
+  // 8..15); every other block lies in one word per plane.
+  constexpr bool kTwoWords = kBits == 4 && hn::MaxLanes(D()) == 16;
+  const auto upper = hn::Not(hn::FirstN(du, 8));
+  const VU bit2 = hn::Set(du, 4u);
+
+  // Per block: byte offset of its word in the tile and per-lane shifts.
+  int off0[MB], off1[MB];
+  VU sh0[MB], sh1[MB];
+  {
+    HWY_ALIGN uint32_t tmp[kTqTileTokens];
+    for (int m = 0; m < MB; ++m) {
+      const int i = i0 + m * N;
+      off0[m] = p0.offset + 64 * (i * p0.width / 32);
+      for (int l = 0; l < N; ++l) tmp[l] = uint32_t(((i + l) * p0.width) % 32);
+      sh0[m] = hn::Load(du, tmp);
+      off1[m] = 0;
+      sh1[m] = hn::Zero(du);
+      if constexpr (kBits == 3) {
+        off1[m] = p1.offset + 64 * (i / 32);
+        for (int l = 0; l < N; ++l) tmp[l] = uint32_t((i + l) % 32);
+        sh1[m] = hn::Load(du, tmp);
+      }
+    }
+  }
+
+  V a[GH][MB];
+  for (int g = 0; g < GH; ++g)
+    for (int m = 0; m < MB; ++m) a[g][m] = hn::LoadU(df, acc + size_t(g) * dim + i0 + m * N);
+
+  HWY_ALIGN float w[GH * kTqTileTokens];
+  for (int tile_first = begin - begin % kTqTileTokens; tile_first < end;
+       tile_first += kTqTileTokens) {
+    const uint8_t* tile = page + size_t(tile_first / kTqTileTokens) * geo.tile_bytes;
+    const int lo = std::max(begin, tile_first);
+    const int hi = std::min(end, tile_first + kTqTileTokens);
+    TileWeights<GH>(df, p, stride, begin, norms, tile_first, lo, hi, w);
+    for (int s = lo; s < hi; ++s) {
+      const int k = s - tile_first;
+      const uint8_t* tk = tile + 4 * k;
+      simd::Unroll<MB>([&](auto mc) HWY_ATTR {
+        constexpr int m = decltype(mc)::value;
+        uint32_t word0;
+        std::memcpy(&word0, tk + off0[m], 4);
+        VU codes;
+        if constexpr (kTwoWords) {
+          uint32_t word1;
+          std::memcpy(&word1, tk + off0[m] + 64, 4);
+          codes = hn::IfThenElse(upper, hn::Set(du, word1), hn::Set(du, word0));
+        } else {
+          codes = hn::Set(du, word0);
+        }
+        codes = hn::operator>>(codes, sh0[m]);
+        if constexpr (kBits == 3) {
+          uint32_t word1;
+          std::memcpy(&word1, tk + off1[m], 4);
+          const VU high = hn::ShiftLeft<2>(hn::operator>>(hn::Set(du, word1), sh1[m]));
+          codes = BitSelect(bit2, high, codes);
+        }
+        const V c = cb(codes);
+        for (int g = 0; g < GH; ++g)
+          a[g][m] = hn::MulAdd(hn::Set(df, w[g * kTqTileTokens + k]), c, a[g][m]);
+      });
+    }
+  }
+  for (int g = 0; g < GH; ++g)
+    for (int m = 0; m < MB; ++m) hn::StoreU(a[g][m], df, acc + size_t(g) * dim + i0 + m * N);
+}
+
+// One block of N coordinates with codes in partial words (rare head dims,
+// e.g. 8 or 40): codes gathered lane by lane with scalar reads.
+template <int GH, class D>
+HWY_NOINLINE void AccumulateTailBlock(D df, const TqGeometry& geo, const float* table16,
+                                      const float* HWY_RESTRICT p, size_t stride,
+                                      const uint8_t* HWY_RESTRICT page, int page_tokens, int begin,
+                                      int end, int i0, float* HWY_RESTRICT acc) {
+  using V = hn::Vec<D>;
+  const hn::RebindToUnsigned<D> du;
+  const int N = int(hn::Lanes(df));
+  const int dim = geo.head_dim;
+  const simd::Codebook16<D> cb(df, table16);
+  const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
+  V a[GH];
+  for (int g = 0; g < GH; ++g) a[g] = hn::LoadU(df, acc + size_t(g) * dim + i0);
+  HWY_ALIGN float w[GH * kTqTileTokens];
+  HWY_ALIGN uint32_t codes[kTqTileTokens];
+  for (int tile_first = begin - begin % kTqTileTokens; tile_first < end;
+       tile_first += kTqTileTokens) {
+    const uint8_t* tile = page + size_t(tile_first / kTqTileTokens) * geo.tile_bytes;
+    const int lo = std::max(begin, tile_first);
+    const int hi = std::min(end, tile_first + kTqTileTokens);
+    TileWeights<GH>(df, p, stride, begin, norms, tile_first, lo, hi, w);
+    for (int s = lo; s < hi; ++s) {
+      const int k = s - tile_first;
+      for (int l = 0; l < N; ++l) codes[l] = uint32_t(tq_code_at(geo, tile, k, i0 + l));
+      const V c = cb(hn::Load(du, codes));
+      for (int g = 0; g < GH; ++g)
+        a[g] = hn::MulAdd(hn::Set(df, w[g * kTqTileTokens + k]), c, a[g]);
+    }
+  }
+  for (int g = 0; g < GH; ++g) hn::StoreU(a[g], df, acc + size_t(g) * dim + i0);
+}
+
+template <int kBits, int GH, class D>
+HWY_INLINE void AccumulateHeads(D df, const TqGeometry& geo, const float* table16, const float* p,
+                                size_t stride, const uint8_t* page, int page_tokens, int begin,
+                                int end, float* acc) {
+  const int N = int(hn::Lanes(df));
+  const int fast_end = geo.full_coords() / N * N;
+  // Accumulators held in registers: 16 of the 32 AVX-512 registers, 8 of 16
+  // elsewhere.
+  constexpr int kRegs = hn::MaxLanes(D()) >= 16 ? 16 : 8;
+  constexpr int kMB = kRegs / GH >= 4 ? 4 : (kRegs / GH >= 2 ? 2 : 1);
+  int i = 0;
+  for (; i + kMB * N <= fast_end; i += kMB * N)
+    AccumulateChunk<kBits, GH, kMB>(df, geo, table16, p, stride, page, page_tokens, begin, end, i,
+                                    acc);
+  for (; i + N <= fast_end; i += N)
+    AccumulateChunk<kBits, GH, 1>(df, geo, table16, p, stride, page, page_tokens, begin, end, i,
+                                  acc);
+  for (; i < geo.head_dim; i += N)
+    AccumulateTailBlock<GH>(df, geo, table16, p, stride, page, page_tokens, begin, end, i, acc);
+}
+
+template <int kBits, class D>
+HWY_INLINE void AccumulateAll(D df, const TqGeometry& geo, const float* table16, const float* p,
+                              int G, size_t stride, const uint8_t* page, int page_tokens, int begin,
+                              int end, float* acc) {
+  const size_t dim = size_t(geo.head_dim);
+  int g = 0;
+  for (; g + 4 <= G; g += 4)
+    AccumulateHeads<kBits, 4>(df, geo, table16, p + g * stride, stride, page, page_tokens, begin,
+                              end, acc + g * dim);
+  if (g + 2 <= G) {
+    AccumulateHeads<kBits, 2>(df, geo, table16, p + g * stride, stride, page, page_tokens, begin,
+                              end, acc + g * dim);
+    g += 2;
+  }
+  if (g < G)
+    AccumulateHeads<kBits, 1>(df, geo, table16, p + g * stride, stride, page, page_tokens, begin,
+                              end, acc + g * dim);
+}
+
+void TqAccumulate(const TqGeometry& geo, const float* table16, const float* p, int G, size_t stride,
+                  const uint8_t* page, int page_tokens, int begin, int end, float* acc) {
+  if (end <= begin) return;
+  simd::WithTagDividing(size_t(geo.head_dim), [&](auto df) {
+    switch (geo.bits) {
+      case 1:
+        return AccumulateAll<1>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
+      case 2:
+        return AccumulateAll<2>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
+      case 3:
+        return AccumulateAll<3>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
+      default:
+        return AccumulateAll<4>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
+    }
+  });
+}
+
+}  // namespace tkv::kv::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tkv::kv::kernels {
+
+HWY_EXPORT(TqScore);
+HWY_EXPORT(TqAccumulate);
+
+void tq_score(const TqGeometry& geo, const float* table16, const float* q, int G,
+              const uint8_t* page, int page_tokens, int begin, int end, float* scores,
+              size_t stride) {
+  HWY_DYNAMIC_DISPATCH(TqScore)(geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
+}
+void tq_accumulate(const TqGeometry& geo, const float* table16, const float* p, int G,
+                   size_t stride, const uint8_t* page, int page_tokens, int begin, int end,
+                   float* acc) {
+  HWY_DYNAMIC_DISPATCH(TqAccumulate)
+  (geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
+}
+
+}  // namespace tkv::kv::kernels
+#endif  // HWY_ONCE
