@@ -39,34 +39,43 @@ void Sampler::reset() {
   rng_.seed(config_.seed);
 }
 
-bool Sampler::filter(const float* logits, int n_vocab, CandidateList& c) const {
+int32_t Sampler::filter(const float* logits, int n_vocab, CandidateList& c,
+                        std::vector<float>& work) const {
   if (n_vocab <= 0) fail("sampler: vocabulary size ", n_vocab, " must be positive");
   if (!logits) fail("sampler: no logits");
-  c.assign(logits, n_vocab);
+  check_logits(logits, n_vocab);
   if (config_.repeat_penalty != 1.0f && !history_.empty()) {
     const std::vector<int32_t> recent(history_.begin(), history_.end());
     for (int32_t t : recent)
       if (t >= n_vocab)
         fail("sampler: accepted token ", t, " is outside the vocabulary of ", n_vocab);
-    apply_repetition_penalty(c, recent, config_.repeat_penalty);
+    work.assign(logits, logits + n_vocab);
+    apply_repetition_penalty(work.data(), n_vocab, recent, config_.repeat_penalty);
+    logits = work.data();
   }
   // Greedy: the filters below never remove the top candidate, so skip them.
-  if (config_.temperature <= 0) return true;
-  apply_top_k(c, config_.top_k);
+  if (config_.temperature <= 0) return argmax(logits, n_vocab);
+  if (config_.top_k > 0)
+    select_top_k(logits, n_vocab, config_.top_k, c);
+  else
+    c.assign(logits, n_vocab);
   apply_top_p(c, config_.top_p);
   apply_min_p(c, config_.min_p);
   apply_temperature(c, config_.temperature);
-  return false;
+  return -1;
 }
 
 int32_t Sampler::sample(const float* logits, int n_vocab) {
-  if (filter(logits, n_vocab, scratch_)) return scratch_.items[argmax(scratch_)].id;
-  return draw(scratch_, uniform_from_bits(rng_()));
+  const int32_t greedy = filter(logits, n_vocab, candidates_, work_);
+  if (greedy >= 0) return greedy;
+  return draw(candidates_, uniform_from_bits(rng_()));
 }
 
 std::vector<TokenProb> Sampler::distribution(const float* logits, int n_vocab) const {
   CandidateList c;
-  if (filter(logits, n_vocab, c)) return {{c.items[argmax(c)].id, 1.0}};
+  std::vector<float> work;
+  const int32_t greedy = filter(logits, n_vocab, c, work);
+  if (greedy >= 0) return {{greedy, 1.0}};
   const std::vector<double> p = probabilities(c);
   std::vector<TokenProb> out(p.size());
   for (size_t i = 0; i < p.size(); ++i) out[i] = {c.items[i].id, p[i]};

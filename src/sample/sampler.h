@@ -62,14 +62,17 @@ class Sampler {
   static double uniform_from_bits(uint64_t bits) { return double(bits >> 11) * 0x1.0p-53; }
 
  private:
-  // Runs the filter chain on `c`; true when the result is a greedy pick
-  // (then c.items[argmax(c)] is the token).
-  bool filter(const float* logits, int n_vocab, CandidateList& c) const;
+  // Runs the filter chain into `c`. Returns the token for a greedy sampler,
+  // -1 otherwise. `work` holds the penalized logits when there is a penalty.
+  int32_t filter(const float* logits, int n_vocab, CandidateList& c,
+                 std::vector<float>& work) const;
 
   SamplerConfig config_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens
-  CandidateList scratch_;        // reused across calls: no allocation per token
+  // Reused across calls: no allocation per token.
+  CandidateList candidates_;
+  std::vector<float> work_;
 };
 
 }  // namespace tkv::sample

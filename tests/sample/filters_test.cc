@@ -2,9 +2,14 @@
 // min-p's bookkeeping of the sorted prefix, and the draw's use of u.
 #include "sample/filters.h"
 
+#include "common/error.h"
+#include "sample/softmax_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -78,18 +83,19 @@ TEST(SampleFilters, MinPOnUnsortedCandidates) {
   EXPECT_EQ(c.sorted, 0u);
 }
 
-TEST(SampleFilters, TopPWithoutTopKOnALargeVocabularySortsOnlyWhatItNeeds) {
-  // A peaked distribution over 128K tokens: top-p 0.9 needs a handful of
-  // tokens, so the sorted prefix stays far below the vocabulary size.
+TEST(SampleFilters, TopPOnALargeVocabularyKeepsOnlyThePeak) {
+  // A peaked distribution over 128K tokens: top-p 0.9 keeps the first few of
+  // the ten peaks (e^20, e^19, ...), whatever path it takes.
   std::vector<float> logits(128256, 0.0f);
   for (int i = 0; i < 10; ++i) logits[size_t(i) * 1000] = 20.0f - float(i);
   CandidateList c;
   c.assign(logits.data(), int(logits.size()));
   apply_top_p(c, 0.9f);
-  EXPECT_LE(c.size(), 10u);
-  EXPECT_GE(c.size(), 1u);
-  EXPECT_EQ(c.items[0].id, 0);
-  EXPECT_EQ(c.sorted, c.size());
+  // p(top) = 1 / (1 + e^-1 + e^-2 + ...) = 0.632; two peaks reach 0.865, three 0.95.
+  std::vector<int32_t> ids;
+  for (const Candidate& x : c.items) ids.push_back(x.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 1000, 2000}));
 }
 
 TEST(SampleFilters, DrawMapsUToCumulativeProbability) {
@@ -118,7 +124,98 @@ TEST(SampleFilters, ProbabilitiesSumToOne) {
   double sum = 0;
   for (double p : probabilities(c)) sum += p;
   EXPECT_NEAR(sum, 1.0, 1e-12);
-  EXPECT_EQ(c.items[argmax(c)].logit, 0.0f);  // temperature shifts the max to 0
+  float top = -1;
+  for (const Candidate& x : c.items) top = std::max(top, x.logit);
+  EXPECT_EQ(top, 0.0f);  // temperature shifts the max to 0
+}
+
+TEST(SampleFilters, SelectTopKMatchesAFullSortWithTies) {
+  const auto logits = tied_logits(1000, 4);
+  const auto want = fully_sorted(logits);
+  for (int k : {1, 5, 40, 999, 1000, 2000, 0}) {
+    SCOPED_TRACE(k);
+    CandidateList c;
+    select_top_k(logits.data(), 1000, k, c);
+    const size_t n = k <= 0 ? 1000 : std::min(k, 1000);
+    ASSERT_EQ(c.size(), n);
+    EXPECT_EQ(c.sorted, n);
+    expect_prefix_equal(c, want, n);
+  }
+}
+
+std::vector<int32_t> sorted_ids(const CandidateList& c) {
+  std::vector<int32_t> ids;
+  for (const Candidate& x : c.items) ids.push_back(x.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+TEST(SampleFilters, BucketedTopPKeepsTheSameTokensAsASortedWalk) {
+  // Large unsorted lists take the bucketed path; a fully sorted copy takes
+  // the plain walk. Flat, peaked and tied logits; p from tiny to nearly 1.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 24; ++trial) {
+    const size_t n = 5000 + rng() % 60000;
+    std::vector<float> logits(n);
+    std::normal_distribution<float> d(0.0f, std::array{0.05f, 1.0f, 4.0f}[trial % 3]);
+    for (float& x : logits) x = d(rng);
+    if (trial % 4 == 3)
+      for (float& x : logits) x = std::round(x * 4) / 4;  // ties across bucket edges
+    const float p = std::array{0.01f, 0.3f, 0.9f, 0.95f, 0.999f, 0.99999f}[trial % 6];
+    SCOPED_TRACE(testing::Message() << "n=" << n << " p=" << p << " trial " << trial);
+    CandidateList bucketed, walked;
+    bucketed.assign(logits.data(), int(n));
+    walked.assign(logits.data(), int(n));
+    walked.sort_prefix(n);
+    apply_top_p(bucketed, p);
+    apply_top_p(walked, p);
+    EXPECT_EQ(sorted_ids(bucketed), sorted_ids(walked));
+    EXPECT_GE(bucketed.size(), 1u);
+  }
+}
+
+TEST(SampleFilters, CheckLogits) {
+  std::vector<float> l = {0, 1, 2};
+  EXPECT_EQ(check_logits(l.data(), 3), 2.0f);
+  l[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(check_logits(l.data(), 3), Error);
+  // NaN anywhere, including the vector tail.
+  std::vector<float> long_l(1003, 0.5f);
+  long_l[1002] = std::numeric_limits<float>::infinity();
+  try {
+    check_logits(long_l.data(), 1003);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "sampler: logit of token 1002 is inf");
+  }
+  long_l[1002] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(check_logits(long_l.data(), 1003), 0.5f);
+}
+
+TEST(SampleFilters, RepetitionPenaltyAndArgmax) {
+  std::vector<float> l = {3.0f, -2.0f, 0.0f, 3.0f, 1.0f};
+  EXPECT_EQ(argmax(l.data(), 5), 0);  // tie: lower id
+  const std::vector<int32_t> recent = {0, 1, 1, 2, 0};
+  apply_repetition_penalty(l.data(), 5, recent, 2.0f);
+  EXPECT_EQ(l, (std::vector<float>{1.5f, -4.0f, 0.0f, 3.0f, 1.0f}));
+  EXPECT_EQ(argmax(l.data(), 5), 3);
+}
+
+TEST(SampleFilters, ExpWeightsMatchStdExpAndZeroTheMasked) {
+  std::vector<float> x(37);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -float(i) * 3.1f;
+  x[5] = -std::numeric_limits<float>::infinity();
+  std::vector<float> w(x.size());
+  const double total = exp_weights(x.data(), x.size(), 0.0f, 1.0f, w.data());
+  double want_total = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = x[i] < -87.0f ? 0.0 : std::exp(double(x[i]));
+    EXPECT_NEAR(w[i], want, 2e-7 * want) << i;
+    want_total += want;
+  }
+  EXPECT_EQ(w[5], 0.0f);
+  EXPECT_EQ(w[36], 0.0f);  // -111.6: below the underflow cut
+  EXPECT_NEAR(total, want_total, 1e-6 * want_total);
 }
 
 }  // namespace
