@@ -166,9 +166,13 @@ TEST(KvCacheTest, WindowPolicyKeepsSinksPlusWindowAndFlatMemory) {
     }
     cache.end_chunk();
     const auto st = cache.stats();
-    if (t + 1 >= 104) EXPECT_EQ(st.tokens_kept, 104);
+    if (t + 1 >= 104) {
+      EXPECT_EQ(st.tokens_kept, 104);
+    }
     if (t + 1 == 300) bytes_at_300 = st.persistent_bytes;
-    if (t + 1 > 300) EXPECT_LE(st.persistent_bytes, bytes_at_300) << "at " << t + 1;
+    if (t + 1 > 300) {
+      EXPECT_LE(st.persistent_bytes, bytes_at_300) << "at " << t + 1;
+    }
   }
   EXPECT_EQ(cache.n_tokens(), 1200);
 }
