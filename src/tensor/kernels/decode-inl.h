@@ -25,9 +25,9 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#if HWY_ARCH_X86
-#include <immintrin.h>
-#endif
+// Intrinsics (F16C, AVX-512) come from Highway's x86 op headers, which
+// include <immintrin.h> inside their diagnostics-off region; including it
+// here first would re-enable GCC 12's spurious -Wmaybe-uninitialized.
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {

@@ -44,6 +44,12 @@ using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
 
+// All 65536 f16 values as f32 (exact, NaN/Inf/subnormals included). The
+// AVX-512 matvec kernels read block scales through it: one load that the FMA
+// or multiply then broadcasts for free, instead of a convert and a shuffle
+// on the two vector ports the kernel is bound by. 256 KiB, stays in L2.
+const float* f16_table();
+
 // Name of the SIMD target the dispatcher picks now ("AVX3_DL", "AVX2", ...).
 const char* active_target_name();
 

@@ -1,0 +1,260 @@
+// Weight-kernel benchmarks: matvec (decode) GB/s per type and llama-3.2-1b
+// shape next to a STREAM-like read bandwidth measured in the same run, and
+// matmul (prefill) GFLOP/s next to a measured FMA peak.
+//
+// Decode reads every weight once per token, so the honest figure is weight
+// bytes / time with the weights coming from DRAM: each benchmark rotates
+// through enough copies of its matrix (>= 1 GiB in all) that nothing is left
+// in the (large, shared) L3 between two passes over the same copy.
+//
+//   build/benchmarks/tensor/bench_matmul --benchmark_filter=Matvec
+//   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matmul|FmaPeak'
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "fma_peak.h"
+#include "hwy/aligned_allocator.h"
+#include "tensor/matmul.h"
+
+namespace tkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kWorkingSet = static_cast<size_t>(1)
+                               << 30;  // bytes of weights rotated per benchmark
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// --- STREAM-like read bandwidth ------------------------------------------
+
+// Sums 64-bit words of [p, p + n) with 8 independent accumulators (the
+// compiler vectorizes it); returns the sum so the loads cannot be dropped.
+uint64_t read_words(const uint64_t* p, size_t n) {
+  uint64_t s[8] = {};
+  for (size_t i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += p[i + static_cast<size_t>(j)];
+  return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+// Read GB/s of `threads` threads each streaming its share of a 1 GiB
+// buffer (best of 5 passes after a warm-up pass).
+double measure_read_bandwidth(int threads) {
+  static std::map<int, double> cache;
+  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+  const size_t words = kWorkingSet / 8;
+  auto buf = hwy::AllocateAligned<uint64_t>(words);
+  for (size_t i = 0; i < words; ++i) buf[i] = i;
+  ThreadPool pool(threads);
+  double best = 0;
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < 6; ++pass) {
+    const auto t0 = Clock::now();
+    std::vector<uint64_t> sums(static_cast<size_t>(threads));
+    pool.run(threads, [&](int64_t t, int) {
+      const size_t per = words / static_cast<size_t>(threads);
+      sums[static_cast<size_t>(t)] = read_words(buf.get() + static_cast<size_t>(t) * per, per);
+    });
+    const double s = seconds_since(t0);
+    for (auto v : sums) sink = sink + v;
+    if (pass > 0) best = std::max(best, double(kWorkingSet) / s / 1e9);
+  }
+  cache[threads] = best;
+  return best;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  double gbps = 0;
+  for (auto _ : state) gbps = measure_read_bandwidth(threads);
+  state.counters["GBps"] = gbps;
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// --- weights ---------------------------------------------------------------
+
+// A rows x cols matrix of `type` with realistic (quantized Gaussian) content:
+// 64 distinct random rows repeated, since content does not change the speed.
+struct AlignedBytes {
+  hwy::AlignedFreeUniquePtr<uint8_t[]> p;
+  size_t size = 0;
+  explicit AlignedBytes(size_t n) : p(hwy::AllocateAligned<uint8_t>(n)), size(n) {}
+  AlignedBytes(const AlignedBytes& o) : AlignedBytes(o.size) {
+    std::memcpy(data(), o.data(), size);
+  }
+  uint8_t* data() { return p.get(); }
+  const uint8_t* data() const { return p.get(); }
+};
+
+AlignedBytes make_matrix(DType type, int64_t rows, int64_t cols) {
+  const size_t rb = row_bytes(type, cols);
+  const int64_t distinct = std::min<int64_t>(rows, 64);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  AlignedBytes m(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (auto& v : x) v = dist(rng);
+    quantize_row(type, x.data(), m.data() + static_cast<size_t>(r) * rb, cols);
+  }
+  for (int64_t r = distinct; r < rows; ++r)
+    std::memcpy(m.data() + static_cast<size_t>(r) * rb,
+                m.data() + static_cast<size_t>(r % distinct) * rb, rb);
+  return m;
+}
+
+// --- matvec ------------------------------------------------------------------
+
+void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols) {
+  const int threads = int(state.range(0));
+  const double read_bw = measure_read_bandwidth(threads);
+  const auto base = make_matrix(type, rows, cols);
+  const size_t bytes = base.size;
+  const size_t copies = std::max<size_t>(2, (kWorkingSet + bytes - 1) / bytes);
+  std::vector<AlignedBytes> mats(copies, base);
+  std::vector<WeightMatrix> ws;
+  for (auto& m : mats) ws.push_back(make_weight(type, m.data(), rows, cols, "bench"));
+  std::vector<float> x(static_cast<size_t>(cols), 0.01f), y(static_cast<size_t>(rows));
+  ThreadPool pool(threads);
+  for (const auto& w : ws) matvec(w, x.data(), y.data(), pool);  // warm-up, page-in
+  size_t next = 0;
+  double total = 0;
+  int64_t passes = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    matvec(ws[next], x.data(), y.data(), pool);
+    const double s = seconds_since(t0);
+    state.SetIterationTime(s);
+    total += s;
+    ++passes;
+    next = (next + 1) % ws.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double gbps = double(bytes) * double(passes) / total / 1e9;
+  state.counters["GBps"] = gbps;
+  state.counters["read_bw_GBps"] = read_bw;
+  state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
+  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " ", active_simd_target()));
+}
+
+// The llama-3.2-1b projections: q/o (2048x2048), k/v (512x2048), gate/up
+// (8192x2048), down (2048x8192), and the 128256-token output matrix.
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr Shape kShapes[] = {{"attn_q", 2048, 2048},
+                             {"attn_kv", 512, 2048},
+                             {"ffn_up", 8192, 2048},
+                             {"ffn_down", 2048, 8192},
+                             {"output", 128256, 2048}};
+
+void register_matvec() {
+  const DType main_types[] = {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  for (DType t : main_types)
+    for (const auto& s : kShapes)
+      benchmark::RegisterBenchmark(
+          str("Matvec/", dtype_name(t), "/", s.name).c_str(),
+          [t, s](benchmark::State& st) { BM_Matvec(st, t, s.rows, s.cols); })
+          ->Arg(1)
+          ->Arg(2)
+          ->UseManualTime()
+          ->MinTime(0.5)
+          ->Unit(benchmark::kMicrosecond);
+  // Every other supported type on one large shape.
+  const DType other_types[] = {DType::F32,  DType::BF16, DType::Q4_1, DType::Q5_0,   DType::Q5_1,
+                               DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS};
+  for (DType t : other_types)
+    benchmark::RegisterBenchmark(str("Matvec/", dtype_name(t), "/ffn_up").c_str(),
+                                 [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048); })
+        ->Arg(1)
+        ->Arg(2)
+        ->UseManualTime()
+        ->MinTime(0.5)
+        ->Unit(benchmark::kMicrosecond);
+}
+
+// --- matmul ------------------------------------------------------------------
+
+double fma_peak_gflops() {
+  static double peak = 0;
+  if (peak == 0) {
+    bench::run_fma_chains(1 << 20);  // warm up the frequency
+    const auto t0 = Clock::now();
+    const double flops = bench::run_fma_chains(1 << 26);
+    peak = flops / seconds_since(t0) / 1e9;
+  }
+  return peak;
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  double g = 0;
+  for (auto _ : state) g = fma_peak_gflops();
+  state.counters["GFLOPs_per_core"] = g;
+  state.SetLabel(active_simd_target());
+}
+BENCHMARK(BM_FmaPeak)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols) {
+  const int64_t n = state.range(0);
+  const int threads = int(state.range(1));
+  const auto m = make_matrix(type, rows, cols);
+  const WeightMatrix w = make_weight(type, m.data(), rows, cols, "bench");
+  std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  ThreadPool pool(threads);
+  matmul(w, x.data(), n, y.data(), pool);  // warm-up: scratch allocation
+  double total = 0;
+  int64_t passes = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    matmul(w, x.data(), n, y.data(), pool);
+    const double s = seconds_since(t0);
+    state.SetIterationTime(s);
+    total += s;
+    ++passes;
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double gflops =
+      2.0 * double(rows) * double(cols) * double(n) * double(passes) / total / 1e9;
+  state.counters["GFLOPs"] = gflops;
+  state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
+  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " n=", n, " ", active_simd_target()));
+}
+
+void register_matmul() {
+  for (DType t : {DType::F16, DType::Q4_K, DType::Q8_0, DType::Q4_0})
+    benchmark::RegisterBenchmark(str("Matmul/", dtype_name(t), "/2048x2048").c_str(),
+                                 [t](benchmark::State& st) { BM_Matmul(st, t, 2048, 2048); })
+        ->ArgsProduct({{64, 512}, {1, 2}})
+        ->ArgNames({"n", "threads"})
+        ->UseManualTime()
+        ->MinTime(0.5)
+        ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+}  // namespace tkv
+
+int main(int argc, char** argv) {
+  tkv::register_matvec();
+  tkv::register_matmul();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

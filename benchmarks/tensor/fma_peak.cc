@@ -1,0 +1,53 @@
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "fma_peak.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "fma_peak.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv::bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+double RunFmaChains(long iterations) {
+  const hn::ScalableTag<float> df;
+  // 12 independent accumulators: 4-cycle latency x 2 FMA ports needs >= 8.
+  auto a0 = hn::Set(df, 0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+  auto a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const auto m = hn::Set(df, 0.999999f), c = hn::Set(df, 1e-7f);
+  for (long i = 0; i < iterations; ++i) {
+    a0 = hn::MulAdd(a0, m, c);
+    a1 = hn::MulAdd(a1, m, c);
+    a2 = hn::MulAdd(a2, m, c);
+    a3 = hn::MulAdd(a3, m, c);
+    a4 = hn::MulAdd(a4, m, c);
+    a5 = hn::MulAdd(a5, m, c);
+    a6 = hn::MulAdd(a6, m, c);
+    a7 = hn::MulAdd(a7, m, c);
+    a8 = hn::MulAdd(a8, m, c);
+    a9 = hn::MulAdd(a9, m, c);
+    a10 = hn::MulAdd(a10, m, c);
+    a11 = hn::MulAdd(a11, m, c);
+  }
+  auto s =
+      hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  s = hn::Add(s, hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+  // Keep the result alive so the loop is not removed.
+  volatile float sink = hn::GetLane(hn::SumOfLanes(df, s));
+  (void)sink;
+  return double(iterations) * 12.0 * 2.0 * double(hn::Lanes(df));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tkv::bench
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tkv::bench {
+HWY_EXPORT(RunFmaChains);
+double run_fma_chains(long iterations) {
+  return HWY_DYNAMIC_DISPATCH(RunFmaChains)(iterations);
+}
+}  // namespace tkv::bench
+#endif

@@ -1,0 +1,212 @@
+// AVX-512 block dot products for the weight types people actually run
+// (Q4_0, IQ4_NL, Q8_0 and the Q4_K_M pair Q4_K + Q6_K).
+//
+// Why special code: the generic decoders of decode-inl.h spend ~6.5 uops per
+// 16 weights (widen, mask, int->float convert, scale FMA, dot FMA, plus a
+// scalar f16 convert and broadcast per block), and with 512-bit vectors only
+// ports 0 and 5 execute them, which caps Q4_0 at ~6 GB/s per core, under
+// half the memory bandwidth. Here:
+// - 4-bit types look their weights up in a 16-entry f32 table held in one
+//   register (vpermps uses the low 4 bits of each lane as the index, so the
+//   low nibble needs no mask): table = levels * d, or dl * v - ml per Q4_K
+//   group, built with one multiply/FMA per block or group. The table entries
+//   are exactly the dequantized weights (same single rounding as ggml).
+// - Block scales come from the f16 -> f32 table (kernels.h), a load that
+//   the multiply broadcasts for free.
+// - Q8_0 sums q * x per block and applies d once (mathematically the same
+//   sum; the rounding stays within the documented bound).
+// - Q6_K assembles its 6-bit quants for a whole super-block with 256-bit byte
+//   operations first, then widens 16 at a time.
+//
+// FastDot<T> (kEnabled says whether a type has one on the current target):
+//   Prepare(block, f16_table, scratch) decodes what a block needs besides
+//     its quants (scales, for Q6_K the assembled quants) into kScratch floats;
+//   Accumulate(block, scratch, x, f16_table, acc0, acc1) adds the block's
+//     products to two accumulators.
+// The caller prepares a run of blocks before accumulating them, so the
+// scratch is read long after it was written (no store-forwarding stalls on
+// the critical path). Compiled per target (Highway -inl.h convention).
+#if defined(TKV_TENSOR_DOT_AVX512_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TKV_TENSOR_DOT_AVX512_INL_H_
+#undef TKV_TENSOR_DOT_AVX512_INL_H_
+#else
+#define TKV_TENSOR_DOT_AVX512_INL_H_
+#endif
+
+#include <cstring>
+
+#include "tensor/kernels/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv {
+namespace HWY_NAMESPACE {
+
+template <DType T>
+struct FastDot {
+  static constexpr bool kEnabled = false;
+  static constexpr size_t kScratch = 0;
+};
+
+// Types whose blocks need no preparation.
+struct NoPrepare {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 0;
+  static HWY_INLINE void Prepare(const uint8_t*, const float*, float*) {}
+};
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
+HWY_INLINE uint16_t U16At(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+HWY_INLINE __m512i Widen16U(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE __m512i Widen16S(const void* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// 32-value block with nibbles as Q4_0: weight = table[nibble].
+HWY_INLINE void NibbleTableDot(const uint8_t* qs, __m512 table, const float* xb, VF& acc0,
+                               VF& acc1) {
+  const __m512i q = Widen16U(qs);
+  const __m512 w_lo = _mm512_permutexvar_ps(q, table);
+  const __m512 w_hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  acc0.raw = _mm512_fmadd_ps(w_lo, _mm512_loadu_ps(xb), acc0.raw);
+  acc1.raw = _mm512_fmadd_ps(w_hi, _mm512_loadu_ps(xb + 16), acc1.raw);
+}
+
+template <>
+struct FastDot<DType::Q4_0> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& acc1) {
+    const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512 table = _mm512_mul_ps(levels, _mm512_set1_ps(lut[U16At(p)]));
+    NibbleTableDot(p + offsetof(BlockQ4_0, qs), table, xb, acc0, acc1);
+  }
+};
+
+HWY_INLINE __m512 IQ4Levels512() {
+  return _mm512_cvtepi32_ps(Widen16S(kIQ4NLValues));
+}
+
+template <>
+struct FastDot<DType::IQ4_NL> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& acc1) {
+    const __m512 table = _mm512_mul_ps(IQ4Levels512(), _mm512_set1_ps(lut[U16At(p)]));
+    NibbleTableDot(p + offsetof(BlockIQ4_NL, qs), table, xb, acc0, acc1);
+  }
+};
+
+template <>
+struct FastDot<DType::Q8_0> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& /*acc1*/) {
+    const uint8_t* qs = p + offsetof(BlockQ8_0, qs);
+    const __m512 q0 = _mm512_cvtepi32_ps(Widen16S(qs));
+    const __m512 q1 = _mm512_cvtepi32_ps(Widen16S(qs + 16));
+    __m512 t = _mm512_mul_ps(q0, _mm512_loadu_ps(xb));
+    t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb + 16), t);
+    acc0.raw = _mm512_fmadd_ps(t, _mm512_set1_ps(lut[U16At(p)]), acc0.raw);
+  }
+};
+
+template <>
+struct FastDot<DType::Q4_K> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 16;
+  // s[g] = d * sc_g, s[8 + g] = dmin * m_g (exact f32 products).
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* s) {
+    // Unpack the 6-bit scales and mins of the 8 groups into bytes sc[0..7],
+    // m[0..7] (the same fields k4_scale_min reads, four at a time).
+    uint32_t u[4];
+    std::memcpy(u, p + offsetof(BlockQ4_K, scales), 12);
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+    const uint32_t m_low = u[1] & kLow6;
+    u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+    u[2] = m_low;
+    u[0] &= kLow6;
+    const __m512 sc_m = _mm512_cvtepi32_ps(Widen16U(reinterpret_cast<const uint8_t*>(u)));
+    const __m512 d_dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lut[U16At(p)]),
+                                               _mm512_set1_ps(lut[U16At(p + 2)]));
+    _mm512_store_ps(s, _mm512_mul_ps(sc_m, d_dmin));
+  }
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float* s, const float* xb, const float*,
+                                    VF& acc0, VF& acc1) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const uint8_t* qs = p + offsetof(BlockQ4_K, qs);
+    for (int pair = 0; pair < 4; ++pair) {
+      const int g = 2 * pair;
+      const __m512i b0 = Widen16U(qs + 32 * pair), b1 = Widen16U(qs + 32 * pair + 16);
+      // table = dl * v - ml: the dequantized value of nibble v, one rounding.
+      const __m512 t_lo = _mm512_fmsub_ps(iota, _mm512_set1_ps(s[g]), _mm512_set1_ps(s[8 + g]));
+      const __m512 t_hi = _mm512_fmsub_ps(iota, _mm512_set1_ps(s[g + 1]), _mm512_set1_ps(s[9 + g]));
+      const float* xg = xb + 64 * pair;
+      acc0.raw = _mm512_fmadd_ps(_mm512_permutexvar_ps(b0, t_lo), _mm512_loadu_ps(xg), acc0.raw);
+      acc1.raw =
+          _mm512_fmadd_ps(_mm512_permutexvar_ps(b1, t_lo), _mm512_loadu_ps(xg + 16), acc1.raw);
+      acc0.raw = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b0, 4), t_hi),
+                                 _mm512_loadu_ps(xg + 32), acc0.raw);
+      acc1.raw = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b1, 4), t_hi),
+                                 _mm512_loadu_ps(xg + 48), acc1.raw);
+    }
+  }
+};
+
+template <>
+struct FastDot<DType::Q6_K> {
+  static constexpr bool kEnabled = true;
+  // dl[16] floats, then the 256 quants minus 32 as signed bytes.
+  static constexpr size_t kScratch = 16 + 256 / 4;
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* scratch) {
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(p);
+    // dl[g] = d * scales[g] for the 16 groups of 16 values.
+    _mm512_store_ps(scratch, _mm512_mul_ps(_mm512_cvtepi32_ps(Widen16S(b->scales)),
+                                           _mm512_set1_ps(lut[U16At(p + offsetof(BlockQ6_K, d))])));
+    // q[v] - 32 for the 256 values in order, as signed bytes. Byte-wise
+    // shifts are done on 16-bit lanes; the masks drop what crosses a byte.
+    int8_t* q = reinterpret_cast<int8_t*>(scratch + 16);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30),
+                  bias = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+      const __m256i nib[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                              _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                              _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      const __m256i high[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45),
+                               _mm256_and_si256(qh, bits45),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)};
+      for (int k = 0; k < 4; ++k)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * k),
+                           _mm256_sub_epi8(_mm256_or_si256(nib[k], high[k]), bias));
+    }
+  }
+  static HWY_INLINE void Accumulate(const uint8_t*, const float* scratch, const float* xb,
+                                    const float*, VF& acc0, VF& acc1) {
+    const float* dl = scratch;
+    const int8_t* q = reinterpret_cast<const int8_t*>(scratch + 16);
+    for (int g = 0; g < 16; g += 2) {
+      const __m512 w0 =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(Widen16S(q + 16 * g)), _mm512_set1_ps(dl[g]));
+      const __m512 w1 =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(Widen16S(q + 16 * g + 16)), _mm512_set1_ps(dl[g + 1]));
+      acc0.raw = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xb + 16 * g), acc0.raw);
+      acc1.raw = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xb + 16 * g + 16), acc1.raw);
+    }
+  }
+};
+
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tkv
+HWY_AFTER_NAMESPACE();
+
+#endif  // TKV_TENSOR_DOT_AVX512_INL_H_
