@@ -1,0 +1,193 @@
+// SPM and BPE on small hand-built vocabularies, where the expected result
+// can be worked out by hand: merge order by score / rank, tie-breaking,
+// byte fallback, ignore_merges, and vocabulary validation.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::tok {
+namespace {
+
+const std::string kSp = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// <unk> <s> </s>, the 256 byte tokens, then `pieces` with `scores`.
+Vocab spm_vocab(const std::vector<std::string>& pieces, const std::vector<float>& scores) {
+  Vocab v;
+  v.type = VocabType::kSpm;
+  v.tokens = {"<unk>", "<s>", "</s>"};
+  v.types = {TokenType::kUnknown, TokenType::kControl, TokenType::kControl};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    v.tokens.push_back(name);
+    v.types.push_back(TokenType::kByte);
+  }
+  v.scores.assign(v.tokens.size(), 0.0f);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    v.tokens.push_back(pieces[i]);
+    v.types.push_back(TokenType::kNormal);
+    v.scores.push_back(scores[i]);
+  }
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  v.add_bos = true;
+  v.add_space_prefix = true;
+  return v;
+}
+
+std::vector<std::string> texts(const Tokenizer& t, const std::vector<int32_t>& ids) {
+  std::vector<std::string> out;
+  for (int32_t id : ids) out.push_back(t.token_text(id));
+  return out;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(Spm, HighestScoringPairMergesFirst) {
+  // "ab" -> "▁ab": symbols ▁ a b; candidates "▁a" and "ab".
+  const Tokenizer a_first(spm_vocab({kSp, "a", "b", kSp + "a", "ab"}, {0, 0, 0, -1, -2}));
+  EXPECT_EQ(texts(a_first, a_first.encode("ab", false, false)), (Strings{kSp + "a", "b"}));
+  const Tokenizer ab_first(spm_vocab({kSp, "a", "b", kSp + "a", "ab"}, {0, 0, 0, -2, -1}));
+  EXPECT_EQ(texts(ab_first, ab_first.encode("ab", false, false)), (Strings{kSp, "ab"}));
+  // Merging continues over merged pieces: "▁" + "ab" -> "▁ab".
+  const Tokenizer chain(spm_vocab({kSp, "a", "b", "ab", kSp + "ab"}, {0, 0, 0, -1, -3}));
+  EXPECT_EQ(texts(chain, chain.encode("ab", false, false)), (Strings{kSp + "ab"}));
+}
+
+TEST(Spm, EqualScoresMergeLeftmostFirst) {
+  Vocab v = spm_vocab({"a", "aa"}, {0, -1});
+  v.add_space_prefix = false;
+  const Tokenizer t(std::move(v));
+  EXPECT_EQ(texts(t, t.encode("aaa", false, false)), (Strings{"aa", "a"}));
+}
+
+TEST(Spm, SpacesBecomeU2581AndPrefixIsOptional) {
+  Vocab v = spm_vocab({kSp, "a", kSp + "a"}, {0, 0, -1});
+  const Tokenizer with_prefix(v);
+  EXPECT_EQ(texts(with_prefix, with_prefix.encode("a a", false, false)),
+            (Strings{kSp + "a", kSp + "a"}));
+  EXPECT_EQ(with_prefix.decode(with_prefix.encode("a a", true, false)), "a a");
+  v.add_space_prefix = false;
+  const Tokenizer no_prefix(std::move(v));
+  EXPECT_EQ(texts(no_prefix, no_prefix.encode("a a", false, false)), (Strings{"a", kSp + "a"}));
+  EXPECT_EQ(no_prefix.decode(no_prefix.encode(" a", false, false)), " a");
+}
+
+TEST(Spm, UnknownCharactersFallBackToBytes) {
+  const Tokenizer t(spm_vocab({kSp, "a"}, {0, 0}));
+  // "é" is not a token: its two UTF-8 bytes become <0xC3> <0xA9>.
+  EXPECT_EQ(texts(t, t.encode("a\xC3\xA9", false, false)), (Strings{kSp, "a", "<0xC3>", "<0xA9>"}));
+  EXPECT_EQ(t.decode(t.encode("a\xC3\xA9", false, false)), "a\xC3\xA9");
+}
+
+TEST(Spm, WithoutByteTokensUsesUnknownOrFails) {
+  Vocab v;
+  v.type = VocabType::kSpm;
+  v.tokens = {"<unk>", "a"};
+  v.types = {TokenType::kUnknown, TokenType::kNormal};
+  v.unk = 0;
+  const Tokenizer with_unk(v);
+  EXPECT_EQ(with_unk.encode("ab", false, false), (std::vector<int32_t>{1, 0}));
+  v.unk = kNoToken;
+  const Tokenizer without(std::move(v));
+  EXPECT_THROW(without.encode("ab", false, false), Error);
+  EXPECT_EQ(without.encode("aa", false, false), (std::vector<int32_t>{1, 1}));
+}
+
+// A byte-level BPE vocabulary over the letters a..c (which spell themselves
+// in GPT-2's byte alphabet) plus "Ġ" for the space.
+Vocab bpe_vocab(std::vector<std::string> merges, std::string pre = "gpt-2") {
+  Vocab v;
+  v.type = VocabType::kBpe;
+  v.pre = std::move(pre);
+  v.tokens = {"a",
+              "b",
+              "c",
+              "ab",
+              "bc",
+              "abc",
+              "\xC4\xA0",
+              "\xC4\xA0"
+              "a"};
+  v.merges = std::move(merges);
+  return v;
+}
+
+TEST(Bpe, LowerRankMergesFirst) {
+  const Tokenizer ab_first(bpe_vocab({"a b", "b c"}));
+  EXPECT_EQ(texts(ab_first, ab_first.encode("abc", false, false)), (Strings{"ab", "c"}));
+  const Tokenizer bc_first(bpe_vocab({"b c", "a b"}));
+  EXPECT_EQ(texts(bc_first, bc_first.encode("abc", false, false)), (Strings{"a", "bc"}));
+  const Tokenizer full(bpe_vocab({"a b", "ab c"}));
+  EXPECT_EQ(texts(full, full.encode("abc", false, false)), (Strings{"abc"}));
+  // Words are merged separately: the space starts the second word ("Ġa").
+  const Tokenizer space(bpe_vocab({"\xC4\xA0 a", "a b"}));
+  EXPECT_EQ(texts(space, space.encode("ab a", false, false)), (Strings{"ab",
+                                                                       "\xC4\xA0"
+                                                                       "a"}));
+  EXPECT_EQ(space.decode(space.encode("ab a", false, false)), "ab a");
+}
+
+TEST(Bpe, IgnoreMergesTakesWholeWordTokens) {
+  // Llama 3's pre-tokenizer: a word that is a token is taken whole, even when
+  // the merges would not build it.
+  const Tokenizer gpt2(bpe_vocab({"a b"}, "gpt-2"));
+  EXPECT_EQ(texts(gpt2, gpt2.encode("abc", false, false)), (Strings{"ab", "c"}));
+  const Tokenizer llama3(bpe_vocab({"a b"}, "llama-bpe"));
+  EXPECT_EQ(texts(llama3, llama3.encode("abc", false, false)), (Strings{"abc"}));
+}
+
+TEST(Bpe, MissingByteCharactersAreAnError) {
+  // 'd' has no token and there is no unknown token.
+  const Tokenizer t(bpe_vocab({"a b"}));
+  EXPECT_THROW(t.encode("d", false, false), Error);
+}
+
+TEST(Vocab, ValidationNamesTheKey) {
+  auto expect_error = [](Vocab v, const std::string& key) {
+    try {
+      Tokenizer t(std::move(v));
+      ADD_FAILURE() << "no error, expected one naming " << key;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  Vocab ok = spm_vocab({"a"}, {0});
+  EXPECT_NO_THROW(Tokenizer{ok});
+
+  Vocab v = ok;
+  v.scores.pop_back();
+  expect_error(v, "tokenizer.ggml.scores");
+  v = ok;
+  v.types.push_back(TokenType::kNormal);
+  expect_error(v, "tokenizer.ggml.token_type");
+  v = ok;
+  v.types[3] = TokenType(9);
+  expect_error(v, "tokenizer.ggml.token_type[3]");
+  v = ok;
+  v.types[259] = TokenType::kByte;  // "a" marked as a byte token
+  expect_error(v, "tokenizer.ggml.token_type[259]");
+  v = ok;
+  v.bos = v.n_tokens();
+  expect_error(v, "tokenizer.ggml.bos_token_id");
+  v = ok;
+  v.unk = -5;
+  expect_error(v, "tokenizer.ggml.unknown_token_id");
+  v = ok;
+  v.bos = kNoToken;
+  expect_error(v, "tokenizer.ggml.add_bos_token");
+  v = ok;
+  v.tokens.clear();
+  expect_error(v, "tokenizer.ggml.tokens");
+
+  expect_error(bpe_vocab({}), "tokenizer.ggml.merges");
+  expect_error(bpe_vocab({"a b", "ab"}), "tokenizer.ggml.merges[1]");
+  expect_error(bpe_vocab({"a b"}, "no-such-pre"), "tokenizer.ggml.pre");
+}
+
+}  // namespace
+}  // namespace tkv::tok
