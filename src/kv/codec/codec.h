@@ -98,6 +98,13 @@ class Codec {
   // acc (G x head_dim) from the rotated domain back to the original one, in place.
   virtual void unrotate(float* acc, int G) const = 0;
 
+  // Asks the memory system to start loading a page (software prefetch of
+  // each of its cache lines). Pages are separate allocations a few KiB per
+  // head, too short for the hardware prefetchers to ramp up, so a driver
+  // walking pages should call this for the next page of the head (K and V)
+  // before scoring the current one: it hides the memory latency.
+  void prefetch(const uint8_t* page, int page_tokens) const;
+
  protected:
   Codec(CodecSpec spec, int head_dim) : spec_(spec), head_dim_(head_dim) {}
   CodecSpec spec_;

@@ -38,6 +38,11 @@ void check_range(const CodecSpec& spec, int page_tokens, int begin, int end) {
 
 }  // namespace detail
 
+void Codec::prefetch(const uint8_t* page, int page_tokens) const {
+  const size_t bytes = page_bytes(page_tokens);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(page + off, 0, 3);
+}
+
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec, int head_dim,
                                   std::shared_ptr<const Rotation> rotation) {
   if (head_dim < 1 || head_dim > 4096)

@@ -84,6 +84,10 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
   const TqPlane& p0 = geo.plane[0];
   const TqPlane& p1 = geo.plane[1];
   const int full_coords = geo.full_coords();
+  // An FMA has a latency of 4 cycles and two issue ports: 8 independent
+  // accumulator chains keep both busy. With fewer heads, consecutive
+  // coordinates alternate between kChains copies, summed at the end.
+  constexpr int kChains = GH >= 8 ? 1 : 8 / GH;
 
   for (int tile_first = begin - begin % kTqTileTokens; tile_first < end;
        tile_first += kTqTileTokens) {
@@ -91,11 +95,13 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
     for (int lane0 = 0; lane0 < kTqTileTokens; lane0 += N) {
       const int s0 = tile_first + lane0;
       if (s0 + N <= begin || s0 >= end) continue;
-      V acc[GH];
-      for (int g = 0; g < GH; ++g) acc[g] = hn::Zero(df);
-      const auto add = [&](const float* HWY_RESTRICT qi, V cv) HWY_ATTR {
+      V acc[kChains][GH];
+      for (int k = 0; k < kChains; ++k)
+        for (int g = 0; g < GH; ++g) acc[k][g] = hn::Zero(df);
+      // Adds q'_g[i] * c for every head into chain `chain`.
+      const auto add = [&](int chain, const float* HWY_RESTRICT qi, V cv) HWY_ATTR {
         for (int g = 0; g < GH; ++g)
-          acc[g] = hn::MulAdd(hn::Set(df, qi[size_t(g) * dim]), cv, acc[g]);
+          acc[chain][g] = hn::MulAdd(hn::Set(df, qi[size_t(g) * dim]), cv, acc[chain][g]);
       };
       if constexpr (kBits != 3) {
         constexpr int kPer = 32 / kBits;
@@ -105,7 +111,7 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
           const float* qj = q + j * kPer;
           simd::Unroll<kPer>([&](auto c) HWY_ATTR {
             constexpr int kC = decltype(c)::value;
-            add(qj + kC, cb(hn::ShiftRight<kBits * kC>(w)));
+            add(kC % kChains, qj + kC, cb(hn::ShiftRight<kBits * kC>(w)));
           });
         }
       } else {
@@ -126,21 +132,24 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
             } else {
               high = hn::ShiftLeft<2 - kC>(hw);
             }
-            add(qj + kC, cb(BitSelect(bit2, high, low)));
+            add(kC % kChains, qj + kC, cb(BitSelect(bit2, high, low)));
           });
         }
       }
-      for (int i = full_coords; i < dim; ++i) add(q + i, cb(CodesAt(du, geo, tile, lane0, i)));
+      for (int i = full_coords; i < dim; ++i)
+        add(i % kChains, q + i, cb(CodesAt(du, geo, tile, lane0, i)));
+      for (int k = 1; k < kChains; ++k)
+        for (int g = 0; g < GH; ++g) acc[0][g] = hn::Add(acc[0][g], acc[k][g]);
 
       const V nv = hn::PromoteTo(df, hn::LoadU(dh, norms + s0));
       if (s0 >= begin && s0 + N <= end) {
         for (int g = 0; g < GH; ++g)
-          hn::StoreU(hn::Mul(acc[g], nv), df, scores + size_t(g) * stride + (s0 - begin));
+          hn::StoreU(hn::Mul(acc[0][g], nv), df, scores + size_t(g) * stride + (s0 - begin));
       } else {
         HWY_ALIGN float buf[kTqTileTokens];
         const int lo = std::max(begin, s0), hi = std::min(end, s0 + N);
         for (int g = 0; g < GH; ++g) {
-          hn::Store(hn::Mul(acc[g], nv), df, buf);
+          hn::Store(hn::Mul(acc[0][g], nv), df, buf);
           for (int s = lo; s < hi; ++s) scores[size_t(g) * stride + (s - begin)] = buf[s - s0];
         }
       }
