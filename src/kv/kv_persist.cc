@@ -6,6 +6,7 @@
 //             the f16 areas and of the live pages, oldest first
 // The checksum is FNV-1a 64 over every tensor's bytes in file order. Written
 // atomically (GgufWriter writes a temp file and renames it).
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -27,6 +28,13 @@ struct Fnv64 {
 
 std::string layer_key(int l, const char* what) { return str("turbokv.session.blk.", l, ".", what); }
 
+// 64-bit values are stored as hex strings: GGUF integers read back as int64.
+std::string hex(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 std::string shape_string(const KvShape& s) {
   return str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
 }
@@ -40,7 +48,7 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
   w.set_u32("turbokv.session.version", kSessionVersion);
   w.set_string("turbokv.session.fingerprint", model_fingerprint);
   w.set_string("turbokv.session.config", c.config.describe());
-  w.set("turbokv.session.seed", gguf::Value::make_u64(c.config.seed));
+  w.set_string("turbokv.session.seed", hex(c.config.seed));
   w.set_string("turbokv.session.shape", shape_string(c.shape));
   w.set("turbokv.session.n_tokens", gguf::Value::make_u64(uint64_t(c.n_tokens)));
   Fnv64 sum;
@@ -62,7 +70,7 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
       add(str("blk.", l, ".pages"), pages.data(), pages.size());
     }
   }
-  w.set("turbokv.session.checksum", gguf::Value::make_u64(sum.h));
+  w.set_string("turbokv.session.checksum", hex(sum.h));
   w.write(path);
 }
 
@@ -81,7 +89,7 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
   if (f.require_string("turbokv.session.config") != c.config.describe())
     bad("it was saved with KV settings '" + f.require_string("turbokv.session.config") +
         "', these are '" + c.config.describe() + "'");
-  if (uint64_t(f.require_int("turbokv.session.seed")) != c.config.seed) bad("rotation seed differs");
+  if (f.require_string("turbokv.session.seed") != hex(c.config.seed)) bad("rotation seed differs");
   const int64_t n_tokens = f.require_int("turbokv.session.n_tokens");
   if (n_tokens < 0 || (c.W == 0 && n_tokens > c.shape.max_tokens))
     bad(str(n_tokens, " tokens do not fit the context of ", c.shape.max_tokens));
@@ -118,7 +126,7 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
     d.ring = tensor_bytes(str("blk.", l, ".ring"), L.ring.total_bytes());
     d.pages = tensor_bytes(str("blk.", l, ".pages"), d.n_pages * L.page_bytes);
   }
-  if (uint64_t(f.require_int("turbokv.session.checksum")) != sum.h)
+  if (f.require_string("turbokv.session.checksum") != hex(sum.h))
     bad("checksum mismatch (file corrupted)");
 
   clear();

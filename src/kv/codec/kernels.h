@@ -24,6 +24,13 @@ void accumulate_rows_f32(const float* p, int G, size_t stride, const float* rows
 void accumulate_rows_f16(const float* p, int G, size_t stride, const uint16_t* rows, int n, int dim,
                          float* acc);
 
+// ---- ggml blocks, row-major (block_codec.cc): `block` values per block, q4 selects
+// q4_0 (else q8_0); rows: n consecutive slots ----
+void score_blocks(const float* q, int G, int dim, int block, bool q4, const uint8_t* rows, int n,
+                  float* scores, size_t stride);
+void accumulate_blocks(const float* p, int G, size_t stride, const uint8_t* rows, int n, int dim,
+                       int block, bool q4, float* acc);
+
 // ---- TurboQuant tiles (tq_layout.h); table16: the codebook replicated to
 // 16 entries (entry j = centroid j mod 2^bits) ----
 // scores[g * stride + (t - begin)] = norm_t * <q'_g, c[codes_t]>; q': G x head_dim, rotated.
