@@ -13,8 +13,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 double RunFmaChains(long iterations) {
   const hn::ScalableTag<float> df;
   // 12 independent accumulators: 4-cycle latency x 2 FMA ports needs >= 8.
-  auto a0 = hn::Set(df, 0.f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
-  auto a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  // Distinct starting values, or the compiler merges the identical chains.
+  auto a0 = hn::Set(df, 0.f), a1 = hn::Set(df, 1.f), a2 = hn::Set(df, 2.f), a3 = hn::Set(df, 3.f);
+  auto a4 = hn::Set(df, 4.f), a5 = hn::Set(df, 5.f), a6 = hn::Set(df, 6.f), a7 = hn::Set(df, 7.f);
+  auto a8 = hn::Set(df, 8.f), a9 = hn::Set(df, 9.f), a10 = hn::Set(df, 10.f);
+  auto a11 = hn::Set(df, 11.f);
   const auto m = hn::Set(df, 0.999999f), c = hn::Set(df, 1e-7f);
   for (long i = 0; i < iterations; ++i) {
     a0 = hn::MulAdd(a0, m, c);

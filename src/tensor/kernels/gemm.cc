@@ -31,10 +31,16 @@ HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
 
-// 2 * kTileRows accumulators + 2 activation vectors must fit the register
-// file: 32 vector registers with AVX-512, 16 on AVX2/SSE4.
-inline constexpr size_t kTileRows = kLanes == 16 ? 12 : 6;
-inline constexpr size_t kTileTokens = 2 * kLanes;
+// kTileRows x kTileVecs accumulators + kTileVecs activation vectors + one
+// broadcast must fit the register file: 32 vector registers with AVX-512,
+// 16 on AVX2/SSE4.
+#ifndef TKV_GEMM_ROWS
+#define TKV_GEMM_ROWS 12
+#define TKV_GEMM_VECS 2
+#endif
+inline constexpr size_t kTileRows = kLanes == 16 ? TKV_GEMM_ROWS : 6;
+inline constexpr size_t kTileVecs = kLanes == 16 ? TKV_GEMM_VECS : 2;
+inline constexpr size_t kTileTokens = kTileVecs * kLanes;
 inline constexpr size_t kPanelRows = 4 * kTileRows;
 // Columns per dequantized chunk: a multiple of every block size (256).
 inline constexpr size_t kChunk = 256;
@@ -43,24 +49,28 @@ inline constexpr size_t kChunk = 256;
 HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xt, size_t kc,
                           float* HWY_RESTRICT c, size_t c_stride) {
   const DF df;
-  VF a0[kTileRows], a1[kTileRows];
+  VF acc[kTileRows][kTileVecs];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < kTileRows; ++r) a0[r] = a1[r] = hn::Zero(df);
+  for (size_t r = 0; r < kTileRows; ++r)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kTileVecs; ++v) acc[r][v] = hn::Zero(df);
   for (size_t k = 0; k < kc; ++k) {
-    const VF x0 = hn::Load(df, xt + k * kTileTokens);
-    const VF x1 = hn::Load(df, xt + k * kTileTokens + kLanes);
+    VF xv[kTileVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kTileVecs; ++v) xv[v] = hn::Load(df, xt + k * kTileTokens + v * kLanes);
 #pragma GCC unroll 16
     for (size_t r = 0; r < kTileRows; ++r) {
       const VF wv = hn::Set(df, p[r * kChunk + k]);
-      a0[r] = hn::MulAdd(wv, x0, a0[r]);
-      a1[r] = hn::MulAdd(wv, x1, a1[r]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kTileVecs; ++v) acc[r][v] = hn::MulAdd(wv, xv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 16
   for (size_t r = 0; r < kTileRows; ++r) {
     float* cr = c + r * c_stride;
-    hn::Store(hn::Add(hn::Load(df, cr), a0[r]), df, cr);
-    hn::Store(hn::Add(hn::Load(df, cr + kLanes), a1[r]), df, cr + kLanes);
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kTileVecs; ++v)
+      hn::Store(hn::Add(hn::Load(df, cr + v * kLanes), acc[r][v]), df, cr + v * kLanes);
   }
 }
 
@@ -94,9 +104,12 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
     const size_t i0 = size_t(t) * kTileTokens;
     const size_t valid = std::min(kTileTokens, size_t(n) - i0);
     if (valid < kTileTokens) std::fill(tile, tile + K * kTileTokens, 0.0f);
-    for (size_t j = 0; j < valid; ++j) {
-      const float* xi = x + (i0 + j) * K;
-      for (size_t k = 0; k < K; ++k) tile[k * kTileTokens + j] = xi[k];
+    // Sequential writes; the reads walk `valid` rows in step, so each of
+    // their cache lines is reused for 16 consecutive k.
+    const float* xi = x + i0 * K;
+    for (size_t k = 0; k < K; ++k) {
+      float* out = tile + k * kTileTokens;
+      for (size_t j = 0; j < valid; ++j) out[j] = xi[j * K + k];
     }
   });
 
