@@ -22,8 +22,8 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "fma_peak.h"
 #include "hwy/aligned_allocator.h"
+#include "probes.h"
 #include "tensor/matmul.h"
 
 namespace tkv {
@@ -39,32 +39,26 @@ double seconds_since(Clock::time_point t0) {
 
 // --- STREAM-like read bandwidth ------------------------------------------
 
-// Sums 64-bit words of [p, p + n) with 8 independent accumulators (the
-// compiler vectorizes it); returns the sum so the loads cannot be dropped.
-uint64_t read_words(const uint64_t* p, size_t n) {
-  uint64_t s[8] = {};
-  for (size_t i = 0; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) s[j] += p[i + static_cast<size_t>(j)];
-  return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}
-
-// Read GB/s of `threads` threads each streaming its share of a 1 GiB
-// buffer (best of 5 passes after a warm-up pass).
+// STREAM-like read GB/s of `threads` threads summing a 1 GiB buffer with
+// the best SIMD target (best of 5 passes after a warm-up pass).
 double measure_read_bandwidth(int threads) {
   static std::map<int, double> cache;
   if (auto it = cache.find(threads); it != cache.end()) return it->second;
-  const size_t words = kWorkingSet / 8;
-  auto buf = hwy::AllocateAligned<uint64_t>(words);
-  for (size_t i = 0; i < words; ++i) buf[i] = i;
+  const size_t floats = kWorkingSet / 4;
+  auto buf = hwy::AllocateAligned<float>(floats);
+  for (size_t i = 0; i < floats; ++i) buf[i] = float(i & 1023);
   ThreadPool pool(threads);
   double best = 0;
-  volatile uint64_t sink = 0;
+  volatile float sink = 0;
   for (int pass = 0; pass < 6; ++pass) {
     const auto t0 = Clock::now();
-    std::vector<uint64_t> sums(static_cast<size_t>(threads));
-    pool.run(threads, [&](int64_t t, int) {
-      const size_t per = words / static_cast<size_t>(threads);
-      sums[static_cast<size_t>(t)] = read_words(buf.get() + static_cast<size_t>(t) * per, per);
+    // 64 chunks of 16 MiB handed out dynamically, so every thread streams
+    // until the buffer is done.
+    constexpr int64_t kChunks = 64;
+    std::vector<float> sums(kChunks);
+    pool.run(kChunks, [&](int64_t c, int) {
+      const size_t per = floats / kChunks;
+      sums[static_cast<size_t>(c)] = bench::read_sum(buf.get() + static_cast<size_t>(c) * per, per);
     });
     const double s = seconds_since(t0);
     for (auto v : sums) sink = sink + v;

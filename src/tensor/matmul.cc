@@ -3,6 +3,7 @@
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/error.h"
 #include "tensor/kernels/kernels.h"
@@ -99,6 +100,9 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
     fail("tensor ", what, ": ", cols, " columns is not a multiple of the ", tr.name, " block size ",
          tr.block_size);
   if (data == nullptr && rows > 0) fail("tensor ", what, ": no data");
+  // Every block layout has 16-bit fields (GGUF aligns tensor data to 32).
+  if (reinterpret_cast<uintptr_t>(data) % 2 != 0)
+    fail("tensor ", what, ": data is not 2-byte aligned");
   WeightMatrix w;
   w.type = type;
   w.data = static_cast<const uint8_t*>(data);
@@ -113,6 +117,10 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   if (w.rows == 0) return;
   const MatvecRowsFn kernel = matvec_kernel(w.type);
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
+  // A small matrix is read in a few microseconds: waking the workers would
+  // cost more than it saves.
+  constexpr size_t kInlineBytes = 32 << 10;
+  if (w.total_bytes() <= kInlineBytes || pool.size() == 1) return kernel(args, 0, w.rows);
   // Tasks of about kTaskBytes of weights (whole groups of 4 rows), but at
   // least ~4 per thread so that dynamic hand-out evens out the threads.
   // Which rows share a task never changes a row's result.

@@ -114,26 +114,31 @@ struct FastDot<DType::Q8_0> : NoPrepare {
   }
 };
 
+// Scales of a Q4_K or Q5_K block (same header layout): s[g] = d * sc_g,
+// s[8 + g] = dmin * m_g (exact f32 products).
+HWY_INLINE void K4Scales(const uint8_t* p, const float* lut, float* s) {
+  // Unpack the 6-bit scales and mins of the 8 groups into bytes sc[0..7],
+  // m[0..7] (the same fields k4_scale_min reads, four at a time).
+  uint32_t u[4];
+  std::memcpy(u, p + offsetof(BlockQ4_K, scales), 12);  // == Q5_K's
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+  const uint32_t m_low = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+  u[2] = m_low;
+  u[0] &= kLow6;
+  const __m512 sc_m = _mm512_cvtepi32_ps(Widen16U(reinterpret_cast<const uint8_t*>(u)));
+  const __m512 d_dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lut[U16At(p)]),
+                                             _mm512_set1_ps(lut[U16At(p + 2)]));
+  _mm512_store_ps(s, _mm512_mul_ps(sc_m, d_dmin));
+}
+
 template <>
 struct FastDot<DType::Q4_K> {
   static constexpr bool kEnabled = true;
   static constexpr size_t kScratch = 16;
-  // s[g] = d * sc_g, s[8 + g] = dmin * m_g (exact f32 products).
   static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* s) {
-    // Unpack the 6-bit scales and mins of the 8 groups into bytes sc[0..7],
-    // m[0..7] (the same fields k4_scale_min reads, four at a time).
-    uint32_t u[4];
-    std::memcpy(u, p + offsetof(BlockQ4_K, scales), 12);
-    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
-    const uint32_t m_low = u[1] & kLow6;
-    u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
-    u[2] = m_low;
-    u[0] &= kLow6;
-    const __m512 sc_m = _mm512_cvtepi32_ps(Widen16U(reinterpret_cast<const uint8_t*>(u)));
-    const __m512 d_dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lut[U16At(p)]),
-                                               _mm512_set1_ps(lut[U16At(p + 2)]));
-    _mm512_store_ps(s, _mm512_mul_ps(sc_m, d_dmin));
+    K4Scales(p, lut, s);
   }
   static HWY_INLINE void Accumulate(const uint8_t* p, const float* s, const float* xb, const float*,
                                     VF& acc0, VF& acc1) {
@@ -200,6 +205,74 @@ struct FastDot<DType::Q6_K> {
       acc0.raw = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xb + 16 * g), acc0.raw);
       acc1.raw = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xb + 16 * g + 16), acc1.raw);
     }
+  }
+};
+
+template <>
+struct FastDot<DType::Q5_K> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 16;
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* s) {
+    K4Scales(p, lut, s);
+  }
+  // 5-bit quants index a 32-entry table split over two registers
+  // (vpermt2ps uses index bits 0-4): bits 0-3 are the nibble, bit 4 is bit g
+  // of qh, moved into place by a shift and merged with one ternary-logic op.
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float* s, const float* xb, const float*,
+                                    VF& acc0, VF& acc1) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16.0f));
+    const uint8_t* qs = p + offsetof(BlockQ5_K, qs);
+    const uint8_t* qh = p + offsetof(BlockQ5_K, qh);
+    // qh bytes of values l = 0..15 and 16..31, shifted so bit g lands at bit 4 + g.
+    const __m512i h0 = _mm512_slli_epi32(Widen16U(qh), 4),
+                  h1 = _mm512_slli_epi32(Widen16U(qh + 16), 4);
+    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    for (int g = 0; g < 8; ++g) {
+      const __m512i b0 = Widen16U(qs + 32 * (g / 2)), b1 = Widen16U(qs + 32 * (g / 2) + 16);
+      const __m512i n0 = g & 1 ? _mm512_srli_epi32(b0, 4) : b0;
+      const __m512i n1 = g & 1 ? _mm512_srli_epi32(b1, 4) : b1;
+      // idx = (n & 15) | (h >> g & ~15): 0xE4 selects A where C is set, else B.
+      const __m512i i0 = _mm512_ternarylogic_epi32(n0, _mm512_srli_epi32(h0, g), low4, 0xE4);
+      const __m512i i1 = _mm512_ternarylogic_epi32(n1, _mm512_srli_epi32(h1, g), low4, 0xE4);
+      const __m512 dl = _mm512_set1_ps(s[g]), ml = _mm512_set1_ps(s[8 + g]);
+      const __m512 t_lo = _mm512_fmsub_ps(iota, dl, ml), t_hi = _mm512_fmsub_ps(iota16, dl, ml);
+      acc0.raw = _mm512_fmadd_ps(_mm512_permutex2var_ps(t_lo, i0, t_hi),
+                                 _mm512_loadu_ps(xb + 32 * g), acc0.raw);
+      acc1.raw = _mm512_fmadd_ps(_mm512_permutex2var_ps(t_lo, i1, t_hi),
+                                 _mm512_loadu_ps(xb + 32 * g + 16), acc1.raw);
+    }
+  }
+};
+
+template <>
+struct FastDot<DType::IQ4_XS> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 8;
+  // dl[g] = d * (ls_g - 32) for the 8 groups of 32 values; the 6-bit ls_g
+  // (nibble g of scales_l, bits 2g..2g+1 of scales_h) unpacked 8 at a time.
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* dl) {
+    uint32_t low;
+    std::memcpy(&low, p + offsetof(BlockIQ4_XS, scales_l), 4);
+    const __m256i g = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(int32_t(low)), _mm256_slli_epi32(g, 2)),
+        _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(U16At(p + offsetof(BlockIQ4_XS, scales_h))),
+                          _mm256_add_epi32(g, g)),
+        _mm256_set1_epi32(3));
+    const __m256i ls =
+        _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_cvtepi32_ps(ls), _mm256_set1_ps(lut[U16At(p)])));
+  }
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float* dl, const float* xb,
+                                    const float*, VF& acc0, VF& acc1) {
+    const __m512 levels = IQ4Levels512();
+    const uint8_t* qs = p + offsetof(BlockIQ4_XS, qs);
+    for (int g = 0; g < 8; ++g)
+      NibbleTableDot(qs + 16 * g, _mm512_mul_ps(levels, _mm512_set1_ps(dl[g])), xb + 32 * g, acc0,
+                     acc1);
   }
 };
 

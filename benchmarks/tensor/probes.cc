@@ -1,9 +1,9 @@
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "fma_peak.cc"
+#define HWY_TARGET_INCLUDE "probes.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include "fma_peak.h"
 #include "hwy/highway.h"
+#include "probes.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv::bench {
@@ -42,6 +42,25 @@ double RunFmaChains(long iterations) {
   return double(iterations) * 12.0 * 2.0 * double(hn::Lanes(df));
 }
 
+float ReadSum(const float* p, size_t n) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  auto s0 = hn::Zero(df), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (size_t i = 0; i + 8 * N <= n; i += 8 * N) {
+    s0 = hn::Add(s0, hn::LoadU(df, p + i));
+    s1 = hn::Add(s1, hn::LoadU(df, p + i + N));
+    s2 = hn::Add(s2, hn::LoadU(df, p + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(df, p + i + 3 * N));
+    s4 = hn::Add(s4, hn::LoadU(df, p + i + 4 * N));
+    s5 = hn::Add(s5, hn::LoadU(df, p + i + 5 * N));
+    s6 = hn::Add(s6, hn::LoadU(df, p + i + 6 * N));
+    s7 = hn::Add(s7, hn::LoadU(df, p + i + 7 * N));
+  }
+  const auto s =
+      hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
+  return hn::GetLane(hn::SumOfLanes(df, s));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tkv::bench
 HWY_AFTER_NAMESPACE();
@@ -49,6 +68,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tkv::bench {
 HWY_EXPORT(RunFmaChains);
+HWY_EXPORT(ReadSum);
+float read_sum(const float* p, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(ReadSum)(p, n);
+}
 double run_fma_chains(long iterations) {
   return HWY_DYNAMIC_DISPATCH(RunFmaChains)(iterations);
 }
