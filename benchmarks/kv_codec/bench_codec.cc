@@ -277,12 +277,14 @@ int main(int argc, char** argv) {
     for (int n : {1024, 4096, 16384, 32768, 65536})
       for (int threads : {1, 2})
         for (const auto& [k, v] : kPairs) {
-          const std::string name = "BM_DecodeAttention/" + k + "/" + v + "/d:" +
-                                   std::to_string(d) + "/ctx:" + std::to_string(n) +
+          const std::string name = "BM_DecodeAttention/" + k + "/" + v + "/d:" + std::to_string(d) +
+                                   "/ctx:" + std::to_string(n) +
                                    "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-            run_attention(st, k, v, d, n, threads, true);
-          })->UseRealTime()->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) { run_attention(st, k, v, d, n, threads, true); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
         }
   for (int d : {64, 128})
     for (const auto& [k, v] : kPairs) {
@@ -291,9 +293,11 @@ int main(int argc, char** argv) {
           const std::string name = "BM_Kernels/" + k + "/" + v + "/d:" + std::to_string(d) +
                                    "/ctx:" + std::to_string(n) +
                                    (prefetch ? "/prefetch" : "/no_prefetch");
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-            run_attention(st, k, v, d, n, 1, false, prefetch);
-          })->UseRealTime()->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) { run_attention(st, k, v, d, n, 1, false, prefetch); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
         }
     }
   for (int d : {64, 128})

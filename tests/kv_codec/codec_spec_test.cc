@@ -43,7 +43,7 @@ TEST(MakeCodec, RotatingCodecsNeedAMatchingRotation) {
   }
   // Non-rotating codecs ignore the rotation argument.
   EXPECT_NO_THROW(make_codec(*parse_codec("f16"), 64, nullptr));
-  EXPECT_NO_THROW(make_codec(*parse_codec("f32"), 64, nullptr));
+  EXPECT_NO_THROW(make_codec(*parse_codec("q8_0"), 64, nullptr));
 }
 
 TEST(MakeCodec, BadArgumentsGiveErrorsNamingTheProblem) {

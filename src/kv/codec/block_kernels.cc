@@ -120,8 +120,8 @@ HWY_NOINLINE void ScoreBlocksTag(D df, const BlockShape& s, const float* HWY_RES
 // v0 of the block.
 template <int GH, int VB, class D>
 HWY_NOINLINE void AccumulateBlockPart(D df, const BlockShape& s, const float* HWY_RESTRICT p,
-                                      size_t stride, const uint8_t* HWY_RESTRICT rows, int n,
-                                      int b, int v0, float* HWY_RESTRICT acc) {
+                                      size_t stride, const uint8_t* HWY_RESTRICT rows, int n, int b,
+                                      int v0, float* HWY_RESTRICT acc) {
   using V = hn::Vec<D>;
   const int N = int(hn::Lanes(df));
   constexpr int kParts = 2;  // q4_0: low and high nibbles
@@ -187,9 +187,11 @@ HWY_INLINE void AccumulateBlocksTag(D df, const BlockShape& s, const float* p, i
                                     const uint8_t* rows, int n, float* acc) {
   int g = 0;
   for (; g + 4 <= G; g += 4)
-    AccumulateBlocksHeads<4>(df, s, p + size_t(g) * stride, stride, rows, n, acc + size_t(g) * s.dim);
+    AccumulateBlocksHeads<4>(df, s, p + size_t(g) * stride, stride, rows, n,
+                             acc + size_t(g) * s.dim);
   for (; g < G; ++g)
-    AccumulateBlocksHeads<1>(df, s, p + size_t(g) * stride, stride, rows, n, acc + size_t(g) * s.dim);
+    AccumulateBlocksHeads<1>(df, s, p + size_t(g) * stride, stride, rows, n,
+                             acc + size_t(g) * s.dim);
 }
 
 BlockShape MakeShape(int dim, int block, bool q4) {
