@@ -64,6 +64,11 @@ struct GeometryCase {
   bool policy;
 };
 
+void PrintTo(const GeometryCase& g, std::ostream* os) {
+  *os << g.kv << " heads " << g.heads << "/" << g.kv_heads << " hd " << g.hd << " threads "
+      << g.threads << (g.policy ? " policy" : " no-policy");
+}
+
 class GeometryTest : public ::testing::TestWithParam<GeometryCase> {};
 
 TEST_P(GeometryTest, FusedMatchesReference) {
