@@ -141,6 +141,8 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file) {
         fail(k.key, " = ", *id, " is out of range (the vocabulary has ", n, " tokens)");
       v.*k.field = int32_t(*id);
     }
+    // A default "add BOS" means nothing when the file says there is no BOS.
+    if (v.bos == kNoToken) v.add_bos = false;
     if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
     if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
     if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
