@@ -1,6 +1,7 @@
 // The layer rotation: orthogonality, inverse, determinism per seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -90,10 +91,28 @@ TEST_P(RotationDims, SpreadsABasisVectorOverAllCoordinates) {
 
 INSTANTIATE_TEST_SUITE_P(Dims, RotationDims, ::testing::Values(8, 12, 64, 80, 96, 128, 256));
 
-TEST(Rotation, PowerOfTwoIsSignedHadamard) {
-  // d = 4: every entry of R is +-1/2.
-  const auto m = matrix_of(Rotation(4, 77));
-  for (double v : m) EXPECT_NEAR(std::abs(v), 0.5, 1e-7);
+TEST(Rotation, PowerOfTwoMakesASpikeLookGaussian) {
+  // One randomized Hadamard round would give every coordinate magnitude
+  // exactly 1/sqrt(d); two rounds give sums of random signs: varied
+  // magnitudes with the second moment of a Gaussian coordinate.
+  const int d = 256;
+  const Rotation r(d, 77);
+  std::vector<float> e(d, 0.0f), y(d);
+  e[100] = 1.0f;
+  r.apply(e.data(), y.data());
+  double m2 = 0, m4 = 0;
+  int distinct_magnitudes = 0;
+  std::vector<float> seen;
+  for (float v : y) {
+    m2 += double(v) * v;
+    m4 += double(v) * v * v * v;
+    if (std::find(seen.begin(), seen.end(), std::abs(v)) == seen.end()) seen.push_back(std::abs(v));
+  }
+  distinct_magnitudes = int(seen.size());
+  EXPECT_NEAR(m2, 1.0, 1e-5);
+  EXPECT_GT(distinct_magnitudes, 4);
+  // Kurtosis d * sum y^4 / (sum y^2)^2: 1 for a flat vector, ~3 for Gaussian.
+  EXPECT_GT(d * m4 / (m2 * m2), 2.0);
 }
 
 TEST(Rotation, RejectsUnusableDims) {

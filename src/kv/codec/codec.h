@@ -39,10 +39,11 @@ struct CodecSpec {
 // Parses a canonical name (case-insensitive); nullopt if unknown.
 std::optional<CodecSpec> parse_codec(std::string_view name);
 
-// The layer's orthogonal rotation R (head_dim x head_dim): seeded random signs
-// followed by a normalized fast Walsh-Hadamard transform when head_dim is a
-// power of two; otherwise a seeded dense random orthogonal matrix. Fixed for
-// a given (head_dim, seed).
+// The layer's orthogonal rotation R (head_dim x head_dim): when head_dim is a
+// power of two, two rounds of seeded random signs + fast Walsh-Hadamard
+// transform (R = H D2 H D1 / d; one round leaves an outlier channel as a flat
+// +-1/sqrt(d) vector, see rotation.cc); otherwise a seeded dense random
+// orthogonal matrix. Fixed for a given (head_dim, seed).
 class Rotation {
  public:
   Rotation(int head_dim, uint64_t seed);
@@ -55,7 +56,7 @@ class Rotation {
  private:
   int dim_;
   uint64_t seed_;
-  std::vector<float> signs_;  // power-of-two path
+  std::vector<float> signs_;  // power-of-two path: D1 then D2, scaled by 1/sqrt(d)
   std::vector<float> dense_;  // otherwise: row-major R
 };
 
