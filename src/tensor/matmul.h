@@ -18,6 +18,8 @@
 // added chunk by chunk). So for every output
 //   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K),
 // which is what the tests check against the double-precision reference.
+// (The AVX-512 q8_0 matvec applies each block's scale to the block's partial
+// sum instead of to each weight: the same sum, within the same bound.)
 // Activations are never quantized. matvec and matmul may differ from each
 // other in the last bits (different summation orders); each is deterministic
 // and independent of the thread count and of n.
@@ -42,8 +44,9 @@ struct WeightMatrix {
   size_t total_bytes() const { return size_t(rows) * row_bytes; }
 };
 
-// Builds a WeightMatrix, checking that the type is supported and cols is a
-// multiple of its block size (tkv::Error naming `what` otherwise).
+// Builds a WeightMatrix, checking that the type is supported, cols is a
+// multiple of its block size and data is 2-byte aligned (GGUF data is
+// 32-byte aligned); tkv::Error naming `what` and the type otherwise.
 WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
                          const char* what = "tensor");
 
