@@ -54,7 +54,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   } else if (c.arch_name == "qwen3") {
     c.arch = Arch::Qwen3;
   } else {
-    fail(f.path(), ": unsupported architecture '", c.arch_name,
+    fail(f.path(), ": unsupported architecture '", gguf::escape(c.arch_name),
          "' (supported: llama, qwen2, qwen3)");
   }
   c.name = f.get_string("general.name").value_or("");
@@ -97,7 +97,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (scaling == "none") {
     factor = 0.0;
   } else if (scaling != "linear") {
-    fail(f.path(), ": rope scaling type '", scaling, "' is not supported (none, linear)");
+    fail(f.path(), ": rope scaling type '", gguf::escape(scaling),
+         "' is not supported (none, linear)");
   }
   if (factor != 0.0 && factor != 1.0) {
     if (!(factor > 0.0) || !std::isfinite(factor)) {

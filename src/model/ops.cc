@@ -7,9 +7,12 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "model/ops.cc"
-#include "hwy/contrib/math/math-inl.h"
+// Order matters (foreach_target first, math-inl after highway):
+// clang-format off
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv::model::ops {

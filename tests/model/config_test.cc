@@ -1,0 +1,180 @@
+// ModelConfig from GGUF metadata: every field, defaults, and clear errors.
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+
+namespace tkv::model {
+namespace {
+
+// Metadata of a small llama model (no tensors: from_gguf reads keys only,
+// plus the presence of output.weight / attn_q.bias, which we add on demand).
+gguf::GgufWriter llama_writer(const std::string& arch = "llama") {
+  gguf::GgufWriter w;
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", "unit");
+  w.set_u32(a + "embedding_length", 512);
+  w.set_u32(a + "block_count", 6);
+  w.set_u32(a + "attention.head_count", 4);
+  w.set_u32(a + "attention.head_count_kv", 2);
+  w.set_u32(a + "feed_forward_length", 1536);
+  w.set_u32(a + "context_length", 4096);
+  w.set_f32(a + "rope.freq_base", 100000.0f);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set("tokenizer.ggml.tokens", gguf::Value::make_strings(std::vector<std::string>(300, "x")));
+  return w;
+}
+
+ModelConfig parse(const gguf::GgufWriter& w) {
+  static std::vector<uint8_t> bytes;  // parse() needs the bytes to outlive the file
+  bytes = w.to_bytes();
+  const auto f = gguf::GgufFile::parse(bytes.data(), bytes.size(), "unit.gguf");
+  return ModelConfig::from_gguf(f);
+}
+
+std::string error_of(const gguf::GgufWriter& w) {
+  try {
+    parse(w);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, LlamaFieldsAndDefaults) {
+  const ModelConfig c = parse(llama_writer());
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.name, "unit");
+  EXPECT_EQ(c.n_embd, 512);
+  EXPECT_EQ(c.n_layers, 6);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 128);  // default: embedding_length / head_count
+  EXPECT_EQ(c.n_rot, 128);     // default: head_dim
+  EXPECT_EQ(c.n_ff, 1536);
+  EXPECT_EQ(c.n_ctx_train, 4096);
+  EXPECT_EQ(c.n_vocab, 300);  // from the token list
+  EXPECT_FLOAT_EQ(c.rope_base, 100000.0f);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-5f);
+  EXPECT_EQ(c.rope_style, RopeStyle::Normal);
+  EXPECT_EQ(c.rope_scaling, RopeScalingType::None);
+  EXPECT_TRUE(c.tied_output);  // no output.weight
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_NE(c.describe().find("llama 6L d512"), std::string::npos) << c.describe();
+}
+
+TEST(ModelConfig, ExplicitHeadDimRopeDimsAndSlidingWindow) {
+  auto w = llama_writer();
+  w.set_u32("llama.attention.key_length", 64);
+  w.set_u32("llama.attention.value_length", 64);
+  w.set_u32("llama.rope.dimension_count", 32);
+  w.set_u32("llama.attention.sliding_window", 4096);
+  w.set_f32("llama.rope.scaling.factor", 4.0f);
+  w.set_string("llama.rope.scaling.type", "linear");
+  w.set_u32("llama.rope.scaling.original_context_length", 1024);
+  const ModelConfig c = parse(w);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.q_dim(), 256);
+  EXPECT_EQ(c.kv_dim(), 128);
+  EXPECT_EQ(c.n_rot, 32);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.rope_scaling, RopeScalingType::Linear);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.25f);
+  EXPECT_EQ(c.rope_orig_ctx, 1024);
+}
+
+TEST(ModelConfig, QwenArchitectures) {
+  const ModelConfig q2 = parse(llama_writer("qwen2"));
+  EXPECT_EQ(q2.arch, Arch::Qwen2);
+  EXPECT_EQ(q2.rope_style, RopeStyle::Neox);
+  EXPECT_TRUE(q2.qkv_bias);
+  EXPECT_FALSE(q2.qk_norm);
+  const ModelConfig q3 = parse(llama_writer("qwen3"));
+  EXPECT_EQ(q3.arch, Arch::Qwen3);
+  EXPECT_EQ(q3.rope_style, RopeStyle::Neox);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_TRUE(q3.qk_norm);
+}
+
+TEST(ModelConfig, SeparateOutputAndLlamaBiasFromTensors) {
+  auto w = llama_writer();
+  const float zeros[512] = {};
+  w.add_tensor("output.weight", DType::F32, {512, 1}, zeros, sizeof zeros);
+  w.add_tensor("blk.0.attn_q.bias", DType::F32, {512}, zeros, sizeof zeros);
+  const ModelConfig c = parse(w);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_TRUE(c.qkv_bias);
+}
+
+TEST(ModelConfig, VocabSizeWithoutTokenList) {
+  gguf::GgufWriter plain;  // no token list: the vocabulary size comes from llama.vocab_size
+  plain.set_string("general.architecture", "llama");
+  for (const char* k :
+       {"embedding_length", "block_count", "feed_forward_length", "context_length"}) {
+    plain.set_u32(std::string("llama.") + k, 64);
+  }
+  plain.set_u32("llama.attention.head_count", 4);
+  plain.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+  plain.set_u32("llama.vocab_size", 777);
+  EXPECT_EQ(parse(plain).n_vocab, 777);
+  EXPECT_EQ(parse(plain).n_kv_heads, 4);  // default: head_count
+}
+
+TEST(ModelConfig, UnknownArchitectureIsNamed) {
+  auto w = llama_writer();
+  w.set_string("general.architecture", "gpt2");
+  const std::string e = error_of(w);
+  EXPECT_NE(e.find("unsupported architecture 'gpt2'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unit.gguf"), std::string::npos) << e;
+}
+
+TEST(ModelConfig, MissingKeyIsNamed) {
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.embedding_length", 64);
+  const std::string e = error_of(w);
+  EXPECT_NE(e.find("llama.block_count"), std::string::npos) << e;
+}
+
+TEST(ModelConfig, InconsistentValuesAreRejected) {
+  struct Case {
+    const char* key;
+    uint32_t value;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"llama.attention.head_count_kv", 3, "not a multiple"},
+      {"llama.attention.head_count_kv", 8, "out of range"},
+      {"llama.block_count", 0, "out of range"},
+      {"llama.embedding_length", 1u << 30, "out of range"},
+      {"llama.rope.dimension_count", 7, "odd"},
+      {"llama.rope.dimension_count", 256, "out of range"},
+  };
+  for (const auto& c : cases) {
+    auto w = llama_writer();
+    w.set_u32(c.key, c.value);
+    const std::string e = error_of(w);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.key << "=" << c.value << ": " << e;
+  }
+  auto w = llama_writer();
+  w.set_u32("llama.attention.key_length", 64);
+  w.set_u32("llama.attention.value_length", 32);
+  EXPECT_NE(error_of(w).find("value_length"), std::string::npos);
+  auto y = llama_writer();
+  y.set_string("llama.rope.scaling.type", "yarn");
+  y.set_f32("llama.rope.scaling.factor", 4.0f);
+  EXPECT_NE(error_of(y).find("rope scaling type 'yarn'"), std::string::npos) << error_of(y);
+  auto s = llama_writer();
+  s.set_string("llama.block_count", "six");  // wrong value type
+  EXPECT_NE(error_of(s).find("block_count"), std::string::npos) << error_of(s);
+}
+
+}  // namespace
+}  // namespace tkv::model

@@ -1,0 +1,230 @@
+#include "reference_forward.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "gguf/gguf.h"
+#include "tensor/reference.h"
+
+namespace tkv::test {
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// A dense matrix, row-major: rows x cols.
+struct Mat {
+  int64_t rows = 0, cols = 0;
+  Vec w;
+  // y = W x
+  Vec mul(const Vec& x) const {
+    Vec y(size_t(rows), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += w[size_t(r * cols + c)] * x[size_t(c)];
+      y[size_t(r)] = s;
+    }
+    return y;
+  }
+};
+
+const gguf::TensorInfo& tensor(const gguf::GgufFile& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) throw std::runtime_error("reference: missing tensor " + name);
+  return *t;
+}
+
+Vec load_values(const gguf::TensorInfo& t) {
+  std::vector<float> tmp(size_t(t.n_elements()));
+  dequantize_row_ref(t.type, t.data, tmp.data(), t.n_elements());
+  return Vec(tmp.begin(), tmp.end());
+}
+
+Mat load_mat(const gguf::GgufFile& f, const std::string& name) {
+  const auto& t = tensor(f, name);
+  Mat m;
+  m.cols = t.shape.at(0);
+  m.rows = t.shape.at(1);
+  m.w = load_values(t);
+  return m;
+}
+
+Vec load_vec(const gguf::GgufFile& f, const std::string& name) {
+  return load_values(tensor(f, name));
+}
+
+Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
+  return y;
+}
+
+struct Layer {
+  Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+  Mat wq, wk, wv, wo, gate, up, down;
+  std::vector<Vec> keys, values;  // all past positions, n_kv_heads x head_dim each
+};
+
+}  // namespace
+
+struct ReferenceForward::Impl {
+  gguf::GgufFile file;
+  std::string arch;
+  int64_t embd = 0, n_layers = 0, heads = 0, kv_heads = 0, head_dim = 0, n_rot = 0;
+  double rope_base = 10000, eps = 1e-5;
+  bool neox = false;
+  Vec rope_factors;
+  Mat token_embd, output;
+  Vec output_norm;
+  std::vector<Layer> layers;
+
+  int64_t meta_int(const std::string& key, int64_t fallback) const {
+    auto v = file.get_int(arch + "." + key);
+    return v ? *v : fallback;
+  }
+
+  void rope(double* v, int64_t n_heads, int64_t pos) const {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      double* x = v + h * head_dim;
+      for (int64_t i = 0; i < n_rot / 2; ++i) {
+        double theta = double(pos) * std::pow(rope_base, -2.0 * double(i) / double(n_rot));
+        if (!rope_factors.empty()) theta /= rope_factors[size_t(i)];
+        const double c = std::cos(theta), s = std::sin(theta);
+        // llama: adjacent pairs; qwen (NEOX): dimension i with i + n_rot/2
+        const int64_t a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+        const double x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+
+  // One token at position `pos`; returns its logits.
+  Vec step(int32_t token, int64_t pos) {
+    Vec x(token_embd.w.begin() + token * embd, token_embd.w.begin() + (token + 1) * embd);
+    const int64_t group = heads / kv_heads;
+    for (auto& L : layers) {
+      const Vec h = rmsnorm(x, L.attn_norm, eps);
+      Vec q = L.wq.mul(h), k = L.wk.mul(h), v = L.wv.mul(h);
+      if (!L.bq.empty()) {
+        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
+        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i];
+        for (size_t i = 0; i < v.size(); ++i) v[i] += L.bv[i];
+      }
+      if (!L.q_norm.empty()) {
+        for (int64_t hd = 0; hd < heads; ++hd) {
+          Vec part(q.begin() + hd * head_dim, q.begin() + (hd + 1) * head_dim);
+          part = rmsnorm(part, L.q_norm, eps);
+          std::copy(part.begin(), part.end(), q.begin() + hd * head_dim);
+        }
+        for (int64_t hd = 0; hd < kv_heads; ++hd) {
+          Vec part(k.begin() + hd * head_dim, k.begin() + (hd + 1) * head_dim);
+          part = rmsnorm(part, L.k_norm, eps);
+          std::copy(part.begin(), part.end(), k.begin() + hd * head_dim);
+        }
+      }
+      rope(q.data(), heads, pos);
+      rope(k.data(), kv_heads, pos);
+      L.keys.push_back(k);
+      L.values.push_back(v);
+
+      Vec att(size_t(heads * head_dim), 0.0);
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        const int64_t kvh = hd / group;
+        std::vector<double> scores;
+        double max_score = -INFINITY;
+        for (const Vec& key : L.keys) {
+          double s = 0;
+          for (int64_t i = 0; i < head_dim; ++i)
+            s += q[size_t(hd * head_dim + i)] * key[size_t(kvh * head_dim + i)];
+          s /= std::sqrt(double(head_dim));
+          scores.push_back(s);
+          max_score = std::max(max_score, s);
+        }
+        double sum = 0;
+        for (double& s : scores) sum += (s = std::exp(s - max_score));
+        for (size_t t = 0; t < scores.size(); ++t) {
+          for (int64_t i = 0; i < head_dim; ++i) {
+            att[size_t(hd * head_dim + i)] +=
+                scores[t] / sum * L.values[t][size_t(kvh * head_dim + i)];
+          }
+        }
+      }
+      const Vec o = L.wo.mul(att);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+      const Vec h2 = rmsnorm(x, L.ffn_norm, eps);
+      Vec g = L.gate.mul(h2);
+      const Vec u = L.up.mul(h2);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec d = L.down.mul(g);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+    }
+    return output.mul(rmsnorm(x, output_norm, eps));
+  }
+};
+
+ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.file = gguf::GgufFile::open(path);
+  m.arch = m.file.require_string("general.architecture");
+  m.neox = m.arch == "qwen2" || m.arch == "qwen3";
+  m.embd = m.meta_int("embedding_length", 0);
+  m.n_layers = m.meta_int("block_count", 0);
+  m.heads = m.meta_int("attention.head_count", 0);
+  m.kv_heads = m.meta_int("attention.head_count_kv", m.heads);
+  m.head_dim = m.meta_int("attention.key_length", m.embd / m.heads);
+  m.n_rot = m.meta_int("rope.dimension_count", m.head_dim);
+  m.rope_base = m.file.get_float(m.arch + ".rope.freq_base").value_or(10000.0);
+  m.eps = m.file.require_float(m.arch + ".attention.layer_norm_rms_epsilon");
+  if (m.file.find_tensor("rope_freqs.weight"))
+    m.rope_factors = load_vec(m.file, "rope_freqs.weight");
+
+  m.token_embd = load_mat(m.file, "token_embd.weight");
+  m.output_norm = load_vec(m.file, "output_norm.weight");
+  m.output = m.file.find_tensor("output.weight") ? load_mat(m.file, "output.weight") : m.token_embd;
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Layer L;
+    L.attn_norm = load_vec(m.file, p + "attn_norm.weight");
+    L.ffn_norm = load_vec(m.file, p + "ffn_norm.weight");
+    L.wq = load_mat(m.file, p + "attn_q.weight");
+    L.wk = load_mat(m.file, p + "attn_k.weight");
+    L.wv = load_mat(m.file, p + "attn_v.weight");
+    L.wo = load_mat(m.file, p + "attn_output.weight");
+    L.gate = load_mat(m.file, p + "ffn_gate.weight");
+    L.up = load_mat(m.file, p + "ffn_up.weight");
+    L.down = load_mat(m.file, p + "ffn_down.weight");
+    if (m.file.find_tensor(p + "attn_q.bias")) {
+      L.bq = load_vec(m.file, p + "attn_q.bias");
+      L.bk = load_vec(m.file, p + "attn_k.bias");
+      L.bv = load_vec(m.file, p + "attn_v.bias");
+    }
+    if (m.file.find_tensor(p + "attn_q_norm.weight")) {
+      L.q_norm = load_vec(m.file, p + "attn_q_norm.weight");
+      L.k_norm = load_vec(m.file, p + "attn_k_norm.weight");
+    }
+    m.layers.push_back(std::move(L));
+  }
+}
+
+ReferenceForward::~ReferenceForward() = default;
+
+int ReferenceForward::n_vocab() const {
+  return int(impl_->output.rows);
+}
+
+std::vector<std::vector<double>> ReferenceForward::run(const std::vector<int32_t>& tokens) {
+  for (auto& L : impl_->layers) {
+    L.keys.clear();
+    L.values.clear();
+  }
+  std::vector<std::vector<double>> out;
+  for (size_t i = 0; i < tokens.size(); ++i) out.push_back(impl_->step(tokens[i], int64_t(i)));
+  return out;
+}
+
+}  // namespace tkv::test

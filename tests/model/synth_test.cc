@@ -1,0 +1,238 @@
+// Synthesized models of every architecture: they load, and the forward pass
+// through the real KvCache matches the independent reference forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/test_util.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "reference_forward.h"
+#include "test_models.h"
+
+namespace tkv::model {
+namespace {
+
+kv::KvConfig f32_kv() {
+  kv::KvConfig c;
+  c.k = kv::CodecSpec{kv::CodecKind::F32};
+  c.v = kv::CodecSpec{kv::CodecKind::F32};
+  return c;
+}
+
+std::vector<int32_t> test_tokens(int n, int vocab, uint32_t seed = 3) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(int32_t((x >> 8) % uint32_t(vocab)));
+  }
+  return t;
+}
+
+// Largest |model - reference| over every logit of every position, with the
+// model prefilled in chunks of `ubatch` and then decoding `decode` tokens.
+double max_logit_error(const std::string& path, int n_tokens, int ubatch, int threads) {
+  auto m = Model::load(path);
+  test::ReferenceForward ref(path);
+  const auto tokens = test_tokens(n_tokens, m->config().n_vocab);
+  const auto expect = ref.run(tokens);
+  kv::KvCache cache(m->kv_shape(), f32_kv());
+  ThreadPool pool(threads);
+  EvalOptions opts;
+  opts.ubatch = ubatch;
+  opts.all_logits = true;
+  double worst = 0;
+  int64_t seen = 0;
+  // Prefill all but the last 3 tokens, then decode those one at a time.
+  const size_t prefill = tokens.size() - 3;
+  auto check = [&](int64_t pos, std::span<const float> logits) {
+    EXPECT_EQ(pos, seen++);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(logits[i]) - expect[size_t(pos)][i]));
+    }
+  };
+  m->eval(cache, std::span<const int32_t>(tokens.data(), prefill), pool, check, opts);
+  for (size_t i = prefill; i < tokens.size(); ++i) {
+    m->eval(cache, std::span<const int32_t>(&tokens[i], 1), pool, check, opts);
+  }
+  EXPECT_EQ(seen, n_tokens);
+  return worst;
+}
+
+struct ArchCase {
+  const char* preset;
+  const char* type;
+};
+
+class SynthArch : public ::testing::TestWithParam<ArchCase> {};
+
+TEST_P(SynthArch, LogitsMatchReferenceForward) {
+  const auto spec = test::small_spec(GetParam().preset);
+  const std::string path = test::write_model(spec, GetParam().type);
+  const auto m = Model::load(path);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch_name, spec.arch);
+  EXPECT_EQ(c.tied_output, spec.tied_output);
+  EXPECT_EQ(c.qkv_bias, spec.arch == "qwen2");
+  EXPECT_EQ(c.qk_norm, spec.arch == "qwen3");
+  EXPECT_EQ(c.sliding_window, spec.sliding_window);
+  EXPECT_EQ(m->weights().rope_freq_factors.empty(), spec.llama3_factor == 0.0f);
+  EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3) << GetParam().preset << " " << GetParam().type;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, SynthArch,
+    ::testing::Values(ArchCase{"tiny", "f32"}, ArchCase{"llama-3.1-8b", "f32"},
+                      ArchCase{"llama-3.2-1b", "f16"}, ArchCase{"qwen2.5-7b", "f32"},
+                      ArchCase{"qwen3-8b", "f32"}, ArchCase{"mistral-7b-v0.1", "f16"},
+                      ArchCase{"qwen3-8b", "bf16"}, ArchCase{"llama-3.1-8b", "q8_0"},
+                      ArchCase{"qwen2.5-7b", "q4_K"}, ArchCase{"mistral-7b", "q4_K_M"}),
+    [](const auto& info) {
+      std::string n = std::string(info.param.preset) + "_" + info.param.type;
+      for (auto& ch : n) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return n;
+    });
+
+TEST(Synth, RealVocabularyFromLlamaBpe) {
+  TKV_REQUIRE_FIXTURE(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
+  auto spec = test::small_spec("llama-3.1-8b");
+  spec.n_embd = 64;  // 128256 x 64 keeps the reference's double copy of the embedding small
+  spec.n_heads = 2;
+  spec.n_kv_heads = 1;
+  spec.head_dim = 32;
+  spec.n_ff = 128;
+  const std::string path = test::write_model(spec, "f16", 7, vocab);
+  const auto m = Model::load(path);
+  EXPECT_EQ(m->config().n_vocab, 128256);
+  const auto copied = m->gguf().get_strings("tokenizer.ggml.tokens");
+  const auto original = gguf::GgufFile::open(vocab);
+  ASSERT_NE(copied, nullptr);
+  EXPECT_EQ(*copied, *original.get_strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(m->gguf().get_string("tokenizer.ggml.model"),
+            original.get_string("tokenizer.ggml.model"));
+  EXPECT_EQ(m->gguf().get_string("tokenizer.ggml.pre"), original.get_string("tokenizer.ggml.pre"));
+  ASSERT_NE(m->gguf().find("tokenizer.ggml.merges"), nullptr);
+  EXPECT_LE(max_logit_error(path, 8, 4, 2), 1e-3);
+}
+
+TEST(Synth, InventedVocabularyIsSpmWithByteTokens) {
+  const auto m = Model::load(test::write_model(test::small_spec("tiny")));
+  const auto* tokens = m->gguf().get_strings("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  ASSERT_EQ(tokens->size(), 512u);
+  EXPECT_EQ(m->gguf().get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ((*tokens)[1], "<s>");
+  EXPECT_EQ((*tokens)[3], "<0x00>");
+  EXPECT_EQ((*tokens)[258], "<0xFF>");
+  std::set<std::string> unique(tokens->begin(), tokens->end());
+  EXPECT_EQ(unique.size(), tokens->size());
+  const auto types = m->gguf().get_ints("tokenizer.ggml.token_type");
+  ASSERT_TRUE(types.has_value());
+  EXPECT_EQ((*types)[3], 6);    // byte
+  EXPECT_EQ((*types)[300], 1);  // normal
+  EXPECT_EQ(m->gguf().get_int("tokenizer.ggml.bos_token_id"), 1);
+}
+
+std::string file_bytes(const std::string& path) {
+  return read_file(path);
+}
+
+TEST(Synth, DeterministicForTheSameOptionsWhateverTheThreads) {
+  const auto spec = test::small_spec("qwen2.5-7b");
+  const std::string dir = test::temp_dir();
+  ThreadPool pool(3);
+  SynthOptions a;
+  a.type = "q8_0";
+  a.seed = 42;
+  SynthOptions b = a;
+  b.pool = &pool;
+  uint64_t last_done = 0, calls = 0;
+  b.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_GT(done, last_done);
+    EXPECT_LE(done, total);
+    last_done = done;
+    ++calls;
+  };
+  const auto ra = write_synth_model(spec, a, dir + "/a.gguf");
+  write_synth_model(spec, b, dir + "/b.gguf");
+  EXPECT_EQ(file_bytes(dir + "/a.gguf"), file_bytes(dir + "/b.gguf"));
+  EXPECT_EQ(calls, ra.n_tensors);
+  EXPECT_EQ(last_done, ra.tensor_bytes);
+  SynthOptions c = a;
+  c.seed = 43;
+  write_synth_model(spec, c, dir + "/c.gguf");
+  EXPECT_NE(file_bytes(dir + "/a.gguf"), file_bytes(dir + "/c.gguf"));
+  EXPECT_NE(Model::load(dir + "/a.gguf")->fingerprint(),
+            Model::load(dir + "/c.gguf")->fingerprint());
+}
+
+TEST(Synth, LayersOverrideKeepsShapes) {
+  SynthOptions o;
+  o.layers = 3;
+  const auto spec = test::small_spec("qwen3-8b");
+  const std::string path = test::temp_dir() + "/l3.gguf";
+  write_synth_model(spec, o, path);
+  const auto m = Model::load(path);
+  EXPECT_EQ(m->config().n_layers, 3);
+  EXPECT_EQ(m->config().n_ff, spec.n_ff);
+  EXPECT_EQ(m->gguf().get_int("qwen3.block_count"), 3);
+}
+
+TEST(Synth, WeightTypesAndF16Fallback) {
+  auto spec = test::small_spec("tiny");
+  spec.n_ff = 320;  // ffn_down rows of 320: not a multiple of 256 -> f16 under q4_K
+  const auto m = Model::load(test::write_model(spec, "q4_K"));
+  const gguf::GgufFile& f = m->gguf();
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight")->type, DType::Q4_K);
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight")->type, DType::Q4_K);
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_down.weight")->type, DType::F16);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_norm.weight")->type, DType::F32);
+  EXPECT_EQ(f.find_tensor("output_norm.weight")->type, DType::F32);
+
+  const auto mix = Model::load(test::write_model(test::small_spec("mistral-7b"), "q4_K_M"));
+  EXPECT_EQ(mix->gguf().find_tensor("output.weight")->type, DType::Q6_K);
+  // use_more_bits(layer, 2 layers): layer 1 (the last eighth) gets q6_K, layer 0 not.
+  EXPECT_EQ(mix->gguf().find_tensor("blk.0.attn_v.weight")->type, DType::Q4_K);
+  EXPECT_EQ(mix->gguf().find_tensor("blk.1.attn_v.weight")->type, DType::Q6_K);
+  EXPECT_EQ(mix->gguf().find_tensor("blk.1.ffn_down.weight")->type, DType::Q6_K);
+  EXPECT_EQ(mix->gguf().find_tensor("blk.1.attn_q.weight")->type, DType::Q4_K);
+
+  SynthOptions bad;
+  bad.type = "q9_9";
+  EXPECT_THROW(write_synth_model(spec, bad, test::temp_dir() + "/x.gguf"), Error);
+  EXPECT_THROW(synth_preset("gpt-5"), Error);
+}
+
+// The presets carry the published parameter counts of the real models (plus
+// the 64 or 32 rope_freqs values llama.cpp's converter adds for Llama 3).
+TEST(Synth, PresetsHaveRealShapes) {
+  struct Expect {
+    const char* name;
+    uint64_t params;
+  };
+  for (const Expect e :
+       {Expect{"llama-3.2-1b", 1235814400ull + 32}, Expect{"llama-3.1-8b", 8030261248ull + 64},
+        Expect{"qwen2.5-7b", 7615616512ull}, Expect{"qwen3-8b", 8190735360ull},
+        Expect{"mistral-7b", 7248023552ull}}) {
+    gguf::GgufWriter w;  // metadata and tensor plan only; nothing is generated
+    const auto r = build_synth_model(synth_preset(e.name), {}, w);
+    EXPECT_EQ(r.n_params, e.params) << e.name;
+  }
+  const auto one_b = synth_preset("llama-3.2-1b");
+  EXPECT_EQ(one_b.n_vocab, 128256);
+  EXPECT_TRUE(one_b.tied_output);
+  EXPECT_EQ(one_b.head_dim, 64);
+  EXPECT_EQ(synth_preset("mistral-7b-v0.1").sliding_window, 4096);
+  for (const auto& name : synth_preset_names()) EXPECT_EQ(synth_preset(name).preset, name);
+}
+
+}  // namespace
+}  // namespace tkv::model

@@ -1,0 +1,38 @@
+// Small synthesized models for the model tests, and a GGUF rewriter that
+// makes broken variants of them (missing tensor, wrong shape, ...).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/synth.h"
+
+namespace tkv::test {
+
+// `preset`'s architecture features (arch, rope scaling, tied output, sliding
+// window, rope base, eps) at test dimensions: 2 layers, d256, 4 heads over
+// 2 KV heads of 64, FFN 768, vocabulary 512.
+model::SynthSpec small_spec(const std::string& preset);
+
+// Synthesizes `spec` into a fresh temporary directory; returns the path.
+std::string write_model(const model::SynthSpec& spec, const std::string& type = "f32",
+                        uint64_t seed = 7, const std::string& vocab_from = "");
+
+// Copies the GGUF at `src` to `dst`, passing every metadata entry and
+// tensor through the editors first: `edit_meta` may change the list of
+// metadata; `edit_tensor` returns false to drop a tensor and may change its
+// name, type, shape and bytes.
+struct TensorCopy {
+  std::string name;
+  DType type;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+void rewrite_gguf(
+    const std::string& src, const std::string& dst,
+    const std::function<void(std::vector<std::pair<std::string, gguf::Value>>&)>& edit_meta,
+    const std::function<bool(TensorCopy&)>& edit_tensor);
+
+}  // namespace tkv::test
