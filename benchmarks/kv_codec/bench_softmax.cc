@@ -5,8 +5,9 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench_softmax.cc"
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+// (must follow foreach_target.h: it is re-included per target)
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();

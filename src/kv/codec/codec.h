@@ -57,7 +57,8 @@ class Rotation {
   int dim_;
   uint64_t seed_;
   std::vector<float> signs_;  // power-of-two path: D1 then D2, scaled by 1/sqrt(d)
-  std::vector<float> dense_;  // otherwise: row-major R
+  std::vector<float> dense_;    // otherwise: row-major R
+  std::vector<float> dense_t_;  // and R^T (both products then run as vectorizable axpys)
 };
 
 class Codec {

@@ -83,6 +83,10 @@ Rotation::Rotation(int head_dim, uint64_t seed) : dim_(head_dim), seed_(seed) {
     for (float& s : signs_) s = (rng.next() >> 63) ? -scale : scale;
   } else {
     dense_ = dense_orthogonal(head_dim, seed);
+    dense_t_.resize(dense_.size());
+    for (int r = 0; r < head_dim; ++r)
+      for (int c = 0; c < head_dim; ++c)
+        dense_t_[size_t(c) * head_dim + r] = dense_[size_t(r) * head_dim + c];
   }
 }
 
@@ -107,13 +111,14 @@ void Rotation::apply(const float* x, float* y) const {
     heap.resize(d);
     tmp = heap.data();
   }
-  for (int i = 0; i < d; ++i) tmp[i] = x[i];
-  for (int r = 0; r < d; ++r) {
-    const float* row = &dense_[size_t(r) * d];
-    float acc = 0;
-    for (int i = 0; i < d; ++i) acc += row[i] * tmp[i];
-    y[r] = acc;
+  // y = sum_i x_i * (column i of R) = sum_i x_i * (row i of R^T).
+  for (int i = 0; i < d; ++i) tmp[i] = 0;
+  for (int i = 0; i < d; ++i) {
+    const float* col = &dense_t_[size_t(i) * d];
+    const float xi = x[i];
+    for (int r = 0; r < d; ++r) tmp[r] += col[r] * xi;
   }
+  for (int r = 0; r < d; ++r) y[r] = tmp[r];
 }
 
 // R^T = D1 H D2 H / d   (H is symmetric), else the dense transpose.
