@@ -103,6 +103,9 @@ struct Tokenizer::State {
 
 Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
   vocab.validate();
+  // Only SentencePiece adds a space prefix (llama.cpp's BPE ignores the key
+  // when encoding); dropping it here keeps decode() symmetric with encode().
+  if (vocab.type == VocabType::kBpe) vocab.add_space_prefix = false;
   const int32_t n = vocab.n_tokens();
   // An empty token text could never be looked up or split on; llama.cpp
   // renames it the same way.

@@ -39,13 +39,14 @@ class Tokenizer {
   // become those tokens. Any bytes are accepted, including invalid UTF-8.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // The bytes the ids stand for. Control and unknown tokens render as
-  // nothing unless render_special. A leading BOS is skipped, and with SPM's
-  // space prefix the first piece loses one leading space, so
+  // The bytes the ids stand for: the tokens' pieces (token_to_piece)
+  // concatenated. With SPM's space prefix the first text token (the first
+  // one, or the second after a leading BOS) loses one leading space, so
   // decode(encode(s, add_special, false)) == s for any bytes s (given a
   // vocabulary that can spell every byte). Unlike llama.cpp's detokenize,
-  // no "clean up tokenization spaces" rewriting is done: it would break that
-  // round trip and the streamed output would disagree with decode().
+  // the space is dropped after a BOS too (as SentencePiece and llama2.c do),
+  // and no "clean up tokenization spaces" rewriting is done: it would break
+  // that round trip, and streamed output would disagree with decode().
   std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
 
   // The bytes of one token in running text (no leading-space stripping): a

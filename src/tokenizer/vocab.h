@@ -57,7 +57,7 @@ struct Vocab {
 
   bool add_bos = false;           // tokenizer.ggml.add_bos_token
   bool add_eos = false;           // tokenizer.ggml.add_eos_token
-  bool add_space_prefix = false;  // tokenizer.ggml.add_space_prefix (SPM)
+  bool add_space_prefix = false;  // tokenizer.ggml.add_space_prefix (SPM only)
 
   std::string chat_template;  // tokenizer.chat_template ("" = absent)
 
