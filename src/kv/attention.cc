@@ -128,10 +128,10 @@ struct TaskScratch {
   float* prep_page;    // rows x page codec prepared floats
   float* prep_f16;     // rows x f16 prepared floats
   float* scores;       // rows x kKeyTile
-  float *m, *l;        // rows
+  float *m, *l, *corr;  // rows
   float *acc_p, *acc_r;  // rows x hd: plain and rotated value domains
   static size_t floats(int rows, int hd, size_t pq_page, size_t pq_f16) {
-    return size_t(rows) * (hd + pq_page + pq_f16 + kKeyTile + 2 + 2 * size_t(hd)) + 64;
+    return size_t(rows) * (hd + pq_page + pq_f16 + kKeyTile + 3 + 2 * size_t(hd)) + 128;
   }
   void carve(float* base, int rows, int hd, size_t pq_page, size_t pq_f16) {
     float* p = base;
@@ -146,6 +146,7 @@ struct TaskScratch {
     scores = take(size_t(rows) * kKeyTile);
     m = take(rows);
     l = take(rows);
+    corr = take(rows);
     acc_p = take(size_t(rows) * hd);
     acc_r = take(size_t(rows) * hd);
   }
@@ -247,6 +248,11 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
     std::fill(ts.acc_r, ts.acc_r + size_t(rows) * hd, 0.0f);
 
+    // [lo, hi) visible to *every* row of this task, per kind: tiles inside it
+    // need no masking.
+    const int64_t p_first = n0 + t0, p_last = n0 + t1 - 1;
+    auto tile_vis_lo = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_last).first; };
+    auto tile_vis_hi = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_first).second; };
     for (size_t i = tb; i < te; ++i) {
       const KeyTile& kt = my_tiles[i];
       const Source& src = sources[kt.source];
@@ -256,29 +262,33 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       const uint8_t* kp = src.k0 + size_t(h) * src.k_stride;
       const uint8_t* vp = src.v0 + size_t(h) * src.v_stride;
       const float* prep = src.kind == Kind::Page ? ts.prep_page : ts.prep_f16;
+      if (i + 1 < te) {  // start loading the next tile while this one computes
+        const Source& nx = sources[my_tiles[i + 1].source];
+        if (nx.kind == Kind::Page && nx.k0 != src.k0) {
+          nx.kc->prefetch(nx.k0 + size_t(h) * nx.k_stride, nx.page_tokens);
+          nx.vc->prefetch(nx.v0 + size_t(h) * nx.v_stride, nx.page_tokens);
+        }
+      }
       src.kc->score(prep, rows, kp, src.page_tokens, b, e, ts.scores, kKeyTile);
 
+      // Mask what each query may not see (only near the diagonal and the
+      // policy boundaries; most tiles are fully visible to every row).
+      const bool partial = kt.lo < tile_vis_lo(src.kind, kt) || kt.hi > tile_vis_hi(src.kind, kt);
+      if (partial) {
+        for (int r = 0; r < rows; ++r) {
+          float* s = ts.scores + size_t(r) * kKeyTile;
+          auto [vlo, vhi] = vis.of(src.kind, n0 + t0 + r / G);
+          vlo = std::clamp(vlo, kt.lo, kt.hi);
+          vhi = std::clamp(vhi, vlo, kt.hi);
+          for (int64_t j = kt.lo; j < vlo; ++j) s[j - kt.lo] = kMaskedScore;
+          for (int64_t j = vhi; j < kt.hi; ++j) s[j - kt.lo] = kMaskedScore;
+        }
+      }
+      online_softmax_tile(ts.scores, kKeyTile, rows, len, ts.m, ts.l, ts.corr);
       for (int r = 0; r < rows; ++r) {
-        float* s = ts.scores + size_t(r) * kKeyTile;
-        const int64_t p = n0 + t0 + r / G;
-        auto [vlo, vhi] = vis.of(src.kind, p);
-        vlo = std::max(vlo, kt.lo);
-        vhi = std::min(vhi, kt.hi);
-        if (vhi <= vlo) {
-          std::fill(s, s + len, 0.0f);
-          continue;
-        }
-        for (int64_t j = kt.lo; j < vlo; ++j) s[j - kt.lo] = kMaskedScore;
-        for (int64_t j = vhi; j < kt.hi; ++j) s[j - kt.lo] = kMaskedScore;
-        const float mx = max_of(s, len);
-        const float m_new = std::max(ts.m[r], mx);
-        const float corr = std::exp(ts.m[r] - m_new);
-        ts.l[r] = ts.l[r] * corr + exp_and_sum(s, len, m_new);
-        if (corr != 1.0f) {
-          scale_in_place(ts.acc_p + size_t(r) * hd, hd, corr);
-          scale_in_place(ts.acc_r + size_t(r) * hd, hd, corr);
-        }
-        ts.m[r] = m_new;
+        if (ts.corr[r] == 1.0f) continue;
+        scale_in_place(ts.acc_p + size_t(r) * hd, hd, ts.corr[r]);
+        scale_in_place(ts.acc_r + size_t(r) * hd, hd, ts.corr[r]);
       }
       float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
       src.vc->accumulate(ts.scores, rows, kKeyTile, vp, src.page_tokens, b, e, acc);

@@ -14,39 +14,42 @@ namespace tkv::kv {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-float MaxOf(const float* x, size_t n) {
+void OnlineSoftmaxTile(float* scores, size_t stride, int rows, int len, float* m, float* l,
+                       float* corr) {
   const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto m = hn::Set(d, kMaskedScore);
-  size_t i = 0;
-  for (; i + N <= n; i += N) m = hn::Max(m, hn::LoadU(d, x + i));
-  float r = hn::GetLane(hn::MaxOfLanes(d, m));
-  for (; i < n; ++i) r = x[i] > r ? x[i] : r;
-  return r;
-}
-
-float ExpAndSum(float* x, size_t n, float m) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const auto vm = hn::Set(d, m);
+  const int N = int(hn::Lanes(d));
   const auto masked = hn::Set(d, kMaskedScore * 0.5f);
-  // exp underflows to 0 below about -103; clamp so Exp stays in its domain.
   const auto lo = hn::Set(d, -100.0f);
-  auto sum = hn::Zero(d);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(d, x + i);
-    const auto e = hn::Exp(d, hn::Max(hn::Sub(v, vm), lo));
-    const auto r = hn::IfThenZeroElse(hn::Lt(v, masked), e);
-    hn::StoreU(r, d, x + i);
-    sum = hn::Add(sum, r);
+  for (int r = 0; r < rows; ++r) {
+    float* x = scores + size_t(r) * stride;
+    auto vmax = hn::Set(d, kMaskedScore);
+    int i = 0;
+    for (; i + N <= len; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
+    float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    for (int j = i; j < len; ++j) mx = std::max(mx, x[j]);
+    if (mx <= kMaskedScore * 0.5f) {  // nothing visible in this tile
+      std::fill(x, x + len, 0.0f);
+      corr[r] = 1.0f;
+      continue;
+    }
+    const float m_new = std::max(m[r], mx);
+    corr[r] = m[r] <= kMaskedScore * 0.5f ? 0.0f : std::exp(m[r] - m_new);
+    const auto vm = hn::Set(d, m_new);
+    auto sum = hn::Zero(d);
+    for (i = 0; i + N <= len; i += N) {
+      const auto v = hn::LoadU(d, x + i);
+      const auto e = hn::IfThenZeroElse(hn::Lt(v, masked), hn::Exp(d, hn::Max(hn::Sub(v, vm), lo)));
+      hn::StoreU(e, d, x + i);
+      sum = hn::Add(sum, e);
+    }
+    float tail = 0.0f;
+    for (; i < len; ++i) {
+      x[i] = x[i] <= kMaskedScore * 0.5f ? 0.0f : std::exp(std::max(x[i] - m_new, -100.0f));
+      tail += x[i];
+    }
+    l[r] = l[r] * corr[r] + hn::GetLane(hn::SumOfLanes(d, sum)) + tail;
+    m[r] = m_new;
   }
-  float tail = 0.0f;
-  for (; i < n; ++i) {
-    x[i] = x[i] <= kMaskedScore * 0.5f ? 0.0f : std::exp(std::max(x[i] - m, -100.0f));
-    tail += x[i];
-  }
-  return hn::GetLane(hn::SumOfLanes(d, sum)) + tail;
 }
 
 void ScaleInPlace(float* x, size_t n, float s) {
@@ -74,13 +77,15 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace tkv::kv {
-HWY_EXPORT(MaxOf);
-HWY_EXPORT(ExpAndSum);
 HWY_EXPORT(ScaleInPlace);
+HWY_EXPORT(OnlineSoftmaxTile);
+
+void online_softmax_tile(float* scores, size_t stride, int rows, int len, float* m, float* l,
+                         float* corr) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxTile)(scores, stride, rows, len, m, l, corr);
+}
 HWY_EXPORT(AddScaled);
 
-float max_of(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(MaxOf)(x, n); }
-float exp_and_sum(float* x, size_t n, float m) { return HWY_DYNAMIC_DISPATCH(ExpAndSum)(x, n, m); }
 void scale_in_place(float* x, size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, n, s); }
 void add_scaled(const float* x, size_t n, float s, float* y) {
   HWY_DYNAMIC_DISPATCH(AddScaled)(x, n, s, y);

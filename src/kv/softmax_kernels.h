@@ -10,10 +10,14 @@ namespace tkv::kv {
 // Scores at or below this are masked out (exp gives exactly 0).
 inline constexpr float kMaskedScore = -1e30f;
 
-// max(x[0..n)); kMaskedScore for n == 0.
-float max_of(const float* x, size_t n);
-// x[j] = exp(x[j] - m) (exactly 0 where x[j] <= kMaskedScore); returns the sum.
-float exp_and_sum(float* x, size_t n, float m);
+// One key tile of an online softmax, for `rows` rows of scores (row r at
+// scores + r * stride, `len` values, masked entries <= kMaskedScore):
+//   m' = max(m[r], max(row)); corr[r] = exp(m[r] - m'); row = exp(row - m');
+//   l[r] = l[r] * corr[r] + sum(row); m[r] = m'.
+// A row with nothing visible becomes all zeros and keeps m, l (corr = 1).
+void online_softmax_tile(float* scores, size_t stride, int rows, int len, float* m, float* l,
+                         float* corr);
+
 // x[j] *= s.
 void scale_in_place(float* x, size_t n, float s);
 // y[j] += s * x[j].
