@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "common/error.h"
 #include "tensor/kernels/kernels.h"
@@ -48,10 +49,12 @@ using kernels::Family;
 const DTypeTraits& supported_traits(DType type, const char* what) {
   const auto tr = dtype_traits(uint32_t(type));
   if (!tr) fail(what, ": unknown weight type id ", uint32_t(type));
-  if (!tr->supported || kernels::family_of(type) == Family::kNone)
-    fail(what, ": weight type ", tr->name,
-         " is not supported (supported: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K "
-         "q5_K q6_K iq4_nl iq4_xs)");
+  if (!tr->supported || kernels::family_of(type) == Family::kNone) {
+    std::string list;
+    for (uint32_t id = 0; id < 64; ++id)
+      if (const auto t = dtype_traits(id); t && t->supported) list += str(" ", t->name);
+    fail(what, ": weight type ", tr->name, " is not supported (supported:", list, ")");
+  }
   return traits(type);
 }
 
