@@ -1,0 +1,61 @@
+// `turbokv inspect`: a GGUF file's metadata and tensor table, plus a model
+// summary (shapes, parameters, KV bytes per token) when it is a model.
+#include <cstdio>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "command_registry.h"
+#include "common/error.h"
+#include "flags.h"
+#include "gguf/gguf.h"
+#include "gguf/inspect.h"
+#include "model_summary.h"
+
+namespace tkv::cli {
+namespace {
+
+int inspect_main(std::span<const std::string> args) {
+  std::string path;
+  bool all = false, model_only = false;
+  FlagParser flags("inspect", "turbokv inspect MODEL [--all]",
+                   "Prints a GGUF file's header, metadata and tensor table, then (for a model\n"
+                   "turbokv can run) its architecture, per-layer shapes and KV bytes per token.");
+  flags.add_positional("MODEL", "a GGUF file (model, vocabulary or turbokv session)", &path);
+  flags.add_bool({"--all"}, "show long arrays and strings (chat templates) in full", &all);
+  flags.add_bool({"--model-only"}, "only the model summary, no metadata or tensor table",
+                 &model_only);
+  if (!flags.parse(args)) return 0;
+
+  const gguf::GgufFile file = gguf::GgufFile::open(path);
+  std::string out;
+  if (!model_only) {
+    gguf::InspectOptions options;
+    if (all) {
+      options.max_array_elems = std::numeric_limits<size_t>::max();
+      options.max_string_bytes = std::numeric_limits<size_t>::max();
+    }
+    out = gguf::describe(file, options);
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    out += '\n';
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+
+  std::string summary;
+  try {
+    summary = describe_model(file);
+  } catch (const Error& e) {
+    if (model_only) throw;
+    // Vocabulary and session files are fine to inspect; say why there is no
+    // model section rather than failing.
+    summary = str("model: none (", e.what(), ")\n");
+  }
+  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tkv::cli
+
+TKV_REGISTER_COMMAND(inspect, "show a GGUF file's metadata, tensors and model shapes",
+                     tkv::cli::inspect_main);

@@ -1,0 +1,167 @@
+// `turbokv run`: prefill a prompt, then sample and stream a continuation,
+// ending with a one-line summary of speed and memory on stderr.
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "command_registry.h"
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+#include "common/timer.h"
+#include "common_flags.h"
+#include "generation.h"
+#include "model/model.h"
+#include "prompt_cache.h"
+#include "run_report.h"
+#include "session_state.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace tkv::cli {
+namespace {
+
+struct RunFlags {
+  ModelFlags model;
+  ThreadFlags threads;
+  ContextFlags context;
+  KvFlags kv;
+  SamplingFlags sampling;
+  std::string prompt, prompt_file, prompt_cache;
+  int n_predict = -1;
+  bool no_bos = false, ignore_eos = false, verbose = false, no_display_prompt = false;
+};
+
+void write_out(const std::string& text) {
+  if (text.empty()) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);  // stream: the user sees each token as it comes
+}
+
+int run_main(std::span<const std::string> args) {
+  RunFlags f;
+  FlagParser flags("run", "turbokv run -m MODEL (-p PROMPT | -f FILE) [-n N] [flags]",
+                   "Prefills the prompt, then generates and streams a continuation. The prompt\n"
+                   "is echoed first (its special tokens such as <|eot_id|> are parsed). A summary\n"
+                   "line with speed and memory ends the run on stderr.");
+  f.model.add_to(flags);
+  flags.section("generation");
+  flags.add_string({"-p", "--prompt"}, "TEXT", "the prompt", &f.prompt);
+  flags.add_string({"-f", "--file"}, "FILE", "read the prompt from FILE", &f.prompt_file);
+  flags.add_int({"-n", "--n-predict"}, "N",
+                "tokens to generate; -1 = until end of text or a full context (default -1)",
+                &f.n_predict, -1);
+  flags.add_bool({"--no-bos"}, "do not prepend BOS (default: as the vocabulary asks)", &f.no_bos);
+  flags.add_bool({"--ignore-eos"}, "keep generating past end-of-text tokens", &f.ignore_eos);
+  flags.add_bool({"--no-display-prompt"}, "do not echo the prompt", &f.no_display_prompt);
+  flags.add_string({"--prompt-cache"}, "FILE",
+                   "restore the prompt's KV cache from FILE when it matches, else save it there",
+                   &f.prompt_cache);
+  flags.add_bool({"--verbose"}, "print the model, KV and sampling settings first", &f.verbose);
+  flags.section("compute");
+  f.threads.add_to(flags);
+  f.context.add_to(flags);
+  f.kv.add_to(flags);
+  f.sampling.add_to(flags);
+  if (!flags.parse(args)) return 0;
+
+  // Validate everything the flags alone decide before the model is mapped.
+  if (flags.was_set("-p") == !f.prompt_file.empty())
+    fail("run: give exactly one of -p PROMPT or -f PROMPT_FILE");
+  const kv::KvConfig kv_config = f.kv.config();
+  const sample::SamplerConfig sampler_config = f.sampling.config();
+  const std::string prompt = f.prompt_file.empty() ? f.prompt : read_file(f.prompt_file);
+
+  const auto model = f.model.load("run");
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  const int ctx = f.context.context_for(*model);
+
+  std::vector<int32_t> ids;
+  if (!f.no_bos && tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken)
+    ids.push_back(tokenizer.bos());
+  for (int32_t id : tokenizer.encode(prompt, /*add_special=*/false, /*parse_special=*/true))
+    ids.push_back(id);
+  if (ids.empty())
+    fail("run: the prompt is empty and the vocabulary adds no BOS: nothing to start from");
+  if (kv_config.window == 0 && int64_t(ids.size()) > ctx)
+    fail("run: the prompt is ", ids.size(), " tokens, longer than the context of ", ctx,
+         " tokens (raise -c, or use --kv-window)");
+
+  InferenceSession session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
+  sample::Sampler sampler(sampler_config);
+  if (f.verbose)
+    std::fprintf(stderr, "model: %s\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
+                 model->config().describe().c_str(), kv_config.describe().c_str(),
+                 describe_sampling(sampler_config).c_str(), f.threads.count(), ctx,
+                 f.context.ubatch);
+
+  RunFigures fig;
+  fig.prompt_tokens = int64_t(ids.size());
+  PromptCacheUse cache_use;
+  if (!f.prompt_cache.empty()) {
+    cache_use = restore_prompt_cache(f.prompt_cache, session, ids);
+    if (!cache_use.note.empty())
+      std::fprintf(stderr, "turbokv: prompt cache %s not used: %s\n", f.prompt_cache.c_str(),
+                   cache_use.note.c_str());
+    fig.cached_tokens = cache_use.restored;
+  }
+  // Prefill. With a prompt cache, the prompt minus its last token is saved
+  // between the two evals (see prompt_cache.h); the save is not timed.
+  const std::span<const int32_t> all(ids);
+  double prefill_seconds = 0;
+  if (f.prompt_cache.empty()) {
+    const Stopwatch t;
+    session.feed(all);
+    prefill_seconds = t.seconds();
+  } else {
+    const size_t from = size_t(cache_use.restored);
+    const Stopwatch head;
+    session.feed(all.subspan(from, all.size() - 1 - from));
+    prefill_seconds = head.seconds();
+    if (prompt_cache_needs_save(cache_use, ids.size())) save_session(f.prompt_cache, session);
+    const Stopwatch last;
+    session.feed(all.last(1));
+    prefill_seconds += last.seconds();
+  }
+  fig.prefill_seconds = prefill_seconds;
+  fig.prefilled = int64_t(ids.size()) - cache_use.restored;
+  for (int32_t id : ids) sampler.accept(id);  // the repetition penalty sees the prompt
+
+  tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
+  for (int32_t id : ids) {
+    const std::string text = decoder.push(id);
+    if (!f.no_display_prompt) write_out(text);
+  }
+
+  GenerateOptions gen;
+  gen.max_tokens = f.n_predict;
+  gen.stop_at_eog = !f.ignore_eos;
+  const GenerateResult result = generate(session, sampler, gen, [&](int32_t id) {
+    write_out(decoder.push(id));
+    return true;
+  });
+  write_out(decoder.flush());
+  if (result.n_generated > 0) write_out("\n");
+  // Time to first token: prefill plus sampling the first token (the
+  // prompt-cache save in between is not part of it).
+  fig.time_to_first_token =
+      result.n_generated > 0 ? prefill_seconds + result.first_token_seconds : 0;
+  fig.generated = result.n_generated;
+  fig.decoded = result.n_decoded;
+  fig.decode_seconds = result.decode_seconds;
+  fig.stop = result.reason;
+
+  if (result.reason == StopReason::kContextFull)
+    std::fprintf(stderr,
+                 "turbokv: context full (%lld tokens): stopped. Raise -c, or use --kv-window N "
+                 "to keep only the newest tokens.\n",
+                 static_cast<long long>(session.context_size()));
+  print_run_summary(session, sampler_config, f.threads.count(), fig);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tkv::cli
+
+TKV_REGISTER_COMMAND(run, "generate text from a prompt, streaming, with a speed/memory summary",
+                     tkv::cli::run_main);

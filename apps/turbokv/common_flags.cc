@@ -1,0 +1,176 @@
+#include "common_flags.h"
+
+#include <filesystem>
+#include <random>
+
+#include "common/error.h"
+#include "common/sys_info.h"
+#include "common/thread_pool.h"
+#include "kv/codec/codec.h"
+#include "model/model.h"
+
+namespace tkv::cli {
+
+namespace {
+
+constexpr const char* kCodecNames = "f32, f16, q8_0, q8_0h, q4_0, q4_0h, tq1..tq4, tq1r..tq4r";
+
+kv::CodecSpec codec_or_fail(const std::string& flag, const std::string& name) {
+  if (auto spec = kv::parse_codec(name)) return *spec;
+  fail(flag, ": unknown KV codec '", name, "' (known: ", kCodecNames, ")");
+}
+
+}  // namespace
+
+// ---- model ----------------------------------------------------------------
+
+void ModelFlags::add_to(FlagParser& flags) {
+  flags.section("model");
+  flags.add_string({"-m", "--model"}, "PATH", "GGUF model file", &path);
+}
+
+std::unique_ptr<model::Model> ModelFlags::load(const std::string& command) const {
+  if (path.empty()) fail(command, ": no model given (use -m MODEL.gguf)");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) fail(path, ": model file does not exist");
+  if (fs::is_directory(status)) fail(path, ": is a directory, not a model file");
+  return model::Model::load(path);
+}
+
+// ---- threads --------------------------------------------------------------
+
+void ThreadFlags::add_to(FlagParser& flags) {
+  flags.add_int({"-t", "--threads"}, "N",
+                "worker threads (default: physical cores, here " +
+                    std::to_string(physical_core_count()) + ")",
+                &threads, 1, 1024);
+}
+
+int ThreadFlags::count() const {
+  return threads > 0 ? threads : physical_core_count();
+}
+
+// ---- context --------------------------------------------------------------
+
+void ContextFlags::add_to(FlagParser& flags) {
+  flags.add_int({"-c", "--ctx-size"}, "N",
+                "context length in tokens (default: the model's trained context)", &ctx, 1,
+                1 << 24);
+  flags.add_int({"-ub", "--ubatch"}, "N", "tokens per prefill chunk (default 512)", &ubatch, 1,
+                1 << 16);
+}
+
+int ContextFlags::context_for(const model::Model& model) const {
+  return ctx > 0 ? ctx : model.kv_shape(0).max_tokens;
+}
+
+// ---- KV cache -------------------------------------------------------------
+
+void KvFlags::add_to(FlagParser& flags) {
+  flags.section("KV cache");
+  flags.add_string({"-ctk", "--cache-type-k"}, "CODEC",
+                   std::string("codec of the keys: ") + kCodecNames + " (default f16)",
+                   &cache_type_k);
+  flags.add_string({"-ctv", "--cache-type-v"}, "CODEC", "codec of the values (default f16)",
+                   &cache_type_v);
+  flags.add_string({"--kv"}, "SPEC",
+                   "both codecs at once: a codec name, or kAvB = tqA keys, tqB values\n"
+                   "(A, B in 1..4; 8 = q8_0h), e.g. k4v2; -ctk/-ctv override a half",
+                   &shorthand);
+  flags.add_int({"--kv-sinks"}, "N",
+                "first N tokens stay f16 (default 4 with a quantized codec, else 0)", &sinks, 0,
+                1 << 20);
+  flags.add_int({"--kv-residual"}, "N",
+                "newest N tokens stay f16 (default 64 with a quantized codec, else 0)", &residual,
+                0, 1 << 24);
+  flags.add_int({"--kv-window"}, "N",
+                "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all)", &window,
+                0, 1 << 30);
+  flags.add_strings({"--kv-layer-override"}, "SPEC",
+                    "per-layer codecs, e.g. 0,-1:k8v4 (repeatable; -1 = last layer)",
+                    &layer_overrides);
+  flags.add_int({"--kv-page"}, "N", "tokens per page, a multiple of 16 (default 64)", &page, 16,
+                4096);
+  flags.add_string({"--kv-budget"}, "SIZE", "byte budget of the page pool, e.g. 2G (default none)",
+                   &budget);
+  flags.add_uint64({"--kv-seed"}, "N", "seed of the per-layer rotations (default 0x74626b76)",
+                   &seed);
+}
+
+kv::KvConfig KvFlags::config() const {
+  kv::KvConfig c;
+  if (!shorthand.empty() && !kv::parse_kv_shorthand(shorthand, c.k, c.v))
+    fail("--kv: unknown KV spec '", shorthand, "' (a codec name: ", kCodecNames,
+         "; or kAvB, e.g. k4v2, k8v4)");
+  if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);
+  if (!cache_type_v.empty()) c.v = codec_or_fail("-ctv", cache_type_v);
+  c.sinks = sinks;
+  c.residual = residual;
+  c.window = window;
+  for (const auto& text : layer_overrides)
+    for (auto& o : kv::parse_layer_overrides(text)) c.overrides.push_back(o);
+  c.page_tokens = page;
+  if (!budget.empty()) {
+    try {
+      c.budget_bytes = parse_bytes(budget);
+    } catch (const Error& e) {
+      fail("--kv-budget: ", e.what());
+    }
+    if (c.budget_bytes == 0) fail("--kv-budget: must be larger than 0");
+  }
+  c.seed = seed;
+  return c;
+}
+
+// ---- sampling -------------------------------------------------------------
+
+void SamplingFlags::add_to(FlagParser& flags) {
+  flags.section("sampling");
+  flags.add_float({"--temp"}, "T", "temperature; 0 = greedy (default 0.8)", &sampler.temperature,
+                  0.0, 100.0);
+  flags.add_int({"--top-k"}, "K", "keep the K most likely tokens; 0 = off (default 40)",
+                &sampler.top_k, 0);
+  flags.add_float({"--top-p"}, "P", "nucleus: smallest set with probability >= P (default 0.95)",
+                  &sampler.top_p, 0.0, 1.0);
+  flags.add_float({"--min-p"}, "P", "drop tokens below P x the top probability (default 0.05)",
+                  &sampler.min_p, 0.0, 1.0);
+  flags.add_float({"--repeat-penalty"}, "X", "repetition penalty; 1 = off (default 1.0)",
+                  &sampler.repeat_penalty, 0.0, 100.0);
+  flags.add_int({"--repeat-last-n"}, "N",
+                "tokens the penalty looks back; 0 = off, -1 = all (default 64)",
+                &sampler.repeat_last_n, -1);
+  flags.add_custom({"-s", "--seed"}, "N", "random seed (default: random, printed in the summary)",
+                   [this](const std::string& flag, const std::string& value) {
+                     sampler.seed = parse_uint64(flag, value);
+                     seed_given = true;
+                   });
+}
+
+sample::SamplerConfig SamplingFlags::config() {
+  if (!seed_given) {
+    std::random_device rd;
+    sampler.seed = (uint64_t(rd()) << 32) ^ rd();
+    seed_given = true;  // the same seed on a second call
+  }
+  if (sampler.top_p <= 0.0f) fail("--top-p: must be larger than 0");
+  if (sampler.repeat_penalty <= 0.0f) fail("--repeat-penalty: must be larger than 0");
+  sample::validate(sampler);
+  return sampler;
+}
+
+std::string describe_sampling(const sample::SamplerConfig& c) {
+  if (c.temperature == 0.0f) {
+    if (c.repeat_penalty != 1.0f)
+      return str("greedy, repeat-penalty ", c.repeat_penalty, " over ", c.repeat_last_n);
+    return "greedy";
+  }
+  std::string s =
+      str("temp ", c.temperature, " top-k ", c.top_k, " top-p ", c.top_p, " min-p ", c.min_p);
+  if (c.repeat_penalty != 1.0f)
+    s += str(" repeat-penalty ", c.repeat_penalty, " over ", c.repeat_last_n);
+  return s + str(" seed ", c.seed);
+}
+
+}  // namespace tkv::cli

@@ -1,0 +1,88 @@
+// Flag groups shared by the subcommands (run, chat, bench, perplexity, ...).
+// Each group owns its values and defaults, declares its flags on a
+// FlagParser, and turns them into the engine's configuration objects:
+//
+//   ModelFlags model; ThreadFlags threads; KvFlags kv;
+//   model.add_to(flags); threads.add_to(flags); kv.add_to(flags);
+//   if (!flags.parse(args)) return 0;
+//   auto m = model.load();                  // tkv::Error if missing / corrupt
+//   ThreadPool pool(threads.count());
+//   kv::KvConfig config = kv.config();      // tkv::Error for an unknown codec
+//
+// Flag names follow llama.cpp where it has one (-m -t -c -ub -ctk -ctv --temp
+// --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flags.h"
+#include "kv/kv_config.h"
+#include "sample/sampler.h"
+
+namespace tkv::model {
+class Model;
+}
+
+namespace tkv::cli {
+
+// -m / --model PATH
+struct ModelFlags {
+  std::string path;
+
+  void add_to(FlagParser& flags);
+  // Loads the model; tkv::Error when -m was not given, the file is missing,
+  // unreadable or not a usable model.
+  std::unique_ptr<model::Model> load(const std::string& command) const;
+};
+
+// -t / --threads N (default: physical cores)
+struct ThreadFlags {
+  int threads = 0;  // 0 = physical cores
+
+  void add_to(FlagParser& flags);
+  int count() const;
+};
+
+// -c / --ctx-size N (default: the model's trained context), -ub / --ubatch N
+struct ContextFlags {
+  int ctx = 0;  // 0 = the model's trained context length
+  int ubatch = 512;
+
+  void add_to(FlagParser& flags);
+  // The context length to allocate for `model`.
+  int context_for(const model::Model& model) const;
+};
+
+// KV cache: -ctk / -ctv / --kv and the policies.
+struct KvFlags {
+  std::string cache_type_k, cache_type_v, shorthand;
+  int sinks = -1, residual = -1, window = 0, page = 64;
+  std::vector<std::string> layer_overrides;
+  std::string budget;
+  uint64_t seed = kv::KvConfig{}.seed;
+
+  void add_to(FlagParser& flags);
+  // The KvConfig these flags describe. -ctk / -ctv override the matching half
+  // of --kv. tkv::Error naming the flag for an unknown codec, a bad override
+  // or a bad size.
+  kv::KvConfig config() const;
+};
+
+// Sampling: --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed
+struct SamplingFlags {
+  sample::SamplerConfig sampler;  // llama.cpp's defaults
+  bool seed_given = false;
+
+  void add_to(FlagParser& flags);
+  // The validated sampler configuration; without --seed, a random seed is
+  // drawn here (report it: config().seed, so a run can be reproduced).
+  sample::SamplerConfig config();
+};
+
+// "greedy" or "temp 0.8 top-k 40 top-p 0.95 min-p 0.05 seed 42", for summaries.
+std::string describe_sampling(const sample::SamplerConfig& config);
+
+}  // namespace tkv::cli

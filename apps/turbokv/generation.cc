@@ -1,0 +1,124 @@
+#include "generation.h"
+
+#include <utility>
+
+#include "common/error.h"
+#include "common/timer.h"
+
+namespace tkv::cli {
+
+namespace {
+
+kv::KvShape shape_for(const model::Model& model, int ctx) {
+  kv::KvShape shape = model.kv_shape(ctx);
+  shape.max_tokens = ctx;
+  return shape;
+}
+
+}  // namespace
+
+InferenceSession::InferenceSession(const model::Model& model, const tok::Tokenizer& tokenizer,
+                                   int ctx, const kv::KvConfig& kv, int threads, int ubatch)
+    : model_(model),
+      tokenizer_(tokenizer),
+      cache_(shape_for(model, ctx), kv),
+      pool_(threads),
+      ubatch_(ubatch) {}
+
+int64_t InferenceSession::room() const {
+  if (cache_.config().window > 0) return std::numeric_limits<int64_t>::max();
+  return cache_.shape().max_tokens - cache_.n_tokens();
+}
+
+void InferenceSession::feed(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return;
+  if (int64_t(tokens.size()) > room())
+    fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ",
+         cache_.shape().max_tokens, " (-c)");
+  model_.eval(
+      cache_, tokens, pool_,
+      [this](int64_t, std::span<const float> logits) {
+        logits_.assign(logits.begin(), logits.end());
+      },
+      model::EvalOptions{.ubatch = ubatch_, .all_logits = false});
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void InferenceSession::clear() {
+  cache_.clear();
+  tokens_.clear();
+  logits_.clear();
+}
+
+void InferenceSession::restore_tokens(std::vector<int32_t> tokens) {
+  TKV_CHECK(int64_t(tokens.size()) == cache_.n_tokens());
+  tokens_ = std::move(tokens);
+  logits_.clear();
+}
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::kLength:
+      return "length";
+    case StopReason::kEndOfText:
+      return "end of text";
+    case StopReason::kStopString:
+      return "stop string";
+    case StopReason::kContextFull:
+      return "context full";
+    case StopReason::kInterrupted:
+      return "interrupted";
+  }
+  return "?";
+}
+
+GenerateResult generate(InferenceSession& session, sample::Sampler& sampler,
+                        const GenerateOptions& options,
+                        const std::function<bool(int32_t token)>& on_token) {
+  TKV_CHECK(!session.logits().empty());
+  const tok::Tokenizer& tokenizer = session.tokenizer();
+  GenerateResult result;
+  const Stopwatch total;
+  while (true) {
+    if (options.interrupt && options.interrupt->load()) {
+      result.reason = StopReason::kInterrupted;
+      break;
+    }
+    if (options.max_tokens >= 0 && result.n_generated >= options.max_tokens) {
+      result.reason = StopReason::kLength;
+      break;
+    }
+    const auto& logits = session.logits();
+    const int32_t id = sampler.sample(logits.data(), int(logits.size()));
+    sampler.accept(id);
+    if (options.stop_at_eog && tokenizer.is_eog(id)) {
+      result.reason = StopReason::kEndOfText;
+      break;
+    }
+    ++result.n_generated;
+    const bool keep_going = on_token(id);
+    if (result.n_generated == 1) result.first_token_seconds = total.seconds();
+    if (!keep_going) {
+      result.reason = StopReason::kStopString;
+      break;
+    }
+    // The last token of a length-limited run need not be fed: nothing will
+    // be sampled after it.
+    if (options.max_tokens >= 0 && result.n_generated >= options.max_tokens) {
+      result.reason = StopReason::kLength;
+      break;
+    }
+    if (session.room() < 1) {
+      result.reason = StopReason::kContextFull;
+      break;
+    }
+    const Stopwatch step;
+    const int32_t one[1] = {id};
+    session.feed(one);
+    result.decode_seconds += step.seconds();
+    ++result.n_decoded;
+  }
+  return result;
+}
+
+}  // namespace tkv::cli

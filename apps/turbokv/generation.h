@@ -1,0 +1,97 @@
+// The state of one conversation with a model, shared by `run` and `chat`: the
+// KV cache (the only copy of the past), the token ids it holds, the logits of
+// the newest token, and the generation loop that samples from them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::cli {
+
+class InferenceSession {
+ public:
+  // A cache of `ctx` tokens with `kv` settings; throws tkv::Error for
+  // settings the cache rejects (bad page size, override of a missing layer).
+  InferenceSession(const model::Model& model, const tok::Tokenizer& tokenizer, int ctx,
+                   const kv::KvConfig& kv, int threads, int ubatch);
+
+  const model::Model& model() const { return model_; }
+  const tok::Tokenizer& tokenizer() const { return tokenizer_; }
+  kv::KvCache& cache() { return cache_; }
+  const kv::KvCache& cache() const { return cache_; }
+  ThreadPool& pool() { return pool_; }
+  int ubatch() const { return ubatch_; }
+
+  // Every token fed so far, in order (what the cache has seen).
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Tokens that can still be fed before the context is full; unlimited under
+  // a window policy (old tokens are evicted).
+  int64_t room() const;
+  int64_t context_size() const { return cache_.shape().max_tokens; }
+
+  // Evaluates `tokens` after the current ones (prefill chunks of ubatch) and
+  // keeps the logits of the last. tkv::Error, before any change, if they do
+  // not fit the context.
+  void feed(std::span<const int32_t> tokens);
+  // Logits predicting the token after tokens().back(); empty before the
+  // first feed and right after restore().
+  const std::vector<float>& logits() const { return logits_; }
+
+  // Forgets everything (empty cache and history).
+  void clear();
+  // After cache().load(): the ids the restored cache holds.
+  void restore_tokens(std::vector<int32_t> tokens);
+
+ private:
+  const model::Model& model_;
+  tok::Tokenizer tokenizer_;
+  kv::KvCache cache_;
+  ThreadPool pool_;
+  int ubatch_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+};
+
+enum class StopReason {
+  kLength,       // -n tokens generated
+  kEndOfText,    // an end-of-generation token was sampled (not fed, not shown)
+  kStopString,   // on_token asked to stop (a stop string matched)
+  kContextFull,  // no room to feed the last sampled token
+  kInterrupted,  // the interrupt flag was raised (Ctrl-C)
+};
+const char* stop_reason_name(StopReason reason);
+
+struct GenerateOptions {
+  int64_t max_tokens = -1;  // < 0: no limit (until EOG or the context is full)
+  bool stop_at_eog = true;  // false: --ignore-eos
+  const std::atomic<bool>* interrupt = nullptr;
+};
+
+struct GenerateResult {
+  StopReason reason = StopReason::kLength;
+  int64_t n_generated = 0;         // tokens sampled and handed to on_token
+  int64_t n_decoded = 0;           // tokens fed back through the model (single-token evals)
+  double decode_seconds = 0;       // time in those evals
+  double first_token_seconds = 0;  // from the call until the first token was handed out
+};
+
+// Samples from session.logits(), hands each token to `on_token`, feeds it
+// back and repeats. on_token returns false to stop (that token is then not
+// fed). An EOG token (unless ignored) ends the loop without being handed out
+// or fed. The sampler accepts every sampled token. Requires logits().
+GenerateResult generate(InferenceSession& session, sample::Sampler& sampler,
+                        const GenerateOptions& options,
+                        const std::function<bool(int32_t token)>& on_token);
+
+}  // namespace tkv::cli

@@ -1,0 +1,112 @@
+#include "model_summary.h"
+
+#include <cstdio>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "common/sys_info.h"
+#include "gguf/gguf.h"
+#include "kv/codec/codec.h"
+#include "kv/kv_config.h"
+#include "model/config.h"
+
+namespace tkv::cli {
+
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += " x ";
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+std::string params_string(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull)
+    std::snprintf(buf, sizeof buf, "%.2fB", double(n) / 1e9);
+  else if (n >= 1000000ull)
+    std::snprintf(buf, sizeof buf, "%.2fM", double(n) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1fK", double(n) / 1e3);
+  return buf;
+}
+
+// Bytes one token costs in one layer's KV pages (K and V of every KV head),
+// from the codecs' page layouts at the default page size.
+double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, int head_dim,
+                                int n_kv_heads) {
+  const kv::KvConfig defaults;
+  auto rotation = std::make_shared<const kv::Rotation>(head_dim, kv::rotation_seed(defaults, 0));
+  const auto kc = kv::make_codec(k, head_dim, rotation);
+  const auto vc = kv::make_codec(v, head_dim, rotation);
+  return (kc->bytes_per_vector(defaults.page_tokens) + vc->bytes_per_vector(defaults.page_tokens)) *
+         n_kv_heads;
+}
+
+}  // namespace
+
+std::string describe_model(const gguf::GgufFile& file) {
+  const model::ModelConfig c = model::ModelConfig::from_gguf(file);
+  uint64_t n_params = 0, n_bytes = 0;
+  for (const auto& t : file.tensors()) {
+    n_params += uint64_t(t.n_elements());
+    n_bytes += t.n_bytes;
+  }
+  std::string out = "model:\n";
+  out += str("  ", c.describe(), "\n");
+  out += str("  architecture ", c.arch_name, c.name.empty() ? "" : " (" + c.name + ")", ", ",
+             params_string(n_params), " parameters, ", format_bytes(n_bytes), " of tensors\n");
+  out += str("  layers ", c.n_layers, ", embedding ", c.n_embd, ", heads ", c.n_heads, " (KV ",
+             c.n_kv_heads, ", head dim ", c.head_dim, "), feed-forward ", c.n_ff, ", vocabulary ",
+             c.n_vocab, ", trained context ", c.n_ctx_train, "\n");
+  out += str("  rope base ", c.rope_base, " over ", c.n_rot, " dims",
+             c.rope_style == model::RopeStyle::Neox ? " (neox)" : "", ", rms eps ", c.rms_eps,
+             c.tied_output ? ", output tied to the embedding" : "", c.qkv_bias ? ", QKV bias" : "",
+             c.qk_norm ? ", QK norm" : "",
+             c.sliding_window ? str(", sliding window ", c.sliding_window) : std::string(), "\n");
+
+  out += "  per layer (blk.0):\n";
+  const std::string prefix = "blk.0.";
+  for (const auto& t : file.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "    %-22s %-6s %s\n", t.name.substr(prefix.size()).c_str(),
+                  std::string(dtype_name(t.type)).c_str(), shape_string(t.shape).c_str());
+    out += line;
+  }
+
+  out += "  KV cache per token (all layers; codec pages only, policies' f16 tokens not counted):\n";
+  const double f16_bytes = kv_bytes_per_token_layer(
+      *kv::parse_codec("f16"), *kv::parse_codec("f16"), c.head_dim, c.n_kv_heads);
+  const std::pair<const char*, const char*> configs[] = {
+      {"f16", "f16"}, {"q8_0", "q8_0"}, {"tq4", "tq4"}, {"tq4", "tq2"}};
+  const char* labels[] = {"f16", "q8_0", "k4v4", "k4v2"};
+  for (size_t i = 0; i < std::size(configs); ++i) {
+    std::string line;
+    try {
+      const double per_layer =
+          kv_bytes_per_token_layer(*kv::parse_codec(configs[i].first),
+                                   *kv::parse_codec(configs[i].second), c.head_dim, c.n_kv_heads);
+      const double total = per_layer * c.n_layers;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "    %-5s %10.0f bytes/token (%6.1f per KV head per layer), %s at %d tokens, "
+                    "%.2fx smaller than f16\n",
+                    labels[i], total, per_layer / c.n_kv_heads,
+                    format_bytes(uint64_t(total * c.n_ctx_train)).c_str(), c.n_ctx_train,
+                    f16_bytes / per_layer);
+      line = buf;
+    } catch (const Error& e) {
+      line = str("    ", labels[i], "   not available: ", e.what(), "\n");
+    }
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace tkv::cli
