@@ -14,6 +14,9 @@ namespace {
 
 int round_up_16(int n) { return (n + 15) / 16 * 16; }
 
+// Head vectors are staged on the stack while re-encoding; no model has more.
+constexpr int kMaxHeadDim = 1024;
+
 F16Area make_area(PagePool& pool, const Codec& f16, int tokens, int n_kv) {
   F16Area a;
   if (tokens <= 0) return a;
@@ -31,6 +34,7 @@ void validate(const KvShape& s, const KvConfig& c) {
   if (s.n_heads % s.n_kv_heads != 0)
     fail("KV cache: ", s.n_heads, " query heads is not a multiple of ", s.n_kv_heads, " KV heads");
   if (s.max_tokens <= 0) fail("KV cache: context length must be positive");
+  if (s.head_dim > kMaxHeadDim) fail("KV cache: head_dim ", s.head_dim, " above ", kMaxHeadDim);
   if (c.page_tokens < 16 || c.page_tokens % 16 != 0 || c.page_tokens > 4096)
     fail("--kv-page ", c.page_tokens, ": must be a multiple of 16 in [16, 4096]");
   if (c.sinks < -1 || c.residual < -1 || c.window < 0)
@@ -127,7 +131,7 @@ void KvCache::begin_chunk(int n_new) {
   }
 }
 
-void KvCache::write(int layer, const float* k, const float* v) {
+void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool) {
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 0);
   LayerKv& L = c.layers[layer];
@@ -158,33 +162,43 @@ void KvCache::write(int layer, const float* k, const float* v) {
   // Encode [lo, hi). With a residual window the source is the token's f16
   // form (ring or chunk), so a page holds the same bytes however the
   // sequence was chunked; without one it is the exact input.
-  std::vector<float> kbuf(hd), vbuf(hd);
-  for (int64_t j = lo; j < hi; ++j) {
-    const int64_t index = (j - S) / c.P;
-    const int slot = int((j - S) % c.P);
-    TKV_CHECK(index - L.first_page < int64_t(L.pages.size()));
+  // Tasks are (page, head) pairs: codecs may pack several tokens into one
+  // byte, so two threads never write the same page region.
+  const int64_t first_index = lo > S ? (lo - S) / c.P : 0;
+  const int64_t n_pages = hi > lo ? (hi - 1 - S) / c.P - first_index + 1 : 0;
+  auto encode_task = [&](int64_t task, int) {
+    const int64_t index = first_index + task / n_kv;
+    const int h = int(task % n_kv);
+    const int64_t jb = std::max(lo, S + index * c.P), je = std::min(hi, S + (index + 1) * c.P);
+    TKV_CHECK(index - L.first_page >= 0 && index - L.first_page < int64_t(L.pages.size()));
     uint8_t* page = L.pages[size_t(index - L.first_page)];
-    for (int h = 0; h < n_kv; ++h) {
+    float kbuf[kMaxHeadDim], vbuf[kMaxHeadDim];
+    for (int64_t j = jb; j < je; ++j) {
       const float *ksrc, *vsrc;
       if (R == 0) {
         ksrc = k + size_t(j - n0) * token_stride + size_t(h) * hd;
         vsrc = v + size_t(j - n0) * token_stride + size_t(h) * hd;
       } else if (j < n0) {
         const int rs = int((j - S) % L.ring.capacity);
-        c.f16->decode(L.ring.k(h), L.ring.capacity, rs, kbuf.data());
-        c.f16->decode(L.ring.v(h), L.ring.capacity, rs, vbuf.data());
-        ksrc = kbuf.data();
-        vsrc = vbuf.data();
+        c.f16->decode(L.ring.k(h), L.ring.capacity, rs, kbuf);
+        c.f16->decode(L.ring.v(h), L.ring.capacity, rs, vbuf);
+        ksrc = kbuf;
+        vsrc = vbuf;
       } else {
-        c.f16->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf.data());
-        c.f16->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf.data());
-        ksrc = kbuf.data();
-        vsrc = vbuf.data();
+        c.f16->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf);
+        c.f16->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf);
+        ksrc = kbuf;
+        vsrc = vbuf;
       }
+      const int slot = int((j - S) % c.P);
       L.k_codec->encode(ksrc, L.page_k(page, h), c.P, slot);
       L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
     }
-  }
+  };
+  if (pool)
+    pool->run(n_pages * n_kv, encode_task);
+  else
+    for (int64_t t = 0; t < n_pages * n_kv; ++t) encode_task(t, 0);
   L.encoded = hi - S;
   c.layer_state[layer] = 1;
 }

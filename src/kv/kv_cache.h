@@ -63,9 +63,12 @@ class KvCache {
   const KvConfig& config() const;
   int64_t n_tokens() const;  // next position to be written
 
+  // Allocates every page the chunk will fill; throws KvBudgetExceeded (and
+  // changes nothing) when the pool's budget does not allow it.
   void begin_chunk(int n_new);
-  // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k).
-  void write(int layer, const float* k, const float* v);
+  // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k). With a
+  // pool, encoding runs on its threads (page-by-head tasks).
+  void write(int layer, const float* k, const float* v, ThreadPool* pool = nullptr);
   // q: n_new x n_heads x head_dim (unscaled); out: same shape.
   void attend(int layer, const float* q, float* out, ThreadPool& pool);
   void end_chunk();

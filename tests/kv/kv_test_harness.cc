@@ -45,7 +45,7 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
       const float* v = in.layers[l].v.data() + size_t(pos) * n_kv * hd;
       const float* q = in.q[l].data() + size_t(pos) * nh * hd;
       std::vector<float> out(size_t(n) * nh * hd);
-      cache.write(l, k, v);
+      cache.write(l, k, v, s.threads > 1 ? &pool : nullptr);
       cache.attend(l, q, out.data(), pool);
       result.outputs[l].insert(result.outputs[l].end(), out.begin(), out.end());
       if (!check) continue;

@@ -67,14 +67,12 @@ class F16Codec final : public Codec {
   }
   void encode(const float* x, uint8_t* page, int page_tokens, int slot) const override {
     check_slot(spec_, page_tokens, slot);
-    uint16_t* out = row(page, slot);
-    for (int i = 0; i < head_dim_; ++i) {
-      const uint16_t h = f32_to_f16(x[i]);
-      if ((h & 0x7c00) == 0x7c00) {  // Inf or NaN after conversion
+    if (!kernels::encode_f16_row(x, head_dim_, row(page, slot))) {  // an Inf/NaN came out
+      for (int i = 0; i < head_dim_; ++i) {
         if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
-        reject_f16_overflow(spec_, head_dim_, "value", x[i]);
+        if ((f32_to_f16(x[i]) & 0x7c00) == 0x7c00)
+          reject_f16_overflow(spec_, head_dim_, "value", x[i]);
       }
-      out[i] = h;
     }
   }
   void decode(const uint8_t* page, int page_tokens, int slot, float* x) const override {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/f16.h"
 #include "kv/codec/kernels.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -123,6 +124,34 @@ HWY_INLINE void AccumulateRowsTag(D df, const float* HWY_RESTRICT p, int G, size
     AccumulateHeads<1>(df, p + size_t(g) * stride, stride, rows, n, dim, acc + size_t(g) * dim);
 }
 
+// f32 -> f16 (round to nearest even, as tkv::f32_to_f16), false if any
+// result is Inf or NaN (non-finite input or |x| >= 65520). F16C on AVX2 and
+// up; Highway's emulation on narrower targets truncates, so they use the
+// scalar conversion: every target writes the same bytes.
+bool EncodeF16Row(const float* HWY_RESTRICT x, int n, uint16_t* HWY_RESTRICT out) {
+  int i = 0;
+  bool ok = true;
+#if HWY_TARGET <= HWY_AVX2
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int N = int(hn::Lanes(df));
+  const auto exp_mask = hn::Set(du16, uint16_t(0x7c00));
+  auto bad = hn::Zero(du16);
+  for (; i + N <= n; i += N) {
+    const auto h = hn::BitCast(du16, hn::DemoteTo(dh, hn::LoadU(df, x + i)));
+    hn::StoreU(h, du16, out + i);
+    bad = hn::Or(bad, hn::VecFromMask(du16, hn::Eq(hn::And(h, exp_mask), exp_mask)));
+  }
+  ok = hn::AllTrue(du16, hn::Eq(bad, hn::Zero(du16)));
+#endif
+  for (; i < n; ++i) {
+    out[i] = f32_to_f16(x[i]);
+    ok = ok && (out[i] & 0x7c00) != 0x7c00;
+  }
+  return ok;
+}
+
 void ScoreRowsF32(const float* q, int G, int dim, const float* rows, int n, float* scores,
                   size_t stride) {
   simd::WithTagDividing(dim,
@@ -150,11 +179,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tkv::kv::kernels {
 
+HWY_EXPORT(EncodeF16Row);
 HWY_EXPORT(ScoreRowsF32);
 HWY_EXPORT(ScoreRowsF16);
 HWY_EXPORT(AccumulateRowsF32);
 HWY_EXPORT(AccumulateRowsF16);
 
+bool encode_f16_row(const float* x, int n, uint16_t* out) {
+  return HWY_DYNAMIC_DISPATCH(EncodeF16Row)(x, n, out);
+}
 void score_rows_f32(const float* q, int G, int dim, const float* rows, int n, float* scores,
                     size_t stride) {
   HWY_DYNAMIC_DISPATCH(ScoreRowsF32)(q, G, dim, rows, n, scores, stride);

@@ -13,6 +13,8 @@ struct TqGeometry;
 namespace tkv::kv::kernels {
 
 // ---- row-major f32 / f16 (one head vector of `dim` values per slot) ----
+// out = f16(x) (round to nearest even); false if any result is Inf/NaN.
+bool encode_f16_row(const float* x, int n, uint16_t* out);
 // scores[g * stride + t] = <q_g, row_t> for t in [0, n); q: G x dim.
 void score_rows_f32(const float* q, int G, int dim, const float* rows, int n, float* scores,
                     size_t stride);
