@@ -1,7 +1,6 @@
 #include "tokenizer/spm.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "common/error.h"
 #include "tokenizer/utf8.h"
@@ -10,37 +9,46 @@ namespace tkv::tok {
 
 namespace {
 
-// A piece of the text; merged-away pieces have len 0. prev/next link the
-// live pieces in text order (-1 at the ends).
-struct Symbol {
-  uint32_t begin;
-  uint32_t len;
-  int32_t prev;
-  int32_t next;
-};
-
-struct Bigram {
-  float score;
-  int32_t left;
-  int32_t right;
-  uint32_t len;  // left.len + right.len when queued; stale once either changes
-};
-
-// Highest score first; on equal scores the leftmost pair (llama.cpp's order,
-// which the test vectors depend on).
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 
 }  // namespace
 
+bool SpmEncoder::vocab_has_no_inner_space(const std::vector<std::string>& tokens) {
+  for (const std::string& t : tokens) {
+    for (size_t at = t.find(kSpace, 1); at != std::string::npos; at = t.find(kSpace, at + 1)) {
+      if (at < kSpace.size() || t.compare(at - kSpace.size(), kSpace.size(), kSpace) != 0) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
-  if (text.empty()) return;
   TKV_CHECK(text.size() < UINT32_MAX);
   std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
+  std::vector<Bigram> heap;
+  if (!words_are_independent_) {
+    encode_segment(text, symbols, heap, out);
+    return;
+  }
+  // Cut before every U+2581 that follows another character: "▁a▁▁b" -> "▁a", "▁▁b".
+  size_t begin = 0;
+  for (size_t at = text.find(kSpace, 1); at != std::string_view::npos;
+       at = text.find(kSpace, at + 1)) {
+    if (at >= begin + kSpace.size() &&
+        text.compare(at - kSpace.size(), kSpace.size(), kSpace) != 0) {
+      encode_segment(text.substr(begin, at - begin), symbols, heap, out);
+      begin = at;
+    }
+  }
+  encode_segment(text.substr(begin), symbols, heap, out);
+}
+
+void SpmEncoder::encode_segment(std::string_view text, std::vector<Symbol>& symbols,
+                                std::vector<Bigram>& heap, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  symbols.clear();
   for (size_t pos = 0; pos < text.size();) {
     // One symbol per character. An invalid byte is a symbol of its own:
     // llama.cpp sizes symbols by the lead byte alone, so a truncated sequence
@@ -54,7 +62,12 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
     if (pos < text.size()) symbols.back().next = index + 1;
   }
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  // Highest score on top; on equal scores the leftmost pair (llama.cpp's
+  // order, which the test vectors depend on).
+  auto lower_priority = [](const Bigram& a, const Bigram& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  heap.clear();
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[size_t(left)];
@@ -62,13 +75,15 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
     const int32_t id = tokens_.find(text.substr(l.begin, len));
     if (id == kNoToken) return;
     const float score = scores_.empty() ? 0.0f : scores_[size_t(id)];
-    queue.push({score, left, right, len});
+    heap.push_back({score, left, right, len});
+    std::push_heap(heap.begin(), heap.end(), lower_priority);
   };
   for (int32_t i = 1; i < int32_t(symbols.size()); ++i) try_add(i - 1, i);
 
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), lower_priority);
+    const Bigram b = heap.back();
+    heap.pop_back();
     Symbol& l = symbols[size_t(b.left)];
     Symbol& r = symbols[size_t(b.right)];
     if (l.len == 0 || r.len == 0 || l.len + r.len != b.len) continue;  // stale

@@ -92,6 +92,7 @@ struct Tokenizer::State {
   std::optional<PreTokenizer> pre;
   std::optional<BpeMerges> merges;
   bool ignore_merges = false;
+  bool spm_words_independent = false;
 
   explicit State(Vocab v);
   void derive_attributes();
@@ -134,6 +135,9 @@ Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
     }
   }
 
+  if (vocab.type == VocabType::kSpm) {
+    spm_words_independent = SpmEncoder::vocab_has_no_inner_space(vocab.tokens);
+  }
   if (vocab.type == VocabType::kBpe) {
     const PreTokenizerSpec& spec = pre_tokenizer_spec(vocab.pre);
     pre_name = spec.name;
@@ -268,7 +272,8 @@ void Tokenizer::State::encode_fragment(std::string_view text, bool space_prefix,
         escaped += c;
       }
     }
-    SpmEncoder(token_to_id, vocab.scores, byte_tokens, vocab.unk).encode(escaped, out);
+    SpmEncoder(token_to_id, vocab.scores, byte_tokens, vocab.unk, spm_words_independent)
+        .encode(escaped, out);
     return;
   }
   const BpeEncoder encoder(token_to_id, *merges, byte_tokens, ignore_merges, vocab.unk);

@@ -5,7 +5,11 @@
 
 #include <cstdio>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/test_util.h"
+#include "gguf/gguf.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::tok {
@@ -187,6 +191,64 @@ TEST(Vocab, ValidationNamesTheKey) {
   expect_error(bpe_vocab({}), "tokenizer.ggml.merges");
   expect_error(bpe_vocab({"a b", "ab"}), "tokenizer.ggml.merges[1]");
   expect_error(bpe_vocab({"a b"}, "no-such-pre"), "tokenizer.ggml.pre");
+}
+
+}  // namespace
+}  // namespace tkv::tok
+
+namespace tkv::tok {
+namespace {
+
+// Merging word by word (the fast path) must give exactly what merging the
+// whole text at once gives, on a real vocabulary and real text.
+TEST(Spm, WordByWordEqualsWholeText) {
+  const std::string vocab_path = ::tkv::test::model_path("vocab/ggml-vocab-llama-spm.gguf");
+  const std::string text_path = ::tkv::test::model_path("tkv-test-heldout.txt");
+  if (vocab_path.empty() || text_path.empty()) {
+    GTEST_SKIP() << "fixtures not found under " << ::tkv::test::models_dir();
+  }
+  const Vocab v = Vocab::from_gguf(gguf::GgufFile::open(vocab_path));
+  ASSERT_TRUE(SpmEncoder::vocab_has_no_inner_space(v.tokens));
+  TokenMap map;
+  for (int32_t i = 0; i < v.n_tokens(); ++i) map.insert(v.tokens[size_t(i)], i);
+  std::array<int32_t, 256> bytes{};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    bytes[size_t(b)] = map.find(name);
+  }
+  std::string escaped = "\xE2\x96\x81";
+  for (char c : read_file(text_path).substr(0, 60000)) {
+    if (c == ' ') {
+      escaped += "\xE2\x96\x81";
+    } else {
+      escaped += c;
+    }
+  }
+  escaped += "\xE2\x96\x81\xE2\x96\x81  \xE4\xBD\xA0\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81x";
+  std::vector<int32_t> by_word, whole;
+  SpmEncoder(map, v.scores, bytes, v.unk, true).encode(escaped, by_word);
+  SpmEncoder(map, v.scores, bytes, v.unk, false).encode(escaped, whole);
+  EXPECT_GT(whole.size(), 10000u);
+  EXPECT_EQ(by_word, whole);
+}
+
+TEST(Spm, InnerSpaceTokensDisableWordByWordMerging) {
+  EXPECT_TRUE(
+      SpmEncoder::vocab_has_no_inner_space({"\xE2\x96\x81"
+                                            "a",
+                                            "\xE2\x96\x81\xE2\x96\x81", "b"}));
+  EXPECT_FALSE(
+      SpmEncoder::vocab_has_no_inner_space({"a\xE2\x96\x81"
+                                            "b"}));
+  EXPECT_FALSE(
+      SpmEncoder::vocab_has_no_inner_space({"\xE2\x96\x81"
+                                            "a\xE2\x96\x81"}));
+  // With such a token, a merge may cross a word start, and does.
+  Vocab v = spm_vocab({kSp, "a", "b", "a" + kSp, "a" + kSp + "b"}, {0, 0, 0, -1, -1});
+  v.add_space_prefix = false;
+  const Tokenizer t(std::move(v));
+  EXPECT_EQ(texts(t, t.encode("a b", false, false)), (Strings{"a" + kSp + "b"}));
 }
 
 }  // namespace
