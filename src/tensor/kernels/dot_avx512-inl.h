@@ -175,22 +175,25 @@ struct FastDot<DType::Q6_K> {
     // q[v] - 32 for the 256 values in order, as signed bytes. Byte-wise
     // shifts are done on 16-bit lanes; the masks drop what crosses a byte.
     int8_t* q = reinterpret_cast<int8_t*>(scratch + 16);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30),
-                  bias = _mm256_set1_epi8(32);
+    // Per half h (128 values): bytes 0..63 of `lo` are quarters k = 0, 1
+    // (low nibbles of ql), of `hi` quarters 2, 3 (high nibbles). Quarter k's
+    // top 2 bits are bits 2k..2k+1 of qh, moved to bits 4..5 by a variable
+    // 16-bit shift per 256-bit half (qh << 4, << 2; >> 0, >> 2) and merged
+    // with one ternary-logic op: a | (b & 0x30).
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30),
+                  bias = _mm512_set1_epi8(32);
+    const __m512i shl_01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr_23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
-      const __m256i nib[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-                              _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                              _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
-      const __m256i high[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45),
-                               _mm256_and_si256(qh, bits45),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)};
-      for (int k = 0; k < 4; ++k)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * k),
-                           _mm256_sub_epi8(_mm256_or_si256(nib[k], high[k]), bias));
+      const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h)));
+      const __m512i lo = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, low4),
+                                                   _mm512_sllv_epi16(qh, shl_01), bits45, 0xF8);
+      const __m512i hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                                   _mm512_srlv_epi16(qh, shr_23), bits45, 0xF8);
+      _mm512_store_si512(q + 128 * h, _mm512_sub_epi8(lo, bias));
+      _mm512_store_si512(q + 128 * h + 64, _mm512_sub_epi8(hi, bias));
     }
   }
   static HWY_INLINE void Accumulate(const uint8_t*, const float* scratch, const float* xb,

@@ -15,6 +15,9 @@
 #define TKV_TENSOR_ROWDOT_INL_H_
 #endif
 
+#include <type_traits>
+#include <utility>
+
 #include "hwy/cache_control.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/dot_avx512-inl.h"
@@ -28,6 +31,18 @@ namespace HWY_NAMESPACE {
 inline constexpr int64_t kRowGroup = 4;
 // How far ahead of the current block each row stream is prefetched (bytes).
 inline constexpr size_t kPrefetchAhead = 768;
+
+// Calls f(std::integral_constant<int64_t, r>) for r = 0 .. R-1, so that
+// per-row accumulator arrays are indexed by constants and stay in registers
+// (a runtime row loop around a large block body made GCC keep them on the
+// stack, one store and reload per FMA).
+template <int64_t R, class F>
+HWY_INLINE void ForRows(const F& f) {
+  [&]<int64_t... I>(std::integer_sequence<int64_t, I...>) HWY_ATTR {
+    (f(std::integral_constant<int64_t, I>()), ...);
+  }
+  (std::make_integer_sequence<int64_t, R>());
+}
 
 template <DType T, int64_t R>
 HWY_INLINE void DotRowsQ(const uint8_t* w, size_t row_bytes, size_t n_blocks, const float* x,
@@ -56,17 +71,17 @@ HWY_INLINE void DotRowsQ(const uint8_t* w, size_t row_bytes, size_t n_blocks, co
       }
       for (size_t b = 0; b < run; ++b) {
         const float* xb = x + (b0 + b) * kValues;
-        for (int64_t r = 0; r < R; ++r) {
+        ForRows<R>([&](auto r) HWY_ATTR {
           const uint8_t* blk = w + size_t(r) * row_bytes + (b0 + b) * kBytes;
           if ((b0 + b) % kPrefetchEvery == 0) hwy::Prefetch(blk + kPrefetchAhead);
           Fast::Accumulate(blk, scratch[r] + b * Fast::kScratch, xb, lut, acc0[r], acc1[r]);
-        }
+        });
       }
     }
   } else {
     for (size_t b = 0; b < n_blocks; ++b) {
       const float* xb = x + b * kValues;
-      for (int64_t r = 0; r < R; ++r) {
+      ForRows<R>([&](auto r) HWY_ATTR {
         const uint8_t* blk = w + size_t(r) * row_bytes + b * kBytes;
         if (b % kPrefetchEvery == 0) hwy::Prefetch(blk + kPrefetchAhead);
         Dec::Decode(blk, [&](size_t i, VF wv) HWY_ATTR {
@@ -77,7 +92,7 @@ HWY_INLINE void DotRowsQ(const uint8_t* w, size_t row_bytes, size_t n_blocks, co
             acc0[r] = hn::MulAdd(wv, xv, acc0[r]);
           }
         });
-      }
+      });
     }
   }
   for (int64_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[r], acc1[r])));
