@@ -1,5 +1,4 @@
-// AVX-512 block dot products for the weight types people actually run
-// (Q4_0, IQ4_NL, Q8_0 and the Q4_K_M pair Q4_K + Q6_K).
+// AVX-512 block dot products for every quantized type.
 //
 // Why special code: the generic decoders of decode-inl.h spend ~6.5 uops per
 // 16 weights (widen, mask, int->float convert, scale FMA, dot FMA, plus a
@@ -102,6 +101,63 @@ struct FastDot<DType::IQ4_NL> : NoPrepare {
 };
 
 template <>
+struct FastDot<DType::Q4_1> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& acc1) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // v * d + m: one rounding, as ggml.
+    const __m512 table =
+        _mm512_fmadd_ps(iota, _mm512_set1_ps(lut[U16At(p)]), _mm512_set1_ps(lut[U16At(p + 2)]));
+    NibbleTableDot(p + offsetof(BlockQ4_1, qs), table, xb, acc0, acc1);
+  }
+};
+
+// 32-value block with 5-bit quants as Q5_0/Q5_1: the 32 dequantized values
+// sit in two registers; vpermt2ps indexes them with the nibble plus bit j of
+// qh (set through a mask register straight from qh's bits).
+HWY_INLINE void FiveBitTableDot(const uint8_t* qh_bytes, const uint8_t* qs, __m512 t_lo,
+                                __m512 t_hi, const float* xb, VF& acc0, VF& acc1) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m512i q = Widen16U(qs), sixteen = _mm512_set1_epi32(16);
+  const __m512i n_lo = _mm512_and_si512(q, _mm512_set1_epi32(15));
+  const __m512i n_hi = _mm512_srli_epi32(q, 4);
+  const __m512i i_lo = _mm512_mask_or_epi32(n_lo, __mmask16(qh & 0xFFFF), n_lo, sixteen);
+  const __m512i i_hi = _mm512_mask_or_epi32(n_hi, __mmask16(qh >> 16), n_hi, sixteen);
+  acc0.raw =
+      _mm512_fmadd_ps(_mm512_permutex2var_ps(t_lo, i_lo, t_hi), _mm512_loadu_ps(xb), acc0.raw);
+  acc1.raw =
+      _mm512_fmadd_ps(_mm512_permutex2var_ps(t_lo, i_hi, t_hi), _mm512_loadu_ps(xb + 16), acc1.raw);
+}
+
+template <>
+struct FastDot<DType::Q5_0> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& acc1) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 d = _mm512_set1_ps(lut[U16At(p)]);
+    // q in 0..15 -> (q - 16) * d, q in 16..31 -> (q - 16) * d: both exact.
+    const __m512 t_lo = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(16.0f)), d);
+    const __m512 t_hi = _mm512_mul_ps(iota, d);
+    FiveBitTableDot(p + offsetof(BlockQ5_0, qh), p + offsetof(BlockQ5_0, qs), t_lo, t_hi, xb, acc0,
+                    acc1);
+  }
+};
+
+template <>
+struct FastDot<DType::Q5_1> : NoPrepare {
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
+                                    const float* lut, VF& acc0, VF& acc1) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 d = _mm512_set1_ps(lut[U16At(p)]), m = _mm512_set1_ps(lut[U16At(p + 2)]);
+    const __m512 t_lo = _mm512_fmadd_ps(iota, d, m);
+    const __m512 t_hi = _mm512_fmadd_ps(_mm512_add_ps(iota, _mm512_set1_ps(16.0f)), d, m);
+    FiveBitTableDot(p + offsetof(BlockQ5_1, qh), p + offsetof(BlockQ5_1, qs), t_lo, t_hi, xb, acc0,
+                    acc1);
+  }
+};
+
+template <>
 struct FastDot<DType::Q8_0> : NoPrepare {
   static HWY_INLINE void Accumulate(const uint8_t* p, const float*, const float* xb,
                                     const float* lut, VF& acc0, VF& /*acc1*/) {
@@ -111,6 +167,95 @@ struct FastDot<DType::Q8_0> : NoPrepare {
     __m512 t = _mm512_mul_ps(q0, _mm512_loadu_ps(xb));
     t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb + 16), t);
     acc0.raw = _mm512_fmadd_ps(t, _mm512_set1_ps(lut[U16At(p)]), acc0.raw);
+  }
+};
+
+// Q2_K: 2-bit quants, 16 groups of 16 with 4-bit scale and min. The table
+// has period 4 (entry e holds the value of quant e % 4), so the 2-bit field
+// can index it straight after a shift, whatever the bits above it hold.
+template <>
+struct FastDot<DType::Q2_K> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 32;
+  // s[g] = d * (sc_g & 15), s[16 + g] = dmin * (sc_g >> 4).
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* s) {
+    const __m512i sc = Widen16U(p + offsetof(BlockQ2_K, scales));
+    const __m512 scale = _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15)));
+    const __m512 min = _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4));
+    _mm512_store_ps(s,
+                    _mm512_mul_ps(scale, _mm512_set1_ps(lut[U16At(p + offsetof(BlockQ2_K, d))])));
+    _mm512_store_ps(s + 16,
+                    _mm512_mul_ps(min, _mm512_set1_ps(lut[U16At(p + offsetof(BlockQ2_K, dmin))])));
+  }
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float* s, const float* xb, const float*,
+                                    VF& acc0, VF& acc1) {
+    const __m512 mod4 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    const uint8_t* qs = p + offsetof(BlockQ2_K, qs);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q0 = Widen16U(qs + 32 * h), q1 = Widen16U(qs + 32 * h + 16);
+      for (int j = 0; j < 4; ++j) {
+        const int g = 8 * h + 2 * j;
+        const __m512 t0 = _mm512_fmsub_ps(mod4, _mm512_set1_ps(s[g]), _mm512_set1_ps(s[16 + g]));
+        const __m512 t1 =
+            _mm512_fmsub_ps(mod4, _mm512_set1_ps(s[g + 1]), _mm512_set1_ps(s[17 + g]));
+        const float* xg = xb + 128 * h + 32 * j;
+        acc0.raw = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q0, 2 * j), t0),
+                                   _mm512_loadu_ps(xg), acc0.raw);
+        acc1.raw = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q1, 2 * j), t1),
+                                   _mm512_loadu_ps(xg + 16), acc1.raw);
+      }
+    }
+  }
+};
+
+// Q3_K: index e = 2-bit field | high bit << 2 into a period-8 table holding
+// dl * (e % 8 - 4): a set high bit means "no -4", as in ggml.
+template <>
+struct FastDot<DType::Q3_K> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kScratch = 16;
+  // dl[g] = d * (s_g - 32), the 6-bit scales unpacked four at a time.
+  static HWY_INLINE void Prepare(const uint8_t* p, const float* lut, float* dl) {
+    uint32_t a[4];
+    std::memcpy(a, p + offsetof(BlockQ3_K, scales), 12);
+    constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    const uint32_t top = a[2];
+    a[2] = ((a[0] >> 4) & kLow4) | (((top >> 4) & kLow2) << 4);
+    a[3] = ((a[1] >> 4) & kLow4) | (((top >> 6) & kLow2) << 4);
+    a[0] = (a[0] & kLow4) | ((top & kLow2) << 4);
+    a[1] = (a[1] & kLow4) | (((top >> 2) & kLow2) << 4);
+    const __m512i sc =
+        _mm512_sub_epi32(Widen16U(reinterpret_cast<const uint8_t*>(a)), _mm512_set1_epi32(32));
+    _mm512_store_ps(dl, _mm512_mul_ps(_mm512_cvtepi32_ps(sc),
+                                      _mm512_set1_ps(lut[U16At(p + offsetof(BlockQ3_K, d))])));
+  }
+  static HWY_INLINE void Accumulate(const uint8_t* p, const float* dl, const float* xb,
+                                    const float*, VF& acc0, VF& acc1) {
+    const __m512 levels = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3);
+    const uint8_t* qs = p + offsetof(BlockQ3_K, qs);
+    const uint8_t* hmask = p + offsetof(BlockQ3_K, hmask);
+    const __m512i low2 = _mm512_set1_epi32(3);
+    // hmask bytes of l = 0..15 / 16..31, shifted up so bit b sits at b + 2.
+    const __m512i hm0 = _mm512_slli_epi32(Widen16U(hmask), 2);
+    const __m512i hm1 = _mm512_slli_epi32(Widen16U(hmask + 16), 2);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q0 = Widen16U(qs + 32 * h), q1 = Widen16U(qs + 32 * h + 16);
+      for (int j = 0; j < 4; ++j) {
+        const int g = 8 * h + 2 * j, bit = 4 * h + j;
+        // idx = (q >> 2j) & 3 | (hmask bit `bit`) << 2; bit 3 is don't-care.
+        const __m512i i0 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q0, 2 * j),
+                                                     _mm512_srli_epi32(hm0, bit), low2, 0xE4);
+        const __m512i i1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q1, 2 * j),
+                                                     _mm512_srli_epi32(hm1, bit), low2, 0xE4);
+        const float* xg = xb + 128 * h + 32 * j;
+        acc0.raw =
+            _mm512_fmadd_ps(_mm512_permutexvar_ps(i0, _mm512_mul_ps(levels, _mm512_set1_ps(dl[g]))),
+                            _mm512_loadu_ps(xg), acc0.raw);
+        acc1.raw = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(i1, _mm512_mul_ps(levels, _mm512_set1_ps(dl[g + 1]))),
+            _mm512_loadu_ps(xg + 16), acc1.raw);
+      }
+    }
   }
 };
 
