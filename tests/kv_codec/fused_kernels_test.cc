@@ -34,7 +34,7 @@ void check_codec(const Codec& codec, int page_tokens, uint64_t seed) {
   for (int t = 0; t < page_tokens; ++t)
     codec.decode(filled.page, page_tokens, t, &decoded[size_t(t) * d]);
 
-  for (int G : {1, 2, 3, 4, 8}) {
+  for (int G : {1, 2, 3, 4, 8, 13}) {  // 13 = 8 + 4 + 1: every head-chunk size
     SCOPED_TRACE("G = " + std::to_string(G));
     const auto q = test::gaussian_vector(rng, G * d);
     std::vector<float> prepared(G * codec.prepared_query_floats());
