@@ -7,15 +7,18 @@
 // half the memory bandwidth. Here:
 // - 4-bit types look their weights up in a 16-entry f32 table held in one
 //   register (vpermps uses the low 4 bits of each lane as the index, so the
-//   low nibble needs no mask): table = levels * d, or dl * v - ml per Q4_K
-//   group, built with one multiply/FMA per block or group. The table entries
-//   are exactly the dequantized weights (same single rounding as ggml).
+//   low nibble needs no mask): table = levels * d, v * d + m, or dl * v - ml
+//   per Q4_K group, built with one multiply/FMA per block or group. The
+//   entries are exactly the dequantized weights (same single rounding as
+//   ggml). 5-bit types use a 32-entry table in two registers (vpermt2ps);
+//   Q2_K/Q3_K tables repeat every 4/8 entries so that bits above the field
+//   need no masking.
 // - Block scales come from the f16 -> f32 table (kernels.h), a load that
 //   the multiply broadcasts for free.
 // - Q8_0 sums q * x per block and applies d once (mathematically the same
 //   sum; the rounding stays within the documented bound).
-// - Q6_K assembles its 6-bit quants for a whole super-block with 256-bit byte
-//   operations first, then widens 16 at a time.
+// - Q6_K assembles its 6-bit quants for a whole super-block with 512-bit byte
+//   operations first, then widens and converts 16 at a time.
 //
 // FastDot<T> (kEnabled says whether a type has one on the current target):
 //   Prepare(block, f16_table, scratch) decodes what a block needs besides
