@@ -39,7 +39,8 @@ const char* const kQwen2 =
 // normalization (NFC) would rewrite to other letters, so an editor or tool
 // that normalizes this file cannot silently change them.
 const char* const kDeepseekLetters =
-    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-"
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-"
+    "Ᏽᏸ-"
     "ᏽᲐ-"
     "ᲺᲽ-"
     "Ჿᴀ-"
@@ -176,6 +177,10 @@ class MatchText {
     subject_ = owned_;
   }
 
+  // subject_ may point into owned_: not copyable.
+  MatchText(const MatchText&) = delete;
+  MatchText& operator=(const MatchText&) = delete;
+
   std::string_view subject() const { return subject_; }
 
   // Converts ascending piece ends from subject offsets to original offsets.
@@ -199,6 +204,7 @@ class MatchText {
   static bool substitute_spaces(std::string_view valid, std::string& out) {
     const pcre2_code* re = non_ascii_space_regex();
     MatchData md(pcre2_match_data_create(1, nullptr));
+    if (!md) fail("pre-tokenizer: out of memory");
     auto subj = reinterpret_cast<PCRE2_SPTR>(valid.data());
     size_t copied = 0;
     bool any = false;
@@ -278,7 +284,9 @@ struct MatchContextDeleter {
 // resulting piece ends (matches and the gaps between them) to `out`.
 class PieceMatcher {
  public:
-  PieceMatcher() : md_(pcre2_match_data_create(1, nullptr)) {}
+  PieceMatcher() : md_(pcre2_match_data_create(1, nullptr)) {
+    if (!md_) fail("pre-tokenizer: out of memory");
+  }
 
   void split_piece(const pcre2_code* re, std::string_view subject, size_t begin, size_t end,
                    std::vector<size_t>& out) {
@@ -294,6 +302,7 @@ class PieceMatcher {
       if (ov[1] == ov[0]) {
         // None of our patterns can match empty; should one, step over a
         // code point rather than emit an empty word.
+        if (ov[0] >= len) break;
         search = ov[0] + utf8_len_from_lead(static_cast<uint8_t>(subject[begin + ov[0]]));
         continue;
       }
