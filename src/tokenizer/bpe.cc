@@ -90,7 +90,9 @@ void BpeEncoder::encode_word(std::string_view word, Session& s, std::vector<int3
 }
 
 void BpeEncoder::merge_word(std::string_view word, Session& s, std::vector<int32_t>& out) const {
-  TKV_CHECK(word.size() < UINT32_MAX / 4);
+  // Offsets are 32-bit (the byte-level spelling takes up to 2 bytes a byte).
+  if (word.size() >= UINT32_MAX / 2)
+    fail("tokenizer: a word of ", word.size(), " bytes is too long");
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   s.spelled.clear();
   s.spelled_offsets.clear();

@@ -25,7 +25,8 @@ bool SpmEncoder::vocab_has_no_inner_space(const std::vector<std::string>& tokens
 }
 
 void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
-  TKV_CHECK(text.size() < UINT32_MAX);
+  // Symbol offsets are 32-bit.
+  if (text.size() >= UINT32_MAX) fail("tokenizer: a text of ", text.size(), " bytes is too long");
   std::vector<Symbol> symbols;
   std::vector<Bigram> heap;
   if (!words_are_independent_) {
