@@ -1,5 +1,6 @@
 #include "generation.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/error.h"
@@ -9,9 +10,13 @@ namespace tkv::cli {
 
 namespace {
 
-kv::KvShape shape_for(const model::Model& model, int ctx) {
+// Under a window policy the cache keeps only sinks + the newest W tokens, so
+// memory is bounded whatever the sequence length, and positions may run past
+// -c (docs/ARCHITECTURE.md): the shape's limit is lifted then. Nothing in the
+// cache is sized by max_tokens.
+kv::KvShape shape_for(const model::Model& model, int ctx, const kv::KvConfig& kv) {
   kv::KvShape shape = model.kv_shape(ctx);
-  shape.max_tokens = ctx;
+  shape.max_tokens = kv.window > 0 ? std::numeric_limits<int32_t>::max() : ctx;
   return shape;
 }
 
@@ -21,20 +26,20 @@ InferenceSession::InferenceSession(const model::Model& model, const tok::Tokeniz
                                    int ctx, const kv::KvConfig& kv, int threads, int ubatch)
     : model_(model),
       tokenizer_(tokenizer),
-      cache_(shape_for(model, ctx), kv),
+      cache_(shape_for(model, ctx, kv), kv),
       pool_(threads),
-      ubatch_(ubatch) {}
+      ubatch_(ubatch),
+      context_size_(ctx) {}
 
 int64_t InferenceSession::room() const {
-  if (cache_.config().window > 0) return std::numeric_limits<int64_t>::max();
   return cache_.shape().max_tokens - cache_.n_tokens();
 }
 
 void InferenceSession::feed(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
   if (int64_t(tokens.size()) > room())
-    fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ",
-         cache_.shape().max_tokens, " (-c)");
+    fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
+         " (-c)");
   model_.eval(
       cache_, tokens, pool_,
       [this](int64_t, std::span<const float> logits) {
@@ -91,7 +96,9 @@ GenerateResult generate(InferenceSession& session, sample::Sampler& sampler,
     const auto& logits = session.logits();
     const int32_t id = sampler.sample(logits.data(), int(logits.size()));
     sampler.accept(id);
-    if (options.stop_at_eog && tokenizer.is_eog(id)) {
+    if (options.stop_at_eog &&
+        (tokenizer.is_eog(id) || std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
+                                           id) != options.stop_tokens.end())) {
       result.reason = StopReason::kEndOfText;
       break;
     }

@@ -35,10 +35,11 @@ class InferenceSession {
 
   // Every token fed so far, in order (what the cache has seen).
   const std::vector<int32_t>& tokens() const { return tokens_; }
-  // Tokens that can still be fed before the context is full; unlimited under
-  // a window policy (old tokens are evicted).
+  // Tokens that can still be fed before the context is full; practically
+  // unlimited (2^31 positions) under a window policy, which evicts old tokens.
   int64_t room() const;
-  int64_t context_size() const { return cache_.shape().max_tokens; }
+  // -c; under a window policy the sequence may grow past it (see room()).
+  int64_t context_size() const { return context_size_; }
 
   // Evaluates `tokens` after the current ones (prefill chunks of ubatch) and
   // keeps the logits of the last. tkv::Error, before any change, if they do
@@ -61,6 +62,7 @@ class InferenceSession {
   int ubatch_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  int64_t context_size_;
 };
 
 enum class StopReason {
@@ -75,6 +77,9 @@ const char* stop_reason_name(StopReason reason);
 struct GenerateOptions {
   int64_t max_tokens = -1;  // < 0: no limit (until EOG or the context is full)
   bool stop_at_eog = true;  // false: --ignore-eos
+  // More tokens that end the reply like EOG ones (a chat template's end-of-turn
+  // markers); ignored with stop_at_eog = false.
+  std::vector<int32_t> stop_tokens;
   const std::atomic<bool>* interrupt = nullptr;
 };
 

@@ -51,6 +51,9 @@ double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, 
 }  // namespace
 
 std::string describe_model(const gguf::GgufFile& file) {
+  // Vocabulary files from llama.cpp carry a full model's metadata but no tensors.
+  if (!file.find_tensor("token_embd.weight"))
+    fail("no token_embd.weight tensor: a vocabulary or session file, not a model");
   const model::ModelConfig c = model::ModelConfig::from_gguf(file);
   uint64_t n_params = 0, n_bytes = 0;
   for (const auto& t : file.tensors()) {

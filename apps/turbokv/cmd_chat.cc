@@ -1,0 +1,237 @@
+// `turbokv chat`: an interactive conversation (the REPL around ChatSession).
+//
+// Lines come from stdin (a terminal or a pipe); each non-command line is a
+// user message, and a line ending in '\' continues on the next one. Replies
+// stream to stdout; status messages go to stderr. Ctrl-C while a reply is
+// being generated stops the reply; Ctrl-C at the prompt, or the end of the
+// input, ends the program.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "chat_session.h"
+#include "command_registry.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+#include "common_flags.h"
+#include "line_reader.h"
+#include "model/model.h"
+
+namespace tkv::cli {
+namespace {
+
+// Raised by SIGINT; lock-free, so safe to store from a signal handler.
+std::atomic<bool> g_interrupt{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  g_interrupt.store(true);
+}
+
+void install_sigint_handler() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked read() returns EINTR
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+constexpr const char* kCommandHelp =
+    "commands:\n"
+    "  /clear        forget the conversation (keeps the system prompt)\n"
+    "  /save FILE    save the conversation and its KV cache (FILE and FILE.json)\n"
+    "  /load FILE    continue a saved conversation\n"
+    "  /stats        context use, KV cache memory, speed of the last reply\n"
+    "  /help         this list\n"
+    "  /quit         leave (so do Ctrl-C at the prompt and end of input)\n"
+    "a line ending in '\\' continues on the next line; Ctrl-C stops a reply.\n";
+
+void out(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::string rate(int64_t tokens, double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", seconds > 0 ? double(tokens) / seconds : 0.0);
+  return buf;
+}
+
+std::string stats_text(ChatSession& chat, const ChatReply* last) {
+  InferenceSession& s = chat.session();
+  const kv::KvStats kv = s.cache().stats();
+  std::string text = str("context: ", s.tokens().size(), " of ", s.context_size(), " tokens");
+  if (s.cache().config().window > 0) text += str(" (window: ", kv.tokens_kept, " kept)");
+  text += str(", ", chat.messages().size(), " messages\n");
+  text += str("KV cache: ", format_bytes(kv.persistent_bytes), " persistent (",
+              format_bytes(kv.page_bytes), " pages, ", format_bytes(kv.f16_bytes), " f16), ",
+              format_bytes(kv.peak_scratch_bytes), " peak scratch; ", s.cache().config().describe(),
+              "\n");
+  text += str("memory: peak RSS ", format_bytes(peak_rss_bytes()), ", model ",
+              format_bytes(s.model().weight_bytes()), "\n");
+  if (last)
+    text += str("last reply: prompt ", last->prompt_tokens, " tok at ",
+                rate(last->prompt_tokens, last->prefill_seconds), " tok/s, ",
+                last->generation.n_generated, " generated, decode ",
+                rate(last->generation.n_decoded, last->generation.decode_seconds), " tok/s (",
+                stop_reason_name(last->generation.reason), ")\n");
+  return text;
+}
+
+constexpr const char* kContextAdvice =
+    "use /clear to start over, or restart with a larger -c or --kv-window N";
+
+// Runs one slash command; false for /quit.
+bool handle_command(const std::string& line, ChatSession& chat, const ChatReply* last) {
+  const size_t space = line.find(' ');
+  const std::string cmd = line.substr(0, space);
+  std::string arg = space == std::string::npos ? "" : line.substr(space + 1);
+  while (!arg.empty() && arg.back() == ' ') arg.pop_back();
+  while (!arg.empty() && arg.front() == ' ') arg.erase(0, 1);
+  if (cmd == "/quit" || cmd == "/exit") return false;
+  if (cmd == "/help") {
+    out(kCommandHelp);
+  } else if (cmd == "/clear") {
+    chat.clear();
+    std::fprintf(stderr, "turbokv: conversation cleared\n");
+  } else if (cmd == "/stats") {
+    out(stats_text(chat, last));
+  } else if (cmd == "/save" || cmd == "/load") {
+    if (arg.empty()) fail(cmd, " needs a file name, e.g. ", cmd, " chat.session");
+    if (cmd == "/save") {
+      chat.save(arg);
+      std::fprintf(stderr, "turbokv: saved %zu tokens, %zu messages to %s\n",
+                   chat.session().tokens().size(), chat.messages().size(), arg.c_str());
+    } else {
+      const std::string warning = chat.load(arg);
+      std::fprintf(stderr, "turbokv: loaded %zu tokens, %zu messages from %s\n",
+                   chat.session().tokens().size(), chat.messages().size(), arg.c_str());
+      if (!warning.empty()) std::fprintf(stderr, "turbokv: warning: %s\n", warning.c_str());
+    }
+  } else {
+    fail("unknown command ", cmd, " (/help lists them)");
+  }
+  return true;
+}
+
+int chat_main(std::span<const std::string> args) {
+  ModelFlags model_flags;
+  ThreadFlags thread_flags;
+  ContextFlags context_flags;
+  KvFlags kv_flags;
+  SamplingFlags sampling_flags;
+  std::string system_prompt, template_name;
+  std::vector<std::string> stops;
+  int n_predict = -1;
+  bool verbose = false;
+  FlagParser flags("chat", "turbokv chat -m MODEL [--system TEXT] [flags]",
+                   "An interactive conversation using the model's chat template. The KV cache\n"
+                   "is kept across turns: each turn feeds only its new tokens. Type /help for\n"
+                   "the commands (/clear /save /load /stats /quit).");
+  model_flags.add_to(flags);
+  flags.section("conversation");
+  flags.add_string({"--system"}, "TEXT", "system prompt", &system_prompt);
+  flags.add_string({"--chat-template"}, "NAME",
+                   "override the template the model's metadata names: chatml, llama2,\n"
+                   "llama2-sys, mistral-v1, mistral-v3, mistral-v7, llama3, gemma, phi3, ...",
+                   &template_name);
+  flags.add_strings({"--stop"}, "STR", "end a reply at STR (repeatable; not shown)", &stops);
+  flags.add_int({"-n", "--n-predict"}, "N",
+                "at most N tokens per reply; -1 = until end of turn (default -1)", &n_predict, -1);
+  flags.add_bool({"--verbose"}, "print settings and per-reply speed on stderr", &verbose);
+  flags.section("compute");
+  thread_flags.add_to(flags);
+  context_flags.add_to(flags);
+  kv_flags.add_to(flags);
+  sampling_flags.add_to(flags);
+  if (!flags.parse(args)) return 0;
+
+  const kv::KvConfig kv_config = kv_flags.config();
+  const sample::SamplerConfig sampling = sampling_flags.config();
+  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
+  if (!template_name.empty()) chat_template = tok::ChatTemplate::by_name(template_name);
+  const auto model = model_flags.load("chat");
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  if (template_name.empty()) chat_template = tok::ChatTemplate::for_tokenizer(tokenizer);
+  if (!chat_template.warning().empty())
+    std::fprintf(stderr, "turbokv: warning: %s\n", chat_template.warning().c_str());
+
+  InferenceSession session(*model, tokenizer, context_flags.context_for(*model), kv_config,
+                           thread_flags.count(), context_flags.ubatch);
+  ChatSession chat(session, chat_template, sampling, system_prompt, stops);
+  std::fprintf(stderr, "turbokv chat: %s, template %s, context %lld, kv %s, sampling %s\n",
+               model->config().describe().c_str(), chat_template.name().c_str(),
+               static_cast<long long>(session.context_size()), kv_config.describe().c_str(),
+               describe_sampling(sampling).c_str());
+  std::fprintf(stderr, "type a message, /help for commands\n");
+
+  install_sigint_handler();
+  const bool interactive = ::isatty(0) == 1;
+  LineReader reader(0, &g_interrupt);
+  ChatReply last;
+  bool have_last = false;
+  while (true) {
+    if (interactive) out("> ");
+    std::string line, more;
+    LineReader::Status status = reader.read_line(line);
+    while (status == LineReader::Status::kLine && !line.empty() && line.back() == '\\') {
+      line.back() = '\n';
+      if (interactive) out(". ");
+      status = reader.read_line(more);
+      if (status == LineReader::Status::kLine) line += more;
+    }
+    if (status != LineReader::Status::kLine) {
+      if (interactive) out("\n");
+      break;
+    }
+    if (line.empty()) continue;
+    if (line[0] == '/') {
+      try {
+        if (!handle_command(line, chat, have_last ? &last : nullptr)) break;
+      } catch (const Error& e) {
+        // A failed command (e.g. /load of a missing file) leaves the
+        // conversation as it was; the chat goes on.
+        std::fprintf(stderr, "turbokv: error: %s\n", e.what());
+      }
+      continue;
+    }
+    g_interrupt.store(false);
+    last = chat.respond(line, n_predict, &g_interrupt, out);
+    have_last = true;
+    if (last.no_room) {
+      std::fprintf(
+          stderr, "turbokv: context full (%zu of %lld tokens): this message does not fit; %s\n",
+          session.tokens().size(), static_cast<long long>(session.context_size()), kContextAdvice);
+      continue;
+    }
+    out("\n");
+    if (last.generation.reason == StopReason::kInterrupted) {
+      std::fprintf(stderr, "turbokv: reply stopped (Ctrl-C)\n");
+      g_interrupt.store(false);
+    } else if (last.generation.reason == StopReason::kContextFull) {
+      std::fprintf(stderr, "turbokv: context full (%lld tokens): reply cut; %s\n",
+                   static_cast<long long>(session.context_size()), kContextAdvice);
+    }
+    if (verbose)
+      std::fprintf(stderr,
+                   "[prompt %lld tok in %.3f s, %lld generated, %lld fed back, decode %s tok/s, "
+                   "%s]\n",
+                   static_cast<long long>(last.prompt_tokens), last.prefill_seconds,
+                   static_cast<long long>(last.generation.n_generated),
+                   static_cast<long long>(last.generation.n_decoded),
+                   rate(last.generation.n_decoded, last.generation.decode_seconds).c_str(),
+                   stop_reason_name(last.generation.reason));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tkv::cli
+
+TKV_REGISTER_COMMAND(chat, "interactive multi-turn chat (KV cache reused across turns)",
+                     tkv::cli::chat_main);

@@ -1,0 +1,151 @@
+// `turbokv chat` driven through a pipe.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "cli_runner.h"
+#include "test_util.h"
+
+namespace tkv::test {
+namespace {
+
+std::vector<std::string> chat_args(const std::string& model) {
+  // stories260K has no chat template: chatml is used (with a warning).
+  // stories260K's trained context is 128 tokens: room for a few turns.
+  return {"chat", "-m", model, "--temp", "0", "-n", "12", "-t", "1", "--verbose", "-c", "512"};
+}
+
+struct Turn {
+  long prompt_tokens, generated, fed_back;
+};
+
+// The per-reply lines of --verbose: "[prompt P tok in S s, G generated, D fed back, ...]".
+std::vector<Turn> turns(const std::string& err) {
+  std::vector<Turn> out;
+  static const std::regex re(R"(\[prompt (\d+) tok in [0-9.]+ s, (\d+) generated, (\d+) fed back)");
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator();
+       ++it)
+    out.push_back({std::stol((*it)[1]), std::stol((*it)[2]), std::stol((*it)[3])});
+  return out;
+}
+
+long context_tokens(const std::string& stats) {
+  static const std::regex re(R"(context: (\d+) of)");
+  std::smatch m;
+  return std::regex_search(stats, m, re) ? std::stol(m[1]) : -1;
+}
+
+TEST(CliChat, TurnsReuseTheCacheAndSaveLoadContinues) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string session = temp_dir() + "/chat.session";
+  const CliResult a =
+      run_cli(chat_args(model), "Tell me about Lily\nWhat did she see\n/stats\n/save " + session +
+                                    "\nWho was there\n");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto t = turns(a.err);
+  ASSERT_EQ(t.size(), 3u) << a.err;
+  // Turn 2 feeds only its own text: less than turn 1's prompt plus its reply.
+  EXPECT_LT(t[1].prompt_tokens, t[0].prompt_tokens + t[0].fed_back);
+  // The context is exactly what was fed, turn by turn (nothing re-prefilled).
+  EXPECT_EQ(context_tokens(a.out),
+            t[0].prompt_tokens + t[0].fed_back + t[1].prompt_tokens + t[1].fed_back)
+      << a.out;
+  EXPECT_NE(a.err.find("saved "), std::string::npos) << a.err;
+  ASSERT_TRUE(std::filesystem::exists(session));
+  ASSERT_TRUE(std::filesystem::exists(session + ".json"));
+
+  // A new process continues from the saved conversation: its reply to the
+  // third message is the one the first process gave, and its context is the
+  // saved one plus the new turn.
+  const CliResult b = run_cli(chat_args(model), "/load " + session + "\nWho was there\n/stats\n");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const std::string loaded =
+      "loaded " +
+      std::to_string(t[0].prompt_tokens + t[0].fed_back + t[1].prompt_tokens + t[1].fed_back) +
+      " tokens, 4 messages";
+  EXPECT_NE(b.err.find(loaded), std::string::npos) << b.err;
+  const auto tb = turns(b.err);
+  ASSERT_EQ(tb.size(), 1u) << b.err;
+  EXPECT_EQ(tb[0].prompt_tokens, t[2].prompt_tokens);
+  const std::string reply = b.out.substr(0, b.out.find("context: "));
+  ASSERT_GT(reply.size(), 5u);
+  EXPECT_EQ(a.out.substr(a.out.size() - reply.size()), reply);
+  EXPECT_EQ(context_tokens(b.out), context_tokens(a.out) + tb[0].prompt_tokens + tb[0].fed_back);
+}
+
+TEST(CliChat, CommandsClearHelpAndErrorsKeepTheChatGoing) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string missing = temp_dir() + "/none.session";
+  const CliResult r =
+      run_cli(chat_args(model), "/help\nHello\n/load " + missing +
+                                    "\n/bogus\n/clear\n/stats\nHello\n/quit\nafter quit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("/save FILE"), std::string::npos);
+  EXPECT_NE(r.err.find("turbokv: error: " + missing + ": session file does not exist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("unknown command /bogus"), std::string::npos);
+  EXPECT_NE(r.err.find("conversation cleared"), std::string::npos);
+  EXPECT_NE(r.out.find("context: 0 of"), std::string::npos) << r.out;
+  // After /clear the same message starts the same conversation: same reply.
+  const auto t = turns(r.err);
+  ASSERT_EQ(t.size(), 2u) << r.err;  // "after quit" is never read
+  EXPECT_EQ(t[0].prompt_tokens, t[1].prompt_tokens);
+}
+
+TEST(CliChat, StopStringsEndTheReplyAndAreNotShown) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = chat_args(model);
+  args[6] = "60";  // -n
+  const CliResult plain = run_cli(args, "Tell me a story\n");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // Stop at the first " the" the model writes (a common word in its stories).
+  const size_t at = plain.out.find(" the");
+  ASSERT_NE(at, std::string::npos) << plain.out;
+  args.insert(args.end(), {"--stop", " the"});
+  const CliResult stopped = run_cli(args, "Tell me a story\n");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(stopped.out, plain.out.substr(0, at) + "\n");
+  EXPECT_NE(stopped.err.find("stop string]"), std::string::npos) << stopped.err;
+}
+
+TEST(CliChat, ContextFullIsReported) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = chat_args(model);
+  args.insert(args.end(), {"-c", "96"});
+  const CliResult r = run_cli(args,
+                              "Hello\nTell me a long story about a girl and her dog\n"
+                              "And then what happened next in the story\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/clear"), std::string::npos);
+}
+
+TEST(CliChat, LoadRejectsOtherKvSettings) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string session = temp_dir() + "/chat.session";
+  ASSERT_EQ(run_cli(chat_args(model), "Hello\n/save " + session + "\n").exit_code, 0);
+  auto args = chat_args(model);
+  args.insert(args.end(), {"--kv", "k4v2"});
+  const CliResult r = run_cli(args, "/load " + session + "\n/stats\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("saved with KV settings"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("context: 0 of"), std::string::npos) << r.out;  // unchanged
+}
+
+TEST(CliChat, ExplicitTemplateAndSystemPrompt) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = chat_args(model);
+  args.insert(args.end(), {"--chat-template", "llama3", "--system", "Be brief."});
+  const CliResult r = run_cli(args, "Hi\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("template llama3"), std::string::npos) << r.err;
+  args.insert(args.end(), {"--chat-template", "nonsense"});
+  const CliResult bad = run_cli(args, "Hi\n");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("nonsense"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tkv::test
