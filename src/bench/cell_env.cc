@@ -1,0 +1,84 @@
+#include "bench/cell_env.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "bench/kv_configs.h"
+#include "common/error.h"
+
+namespace tkv::bench {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int32_t bos_token(const model::Model& m) {
+  if (const auto id = m.gguf().get_int("tokenizer.ggml.bos_token_id"))
+    if (*id >= 0 && *id < m.config().n_vocab) return int32_t(*id);
+  return m.config().n_vocab > 1 ? 1 : 0;
+}
+
+}  // namespace
+
+CellModel load_cell_model(const Json& request) {
+  CellModel m;
+  m.path = request.at("model").get<std::string>();
+  const int threads = request.value("threads", 1);
+  m.ubatch = request.value("ubatch", 512);
+  if (threads < 1) fail("threads must be at least 1");
+  m.model = model::Model::load(m.path);
+  m.pool = std::make_unique<ThreadPool>(threads);
+  return m;
+}
+
+kv::KvConfig cell_kv_config(const Json& request, const model::Model& model) {
+  kv::KvConfig c = bench_kv_from_json(request.at("kv")).config;
+  const uint64_t limit = request.value("mem_limit_bytes", uint64_t(0));
+  if (limit > 0) {
+    const uint64_t file = model.file_bytes();
+    c.budget_bytes = limit > file ? limit - file : 1;
+  }
+  return c;
+}
+
+std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint64_t seed) {
+  std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
+  const int32_t vocab = model.config().n_vocab;
+  const int32_t lo = vocab / 2, span = std::max(1, vocab - lo);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = splitmix64(seed * 0x100000001b3ull + uint64_t(i));
+    ids[size_t(i)] = lo + int32_t(r % uint64_t(span));
+  }
+  if (n > 0) ids[0] = bos_token(model);
+  return ids;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  TKV_CHECK(!logits.empty());
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = i;
+  return int32_t(best);
+}
+
+Json model_facts(const CellModel& m) {
+  const auto& c = m.model->config();
+  return {{"path", m.path},
+          {"file", std::filesystem::path(m.path).filename().string()},
+          {"describe", c.describe()},
+          {"n_layers", c.n_layers},
+          {"n_heads", c.n_heads},
+          {"n_kv_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim},
+          {"n_vocab", c.n_vocab},
+          {"n_ctx_train", c.n_ctx_train},
+          {"file_bytes", m.model->file_bytes()},
+          {"weight_bytes", m.model->weight_bytes()}};
+}
+
+}  // namespace tkv::bench

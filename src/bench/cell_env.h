@@ -1,0 +1,47 @@
+// What the model-based cells share: loading the model named in the request,
+// the thread pool, the KV configuration (with the memory limit turned into a
+// KV budget), deterministic synthetic prompts, greedy picks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+#include "common/thread_pool.h"
+#include "kv/kv_config.h"
+#include "model/model.h"
+
+namespace tkv::bench {
+
+struct CellModel {
+  std::string path;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<ThreadPool> pool;
+  int ubatch = 512;
+};
+
+// request: "model", "threads", "ubatch".
+CellModel load_cell_model(const Json& request);
+
+// request["kv"] (a BenchKv) -> KvConfig. With request["mem_limit_bytes"] > 0
+// the KV page budget becomes the limit minus the model file: a KV cache that
+// cannot fit next to the model fails cleanly (KvBudgetExceeded) before it
+// allocates.
+kv::KvConfig cell_kv_config(const Json& request, const model::Model& model);
+
+// `n` deterministic pseudo-random token ids (splitmix64 of seed and index)
+// from the upper half of the vocabulary -- never the special tokens, which
+// GGUF vocabularies put first -- with BOS (when the vocabulary has one,
+// else id 1) at index 0. Content does not matter for memory and speed: the
+// work per token is the same for any id.
+std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint64_t seed);
+
+int32_t argmax(std::span<const float> logits);
+
+// Facts about the model for result rows.
+Json model_facts(const CellModel& m);
+
+}  // namespace tkv::bench

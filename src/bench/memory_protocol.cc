@@ -1,0 +1,170 @@
+#include "bench/memory_protocol.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "bench/cell_env.h"
+#include "bench/kv_configs.h"
+#include "bench/process_memory.h"
+#include "bench/protocols.h"
+#include "bench/table.h"
+#include "bench/units.h"
+#include "common/timer.h"
+
+namespace tkv::bench {
+
+Json memory_cell(const Json& req) {
+  const int64_t ctx = req.at("ctx").get<int64_t>();
+  const int decode_tokens = req.value("decode_tokens", 4);
+  const MemorySnapshot start = memory_snapshot("");
+
+  CellModel m = load_cell_model(req);
+  const model::Model& model = *m.model;
+  const MemorySnapshot loaded = memory_snapshot(m.path);
+  kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), cell_kv_config(req, model));
+  const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
+
+  // Prefill, chunked; only the last token's logits are computed.
+  std::vector<float> logits;
+  Stopwatch prefill_clock;
+  logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
+  const double prefill_s = prefill_clock.seconds();
+  const MemorySnapshot after_prefill = memory_snapshot(m.path);
+  const kv::KvStats prefill_stats = cache.stats();
+  const uint64_t model_scratch_prefill = model.scratch_bytes();
+
+  // Decode, greedy, with the peak reset so that it is measured on its own.
+  const bool peak_reset = reset_peak_rss();
+  cache.reset_peak_scratch();
+  Stopwatch decode_clock;
+  for (int i = 0; i < decode_tokens; ++i) {
+    const int32_t next = argmax(logits);
+    logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
+  }
+  const double decode_s = decode_clock.seconds();
+  const MemorySnapshot after_decode = memory_snapshot(m.path);
+  const kv::KvStats decode_stats = cache.stats();
+
+  const uint64_t peak = std::max(after_prefill.peak_rss, after_decode.peak_rss);
+  const uint64_t model_resident =
+      std::max({loaded.model_resident, after_prefill.model_resident, after_decode.model_resident});
+  Json r;
+  r["status"] = "ok";
+  r["model"] = model_facts(m);
+  r["kv_describe"] = cache.config().describe();
+  r["tokens"] = cache.n_tokens();
+  r["peak_rss_bytes"] = peak;
+  r["model_file_bytes"] = model.file_bytes();
+  r["model_resident_bytes"] = model_resident;
+  r["peak_rss_minus_model_bytes"] = peak > model_resident ? peak - model_resident : 0;
+  r["kv_persistent_bytes"] = decode_stats.persistent_bytes;
+  r["kv_page_bytes"] = decode_stats.page_bytes;
+  r["kv_f16_bytes"] = decode_stats.f16_bytes;
+  r["kv_layer_bytes"] = decode_stats.layer_bytes;
+  r["kv_pages"] = decode_stats.pages_allocated;
+  r["k_bytes_per_token_head"] = decode_stats.k_bytes_per_token_head;
+  r["v_bytes_per_token_head"] = decode_stats.v_bytes_per_token_head;
+  r["kv_peak_scratch_bytes"] =
+      std::max(prefill_stats.peak_scratch_bytes, decode_stats.peak_scratch_bytes);
+  r["model_scratch_bytes"] = std::max(model_scratch_prefill, model.scratch_bytes());
+  r["peak_scratch_bytes"] =
+      r["kv_peak_scratch_bytes"].get<uint64_t>() + r["model_scratch_bytes"].get<uint64_t>();
+  r["phases"] = {{"start", to_json(start)},
+                 {"after_load", to_json(loaded)},
+                 {"prefill",
+                  {{"tokens", ctx},
+                   {"seconds", prefill_s},
+                   {"tok_per_s", prefill_s > 0 ? double(ctx) / prefill_s : 0.0},
+                   {"memory", to_json(after_prefill)},
+                   {"kv_persistent_bytes", prefill_stats.persistent_bytes},
+                   {"kv_peak_scratch_bytes", prefill_stats.peak_scratch_bytes},
+                   {"model_scratch_bytes", model_scratch_prefill}}},
+                 {"decode",
+                  {{"tokens", decode_tokens},
+                   {"seconds", decode_s},
+                   {"peak_reset", peak_reset},
+                   {"memory", to_json(after_decode)},
+                   {"kv_persistent_bytes", decode_stats.persistent_bytes},
+                   {"kv_peak_scratch_bytes", decode_stats.peak_scratch_bytes}}}};
+  return r;
+}
+
+std::vector<PlannedCell> plan_memory(const CommonOptions& o, const MemoryOptions& m,
+                                     const ModelInfo& info) {
+  std::vector<PlannedCell> cells;
+  for (const int64_t ctx : m.ctx)
+    for (const auto& kv : o.kv) {
+      PlannedCell c;
+      c.label = "memory " + kv.label + " ctx " + token_count_label(ctx);
+      c.cost = estimate_flops(info, ctx, m.decode_tokens);
+      c.identity = {{"kv", kv.label},
+                    {"policy", policy_label(kv.config)},
+                    {"f16_baseline", is_f16_baseline(kv.config)},
+                    {"ctx", ctx}};
+      c.request = request_base(o, "memory");
+      c.request["kv"] = bench_kv_to_json(kv);
+      c.request["ctx"] = ctx;
+      c.request["decode_tokens"] = m.decode_tokens;
+      cells.push_back(std::move(c));
+    }
+  return cells;
+}
+
+Json summarize_memory(const MemoryOptions& m, std::vector<Json> rows) {
+  Json headline = Json::array();
+  for (const auto& row : rows) {
+    Json h = {{"kv", row["kv"]}, {"ctx", row["ctx"]}, {"status", row["status"]}};
+    if (result_ok(row)) {
+      h["peak_rss_minus_model_bytes"] = row["peak_rss_minus_model_bytes"];
+      h["kv_persistent_bytes"] = row["kv_persistent_bytes"];
+      // The f16 row at the same context, if it ran.
+      for (const auto& base : rows) {
+        if (base["ctx"] != row["ctx"] || !base.value("f16_baseline", false) || !result_ok(base))
+          continue;
+        const double b = base["peak_rss_minus_model_bytes"].get<double>();
+        const double kvb = base["kv_persistent_bytes"].get<double>();
+        if (b > 0) h["ratio_to_f16"] = row["peak_rss_minus_model_bytes"].get<double>() / b;
+        if (kvb > 0) h["kv_ratio_to_f16"] = row["kv_persistent_bytes"].get<double>() / kvb;
+        break;
+      }
+    } else {
+      h["reason"] = row.value("reason", "");
+    }
+    headline.push_back(std::move(h));
+  }
+  return {{"options", {{"ctx", m.ctx}, {"decode_tokens", m.decode_tokens}}},
+          {"rows", rows},
+          {"headline", headline}};
+}
+
+std::string memory_markdown(const Json& section) {
+  Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model", "vs f16",
+           "KV persistent", "K/V B/token/head", "peak scratch (KV + act.)", "RSS after prefill",
+           "decode peak", "prefill tok/s"});
+  const auto& rows = section["rows"];
+  const auto& head = section["headline"];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Json& r = rows[i];
+    if (!result_ok(r)) {
+      t.add({r["kv"], r["policy"], token_count_label(r["ctx"].get<int64_t>()),
+             r["status"].get<std::string>() + ": " + r.value("reason", ""), "", "", "", "", "", "",
+             "", "", "", ""});
+      continue;
+    }
+    const auto& ph = r["phases"];
+    t.add({r["kv"], r["policy"], token_count_label(r["ctx"].get<int64_t>()), "ok",
+           fmt_bytes(r["peak_rss_bytes"]), fmt_bytes(r["model_resident_bytes"]),
+           fmt_bytes(r["peak_rss_minus_model_bytes"]),
+           head[i].contains("ratio_to_f16") ? fmt_fixed(head[i]["ratio_to_f16"], 3) + "x" : "",
+           fmt_bytes(r["kv_persistent_bytes"]),
+           fmt_fixed(r["k_bytes_per_token_head"], 1) + " / " +
+               fmt_fixed(r["v_bytes_per_token_head"], 1),
+           fmt_bytes(r["kv_peak_scratch_bytes"]) + " + " + fmt_bytes(r["model_scratch_bytes"]),
+           fmt_bytes(ph["prefill"]["memory"]["rss_bytes"]),
+           fmt_bytes(ph["decode"]["memory"]["peak_rss_bytes"]),
+           fmt_fixed(ph["prefill"]["tok_per_s"], 1)});
+  }
+  return t.markdown();
+}
+
+}  // namespace tkv::bench

@@ -1,0 +1,231 @@
+#include "bench/plots.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "bench/child_process.h"
+#include "common/atomic_file.h"
+
+namespace tkv::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A gnuplot single-quoted string ('' escapes a quote).
+std::string gp_string(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// Tic labels go through gnuplot's number formatting: '%' must be doubled.
+std::string tic_label(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return gp_string(out);
+}
+
+struct Series {
+  std::string title;
+  std::vector<std::vector<double>> points;  // columns per point
+};
+
+// One data file with an index block per series, and the plot command that draws them.
+std::string write_series(const std::string& dat_path, const std::vector<Series>& series,
+                         const std::string& using_cols, const std::string& style) {
+  std::ostringstream dat, cmd;
+  cmd << "plot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    dat << "# " << series[i].title << "\n";
+    for (const auto& p : series[i].points) {
+      for (size_t c = 0; c < p.size(); ++c) dat << (c ? " " : "") << p[c];
+      dat << "\n";
+    }
+    dat << "\n\n";
+    cmd << (i ? ", " : "") << gp_string(fs::path(dat_path).filename().string()) << " index " << i
+        << " using " << using_cols << " with " << style << " title " << gp_string(series[i].title);
+  }
+  write_file_atomic(dat_path, dat.str());
+  return cmd.str() + "\n";
+}
+
+std::string header(const std::string& png, const std::string& title, int w = 900, int h = 560) {
+  return "set terminal pngcairo noenhanced size " + std::to_string(w) + "," + std::to_string(h) +
+         " font ',10'\nset output " + gp_string(png) + "\nset title " + gp_string(title) +
+         "\nset grid\nset key outside right top\n";
+}
+
+bool run_gnuplot(const std::string& gnuplot, const std::string& dir, const std::string& script) {
+  // gnuplot runs in the report folder so that data files are found by name.
+  const std::string cmd = "cd " + gp_string(dir) + " && " + gp_string(gnuplot) + " " +
+                          gp_string(fs::path(script).filename().string());
+  const ChildResult r = run_child({"/bin/sh", "-c", cmd}, {});
+  return r.exit_code == 0;
+}
+
+std::string model_name(const Json& report) {
+  return report.contains("model") && report["model"].is_object()
+             ? report["model"].value("file", std::string())
+             : std::string();
+}
+
+// Each plot: (png name, script text); empty script = nothing to draw.
+std::vector<std::pair<std::string, std::string>> build_scripts(const Json& report,
+                                                               const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string model = model_name(report);
+  if (report.contains("memory")) {
+    std::map<std::string, Series> by_kv;
+    std::vector<std::string> order;
+    for (const auto& r : report["memory"]["rows"]) {
+      if (r.value("status", "") != "ok") continue;
+      const std::string kv = r["kv"].get<std::string>();
+      if (!by_kv.count(kv)) order.push_back(kv);
+      by_kv[kv].title = kv;
+      by_kv[kv].points.push_back({r["ctx"].get<double>(),
+                                  r["peak_rss_minus_model_bytes"].get<double>() / 1048576.0,
+                                  r["kv_persistent_bytes"].get<double>() / 1048576.0});
+    }
+    if (!order.empty()) {
+      std::vector<Series> s;
+      for (const auto& k : order) s.push_back(by_kv[k]);
+      std::string gp = header("memory.png", "Peak RSS minus model vs context (" + model + ")") +
+                       "set logscale x 2\nset xlabel 'context (tokens)'\nset ylabel 'MiB'\n" +
+                       write_series(dir + "/memory.dat", s, "1:2", "linespoints");
+      out.emplace_back("memory.png", gp);
+    }
+  }
+  if (report.contains("speed")) {
+    std::map<std::string, Series> by;
+    std::vector<std::string> order;
+    for (const auto& d : report["speed"]["decode"]) {
+      const std::string key =
+          d["kv"].get<std::string>() + " " + std::to_string(d["threads"].get<int>()) + "t";
+      if (!by.count(key)) order.push_back(key);
+      by[key].title = key;
+      by[key].points.push_back({std::max(1.0, d["depth"].get<double>()),
+                                d["median_ms"].get<double>(), d["min_ms"].get<double>(),
+                                d["max_ms"].get<double>()});
+    }
+    if (!order.empty()) {
+      std::vector<Series> s;
+      for (const auto& k : order) s.push_back(by[k]);
+      std::string gp = header("decode.png", "Decode ms/token vs depth (" + model + ")") +
+                       "set logscale x 2\nset xlabel 'depth (tokens; 0 drawn at 1)'\n"
+                       "set ylabel 'ms/token (median, min-max bars)'\n" +
+                       write_series(dir + "/decode.dat", s, "1:2:3:4", "yerrorlines");
+      out.emplace_back("decode.png", gp);
+    }
+  }
+  if (report.contains("recall")) {
+    const Json& hm = report["recall"]["heatmap"];
+    if (!hm["configs"].empty() && !hm["labels"].empty()) {
+      // One row per cell (x = depth column, y = configuration row, value):
+      // drawn as palette-filled boxes, which works for any grid size
+      // (gnuplot's "with image" needs at least 2 x 2).
+      std::ostringstream dat;
+      for (size_t y = 0; y < hm["accuracy"].size(); ++y) {
+        const Json& line = hm["accuracy"][y];
+        for (size_t x = 0; x < line.size(); ++x)
+          if (!line[x].is_null()) dat << x << " " << y << " " << line[x].get<double>() << "\n";
+      }
+      write_file_atomic(dir + "/recall.dat", dat.str());
+      std::string xt = "set xtics (", yt = "set ytics (";
+      for (size_t i = 0; i < hm["labels"].size(); ++i)
+        xt += (i ? ", " : "") + tic_label(hm["labels"][i].get<std::string>()) + " " +
+              std::to_string(i);
+      for (size_t i = 0; i < hm["configs"].size(); ++i)
+        yt += (i ? ", " : "") + tic_label(hm["configs"][i].get<std::string>()) + " " +
+              std::to_string(i);
+      const int h = 200 + 40 * int(hm["configs"].size());
+      std::string gp =
+          header("recall.png", "Recall of planted facts by depth (" + model + ")", 900, h) +
+          "unset grid\nunset key\nset xlabel 'fact depth in the prompt'\n" + xt + ")\n" + yt +
+          ")\nset cbrange [0:1]\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"
+          "set cblabel 'exact-match recall'\nset yrange [" +  // first configuration on top
+          std::to_string(hm["configs"].size() - 0.5) +
+          ":-0.5]\nset xrange [-0.5:" + std::to_string(hm["labels"].size() - 0.5) +
+          "]\nset style fill solid 1.0\nplot 'recall.dat' using 1:2:(0.5):(0.5):3 with boxxyerror "
+          "fillcolor palette, "
+          "'' using 1:2:(sprintf('%.0f', $3*100).'%') with labels\n";
+      out.emplace_back("recall.png", gp);
+    }
+  }
+  if (report.contains("kernel")) {
+    std::map<int, std::map<std::string, Series>> by_hd;
+    std::map<int, std::vector<std::string>> order;
+    for (const auto& r : report["kernel"]["table"]) {
+      if (r.value("status", "") != "ok") continue;
+      const int hd = r["head_dim"].get<int>();
+      const std::string key =
+          r["kv"].get<std::string>() + " " + std::to_string(r["threads"].get<int>()) + "t";
+      if (!by_hd[hd].count(key)) order[hd].push_back(key);
+      by_hd[hd][key].title = key;
+      by_hd[hd][key].points.push_back({r["depth"].get<double>(), r["us_median"].get<double>()});
+    }
+    for (auto& [hd, series] : by_hd) {
+      std::vector<Series> s;
+      for (const auto& k : order[hd]) s.push_back(series[k]);
+      const std::string png = "kernel_d" + std::to_string(hd) + ".png";
+      std::string gp =
+          header(png, "Decode attention time per token, head_dim " + std::to_string(hd) +
+                          ", 8 KV heads, GQA 4") +
+          "set logscale xy 2\nset xlabel 'depth (tokens)'\nset ylabel 'microseconds per token'\n" +
+          write_series(dir + "/kernel_d" + std::to_string(hd) + ".dat", s, "1:2", "linespoints");
+      out.emplace_back(png, gp);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  std::istringstream in(p);
+  std::string dir;
+  while (std::getline(in, dir, ':')) {
+    if (dir.empty()) continue;
+    const std::string full = dir + "/" + name;
+    if (::access(full.c_str(), X_OK) == 0) return full;
+  }
+  return {};
+}
+
+PlotResult write_plots(const Json& report, const std::string& dir) {
+  PlotResult res;
+  const auto scripts = build_scripts(report, dir);
+  for (const auto& [png, gp] : scripts)
+    write_file_atomic(dir + "/" + fs::path(png).stem().string() + ".gp", gp);
+  const std::string gnuplot = find_in_path("gnuplot");
+  if (gnuplot.empty()) {
+    res.skipped = "gnuplot not found in PATH (install gnuplot-nox); .gp scripts written";
+    return res;
+  }
+  for (const auto& [png, gp] : scripts) {
+    const std::string script = dir + "/" + fs::path(png).stem().string() + ".gp";
+    bool ok = run_gnuplot(gnuplot, dir, script);
+    if (!ok) {  // a gnuplot without cairo: the libgd png terminal
+      std::string alt = gp;
+      const size_t pos = alt.find("set terminal pngcairo noenhanced");
+      alt.replace(pos, std::string("set terminal pngcairo noenhanced").size(),
+                  "set terminal png noenhanced");
+      write_file_atomic(script, alt);
+      ok = run_gnuplot(gnuplot, dir, script);
+    }
+    if (ok && fs::exists(dir + "/" + png)) res.written.push_back(dir + "/" + png);
+  }
+  if (res.written.size() != scripts.size())
+    res.skipped =
+        "gnuplot failed on " + std::to_string(scripts.size() - res.written.size()) + " plot(s)";
+  return res;
+}
+
+}  // namespace tkv::bench

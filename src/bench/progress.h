@@ -1,0 +1,46 @@
+// Progress bar on stderr while cells run, with an estimate of the time left:
+// each cell carries a cost estimate (roughly its floating-point work), and
+// time left = elapsed x (cost remaining / cost done). On a terminal the bar
+// redraws in place every second; otherwise one line per cell is printed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace tkv::bench {
+
+class Progress {
+ public:
+  // enabled = false: silent (tests, --quiet).
+  Progress(double total_cost, int total_cells, bool enabled);
+  ~Progress();  // ends the bar line
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  void begin_cell(const std::string& label);
+  void end_cell(double cost);
+
+  // "1h02m", "3m05s", "12s".
+  static std::string format_duration(double seconds);
+
+ private:
+  void draw_locked();
+  void ticker();
+
+  const double total_cost_;
+  const int total_cells_;
+  const bool enabled_, tty_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  double done_cost_ = 0;
+  int done_cells_ = 0;
+  std::string label_;
+  double start_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tkv::bench

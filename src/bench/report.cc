@@ -1,0 +1,159 @@
+#include "bench/report.h"
+
+#include <sys/utsname.h>
+
+#include <ctime>
+#include <filesystem>
+
+#include "bench/child_process.h"
+#include "bench/kernel_protocol.h"
+#include "bench/memory_protocol.h"
+#include "bench/plots.h"
+#include "bench/quality_protocol.h"
+#include "bench/recall_protocol.h"
+#include "bench/speed_protocol.h"
+#include "bench/table.h"
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+
+namespace tkv::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Runs git in `dir`; "" on any failure.
+std::string git(const std::string& dir, const std::vector<std::string>& args) {
+  const std::string exe = find_in_path("git");
+  if (exe.empty() || dir.empty()) return {};
+  std::vector<std::string> argv{exe, "-C", dir};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ChildResult r = run_child(argv, {});
+  return r.exit_code == 0 ? trim(r.out) : std::string();
+}
+
+constexpr const char* kSections[] = {"memory", "speed", "recall", "quality", "kernel"};
+
+}  // namespace
+
+Json machine_info() {
+  const CpuInfo cpu = cpu_info();
+  utsname u{};
+  ::uname(&u);
+  return {{"cpu_model", cpu.model},
+          {"cpu_flags", cpu.flags},
+          {"logical_cpus", cpu.logical_cpus},
+          {"physical_cores", cpu.physical_cores},
+          {"total_memory_bytes", total_memory_bytes()},
+          {"kernel", std::string(u.sysname) + " " + u.release},
+          {"load_average_at_start", [] {
+             double l[3] = {0, 0, 0};
+             return getloadavg(l, 3) == 3 ? Json::array({l[0], l[1], l[2]}) : Json::array();
+           }()}};
+}
+
+Json git_info() {
+  std::error_code ec;
+  std::vector<std::string> dirs{fs::current_path(ec).string()};
+  try {
+    dirs.push_back(fs::path(self_executable()).parent_path().string());
+  } catch (const std::exception&) {
+  }
+  for (const auto& d : dirs) {
+    const std::string commit = git(d, {"rev-parse", "HEAD"});
+    if (commit.empty()) continue;
+    const std::string status = git(d, {"status", "--porcelain", "--untracked-files=no"});
+    return {{"commit", commit}, {"dirty", !status.empty()}};
+  }
+  return {{"commit", "unknown"}, {"dirty", nullptr}};
+}
+
+Json make_report(const ReportHeader& h) {
+  return {{"turbokv_bench_version", 1},     {"created_utc", utc_now()},
+          {"command_line", h.command_line}, {"git", git_info()},
+          {"machine", machine_info()},      {"threads", h.threads},
+          {"mem_limit", h.mem_limit},       {"model", h.model}};
+}
+
+std::string section_markdown(const std::string& name, const Json& section) {
+  if (name == "memory") return memory_markdown(section);
+  if (name == "speed") return speed_markdown(section);
+  if (name == "recall") return recall_markdown(section);
+  if (name == "quality") return quality_markdown(section);
+  if (name == "kernel") return kernel_markdown(section);
+  fail("internal error: unknown report section ", name);
+}
+
+std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files) {
+  std::string md = "# turbokv bench report\n\n";
+  const Json& m = report["machine"];
+  md += "- created: " + report["created_utc"].get<std::string>() + "\n";
+  md += "- machine: " + m["cpu_model"].get<std::string>() + ", " +
+        std::to_string(m["physical_cores"].get<int>()) + " cores / " +
+        std::to_string(m["logical_cpus"].get<int>()) + " threads, " +
+        fmt_bytes(m["total_memory_bytes"]) + "; load average at start " +
+        m["load_average_at_start"].dump() + "\n";
+  md += "- CPU flags: " + m["cpu_flags"].get<std::string>() + "\n";
+  md += "- git: " + report["git"]["commit"].get<std::string>() +
+        (report["git"]["dirty"] == true ? " (uncommitted changes)" : "") + "\n";
+  md += "- threads: " + std::to_string(report["threads"].get<int>()) + "\n";
+  if (report["model"].is_object())
+    md += "- model: " + report["model"]["file"].get<std::string>() + " (" +
+          report["model"]["describe"].get<std::string>() + ", " +
+          fmt_bytes(report["model"]["file_bytes"]) + ")\n";
+  const Json& lim = report["mem_limit"];
+  if (lim.is_object() && lim["bytes"].get<uint64_t>() > 0)
+    md += "- memory limit: " + fmt_bytes(lim["bytes"]) + " via " +
+          lim["method"].get<std::string>() +
+          (lim["fallback_reason"].get<std::string>().empty()
+               ? ""
+               : " (" + lim["fallback_reason"].get<std::string>() + ")") +
+          "\n";
+  std::string cmd;
+  for (const auto& a : report["command_line"])
+    cmd += str(cmd.empty() ? "" : " ", a.get<std::string>());
+  md += "\n```\n" + cmd + "\n```\n";
+  for (const char* name : kSections) {
+    if (!report.contains(name)) continue;
+    md += "\n## " + std::string(name) + "\n\n" + section_markdown(name, report[name]);
+    for (const auto& p : plot_files) {
+      const std::string f = fs::path(p).filename().string();
+      const bool mine = (std::string(name) == "memory" && f == "memory.png") ||
+                        (std::string(name) == "speed" && f == "decode.png") ||
+                        (std::string(name) == "recall" && f == "recall.png") ||
+                        (std::string(name) == "kernel" && f.rfind("kernel_", 0) == 0);
+      if (mine) md += "\n![" + f + "](" + f + ")\n";
+    }
+  }
+  return md;
+}
+
+std::string write_report(const Json& report, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("--out ", dir, ": cannot create the directory: ", ec.message());
+  write_file_atomic(dir + "/report.json", report.dump(1) + "\n");
+  const PlotResult plots = write_plots(report, dir);
+  write_file_atomic(dir + "/report.md", report_markdown(report, plots.written));
+  std::string msg = "wrote " + dir + "/report.json, report.md";
+  if (!plots.written.empty()) msg += " and " + std::to_string(plots.written.size()) + " plot(s)";
+  if (!plots.skipped.empty()) msg += " (plots: " + plots.skipped + ")";
+  return msg;
+}
+
+}  // namespace tkv::bench

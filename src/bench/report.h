@@ -1,0 +1,40 @@
+// report.json / report.md: everything a bench run measured, with what is
+// needed to reproduce or distrust it -- machine (CPU model and SIMD flags,
+// cores, memory), threads, git commit (and whether the tree was dirty), the
+// full command line, the memory-limit method, and every raw sample (cells'
+// results are kept whole under each protocol's "rows").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+
+namespace tkv::bench {
+
+struct ReportHeader {
+  std::vector<std::string> command_line;
+  int threads = 0;
+  Json model;      // ModelInfo as JSON (may be null for kernel-only runs)
+  Json mem_limit;  // CellRunner::describe()
+};
+
+// Skeleton with the header filled in; protocols add their sections
+// ("memory", "speed", "recall", "quality", "kernel").
+Json make_report(const ReportHeader& h);
+
+Json machine_info();
+// `git rev-parse HEAD` of the source tree (tried in the current directory,
+// then next to the executable); "unknown" without git.
+Json git_info();
+
+// Markdown of the whole report, sections in a fixed order, plot images linked.
+std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files);
+// Markdown of one section (for printing a single protocol's tables).
+std::string section_markdown(const std::string& name, const Json& section);
+
+// Creates `dir`, writes report.json and report.md atomically and draws the
+// plots; returns a one-line summary of what was written.
+std::string write_report(const Json& report, const std::string& dir);
+
+}  // namespace tkv::bench

@@ -1,0 +1,215 @@
+#include "bench/speed_protocol.h"
+
+#include <algorithm>
+#include <set>
+
+#include "bench/cell_env.h"
+#include "bench/kv_configs.h"
+#include "bench/protocols.h"
+#include "bench/stats.h"
+#include "bench/table.h"
+#include "bench/units.h"
+#include "common/error.h"
+#include "common/timer.h"
+
+namespace tkv::bench {
+
+Json speed_cell(const Json& req) {
+  const auto ctx_points = req.at("ctx").get<std::vector<int64_t>>();
+  const auto depths = req.at("depths").get<std::vector<int64_t>>();
+  const int warmup = req.value("warmup", 2), steps = req.value("steps", 5);
+  if (steps < 1) fail("--steps must be at least 1");
+
+  std::set<int64_t> checkpoints(ctx_points.begin(), ctx_points.end());
+  checkpoints.insert(depths.begin(), depths.end());
+  const int64_t deepest = checkpoints.empty() ? 1 : std::max<int64_t>(1, *checkpoints.rbegin());
+  const int64_t capacity = deepest + int64_t(depths.size()) * (warmup + steps) + 1;
+
+  CellModel m = load_cell_model(req);
+  const model::Model& model = *m.model;
+  kv::KvCache cache(model.kv_shape(int(capacity)), cell_kv_config(req, model));
+  const std::vector<int32_t> prompt =
+      synthetic_prompt(capacity, model, req.value("seed", uint64_t(2)));
+
+  Json prefill = Json::array(), decode = Json::array();
+  double prefill_seconds = 0;
+  int64_t prefilled = 0;
+  std::vector<float> logits;
+  for (const int64_t point : checkpoints) {
+    // Depth 0 still needs one token (BOS) to have logits to decode from.
+    const int64_t target = std::max<int64_t>(point, 1);
+    const int64_t need = target - cache.n_tokens();
+    if (need > 0) {
+      const std::span<const int32_t> chunk(prompt.data() + cache.n_tokens(), size_t(need));
+      Stopwatch clock;
+      logits = model.eval_last(cache, chunk, *m.pool, m.ubatch);
+      prefill_seconds += clock.seconds();
+      prefilled += need;
+    }
+    if (std::find(ctx_points.begin(), ctx_points.end(), point) != ctx_points.end()) {
+      prefill.push_back({{"ctx", point},
+                         {"prefilled_tokens", prefilled},
+                         {"ttft_s", prefill_seconds},
+                         {"tok_per_s", prefill_seconds > 0 ? prefilled / prefill_seconds : 0.0}});
+    }
+    if (std::find(depths.begin(), depths.end(), point) != depths.end()) {
+      std::vector<double> ms;
+      const int64_t depth_actual = cache.n_tokens();
+      for (int i = 0; i < warmup + steps; ++i) {
+        const int32_t next = argmax(logits);
+        Stopwatch clock;
+        logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
+        const double t = clock.seconds() * 1e3;
+        if (i >= warmup) ms.push_back(t);
+      }
+      const Summary s = summarize(ms);
+      decode.push_back({{"depth", point},
+                        {"depth_actual", depth_actual},
+                        {"ms_per_token", to_json(s)},
+                        {"tok_per_s", s.median > 0 ? 1e3 / s.median : 0.0},
+                        {"samples_ms", ms}});
+    }
+  }
+  const kv::KvStats st = cache.stats();
+  return {{"status", "ok"},
+          {"model", model_facts(m)},
+          {"kv_describe", cache.config().describe()},
+          {"prefill", prefill},
+          {"decode", decode},
+          {"kv_persistent_bytes", st.persistent_bytes},
+          {"kv_peak_scratch_bytes", st.peak_scratch_bytes}};
+}
+
+std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& s,
+                                    const ModelInfo& info) {
+  std::vector<PlannedCell> cells;
+  const std::vector<int> threads = s.threads.empty() ? std::vector<int>{o.threads} : s.threads;
+  int64_t deepest = 1;
+  for (auto v : s.ctx) deepest = std::max(deepest, v);
+  for (auto v : s.depths) deepest = std::max(deepest, v);
+  for (const int t : threads)
+    for (const auto& kv : o.kv) {
+      PlannedCell c;
+      c.label = "speed " + kv.label + " " + std::to_string(t) + "t";
+      c.cost = estimate_flops(info, deepest, int64_t(s.depths.size()) * (s.warmup + s.steps)) / t;
+      c.identity = {{"kv", kv.label},
+                    {"policy", policy_label(kv.config)},
+                    {"f16_baseline", is_f16_baseline(kv.config)},
+                    {"threads", t}};
+      c.request = request_base(o, "speed");
+      c.request["threads"] = t;
+      c.request["kv"] = bench_kv_to_json(kv);
+      c.request["ctx"] = s.ctx;
+      c.request["depths"] = s.depths;
+      c.request["warmup"] = s.warmup;
+      c.request["steps"] = s.steps;
+      cells.push_back(std::move(c));
+    }
+  return cells;
+}
+
+namespace {
+
+const Json* find_f16(const std::vector<Json>& rows, const Json& row) {
+  for (const auto& r : rows)
+    if (r["threads"] == row["threads"] && r.value("f16_baseline", false) && result_ok(r)) return &r;
+  return nullptr;
+}
+
+double median_at(const Json& row, int64_t depth) {
+  for (const auto& d : row["decode"])
+    if (d["depth"].get<int64_t>() == depth) return d["ms_per_token"]["median"].get<double>();
+  return -1;
+}
+
+}  // namespace
+
+Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
+  Json prefill = Json::array(), decode = Json::array(), crossover = Json::array();
+  for (const auto& row : rows) {
+    if (!result_ok(row)) {
+      crossover.push_back({{"kv", row["kv"]},
+                           {"threads", row["threads"]},
+                           {"status", row["status"]},
+                           {"reason", row.value("reason", "")}});
+      continue;
+    }
+    const Json* base = find_f16(rows, row);
+    for (const auto& p : row["prefill"])
+      prefill.push_back({{"kv", row["kv"]},
+                         {"threads", row["threads"]},
+                         {"ctx", p["ctx"]},
+                         {"ttft_s", p["ttft_s"]},
+                         {"tok_per_s", p["tok_per_s"]}});
+    const Json& dec = row["decode"];  // depths ascending
+    std::vector<bool> faster(dec.size(), false);
+    for (size_t i = 0; i < dec.size(); ++i) {
+      const Json& d = dec[i];
+      Json entry = {{"kv", row["kv"]},
+                    {"threads", row["threads"]},
+                    {"depth", d["depth"]},
+                    {"median_ms", d["ms_per_token"]["median"]},
+                    {"min_ms", d["ms_per_token"]["min"]},
+                    {"max_ms", d["ms_per_token"]["max"]},
+                    {"tok_per_s", d["tok_per_s"]}};
+      if (base) {
+        const double b = median_at(*base, d["depth"].get<int64_t>());
+        const double mine = d["ms_per_token"]["median"].get<double>();
+        if (b > 0) entry["ratio_to_f16"] = mine / b;
+        faster[i] = b > 0 && mine < b;
+      }
+      decode.push_back(std::move(entry));
+    }
+    // "Faster from" = the first depth from which every deeper measured depth
+    // is faster than f16 too.
+    Json from = "never";
+    for (size_t i = dec.size(); i-- > 0 && faster[i];) from = dec[i]["depth"];
+    Json c = {{"kv", row["kv"]}, {"threads", row["threads"]}, {"status", "ok"}};
+    if (!base) {
+      c["faster_than_f16_from_depth"] = "no f16 row";
+    } else if (row.value("f16_baseline", false)) {
+      c["faster_than_f16_from_depth"] = "baseline";
+    } else {
+      c["faster_than_f16_from_depth"] = from;
+    }
+    crossover.push_back(std::move(c));
+  }
+  return {{"options",
+           {{"ctx", s.ctx},
+            {"depths", s.depths},
+            {"threads", s.threads},
+            {"warmup", s.warmup},
+            {"steps", s.steps}}},
+          {"rows", rows},
+          {"prefill", prefill},
+          {"decode", decode},
+          {"crossover", crossover}};
+}
+
+std::string speed_markdown(const Json& section) {
+  std::string out;
+  Table p({"KV", "threads", "ctx", "time to first token (s)", "prefill tok/s"});
+  for (const auto& r : section["prefill"])
+    p.add({r["kv"], r["threads"], token_count_label(r["ctx"].get<int64_t>()),
+           fmt_fixed(r["ttft_s"], 3), fmt_fixed(r["tok_per_s"], 1)});
+  out += "Prefill:\n\n" + p.markdown();
+  Table d({"KV", "threads", "depth", "decode ms/token (median)", "min - max", "tok/s", "vs f16"});
+  for (const auto& r : section["decode"])
+    d.add({r["kv"], r["threads"], token_count_label(r["depth"].get<int64_t>()),
+           fmt_fixed(r["median_ms"], 2),
+           fmt_fixed(r["min_ms"], 2) + " - " + fmt_fixed(r["max_ms"], 2),
+           fmt_fixed(r["tok_per_s"], 2),
+           r.contains("ratio_to_f16") ? fmt_fixed(r["ratio_to_f16"], 3) + "x" : ""});
+  out += "\nDecode (steady state):\n\n" + d.markdown();
+  Table c({"KV", "threads", "decodes faster than f16 from depth"});
+  for (const auto& r : section["crossover"]) {
+    const Json& f = r.contains("faster_than_f16_from_depth")
+                        ? r["faster_than_f16_from_depth"]
+                        : Json(r["status"].get<std::string>() + ": " + r.value("reason", ""));
+    c.add({r["kv"], r["threads"], f.is_number() ? token_count_label(f.get<int64_t>()) : Cell(f)});
+  }
+  out += "\nCrossover:\n\n" + c.markdown();
+  return out;
+}
+
+}  // namespace tkv::bench

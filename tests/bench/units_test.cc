@@ -1,0 +1,142 @@
+// Flag values, KV configuration lists, tables and statistics.
+#include <gtest/gtest.h>
+
+#include "bench/args.h"
+#include "bench/kv_configs.h"
+#include "bench/stats.h"
+#include "bench/table.h"
+#include "bench/units.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+
+namespace tkv::bench {
+namespace {
+
+TEST(BenchUnits, TokenCounts) {
+  EXPECT_EQ(parse_token_count("4k", "--ctx"), 4096);
+  EXPECT_EQ(parse_token_count("1.5K", "--ctx"), 1536);
+  EXPECT_EQ(parse_token_count("512", "--ctx"), 512);
+  EXPECT_EQ(parse_token_counts("0,1k,32k", "--depths"), (std::vector<int64_t>{0, 1024, 32768}));
+  EXPECT_THROW(parse_token_count("4m", "--ctx"), Error);
+  EXPECT_THROW(parse_token_count("-1", "--ctx"), Error);
+  EXPECT_THROW(parse_token_count("0.3", "--ctx"), Error);
+  EXPECT_THROW(parse_token_counts("1k,,2k", "--ctx"), Error);
+  EXPECT_THROW(parse_token_count("", "--ctx"), Error);
+  EXPECT_EQ(token_count_label(65536), "64K");
+  EXPECT_EQ(token_count_label(1000), "1000");
+}
+
+TEST(BenchUnits, FractionsAndInts) {
+  EXPECT_EQ(parse_fractions("0,0.25,1", "--fact-depths", 0, 1), (std::vector<double>{0, 0.25, 1}));
+  EXPECT_THROW(parse_fractions("1.5", "--fact-depths", 0, 1), Error);
+  EXPECT_THROW(parse_fractions("0.5x", "--fact-depths", 0, 1), Error);
+  EXPECT_EQ(parse_ints("1,2", "-t", 1, 8), (std::vector<int>{1, 2}));
+  EXPECT_THROW(parse_ints("0", "-t", 1, 8), Error);
+  EXPECT_THROW(parse_ints("1.5", "-t", 1, 8), Error);
+}
+
+TEST(BenchKvConfigs, ShorthandsPairsAndPolicies) {
+  const auto list = parse_bench_kv_list("f16,k4v2,tq4/tq2:none,k4v2:s1+r0,q4_0h:w1024", {});
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(list[0].label, "f16");
+  EXPECT_TRUE(is_f16_baseline(list[0].config));
+  EXPECT_EQ(list[1].config.k.name(), "tq4");
+  EXPECT_EQ(list[1].config.v.name(), "tq2");
+  EXPECT_EQ(policy_label(list[1].config), "4+64");  // the default for quantized codecs
+  EXPECT_EQ(policy_label(list[2].config), "none");
+  EXPECT_EQ(list[3].config.effective_sinks(), 1);
+  EXPECT_EQ(list[3].config.effective_residual(), 0);
+  EXPECT_EQ(list[4].config.window, 1024);
+  EXPECT_EQ(list[4].config.k.name(), "q4_0h");
+  EXPECT_FALSE(is_f16_baseline(list[4].config));
+}
+
+TEST(BenchKvConfigs, RunWideDefaultsApplyWhereThePolicyIsSilent) {
+  kv::KvConfig defaults;
+  defaults.residual = 32;
+  const auto a = parse_bench_kv("k4v2:s2", defaults);
+  EXPECT_EQ(a.config.effective_sinks(), 2);
+  EXPECT_EQ(a.config.effective_residual(), 32);
+}
+
+TEST(BenchKvConfigs, BadItemsAreErrors) {
+  EXPECT_THROW(parse_bench_kv("k9v2", {}), Error);
+  EXPECT_THROW(parse_bench_kv("tq4/zz", {}), Error);
+  EXPECT_THROW(parse_bench_kv("k4v2:x3", {}), Error);
+  EXPECT_THROW(parse_bench_kv("k4v2:s", {}), Error);
+  EXPECT_THROW(parse_bench_kv("k4v2:s-1", {}), Error);
+  EXPECT_THROW(parse_bench_kv_list("f16,,k4v2", {}), Error);
+  EXPECT_THROW(parse_bench_kv_list("f16,f16", {}), Error);
+}
+
+TEST(BenchKvConfigs, JsonRoundTrip) {
+  kv::KvConfig defaults;
+  defaults.page_tokens = 32;
+  defaults.overrides = kv::parse_layer_overrides("0,-1:k8v4");
+  const BenchKv a = parse_bench_kv("tq3/tq2:s2+r16+w512", defaults);
+  const BenchKv b = bench_kv_from_json(Json::parse(bench_kv_to_json(a).dump()));
+  EXPECT_EQ(b.label, a.label);
+  EXPECT_EQ(b.config.describe(), a.config.describe());
+  EXPECT_EQ(b.config.overrides.size(), 2u);
+  EXPECT_EQ(b.config.page_tokens, 32);
+  EXPECT_EQ(b.config.seed, a.config.seed);
+}
+
+TEST(BenchKvConfigs, BitsPerValueFollowTheLayout) {
+  EXPECT_DOUBLE_EQ(codec_bits(*kv::parse_codec("f16"), 128), 16.0);
+  // ggml q8_0: 34 bytes per 32 values.
+  EXPECT_DOUBLE_EQ(codec_bits(*kv::parse_codec("q8_0"), 128), 8.5);
+  // tq4 at head_dim 128: 4-bit codes plus an f16 norm -> a little over 4 bits.
+  const double tq4 = codec_bits(*kv::parse_codec("tq4"), 128);
+  EXPECT_GT(tq4, 4.0);
+  EXPECT_LT(tq4, 4.5);
+}
+
+TEST(BenchStats, MedianPercentilesAndExtremes) {
+  const Summary s = summarize({5, 1, 3, 2, 4});
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_EQ(s.n, 5u);
+  EXPECT_DOUBLE_EQ(summarize({4, 1}).median, 2.5);
+  EXPECT_DOUBLE_EQ(percentile({0, 10}, 0.99), 9.9);
+  EXPECT_EQ(summarize({}).n, 0u);
+}
+
+TEST(BenchTable, MarkdownIsAlignedAndEscapesPipes) {
+  Table t({"a", "long header"});
+  t.add({"x|y", Json(3)});
+  t.add({Json("z")});
+  const std::string md = t.markdown();
+  EXPECT_EQ(md,
+            "| a   | long header |\n"
+            "| --- | ----------- |\n"
+            "| x/y | 3           |\n"
+            "| z   |             |\n");
+  EXPECT_EQ(fmt_percent(Json(0.985), 1), "98.5%");
+  EXPECT_EQ(fmt_fixed(Json(nullptr), 2), "");
+  EXPECT_EQ(fmt_bytes(Json(1024)), format_bytes(1024));
+  EXPECT_EQ(fmt_bytes(Json("x")), "");
+}
+
+TEST(BenchArgs, ParsesValuesSwitchesAndRejectsTheRest) {
+  Args a("bench memory",
+         {{{"--model", "-m"}, true, ""}, {{"--quiet", "-q"}, false, ""}, {{"--ctx"}, true, ""}});
+  a.parse({"-m", "x.gguf", "--ctx=4k", "-q"});
+  EXPECT_EQ(a.get_or("--model", ""), "x.gguf");
+  EXPECT_EQ(a.get_or("--ctx", ""), "4k");
+  EXPECT_TRUE(a.has("--quiet"));
+  Args b("bench memory", {{{"--model", "-m"}, true, ""}, {{"--quiet"}, false, ""}});
+  EXPECT_THROW(b.parse({"--nope"}), Error);
+  EXPECT_THROW(b.parse({"-m"}), Error);
+  EXPECT_THROW(b.parse({"stray"}), Error);
+  EXPECT_THROW(b.parse({"--quiet=1"}), Error);
+  Args c("x", {{{"--n"}, true, ""}});
+  c.parse({"--n", "12"});
+  EXPECT_EQ(c.get_int("--n", 0, 0, 100), 12);
+  EXPECT_THROW(c.get_int("--n", 0, 0, 10), Error);
+}
+
+}  // namespace
+}  // namespace tkv::bench
