@@ -86,7 +86,8 @@ Json copy_bandwidth_cell(const Json& req) {
 }
 
 Json kernel_cell(const Json& req) {
-  const int threads = req.at("threads").get<int>();
+  const auto threads = req.at("threads").get<std::vector<int>>();
+  if (threads.empty()) fail("kernel cell: no thread counts");
   kv::KvShape shape;
   shape.n_layers = 1;
   shape.n_kv_heads = req.at("kv_heads").get<int>();
@@ -98,50 +99,58 @@ Json kernel_cell(const Json& req) {
   if (steps < 1) fail("--steps must be at least 1");
   int64_t deepest = 1;
   for (auto d : depths) deepest = std::max(deepest, d);
-  shape.max_tokens = int(deepest + int64_t(depths.size()) * (warmup + steps) + 1);
+  const int64_t step_tokens = int64_t(threads.size()) * (warmup + steps);
+  shape.max_tokens = int(deepest + int64_t(depths.size()) * step_tokens + 1);
 
   kv::KvConfig config = bench_kv_from_json(req.at("kv")).config;
   const uint64_t limit = req.value("mem_limit_bytes", uint64_t(0));
   if (limit > 0) config.budget_bytes = limit;
   kv::KvCache cache(shape, config);
-  ThreadPool pool(threads);
+  // One pool per thread count; the fill (the expensive part: causal
+  // attention of every chunk) uses the largest and is shared by all.
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int t : threads) pools.push_back(std::make_unique<ThreadPool>(t));
+  ThreadPool& fill_pool =
+      *pools[size_t(std::max_element(threads.begin(), threads.end()) - threads.begin())];
   const SyntheticBlocks blocks(fill, shape, 0x6b65726e);
   std::vector<float> out(size_t(fill) * shape.n_heads * shape.head_dim);
 
-  auto chunk = [&](int n, int block) {
-    cache.begin_chunk(n);
-    cache.write(0, blocks.k[block].data(), blocks.v[block].data());
-    cache.attend(0, blocks.q[block].data(), out.data(), pool);
-    cache.end_chunk();
-  };
   Json rows = Json::array();
   double fill_seconds = 0;
   int block = 0;
   for (const int64_t depth : depths) {
     Stopwatch fill_clock;
     while (cache.n_tokens() < depth) {
-      chunk(int(std::min<int64_t>(fill, depth - cache.n_tokens())), block);
+      const int n = int(std::min<int64_t>(fill, depth - cache.n_tokens()));
+      cache.begin_chunk(n);
+      cache.write(0, blocks.k[block].data(), blocks.v[block].data());
+      cache.attend(0, blocks.q[block].data(), out.data(), fill_pool);
+      cache.end_chunk();
       block = (block + 1) % SyntheticBlocks::kBlocks;
     }
     fill_seconds += fill_clock.seconds();
-    std::vector<double> us;
-    const int64_t n_at = cache.n_tokens();
-    for (int i = 0; i < warmup + steps; ++i) {
-      cache.begin_chunk(1);
-      cache.write(0, blocks.k[i % 3].data(), blocks.v[i % 3].data());
-      Stopwatch clock;
-      cache.attend(0, blocks.q[i % 3].data(), out.data(), pool);
-      const double t = clock.seconds() * 1e6;
-      cache.end_chunk();
-      if (i >= warmup) us.push_back(t);
+    for (size_t ti = 0; ti < threads.size(); ++ti) {
+      std::vector<double> us;
+      const int64_t n_at = cache.n_tokens();
+      for (int i = 0; i < warmup + steps; ++i) {
+        const int b = i % SyntheticBlocks::kBlocks;
+        cache.begin_chunk(1);
+        cache.write(0, blocks.k[b].data(), blocks.v[b].data());
+        Stopwatch clock;
+        cache.attend(0, blocks.q[b].data(), out.data(), *pools[ti]);
+        const double t = clock.seconds() * 1e6;
+        cache.end_chunk();
+        if (i >= warmup) us.push_back(t);
+      }
+      const Summary s = summarize(us);
+      const uint64_t bytes = kv_bytes_read(cache, n_at + 1);
+      rows.push_back({{"depth", depth},
+                      {"threads", threads[ti]},
+                      {"us_per_token", to_json(s)},
+                      {"kv_bytes_read", bytes},
+                      {"gb_per_s", s.median > 0 ? double(bytes) / (s.median * 1e-6) / 1e9 : 0.0},
+                      {"samples_us", us}});
     }
-    const Summary s = summarize(us);
-    const uint64_t bytes = kv_bytes_read(cache, n_at + 1);
-    rows.push_back({{"depth", depth},
-                    {"us_per_token", to_json(s)},
-                    {"kv_bytes_read", bytes},
-                    {"gb_per_s", s.median > 0 ? double(bytes) / (s.median * 1e-6) / 1e9 : 0.0},
-                    {"samples_us", us}});
   }
   const kv::KvStats st = cache.stats();
   return {{"status", "ok"},
@@ -169,25 +178,23 @@ std::vector<PlannedCell> plan_kernel(const CommonOptions& o, const KernelOptions
   }
   int64_t deepest = 1;
   for (auto d : k.depths) deepest = std::max(deepest, d);
+  const int max_threads = *std::max_element(k.threads.begin(), k.threads.end());
   for (const int hd : k.head_dims)
-    for (const int t : k.threads)
-      for (const auto& kv : o.kv) {
-        PlannedCell c;
-        c.label = "kernel " + kv.label + " d" + std::to_string(hd) + " " + std::to_string(t) + "t";
-        // The fill: causal attention over `deepest` tokens, 32 query heads.
-        c.cost = 2.0 * double(deepest) * double(deepest) * k.kv_heads * k.gqa * hd / t;
-        c.identity = {{"kv", kv.label},
-                      {"policy", policy_label(kv.config)},
-                      {"f16_baseline", is_f16_baseline(kv.config)},
-                      {"head_dim", hd},
-                      {"threads", t}};
-        c.request = {{"protocol", "kernel"},   {"kv", bench_kv_to_json(kv)},
-                     {"head_dim", hd},         {"threads", t},
-                     {"kv_heads", k.kv_heads}, {"gqa", k.gqa},
-                     {"depths", k.depths},     {"warmup", k.warmup},
-                     {"steps", k.steps},       {"fill_ubatch", k.fill_ubatch}};
-        cells.push_back(std::move(c));
-      }
+    for (const auto& kv : o.kv) {
+      PlannedCell c;
+      c.label = "kernel " + kv.label + " d" + std::to_string(hd);
+      // The fill: causal attention over `deepest` tokens, all query heads.
+      c.cost = 2.0 * double(deepest) * double(deepest) * k.kv_heads * k.gqa * hd / max_threads;
+      c.identity = {{"kv", kv.label},
+                    {"policy", policy_label(kv.config)},
+                    {"f16_baseline", is_f16_baseline(kv.config)},
+                    {"head_dim", hd}};
+      c.request = {{"protocol", "kernel"},        {"kv", bench_kv_to_json(kv)}, {"head_dim", hd},
+                   {"threads", k.threads},        {"kv_heads", k.kv_heads},     {"gqa", k.gqa},
+                   {"depths", k.depths},          {"warmup", k.warmup},         {"steps", k.steps},
+                   {"fill_ubatch", k.fill_ubatch}};
+      cells.push_back(std::move(c));
+    }
   return cells;
 }
 
@@ -204,21 +211,19 @@ Json summarize_kernel(const KernelOptions& k, std::vector<Json> rows) {
     if (!result_ok(r)) {
       table.push_back({{"kv", r["kv"]},
                        {"head_dim", r["head_dim"]},
-                       {"threads", r["threads"]},
                        {"status", r["status"]},
                        {"reason", r.value("reason", "")}});
       continue;
     }
     const Json* base = nullptr;
     for (const auto& b : cells)
-      if (b.value("f16_baseline", false) && b["head_dim"] == r["head_dim"] &&
-          b["threads"] == r["threads"] && result_ok(b))
+      if (b.value("f16_baseline", false) && b["head_dim"] == r["head_dim"] && result_ok(b))
         base = &b;
-    const std::string tkey = std::to_string(r["threads"].get<int>());
     for (const auto& d : r["depths"]) {
+      const std::string tkey = std::to_string(d["threads"].get<int>());
       Json e = {{"kv", r["kv"]},
                 {"head_dim", r["head_dim"]},
-                {"threads", r["threads"]},
+                {"threads", d["threads"]},
                 {"status", "ok"},
                 {"depth", d["depth"]},
                 {"us_median", d["us_per_token"]["median"]},
@@ -230,7 +235,7 @@ Json summarize_kernel(const KernelOptions& k, std::vector<Json> rows) {
         e["fraction_of_copy"] = d["gb_per_s"].get<double>() / copy[tkey].get<double>();
       if (base)
         for (const auto& bd : (*base)["depths"])
-          if (bd["depth"] == d["depth"])
+          if (bd["depth"] == d["depth"] && bd["threads"] == d["threads"])
             e["ratio_to_f16"] = d["us_per_token"]["median"].get<double>() /
                                 bd["us_per_token"]["median"].get<double>();
       table.push_back(std::move(e));
@@ -258,7 +263,7 @@ std::string kernel_markdown(const Json& section) {
            "GB/s", "of copy", "vs f16"});
   for (const auto& r : section["table"]) {
     if (r["status"] != "ok") {
-      t.add({r["kv"], r["head_dim"], r["threads"],
+      t.add({r["kv"], r["head_dim"], "", "",
              r["status"].get<std::string>() + ": " + r.value("reason", "")});
       continue;
     }

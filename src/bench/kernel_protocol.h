@@ -3,11 +3,12 @@
 // head_dim, thread count and depth.
 //
 // Geometry (issue 3): 8 KV heads, GQA 4 (32 query heads). One fresh process
-// per (configuration, head_dim, threads) fills the cache chunk by chunk
-// (begin_chunk / write / attend / end_chunk -- the public protocol, so the
-// fill pays the causal attention of every chunk) up to each depth in turn,
-// then times --steps decode steps' attend() after --warmup: median, min,
-// max microseconds per token, every sample kept. Per depth it reports the
+// per (configuration, head_dim) fills the cache chunk by chunk (begin_chunk /
+// write / attend / end_chunk -- the public protocol, so the fill pays the
+// causal attention of every chunk: O(depth^2), by far the slowest part) up
+// to each depth in turn, then, for each thread count, times --steps decode
+// steps' attend() after --warmup: median, min, max microseconds per token,
+// every sample kept. Per depth it reports the
 // bytes of KV one decode step reads (packed pages of all heads + the f16
 // sinks and residual window), the achieved GB/s on those bytes, the ratio to
 // a STREAM-like copy bandwidth measured in the same run (copy_bandwidth

@@ -160,25 +160,29 @@ TEST_F(BenchCells, QualityTextTooShortIsAFailedResultNotACrash) {
 
 TEST(BenchKernelCell, BytesReadFollowTheLayoutAndTimesArePositive) {
   Json req = {{"protocol", "kernel"}, {"kv", bench_kv_to_json(parse_bench_kv("f16", {}))},
-              {"head_dim", 64},       {"threads", 1},
+              {"head_dim", 64},       {"threads", {1, 2}},
               {"kv_heads", 2},        {"gqa", 2},
               {"depths", {64, 200}},  {"warmup", 1},
               {"steps", 3},           {"fill_ubatch", 48}};
   const Json r = run_cell(req);
   ASSERT_EQ(r["status"], "ok") << r.dump();
-  ASSERT_EQ(r["depths"].size(), 2u);
-  // f16: 2 heads x (K + V) x 64 values x 2 bytes per token, at depth + the step's token.
+  ASSERT_EQ(r["depths"].size(), 4u);  // 2 depths x 2 thread counts
+  // f16: 2 heads x (K + V) x 64 values x 2 bytes per token, at the depth
+  // reached + the step's own token (1-thread steps come first and add 4).
   EXPECT_EQ(r["depths"][0]["kv_bytes_read"].get<uint64_t>(), 65u * 2 * 2 * 64 * 2);
-  EXPECT_EQ(r["depths"][1]["kv_bytes_read"].get<uint64_t>(), 201u * 2 * 2 * 64 * 2);
+  EXPECT_EQ(r["depths"][1]["kv_bytes_read"].get<uint64_t>(), 69u * 2 * 2 * 64 * 2);
+  EXPECT_EQ(r["depths"][2]["kv_bytes_read"].get<uint64_t>(), 201u * 2 * 2 * 64 * 2);
+  EXPECT_EQ(r["depths"][3]["threads"], 2);
   for (const auto& d : r["depths"]) {
     EXPECT_GT(d["us_per_token"]["median"].get<double>(), 0);
     EXPECT_GT(d["gb_per_s"].get<double>(), 0);
+    EXPECT_EQ(d["samples_us"].size(), 3u);
   }
   req["kv"] = bench_kv_to_json(parse_bench_kv("k4v2", {}));
   const Json q = run_cell(req);
   ASSERT_EQ(q["status"], "ok") << q.dump();
-  EXPECT_LT(q["depths"][1]["kv_bytes_read"].get<uint64_t>(),
-            r["depths"][1]["kv_bytes_read"].get<uint64_t>());
+  EXPECT_LT(q["depths"][2]["kv_bytes_read"].get<uint64_t>(),
+            r["depths"][2]["kv_bytes_read"].get<uint64_t>());
 }
 
 TEST(BenchCellProtocol, UnknownProtocolAndBadRequestsFailCleanly) {

@@ -1,6 +1,7 @@
 // The bench command line: help, and bad input answered with one clear
 // error line and exit code 2 (run through the bench driver).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "bench_test_util.h"
 #include "test_util.h"
@@ -48,6 +49,64 @@ TEST(BenchCli, BadInputIsOneLineAndExitCode2) {
     EXPECT_EQ(r.exit_code, 2) << joined << "\n" << r.err;
     EXPECT_EQ(count_lines(r.err), 1u) << joined << "\n" << r.err;
     EXPECT_EQ(r.term_signal, 0) << joined;
+  }
+}
+
+}  // namespace
+}  // namespace tkv::bench
+
+namespace tkv::bench {
+namespace {
+
+// `turbokv perplexity` lives in the real binary (shared KV flags of the CLI).
+TEST(PerplexityCli, F16AgainstF16IsExactAndBadInputExits2) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string bin = ::tkv::test::turbokv_binary();
+  if (::access(bin.c_str(), X_OK) != 0) GTEST_SKIP() << "turbokv binary not built: " << bin;
+  const std::string dir = ::tkv::test::temp_dir();
+  const std::string text = test::write_story_text(dir);
+  const ChildResult r =
+      run_child({bin, "perplexity", "-m", model, "-f", text, "--window-tokens", "128", "--windows",
+                 "2", "--baseline", "f16", "-t", "1", "--json", dir + "/ppl.json"},
+                {});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("top-1 agreement 100.0%"), std::string::npos) << r.out;
+  const Json j = test::read_json_file(dir + "/ppl.json");
+  EXPECT_EQ(j["kl"]["mean"].get<double>(), 0.0);
+  EXPECT_EQ(j["windows_scored"], 2);
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+  const ChildResult k4 = run_child({bin,
+                                    "perplexity",
+                                    "-m",
+                                    model,
+                                    "-f",
+                                    text,
+                                    "--window-tokens",
+                                    "128",
+                                    "--windows",
+                                    "2",
+                                    "--baseline",
+                                    "f16",
+                                    "-t",
+                                    "1",
+                                    "--kv",
+                                    "k4v2",
+                                    "--kv-residual",
+                                    "0",
+                                    "--json",
+                                    dir + "/k4.json"},
+                                   {});
+  ASSERT_EQ(k4.exit_code, 0) << k4.err;
+  EXPECT_GT(test::read_json_file(dir + "/k4.json")["kl"]["mean"].get<double>(), 0.0);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{bin, "perplexity", "-m", model},  // no -f
+        {bin, "perplexity", "-m", model, "-f", "/nonexistent.txt"},
+        {bin, "perplexity", "-m", model, "-f", text, "--kv", "k7v7"},
+        {bin, "perplexity", "-m", model, "-f", text, "--baseline", "q8_0"},
+        {bin, "perplexity", "-m", model, "-f", text, "--window-tokens", "100000"}}) {
+    const ChildResult b = run_child(bad, {});
+    EXPECT_EQ(b.exit_code, 2) << bad.back() << "\n" << b.err;
+    EXPECT_EQ(count_lines(b.err), 1u) << b.err;
   }
 }
 
