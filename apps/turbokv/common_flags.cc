@@ -86,7 +86,8 @@ void KvFlags::add_to(FlagParser& flags) {
                 "newest N tokens stay f16 (default 64 with a quantized codec, else 0)", &residual,
                 0, 1 << 24);
   flags.add_int({"--kv-window"}, "N",
-                "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all)", &window,
+                "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
+                "memory stays flat and the sequence may run past -c", &window,
                 0, 1 << 30);
   flags.add_strings({"--kv-layer-override"}, "SPEC",
                     "per-layer codecs, e.g. 0,-1:k8v4 (repeatable; -1 = last layer)",

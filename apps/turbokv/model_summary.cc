@@ -62,7 +62,8 @@ std::string describe_model(const gguf::GgufFile& file) {
   }
   std::string out = "model:\n";
   out += str("  ", c.describe(), "\n");
-  out += str("  architecture ", c.arch_name, c.name.empty() ? "" : " (" + c.name + ")", ", ",
+  const bool show_name = !c.name.empty() && c.name != c.arch_name;
+  out += str("  architecture ", c.arch_name, show_name ? " (" + c.name + ")" : "", ", ",
              params_string(n_params), " parameters, ", format_bytes(n_bytes), " of tensors\n");
   out += str("  layers ", c.n_layers, ", embedding ", c.n_embd, ", heads ", c.n_heads, " (KV ",
              c.n_kv_heads, ", head dim ", c.head_dim, "), feed-forward ", c.n_ff, ", vocabulary ",
@@ -98,12 +99,16 @@ std::string describe_model(const gguf::GgufFile& file) {
       const double total = per_layer * c.n_layers;
       char buf[200];
       std::snprintf(buf, sizeof buf,
-                    "    %-5s %10.0f bytes/token (%6.1f per KV head per layer), %s at %d tokens, "
-                    "%.2fx smaller than f16\n",
+                    "    %-5s %10.0f bytes/token (%6.1f per KV head per layer, K+V), %s at %d "
+                    "tokens",
                     labels[i], total, per_layer / c.n_kv_heads,
-                    format_bytes(uint64_t(total * c.n_ctx_train)).c_str(), c.n_ctx_train,
-                    f16_bytes / per_layer);
+                    format_bytes(uint64_t(total * c.n_ctx_train)).c_str(), c.n_ctx_train);
       line = buf;
+      if (i > 0) {
+        std::snprintf(buf, sizeof buf, ", %.2fx less than f16", f16_bytes / per_layer);
+        line += buf;
+      }
+      line += "\n";
     } catch (const Error& e) {
       line = str("    ", labels[i], "   not available: ", e.what(), "\n");
     }
