@@ -152,7 +152,12 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
 
 void rmsnorm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
                   ThreadPool& pool) {
-  if (rows == 1) return rmsnorm(x, w, y, n, eps);
+  // A parallel region costs microseconds: worth it for a prefill chunk, not
+  // for one token's 32 per-head norms.
+  if (rows * n < (int64_t(1) << 15)) {
+    for (int64_t r = 0; r < rows; ++r) rmsnorm(x + r * n, w, y + r * n, n, eps);
+    return;
+  }
   pool.parallel_for(rows, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) rmsnorm(x + r * n, w, y + r * n, n, eps);
   });

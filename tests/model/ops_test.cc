@@ -42,18 +42,22 @@ TEST(Ops, RmsNormMatchesFormula) {
 
 TEST(Ops, RmsNormInPlaceAndRowsAgree) {
   ThreadPool pool(3);
-  const int64_t rows = 7, n = 40;
-  const auto x = random_vector(rows * n, 3);
-  const auto w = random_vector(n, 4);
-  std::vector<float> by_rows(x.size()), in_place = x;
-  ops::rmsnorm_rows(x.data(), w.data(), by_rows.data(), rows, n, 1e-6f, pool);
-  ops::rmsnorm_rows(in_place.data(), w.data(), in_place.data(), rows, n, 1e-6f, pool);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> one(static_cast<size_t>(n));
-    ops::rmsnorm(x.data() + r * n, w.data(), one.data(), n, 1e-6f);
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(by_rows[size_t(r * n + i)], one[size_t(i)]);
-      ASSERT_EQ(in_place[size_t(r * n + i)], one[size_t(i)]);
+  struct Shape {
+    int64_t rows, n;
+  };
+  for (const Shape sh : {Shape{7, 40}, Shape{64, 1024}}) {  // serial and parallel paths
+    const auto x = random_vector(sh.rows * sh.n, 3);
+    const auto w = random_vector(sh.n, 4);
+    std::vector<float> by_rows(x.size()), in_place = x;
+    ops::rmsnorm_rows(x.data(), w.data(), by_rows.data(), sh.rows, sh.n, 1e-6f, pool);
+    ops::rmsnorm_rows(in_place.data(), w.data(), in_place.data(), sh.rows, sh.n, 1e-6f, pool);
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      std::vector<float> one(static_cast<size_t>(sh.n));
+      ops::rmsnorm(x.data() + r * sh.n, w.data(), one.data(), sh.n, 1e-6f);
+      for (int64_t i = 0; i < sh.n; ++i) {
+        ASSERT_EQ(by_rows[size_t(r * sh.n + i)], one[size_t(i)]);
+        ASSERT_EQ(in_place[size_t(r * sh.n + i)], one[size_t(i)]);
+      }
     }
   }
 }
