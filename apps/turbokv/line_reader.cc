@@ -1,5 +1,6 @@
 #include "line_reader.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,14 @@ LineReader::Status LineReader::read_line(std::string& line) {
       buffer_.clear();
       return Status::kLine;
     }
+    // Wait in short slices and look at the flag between them: a Ctrl-C that
+    // lands just before the wait (while a command's output was printed) is
+    // seen too, not only one that interrupts a blocked read().
+    if (interrupt_ && interrupt_->load()) return Status::kInterrupted;
+    pollfd pfd = {fd_, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, interrupt_ ? 100 : -1);
+    if (ready < 0 && errno != EINTR) fail("reading standard input: ", std::strerror(errno));
+    if (ready <= 0) continue;
     char chunk[4096];
     const ssize_t n = ::read(fd_, chunk, sizeof chunk);
     if (n > 0) {

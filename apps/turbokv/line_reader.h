@@ -1,7 +1,7 @@
-// Lines from standard input for the chat REPL, read with read(2) so that a
-// Ctrl-C at the prompt (SIGINT installed without SA_RESTART) interrupts the
-// wait instead of being retried silently, and so that it works the same on
-// a terminal and on a pipe (tests).
+// Lines from standard input for the chat REPL, read with poll(2)/read(2) so
+// that a Ctrl-C at the prompt (the SIGINT handler raises a flag) ends the wait
+// instead of being retried silently, and so that it works the same on a
+// terminal and on a pipe (tests).
 #pragma once
 
 #include <atomic>

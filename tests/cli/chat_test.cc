@@ -1,6 +1,8 @@
 // `turbokv chat` driven through a pipe.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <regex>
 
@@ -145,6 +147,39 @@ TEST(CliChat, ExplicitTemplateAndSystemPrompt) {
   const CliResult bad = run_cli(args, "Hi\n");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("nonsense"), std::string::npos);
+}
+
+TEST(CliChat, CtrlCStopsTheReplyNotTheProgram) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  // No -n and a window policy: from this message stories260K generates
+  // greedily without end (tested: no EOS in 100K tokens), until Ctrl-C.
+  CliProcess chat(
+      {"chat", "-m", model, "--temp", "0", "-t", "1", "--kv-window", "64", "--verbose"});
+  ASSERT_TRUE(chat.running());
+  chat.write_stdin("Hello\n");
+  ASSERT_TRUE(chat.wait_for(" the ", /*in_stderr=*/false, 120)) << "no reply started";
+  chat.send_signal(SIGINT);
+  ASSERT_TRUE(chat.wait_for("reply stopped (Ctrl-C)", /*in_stderr=*/true, 120));
+  // Back at the prompt: the conversation goes on.
+  chat.write_stdin("/stats\n");
+  ASSERT_TRUE(chat.wait_for("last reply:", false, 60));
+  const CliResult r = chat.finish(60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(", interrupted]"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("(interrupted)"), std::string::npos) << r.out;
+}
+
+TEST(CliChat, CtrlCAtThePromptExits) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  CliProcess chat({"chat", "-m", model, "--temp", "0", "-t", "1", "-n", "4"});
+  ASSERT_TRUE(chat.running());
+  chat.write_stdin("Hello\n/stats\n");  // stdin stays open: the REPL waits for more
+  ASSERT_TRUE(chat.wait_for("last reply:", /*in_stderr=*/false, 120));
+  chat.send_signal(SIGINT);
+  // Exits by itself, with its stdin still open.
+  EXPECT_TRUE(chat.wait_exit(60));
+  const CliResult r = chat.finish(60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

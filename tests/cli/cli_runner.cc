@@ -7,12 +7,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "test_util.h"
 
 namespace tkv::test {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 std::vector<std::string> CliResult::err_lines() const {
   std::vector<std::string> lines;
@@ -26,27 +33,25 @@ std::vector<std::string> CliResult::err_lines() const {
   return lines;
 }
 
-CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text) {
-  CliResult result;
+CliProcess::CliProcess(const std::vector<std::string>& args) {
   const std::string binary = turbokv_binary();
   if (!std::filesystem::exists(binary)) {
     ADD_FAILURE() << "turbokv binary not found at " << binary << " (build the turbokv target)";
-    return result;
+    return;
   }
   int in_pipe[2], out_pipe[2], err_pipe[2];
   if (pipe(in_pipe) || pipe(out_pipe) || pipe(err_pipe)) {
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return result;
+    return;
   }
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(binary.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-
   const pid_t pid = fork();
   if (pid < 0) {
     ADD_FAILURE() << "fork: " << std::strerror(errno);
-    return result;
+    return;
   }
   if (pid == 0) {
     dup2(in_pipe[0], 0);
@@ -62,54 +67,110 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   close(err_pipe[1]);
   // Writing to a child that has exited must not kill the test with SIGPIPE.
   signal(SIGPIPE, SIG_IGN);
-  fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+  pid_ = pid;
+  in_fd_ = in_pipe[1];
+  out_fd_ = out_pipe[0];
+  err_fd_ = err_pipe[0];
+}
 
+CliProcess::~CliProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    finish(10);
+  }
+  for (int fd : {in_fd_, out_fd_, err_fd_})
+    if (fd >= 0) close(fd);
+}
+
+void CliProcess::write_stdin(const std::string& text) {
   size_t written = 0;
-  int in_fd = in_pipe[1];
-  if (stdin_text.empty()) {
-    close(in_fd);
-    in_fd = -1;
-  }
-  int out_fd = out_pipe[0], err_fd = err_pipe[0];
-  while (out_fd >= 0 || err_fd >= 0) {
-    pollfd fds[3];
-    int n = 0;
-    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
-    if (out_fd >= 0) fds[n++] = {out_fd, POLLIN, 0};
-    if (err_fd >= 0) fds[n++] = {err_fd, POLLIN, 0};
-    if (poll(fds, nfds_t(n), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
+  while (in_fd_ >= 0 && written < text.size()) {
+    // Keep reading the outputs so that a chatty child never blocks us.
+    pollfd fds[3] = {{in_fd_, POLLOUT, 0}, {out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (poll(fds, 3, 1000) < 0 && errno != EINTR) break;
+    if (fds[0].revents & (POLLERR | POLLHUP)) break;  // the child closed its stdin
+    if (fds[0].revents & POLLOUT) {
+      const ssize_t w = write(in_fd_, text.data() + written, text.size() - written);
+      if (w < 0 && errno != EINTR && errno != EAGAIN) break;
+      if (w > 0) written += size_t(w);
     }
-    for (int i = 0; i < n; ++i) {
-      if (!fds[i].revents) continue;
-      if (fds[i].fd == in_fd) {
-        const ssize_t w = write(in_fd, stdin_text.data() + written, stdin_text.size() - written);
-        if (w > 0) written += size_t(w);
-        if (w < 0 && errno != EAGAIN) written = stdin_text.size();  // child closed stdin
-        if (written == stdin_text.size()) {
-          close(in_fd);
-          in_fd = -1;
-        }
-        continue;
-      }
-      char buf[65536];
-      const ssize_t r = read(fds[i].fd, buf, sizeof buf);
-      std::string& sink = fds[i].fd == out_fd ? result.out : result.err;
-      if (r > 0) {
-        sink.append(buf, size_t(r));
-      } else if (r == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        (fds[i].fd == out_fd ? out_fd : err_fd) = -1;
-      }
+    if ((fds[1].revents | fds[2].revents) & (POLLIN | POLLHUP)) pump(0);
+  }
+}
+
+void CliProcess::close_stdin() {
+  if (in_fd_ >= 0) close(in_fd_);
+  in_fd_ = -1;
+}
+
+bool CliProcess::pump(int timeout_ms) {
+  if (out_fd_ < 0 && err_fd_ < 0) return false;
+  pollfd fds[2];
+  int n = 0;
+  if (out_fd_ >= 0) fds[n++] = {out_fd_, POLLIN, 0};
+  if (err_fd_ >= 0) fds[n++] = {err_fd_, POLLIN, 0};
+  if (poll(fds, nfds_t(n), timeout_ms) < 0) return errno == EINTR;
+  for (int i = 0; i < n; ++i) {
+    if (!fds[i].revents) continue;
+    char buf[65536];
+    const ssize_t r = read(fds[i].fd, buf, sizeof buf);
+    const bool is_out = fds[i].fd == out_fd_;
+    if (r > 0) {
+      (is_out ? result_.out : result_.err).append(buf, size_t(r));
+    } else if (r == 0 || errno != EINTR) {
+      close(fds[i].fd);
+      (is_out ? out_fd_ : err_fd_) = -1;
     }
   }
-  if (in_fd >= 0) close(in_fd);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  return out_fd_ >= 0 || err_fd_ >= 0;
+}
+
+bool CliProcess::wait_for(const std::string& text, bool in_stderr, double timeout_s) {
+  const double end = now_s() + timeout_s;
+  while (true) {
+    if ((in_stderr ? result_.err : result_.out).find(text) != std::string::npos) return true;
+    if (now_s() > end || !pump(50)) break;
   }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return (in_stderr ? result_.err : result_.out).find(text) != std::string::npos;
+}
+
+bool CliProcess::wait_exit(double timeout_s) {
+  const double end = now_s() + timeout_s;
+  while (pump(50))
+    if (now_s() > end) return false;
+  return true;
+}
+
+void CliProcess::send_signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+CliResult CliProcess::finish(double timeout_s) {
+  close_stdin();
+  const double end = now_s() + timeout_s;
+  bool killed = false;
+  while (pump(100)) {
+    if (!killed && now_s() > end && pid_ > 0) {
+      kill(pid_, SIGKILL);
+      killed = true;
+      ADD_FAILURE() << "turbokv did not finish within " << timeout_s << " s";
+    }
+  }
+  if (pid_ > 0) {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_ = -1;
+  }
+  return result_;
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text) {
+  CliProcess process(args);
+  if (!process.running()) return {};
+  process.write_stdin(stdin_text);
+  return process.finish();
 }
 
 std::string summary_field(const std::string& err, const std::string& key) {

@@ -2,6 +2,8 @@
 // stdin, captures stdout and stderr separately, and returns the exit code.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -16,9 +18,42 @@ struct CliResult {
   std::vector<std::string> err_lines() const;
 };
 
+// A running turbokv process with pipes on stdin, stdout and stderr, for tests
+// that interact with it (e.g. Ctrl-C while chat generates).
+class CliProcess {
+ public:
+  // Starts turbokv_binary() with `args`. Fails the current test when it
+  // cannot be started (running() is false then).
+  explicit CliProcess(const std::vector<std::string>& args);
+  ~CliProcess();  // kills the process if it still runs
+  CliProcess(const CliProcess&) = delete;
+  CliProcess& operator=(const CliProcess&) = delete;
+
+  bool running() const { return pid_ > 0; }
+  void write_stdin(const std::string& text);
+  void close_stdin();
+  // Collects output until `text` appears in stdout (or in stderr when
+  // `in_stderr`) or `timeout_s` passes; true when it appeared.
+  bool wait_for(const std::string& text, bool in_stderr, double timeout_s);
+  void send_signal(int sig);
+  // Collects output until the process closes stdout and stderr (it exited),
+  // without closing its stdin; false after `timeout_s`.
+  bool wait_exit(double timeout_s);
+  // Closes stdin, collects the rest of the output and the exit code; a process
+  // still running after `timeout_s` is killed (exit code 128 + 9).
+  CliResult finish(double timeout_s = 300);
+
+ private:
+  // Reads what is available within `timeout_ms`; false when both outputs are closed.
+  bool pump(int timeout_ms);
+
+  pid_t pid_ = -1;
+  int in_fd_ = -1, out_fd_ = -1, err_fd_ = -1;
+  CliResult result_;
+};
+
 // Runs turbokv_binary() with `args`; `stdin_text` is written to its stdin,
-// which is then closed. Fails the current test (and returns exit_code -1)
-// when the binary is missing or cannot be started.
+// which is then closed.
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
 
 // The "| key VALUE" field of run's summary line ("prefill" -> "5 tok in ..."),
