@@ -195,7 +195,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   o.ubatch = a.get_int("--ubatch", 512, 1, 1 << 20);
   o.mem_limit = a.has("--mem-limit") ? parse_bytes(*a.get("--mem-limit")) : 0;
   o.cell_timeout = a.get_double("--cell-timeout", 0, 0, 1e7);
-  o.out_dir = a.get_or("--out", all ? "bench-report" : "");
+  o.out_dir = a.get_or("--out", all ? "report-bench" : "");  // /report*/ is git-ignored
   o.quiet = a.has("--quiet");
   const kv::KvConfig defaults = kv_defaults(a);
 

@@ -9,6 +9,7 @@
 #include "bench_test_util.h"
 #include "common/atomic_file.h"
 #include "gguf/gguf.h"
+#include "model/synth.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -98,6 +99,40 @@ TEST(RecallCell, MultiTurnCountsScrolledOutFacts) {
 // llama.cpp's f16 cache on ~3.2K-token prompts. Here at 1K tokens (cheaper,
 // and recall at ~3K depends strongly on the filler region; see
 // docs/BENCHMARKS.md).
+// Chat-template mode, single document and multi-turn: a tiny random-weight
+// model with Llama 3's real tokenizer and its llama3 chat template.
+TEST(RecallCell, ChatTemplateModeRunsBothVariants) {
+  TKV_REQUIRE_FIXTURE(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
+  const std::string dir = ::tkv::test::temp_dir();
+  const std::string model = dir + "/tiny-llama3.gguf";
+  model::SynthOptions so;
+  so.vocab_from = vocab;
+  model::synth("tiny", model, so);
+  const std::string filler = test::write_story_text(dir);
+
+  Json req = recall_request("recall", model, "k4v2", filler, 600);
+  req["chat"] = "llama3";
+  req["answer_tokens"] = 4;
+  req["question_template"] = "What is the access code for {name}? Reply with the code only.";
+  req["keep_prompts"] = true;
+  req["trials"] = Json::array({Json::array({{{"depth", 0.5}, {"label", "50%"}}})});
+  const Json r = run_cell(req);
+  ASSERT_EQ(r["status"], "ok") << r.dump();
+  EXPECT_EQ(r["questions"], 1);
+  EXPECT_LE(r["trials"][0]["document_tokens"].get<int64_t>(), 600);
+
+  Json mt = recall_request("recall_multi_turn", model, "f16:w256", filler, 600);
+  mt["chat"] = "llama3";
+  mt["answer_tokens"] = 4;
+  mt["question_template"] = req["question_template"];
+  mt["turns"] = 3;
+  mt["scroll_window"] = 256;
+  const Json m = run_cell(mt);
+  ASSERT_EQ(m["status"], "ok") << m.dump();
+  EXPECT_EQ(m["scrolled_out"]["total"].get<int>() + m["in_window"]["total"].get<int>(), 3);
+  EXPECT_GE(m["scrolled_out"]["total"].get<int>(), 1);
+}
+
 TEST(RecallOnTestModel, F16RecallsOneFactAtThreeDepths) {
   TKV_REQUIRE_FIXTURE(model, "tkv-test-23M.gguf");
   TKV_REQUIRE_FIXTURE(filler, "tkv-test-heldout.txt");
