@@ -52,7 +52,15 @@ void ThreadPool::dispatch(int64_t n_tasks, Thunk thunk, const void* fn) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   work(0);
-  while (busy_workers_.load(std::memory_order_acquire) != 0) TKV_PAUSE();
+  // Workers that are still busy are usually microseconds from done; but when
+  // the machine is oversubscribed a worker may be descheduled, so after a
+  // short spin give the core away instead of burning it.
+  for (int i = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinIterations / 4)
+      TKV_PAUSE();
+    else
+      std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -60,7 +68,10 @@ void ThreadPool::worker_loop(int thread) {
   for (;;) {
     uint32_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
-      TKV_PAUSE();
+      if (i % 64 == 63)
+        std::this_thread::yield();  // let a runnable thread in if the core is contended
+      else
+        TKV_PAUSE();
       gen = generation_.load(std::memory_order_acquire);
     }
     while (gen == seen) {
