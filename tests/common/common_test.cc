@@ -38,7 +38,7 @@ TEST(ThreadPoolTest, RunsEveryTaskExactlyOnce) {
 TEST(ThreadPoolTest, ParallelForCoversRangeInGrains) {
   ThreadPool pool(3);
   for (int64_t n : {1, 5, 64, 1001}) {
-    std::vector<std::atomic<int>> hits(size_t(n));
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
     pool.parallel_for(n, 16, [&](int64_t b, int64_t e, int) {
       EXPECT_TRUE(b % 16 == 0);
       for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
