@@ -13,7 +13,8 @@
 #      and `turbokv bench speed`, each cell in a fresh process, and prints the
 #      tables (reports and plots in build/demo/).
 # Sized for a few minutes on 2 cores. Overrides: DEMO_CTX (memory contexts,
-# e.g. 1k,4k,16k), DEMO_DEPTHS (decode depths), THREADS, JOBS.
+# e.g. 1k,4k,16k), DEMO_SPEED_CTX (time-to-first-token contexts),
+# DEMO_DEPTHS (decode depths), THREADS, JOBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -30,12 +31,15 @@ mkdir -p build/demo
 avail_mb=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
 disk_mb=$(df -Pm build/demo | awk 'NR == 2 {print $4}')
 if [ "$avail_mb" -ge 4000 ] && [ "$disk_mb" -ge 2500 ]; then
-  PRESET=llama-3.2-1b LAYERS=4 CTX=${DEMO_CTX:-1k,4k,8k} DEPTHS=${DEMO_DEPTHS:-0,1k,4k}
+  PRESET=llama-3.2-1b LAYERS=4
 elif [ "$avail_mb" -ge 1500 ] && [ "$disk_mb" -ge 800 ]; then
-  PRESET=qwen2.5-0.5b LAYERS=4 CTX=${DEMO_CTX:-1k,4k,8k} DEPTHS=${DEMO_DEPTHS:-0,1k,4k}
+  PRESET=qwen2.5-0.5b LAYERS=4
 else
-  PRESET=tiny LAYERS=0 CTX=${DEMO_CTX:-512,1k,2k} DEPTHS=${DEMO_DEPTHS:-0,512,1k}
+  PRESET=tiny LAYERS=0
 fi
+CTX=${DEMO_CTX:-1k,4k}
+SPEED_CTX=${DEMO_SPEED_CTX:-512,2k}
+DEPTHS=${DEMO_DEPTHS:-0,2k}
 MODEL=build/demo/$PRESET${LAYERS:+-l$LAYERS}.gguf
 [ "$LAYERS" = 0 ] && MODEL=build/demo/$PRESET.gguf
 if [ ! -s "$MODEL" ]; then
@@ -53,7 +57,7 @@ threads=()
 echo "== bench memory: f16 vs k4v2 at contexts $CTX" >&2
 "$BIN" bench memory -m "$MODEL" --kv f16,k4v2 --ctx "$CTX" "${threads[@]}" --out build/demo/memory
 echo "== bench speed: f16 vs k4v2, decode at depths $DEPTHS" >&2
-"$BIN" bench speed -m "$MODEL" --kv f16,k4v2 --ctx "$CTX" --depths "$DEPTHS" "${threads[@]}" \
+"$BIN" bench speed -m "$MODEL" --kv f16,k4v2 --ctx "$SPEED_CTX" --depths "$DEPTHS" "${threads[@]}" \
   --out build/demo/speed
 echo >&2
 echo "turbokv demo: reports and plots in build/demo/memory and build/demo/speed" >&2

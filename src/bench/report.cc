@@ -74,6 +74,9 @@ Json git_info() {
     dirs.push_back(fs::path(self_executable()).parent_path().string());
   } catch (const std::exception&) {
   }
+#ifdef TURBOKV_SOURCE_DIR
+  dirs.push_back(TURBOKV_SOURCE_DIR);
+#endif
   for (const auto& d : dirs) {
     const std::string commit = git(d, {"rev-parse", "HEAD"});
     if (commit.empty()) continue;

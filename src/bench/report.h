@@ -25,7 +25,8 @@ Json make_report(const ReportHeader& h);
 
 Json machine_info();
 // `git rev-parse HEAD` of the source tree (tried in the current directory,
-// then next to the executable); "unknown" without git.
+// next to the executable, then in the source tree the binary was configured
+// from) and whether it has uncommitted changes; "unknown" without git.
 Json git_info();
 
 // Markdown of the whole report, sections in a fixed order, plot images linked.
