@@ -168,9 +168,9 @@ TEST(MakeWeight, RejectsBadTypesAndShapesNamingTheTensor) {
   for (DType t : {DType::Q8_1, DType::Q8_K, DType::I8, DType::F64, DType::TQ1_0, DType::MXFP4})
     EXPECT_FALSE(error_of([&] { make_weight(t, data.data(), 1, 256, "x"); }).empty())
         << dtype_name(t);
-  EXPECT_NE(error_of([&] { make_weight(DType::Q4_0, data.data() + 1, 1, 32, "odd"); })
-                .find("aligned"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { make_weight(DType::Q4_0, data.data() + 1, 1, 32, "odd"); }).find("aligned"),
+      std::string::npos);
   const WeightMatrix ok = make_weight(DType::Q6_K, data.data(), 3, 512, "ok");
   EXPECT_EQ(ok.row_bytes, 2u * 210u);
   EXPECT_EQ(ok.total_bytes(), 3u * 2u * 210u);
