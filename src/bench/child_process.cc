@@ -72,6 +72,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const ChildLimits& l
       if (fd < 0 || ::write(fd, "0", 1) != 1) child_fail(STDERR_FILENO, "joining the cgroup");
       ::close(fd);
     }
+    if (!limits.working_dir.empty() && ::chdir(limits.working_dir.c_str()) != 0)
+      child_fail(STDERR_FILENO, "chdir");
     if (limits.address_space_bytes > 0) {
       const rlimit rl{limits.address_space_bytes, limits.address_space_bytes};
       if (::setrlimit(RLIMIT_AS, &rl) != 0) child_fail(STDERR_FILENO, "setrlimit(RLIMIT_AS)");

@@ -13,6 +13,7 @@ struct ChildLimits {
   uint64_t address_space_bytes = 0;  // RLIMIT_AS set in the child before exec (0 = none)
   std::string cgroup_procs;          // cgroup.procs the child joins before exec ("" = none)
   double timeout_seconds = 0;        // SIGKILL after this long (0 = none)
+  std::string working_dir;           // chdir there before exec ("" = inherit)
 };
 
 struct ChildResult {

@@ -55,18 +55,32 @@ std::string write_series(const std::string& dat_path, const std::vector<Series>&
   return cmd.str() + "\n";
 }
 
+// The script writes `png` when run by hand; the harness passes tkv_out to
+// draw into a temporary file first and renames it into place (atomic).
 std::string header(const std::string& png, const std::string& title, int w = 900, int h = 560) {
   return "set terminal pngcairo noenhanced size " + std::to_string(w) + "," + std::to_string(h) +
-         " font ',10'\nset output " + gp_string(png) + "\nset title " + gp_string(title) +
+         " font ',10'\nif (!exists('tkv_out')) tkv_out = " + gp_string(png) +
+         "\nset output tkv_out\nset title " + gp_string(title) +
          "\nset grid\nset key outside right top\n";
 }
 
-bool run_gnuplot(const std::string& gnuplot, const std::string& dir, const std::string& script) {
-  // gnuplot runs in the report folder so that data files are found by name.
-  const std::string cmd = "cd " + gp_string(dir) + " && " + gp_string(gnuplot) + " " +
-                          gp_string(fs::path(script).filename().string());
-  const ChildResult r = run_child({"/bin/sh", "-c", cmd}, {});
-  return r.exit_code == 0;
+// Runs `script` in `dir` (data files are found by name) into png + ".tmp",
+// then renames it to `png`.
+bool run_gnuplot(const std::string& gnuplot, const std::string& dir, const std::string& script,
+                 const std::string& png) {
+  ChildLimits opts;
+  opts.working_dir = dir;
+  opts.timeout_seconds = 120;
+  const ChildResult r = run_child(
+      {gnuplot, "-e", "tkv_out = " + gp_string(png + ".tmp"), fs::path(script).filename().string()},
+      opts);
+  std::error_code ec;
+  if (r.exit_code != 0 || !fs::exists(dir + "/" + png + ".tmp")) {
+    fs::remove(dir + "/" + png + ".tmp", ec);
+    return false;
+  }
+  fs::rename(dir + "/" + png + ".tmp", dir + "/" + png, ec);
+  return !ec;
 }
 
 std::string model_name(const Json& report) {
@@ -211,16 +225,16 @@ PlotResult write_plots(const Json& report, const std::string& dir) {
   }
   for (const auto& [png, gp] : scripts) {
     const std::string script = dir + "/" + fs::path(png).stem().string() + ".gp";
-    bool ok = run_gnuplot(gnuplot, dir, script);
+    bool ok = run_gnuplot(gnuplot, dir, script, png);
     if (!ok) {  // a gnuplot without cairo: the libgd png terminal
       std::string alt = gp;
       const size_t pos = alt.find("set terminal pngcairo noenhanced");
       alt.replace(pos, std::string("set terminal pngcairo noenhanced").size(),
                   "set terminal png noenhanced");
       write_file_atomic(script, alt);
-      ok = run_gnuplot(gnuplot, dir, script);
+      ok = run_gnuplot(gnuplot, dir, script, png);
     }
-    if (ok && fs::exists(dir + "/" + png)) res.written.push_back(dir + "/" + png);
+    if (ok) res.written.push_back(dir + "/" + png);
   }
   if (res.written.size() != scripts.size())
     res.skipped =
