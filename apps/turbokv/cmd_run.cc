@@ -95,6 +95,15 @@ int run_main(std::span<const std::string> args) {
                  describe_sampling(sampler_config).c_str(), f.threads.count(), ctx,
                  f.context.ubatch);
 
+  // Echo the prompt before the (possibly long) prefill. The decoder sees the
+  // prompt ids either way, so the continuation is spelled as it would be in
+  // the decoded whole.
+  tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
+  for (int32_t id : ids) {
+    const std::string text = decoder.push(id);
+    if (!f.no_display_prompt) write_out(text);
+  }
+
   RunFigures fig;
   fig.prompt_tokens = int64_t(ids.size());
   PromptCacheUse cache_use;
@@ -126,12 +135,6 @@ int run_main(std::span<const std::string> args) {
   fig.prefill_seconds = prefill_seconds;
   fig.prefilled = int64_t(ids.size()) - cache_use.restored;
   for (int32_t id : ids) sampler.accept(id);  // the repetition penalty sees the prompt
-
-  tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
-  for (int32_t id : ids) {
-    const std::string text = decoder.push(id);
-    if (!f.no_display_prompt) write_out(text);
-  }
 
   GenerateOptions gen;
   gen.max_tokens = f.n_predict;
