@@ -58,8 +58,8 @@ void ContextFlags::add_to(FlagParser& flags) {
   flags.add_int({"-c", "--ctx-size"}, "N",
                 "context length in tokens (default: the model's trained context)", &ctx, 1,
                 1 << 24);
-  flags.add_int({"-ub", "--ubatch"}, "N", "tokens per prefill chunk (default 512)", &ubatch, 1,
-                1 << 16);
+  flags.add_int({"-ub", "--ubatch", "--ubatch-size"}, "N", "tokens per prefill chunk (default 512)",
+                &ubatch, 1, 1 << 16);
 }
 
 int ContextFlags::context_for(const model::Model& model) const {
@@ -87,8 +87,8 @@ void KvFlags::add_to(FlagParser& flags) {
                 0, 1 << 24);
   flags.add_int({"--kv-window"}, "N",
                 "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
-                "memory stays flat and the sequence may run past -c", &window,
-                0, 1 << 30);
+                "memory stays flat and the sequence may run past -c",
+                &window, 0, 1 << 30);
   flags.add_strings({"--kv-layer-override"}, "SPEC",
                     "per-layer codecs, e.g. 0,-1:k8v4 (repeatable; -1 = last layer)",
                     &layer_overrides);
