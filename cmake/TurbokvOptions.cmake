@@ -11,14 +11,27 @@ endif()
 # Highway: runtime dispatch over SSE4 / AVX2 / AVX-512 / AVX-512 (VBMI, VNNI)
 # on x86 and NEON on ARM, all from one source. SSSE3 adds compile time and
 # nothing we use.
-target_compile_definitions(tkv_build_flags INTERFACE
-  HWY_WANT_AVX3_DL=1 "HWY_DISABLED_TARGETS=HWY_SSSE3")
+target_compile_definitions(tkv_build_flags INTERFACE HWY_WANT_AVX3_DL=1)
+if(NOT TURBOKV_SANITIZE)
+  target_compile_definitions(tkv_build_flags INTERFACE "HWY_DISABLED_TARGETS=HWY_SSSE3")
+endif()
 
 if(TURBOKV_SANITIZE)
   target_compile_options(tkv_build_flags INTERFACE
     -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   target_link_options(tkv_build_flags INTERFACE -fsanitize=address,undefined)
   target_compile_definitions(tkv_build_flags INTERFACE TURBOKV_SANITIZED=1)
+  # The sanitized build is for finding memory and UB errors, not for speed,
+  # and compiling every Highway target of the kernels under ASan at -O2 costs
+  # more CI time than the rest of the project together: -O1 with line tables,
+  # and the targets EMU128 (portable), AVX2 and AVX-512. The Release build
+  # compiles all of them and its test run forces each in turn.
+  target_compile_options(tkv_build_flags INTERFACE -O1 -g1)
+  # GCC 12's -Wmaybe-uninitialized misfires inside libstdc++ (std::regex,
+  # std::function) once ASan instruments it; the Release build keeps it.
+  target_compile_options(tkv_build_flags INTERFACE -Wno-maybe-uninitialized)
+  target_compile_definitions(tkv_build_flags INTERFACE
+    "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3_DL)")
 endif()
 
 # Shared fixtures (../shared/models), found through TURBOKV_MODELS at run time;

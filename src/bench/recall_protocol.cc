@@ -187,6 +187,19 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
 
   std::vector<PlannedCell> cells;
   const double per_prompt = estimate_flops(info, r.ctx) + 6.0 * estimate_flops(info, 64);
+  // What both variants' cells need: the configuration, prompt and answers.
+  const auto request = [&](const char* kind, const BenchKv& kv) {
+    Json q = request_base(o, kind);
+    q["kv"] = bench_kv_to_json(kv);
+    q["ctx"] = r.ctx;
+    q["seeds"] = r.seeds;
+    q["filler_file"] = r.filler_file;
+    q["fact_template"] = r.templates.fact;
+    q["question_template"] = r.templates.question;
+    q["chat"] = r.chat;
+    q["answer_tokens"] = r.answer_tokens;
+    return q;
+  };
   for (const auto& kv : o.kv) {
     PlannedCell c;
     c.label = "recall " + kv.label;
@@ -194,16 +207,8 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
     c.identity = {{"kv", kv.label},
                   {"policy", policy_label(kv.config)},
                   {"f16_baseline", is_f16_baseline(kv.config)}};
-    c.request = request_base(o, "recall");
-    c.request["kv"] = bench_kv_to_json(kv);
-    c.request["ctx"] = r.ctx;
-    c.request["seeds"] = r.seeds;
+    c.request = request("recall", kv);
     c.request["trials"] = trials;
-    c.request["filler_file"] = r.filler_file;
-    c.request["fact_template"] = r.templates.fact;
-    c.request["question_template"] = r.templates.question;
-    c.request["chat"] = r.chat;
-    c.request["answer_tokens"] = r.answer_tokens;
     c.request["keep_prompts"] = r.keep_prompts;
     cells.push_back(std::move(c));
   }
@@ -225,16 +230,8 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
                       {"policy", policy_label(v.config)},
                       {"window", v.config.window},
                       {"multi_turn", true}};
-        c.request = request_base(o, "recall_multi_turn");
-        c.request["kv"] = bench_kv_to_json(v);
-        c.request["ctx"] = r.ctx;
+        c.request = request("recall_multi_turn", v);
         c.request["turns"] = r.turns;
-        c.request["seeds"] = r.seeds;
-        c.request["filler_file"] = r.filler_file;
-        c.request["fact_template"] = r.templates.fact;
-        c.request["question_template"] = r.templates.question;
-        c.request["chat"] = r.chat;
-        c.request["answer_tokens"] = r.answer_tokens;
         c.request["scroll_window"] = r.multi_turn_window;
         cells.push_back(std::move(c));
       }

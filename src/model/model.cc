@@ -14,6 +14,11 @@ namespace {
 // logits are wanted: enough tokens to reuse each weight block several times,
 // few enough that the buffer stays small (16 x 128K vocab = 8 MiB).
 constexpr int kLogitsRows = 16;
+// The FFN runs a chunk kFfnRows tokens at a time: its hidden activations
+// (2 x rows x n_ff floats) are the largest scratch of a prefill, 32 MiB for
+// a 512-token chunk of a 2048 x 8192 model, and 128 rows already reuse each
+// weight block enough for the matmul to stay compute bound.
+constexpr int kFfnRows = 128;
 
 // out = in W^T for T tokens: matvec for one token (bandwidth bound, streams
 // each row once), matmul for a chunk (each weight block reused T times).
@@ -35,8 +40,8 @@ struct Model::Scratch {
   std::vector<float> q;                   // ubatch x n_heads x head_dim
   std::vector<float> k, v;                // ubatch x n_kv_heads x head_dim
   std::vector<float> att;                 // attention output, ubatch x n_heads x head_dim
-  std::vector<float> gate, up;            // ubatch x n_ff
-  std::vector<float> logits;              // min(ubatch, kLogitsRows) x n_vocab
+  std::vector<float> gate, up;            // min(ubatch, kFfnRows) x n_ff
+  std::vector<float> logits;              // rows x n_vocab, grown on first use
   std::vector<float> rope_cos, rope_sin;  // ubatch x n_rot/2
 
   uint64_t bytes() const {
@@ -87,9 +92,8 @@ void Model::ensure_scratch(int ubatch) const {
   s->k.resize(T * c.kv_dim());
   s->v.resize(T * c.kv_dim());
   s->att.resize(T * c.q_dim());
-  s->gate.resize(T * c.n_ff);
-  s->up.resize(T * c.n_ff);
-  s->logits.resize(size_t(std::min(ubatch, kLogitsRows)) * c.n_vocab);
+  s->gate.resize(size_t(std::min(ubatch, kFfnRows)) * c.n_ff);
+  s->up.resize(size_t(std::min(ubatch, kFfnRows)) * c.n_ff);
   s->rope_cos.resize(T * (c.n_rot / 2));
   s->rope_sin.resize(T * (c.n_rot / 2));
   scratch_ = std::move(s);
@@ -198,7 +202,7 @@ void Model::attention_block(kv::KvCache& cache, int l, int T, ThreadPool& pool) 
     ops::rope_apply(rope_, s.k.data() + size_t(t) * c.kv_dim(), c.n_kv_heads, D, cos_row, sin_row);
   }
 
-  cache.write(l, s.k.data(), s.v.data());
+  cache.write(l, s.k.data(), s.v.data(), &pool);
   cache.attend(l, s.q.data(), s.att.data(), pool);
 
   project(L.wo, s.att.data(), T, s.xb.data(), pool);
@@ -213,17 +217,21 @@ void Model::ffn_block(int l, int T, ThreadPool& pool) const {
   const int E = c.n_embd;
 
   ops::rmsnorm_rows(s.x.data(), L.ffn_norm.data(), s.xb.data(), T, E, c.rms_eps, pool);
-  project(L.w_gate, s.xb.data(), T, s.gate.data(), pool);
-  project(L.w_up, s.xb.data(), T, s.up.data(), pool);
-  const int64_t n_hidden = int64_t(T) * c.n_ff;
-  if (T == 1) {
-    ops::silu_mul(s.gate.data(), s.up.data(), n_hidden);
-  } else {
-    pool.parallel_for(n_hidden, 4096, [&](int64_t b, int64_t e, int) {
-      ops::silu_mul(s.gate.data() + b, s.up.data() + b, e - b);
-    });
+  for (int t0 = 0; t0 < T; t0 += kFfnRows) {
+    const int rows = std::min(kFfnRows, T - t0);
+    float* h = s.xb.data() + size_t(t0) * E;  // normed input in, FFN output out
+    project(L.w_gate, h, rows, s.gate.data(), pool);
+    project(L.w_up, h, rows, s.up.data(), pool);
+    const int64_t n_hidden = int64_t(rows) * c.n_ff;
+    if (rows == 1) {
+      ops::silu_mul(s.gate.data(), s.up.data(), n_hidden);
+    } else {
+      pool.parallel_for(n_hidden, 4096, [&](int64_t b, int64_t e, int) {
+        ops::silu_mul(s.gate.data() + b, s.up.data() + b, e - b);
+      });
+    }
+    project(L.w_down, s.gate.data(), rows, h, pool);
   }
-  project(L.w_down, s.gate.data(), T, s.xb.data(), pool);
   ops::add(s.x.data(), s.xb.data(), int64_t(T) * E);
 }
 
@@ -239,6 +247,10 @@ void Model::emit_logits(int T, int64_t pos0, ThreadPool& pool, const LogitsSink&
   const int rows = T - first;
   ops::rmsnorm_rows(s.x.data() + size_t(first) * E, weights_.output_norm.data(), s.xb.data(), rows,
                     E, c.rms_eps, pool);
+  // Sized by the rows actually wanted: a prefill that only needs its last
+  // token's logits never holds kLogitsRows x n_vocab floats.
+  const size_t want = size_t(std::min(rows, kLogitsRows)) * V;
+  if (s.logits.size() < want) s.logits.resize(want);
   for (int r0 = 0; r0 < rows; r0 += kLogitsRows) {
     const int g = std::min(kLogitsRows, rows - r0);
     project(weights_.output, s.xb.data() + size_t(r0) * E, g, s.logits.data(), pool);

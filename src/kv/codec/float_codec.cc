@@ -5,6 +5,7 @@
 // residual areas, whose capacities are arbitrary).
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "common/error.h"
 #include "common/f16.h"
@@ -15,59 +16,25 @@ namespace tkv::kv::detail {
 
 namespace {
 
-class F32Codec final : public Codec {
+// Elem = float (f32) or uint16_t (f16 bits): one row of Elem per slot.
+template <class Elem>
+class RowCodec final : public Codec {
+  static constexpr bool kF32 = std::is_same_v<Elem, float>;
+
  public:
-  explicit F32Codec(int head_dim) : Codec(CodecSpec{CodecKind::F32}, head_dim) {}
+  explicit RowCodec(int head_dim)
+      : Codec(CodecSpec{kF32 ? CodecKind::F32 : CodecKind::F16}, head_dim) {}
 
   size_t page_bytes(int page_tokens) const override {
-    return size_t(page_tokens) * head_dim_ * sizeof(float);
+    return size_t(page_tokens) * head_dim_ * sizeof(Elem);
   }
   void encode(const float* x, uint8_t* page, int page_tokens, int slot) const override {
     check_slot(spec_, page_tokens, slot);
-    for (int i = 0; i < head_dim_; ++i)
-      if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
-    std::memcpy(row(page, slot), x, size_t(head_dim_) * sizeof(float));
-  }
-  void decode(const uint8_t* page, int page_tokens, int slot, float* x) const override {
-    check_slot(spec_, page_tokens, slot);
-    std::memcpy(x, row(page, slot), size_t(head_dim_) * sizeof(float));
-  }
-  size_t prepared_query_floats() const override { return size_t(head_dim_); }
-  void prepare_queries(const float* q, int G, float* prepared) const override {
-    std::memcpy(prepared, q, size_t(G) * head_dim_ * sizeof(float));
-  }
-  void score(const float* prepared, int G, const uint8_t* page, int page_tokens, int begin, int end,
-             float* scores, size_t stride) const override {
-    check_range(spec_, page_tokens, begin, end);
-    kernels::score_rows_f32(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
-  }
-  bool values_rotated() const override { return false; }
-  void accumulate(const float* p, int G, size_t stride, const uint8_t* page, int page_tokens,
-                  int begin, int end, float* acc) const override {
-    check_range(spec_, page_tokens, begin, end);
-    kernels::accumulate_rows_f32(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
-  }
-  void unrotate(float*, int) const override {}
-
- private:
-  const float* row(const uint8_t* page, int slot) const {
-    return reinterpret_cast<const float*>(page) + size_t(slot) * head_dim_;
-  }
-  float* row(uint8_t* page, int slot) const {
-    return reinterpret_cast<float*>(page) + size_t(slot) * head_dim_;
-  }
-};
-
-class F16Codec final : public Codec {
- public:
-  explicit F16Codec(int head_dim) : Codec(CodecSpec{CodecKind::F16}, head_dim) {}
-
-  size_t page_bytes(int page_tokens) const override {
-    return size_t(page_tokens) * head_dim_ * sizeof(uint16_t);
-  }
-  void encode(const float* x, uint8_t* page, int page_tokens, int slot) const override {
-    check_slot(spec_, page_tokens, slot);
-    if (!kernels::encode_f16_row(x, head_dim_, row(page, slot))) {  // an Inf/NaN came out
+    if constexpr (kF32) {
+      for (int i = 0; i < head_dim_; ++i)
+        if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
+      std::memcpy(row(page, slot), x, size_t(head_dim_) * sizeof(float));
+    } else if (!kernels::encode_f16_row(x, head_dim_, row(page, slot))) {  // an Inf/NaN came out
       for (int i = 0; i < head_dim_; ++i) {
         if (!std::isfinite(x[i])) reject_non_finite(spec_, head_dim_, x);
         if ((f32_to_f16(x[i]) & 0x7c00) == 0x7c00)
@@ -77,8 +44,12 @@ class F16Codec final : public Codec {
   }
   void decode(const uint8_t* page, int page_tokens, int slot, float* x) const override {
     check_slot(spec_, page_tokens, slot);
-    const uint16_t* in = row(page, slot);
-    for (int i = 0; i < head_dim_; ++i) x[i] = f16_to_f32(in[i]);
+    const Elem* in = row(page, slot);
+    if constexpr (kF32) {
+      std::memcpy(x, in, size_t(head_dim_) * sizeof(float));
+    } else {
+      for (int i = 0; i < head_dim_; ++i) x[i] = f16_to_f32(in[i]);
+    }
   }
   size_t prepared_query_floats() const override { return size_t(head_dim_); }
   void prepare_queries(const float* q, int G, float* prepared) const override {
@@ -87,30 +58,38 @@ class F16Codec final : public Codec {
   void score(const float* prepared, int G, const uint8_t* page, int page_tokens, int begin, int end,
              float* scores, size_t stride) const override {
     check_range(spec_, page_tokens, begin, end);
-    kernels::score_rows_f16(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+    if constexpr (kF32) {
+      kernels::score_rows_f32(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+    } else {
+      kernels::score_rows_f16(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+    }
   }
   bool values_rotated() const override { return false; }
   void accumulate(const float* p, int G, size_t stride, const uint8_t* page, int page_tokens,
                   int begin, int end, float* acc) const override {
     check_range(spec_, page_tokens, begin, end);
-    kernels::accumulate_rows_f16(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
+    if constexpr (kF32) {
+      kernels::accumulate_rows_f32(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
+    } else {
+      kernels::accumulate_rows_f16(p, G, stride, row(page, begin), end - begin, head_dim_, acc);
+    }
   }
   void unrotate(float*, int) const override {}
 
  private:
-  const uint16_t* row(const uint8_t* page, int slot) const {
-    return reinterpret_cast<const uint16_t*>(page) + size_t(slot) * head_dim_;
+  const Elem* row(const uint8_t* page, int slot) const {
+    return reinterpret_cast<const Elem*>(page) + size_t(slot) * head_dim_;
   }
-  uint16_t* row(uint8_t* page, int slot) const {
-    return reinterpret_cast<uint16_t*>(page) + size_t(slot) * head_dim_;
+  Elem* row(uint8_t* page, int slot) const {
+    return reinterpret_cast<Elem*>(page) + size_t(slot) * head_dim_;
   }
 };
 
 }  // namespace
 
 std::unique_ptr<Codec> make_float_codec(const CodecSpec& spec, int head_dim) {
-  if (spec.kind == CodecKind::F32) return std::make_unique<F32Codec>(head_dim);
-  return std::make_unique<F16Codec>(head_dim);
+  if (spec.kind == CodecKind::F32) return std::make_unique<RowCodec<float>>(head_dim);
+  return std::make_unique<RowCodec<uint16_t>>(head_dim);
 }
 
 }  // namespace tkv::kv::detail

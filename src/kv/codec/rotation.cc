@@ -92,6 +92,26 @@ Rotation::Rotation(int head_dim, uint64_t seed) : dim_(head_dim), seed_(seed) {
 
 Rotation::~Rotation() = default;
 
+namespace {
+// out = sum_i in[i] * (row i of the d x d row-major matrix m); out may alias in.
+void sum_of_scaled_rows(const float* m, const float* in, float* out, int d) {
+  float stack[kStackDim];
+  std::vector<float> heap;
+  float* tmp = stack;
+  if (d > kStackDim) {
+    heap.resize(d);
+    tmp = heap.data();
+  }
+  for (int r = 0; r < d; ++r) tmp[r] = 0;
+  for (int i = 0; i < d; ++i) {
+    const float* row = m + size_t(i) * d;
+    const float xi = in[i];
+    for (int r = 0; r < d; ++r) tmp[r] += row[r] * xi;
+  }
+  for (int r = 0; r < d; ++r) out[r] = tmp[r];
+}
+}  // namespace
+
 // R = H D2 H D1 / d   (power of two), else the dense rows.
 void Rotation::apply(const float* x, float* y) const {
   const int d = dim_;
@@ -104,21 +124,8 @@ void Rotation::apply(const float* x, float* y) const {
     fwht(y, d);
     return;
   }
-  float stack[kStackDim];
-  std::vector<float> heap;
-  float* tmp = stack;
-  if (d > kStackDim) {
-    heap.resize(d);
-    tmp = heap.data();
-  }
   // y = sum_i x_i * (column i of R) = sum_i x_i * (row i of R^T).
-  for (int i = 0; i < d; ++i) tmp[i] = 0;
-  for (int i = 0; i < d; ++i) {
-    const float* col = &dense_t_[size_t(i) * d];
-    const float xi = x[i];
-    for (int r = 0; r < d; ++r) tmp[r] += col[r] * xi;
-  }
-  for (int r = 0; r < d; ++r) y[r] = tmp[r];
+  sum_of_scaled_rows(dense_t_.data(), x, y, d);
 }
 
 // R^T = D1 H D2 H / d   (H is symmetric), else the dense transpose.
@@ -135,20 +142,8 @@ void Rotation::apply_transpose(const float* y, float* x) const {
     for (int i = 0; i < d; ++i) x[i] *= d1[i];
     return;
   }
-  float stack[kStackDim];
-  std::vector<float> heap;
-  float* tmp = stack;
-  if (d > kStackDim) {
-    heap.resize(d);
-    tmp = heap.data();
-  }
-  for (int i = 0; i < d; ++i) tmp[i] = 0;
-  for (int r = 0; r < d; ++r) {
-    const float* row = &dense_[size_t(r) * d];
-    const float yr = y[r];
-    for (int i = 0; i < d; ++i) tmp[i] += row[i] * yr;
-  }
-  for (int i = 0; i < d; ++i) x[i] = tmp[i];
+  // x = sum_r y_r * (row r of R).
+  sum_of_scaled_rows(dense_.data(), y, x, d);
 }
 
 }  // namespace tkv::kv

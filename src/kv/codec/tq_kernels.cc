@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kv/codec/kernels.h"
 #include "kv/codec/tq_layout.h"
@@ -182,6 +183,22 @@ HWY_INLINE void ScoreAll(D df, const TqGeometry& geo, const float* table16, cons
 }
 
 // Tokens in lanes: any full vector width divides the 16-token tile.
+// fn(std::integral_constant<int, bits>) for bits 1..4: the code width is a
+// template parameter of every kernel so unpacking compiles to fixed shifts.
+template <class Fn>
+HWY_INLINE void WithBits(int bits, const Fn& fn) {
+  switch (bits) {
+    case 1:
+      return fn(std::integral_constant<int, 1>());
+    case 2:
+      return fn(std::integral_constant<int, 2>());
+    case 3:
+      return fn(std::integral_constant<int, 3>());
+    default:
+      return fn(std::integral_constant<int, 4>());
+  }
+}
+
 template <class Fn>
 HWY_INLINE void WithTokenTag(const Fn& fn) {
   const hn::ScalableTag<float> dfull;
@@ -194,16 +211,10 @@ void TqScore(const TqGeometry& geo, const float* table16, const float* q, int G,
              size_t stride) {
   if (end <= begin) return;
   WithTokenTag([&](auto df) {
-    switch (geo.bits) {
-      case 1:
-        return ScoreAll<1>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
-      case 2:
-        return ScoreAll<2>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
-      case 3:
-        return ScoreAll<3>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
-      default:
-        return ScoreAll<4>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
-    }
+    WithBits(geo.bits, [&](auto bits) {
+      ScoreAll<decltype(bits)::value>(df, geo, table16, q, G, page, page_tokens, begin, end,
+                                      scores, stride);
+    });
   });
 }
 
@@ -396,16 +407,10 @@ void TqAccumulate(const TqGeometry& geo, const float* table16, const float* p, i
                   const uint8_t* page, int page_tokens, int begin, int end, float* acc) {
   if (end <= begin) return;
   simd::WithTagDividing(size_t(geo.head_dim), [&](auto df) {
-    switch (geo.bits) {
-      case 1:
-        return AccumulateAll<1>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
-      case 2:
-        return AccumulateAll<2>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
-      case 3:
-        return AccumulateAll<3>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
-      default:
-        return AccumulateAll<4>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
-    }
+    WithBits(geo.bits, [&](auto bits) {
+      AccumulateAll<decltype(bits)::value>(df, geo, table16, p, G, stride, page, page_tokens, begin,
+                                           end, acc);
+    });
   });
 }
 

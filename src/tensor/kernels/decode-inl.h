@@ -87,6 +87,15 @@ HWY_INLINE VF IQ4Levels(const uint8_t* p, bool high) {
 #endif
 }
 
+// y = q * vd + offset for the 32 4-bit codes of a Q4_0/Q4_1 block's qs.
+template <class F>
+HWY_INLINE void DecodeNibbles(const uint8_t* qs, VF vd, VF offset, const F& f) {
+  for (size_t i = 0; i < 32 / kLanes; ++i) {
+    const size_t v0 = i * kLanes;
+    f(i, hn::MulAdd(ToF(Nibbles(qs + v0 % 16, v0 >= 16)), vd, offset));
+  }
+}
+
 template <DType T>
 struct Decoder;
 
@@ -96,13 +105,8 @@ struct Decoder<DType::Q4_0> {
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
     const float d = HalfAt(p);
-    const VF vd = hn::Set(DF(), d), bias = hn::Set(DF(), -8.0f * d);
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      // d * q - 8d == d * (q - 8) exactly: both products fit in 24 bits.
-      f(i, hn::MulAdd(ToF(Nibbles(qs + v0 % 16, v0 >= 16)), vd, bias));
-    }
+    // d * q - 8d == d * (q - 8) exactly: both products fit in 24 bits.
+    DecodeNibbles(p + offsetof(Block, qs), hn::Set(DF(), d), hn::Set(DF(), -8.0f * d), f);
   }
 };
 
@@ -111,12 +115,8 @@ struct Decoder<DType::Q4_1> {
   using Block = BlockQ4_1;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
-    const VF vd = hn::Set(DF(), HalfAt(p)), vm = hn::Set(DF(), HalfAt(p + 2));
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      f(i, hn::MulAdd(ToF(Nibbles(qs + v0 % 16, v0 >= 16)), vd, vm));
-    }
+    DecodeNibbles(p + offsetof(Block, qs), hn::Set(DF(), HalfAt(p)), hn::Set(DF(), HalfAt(p + 2)),
+                  f);
   }
 };
 
@@ -129,21 +129,26 @@ HWY_INLINE VI FifthBits(uint32_t qh, size_t v0) {
   return hn::ShiftLeft<4>(hn::And(bits, hn::Set(di, 1)));
 }
 
+// y = q * vd + offset for the 32 5-bit codes of a Q5_0/Q5_1 block at p.
+template <class Block, class F>
+HWY_INLINE void DecodeQ5(const uint8_t* p, VF vd, VF offset, const F& f) {
+  uint32_t qh;
+  std::memcpy(&qh, p + offsetof(Block, qh), 4);
+  const uint8_t* qs = p + offsetof(Block, qs);
+  for (size_t i = 0; i < 32 / kLanes; ++i) {
+    const size_t v0 = i * kLanes;
+    const VI q = hn::Or(Nibbles(qs + v0 % 16, v0 >= 16), FifthBits(qh, v0));
+    f(i, hn::MulAdd(ToF(q), vd, offset));
+  }
+}
+
 template <>
 struct Decoder<DType::Q5_0> {
   using Block = BlockQ5_0;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
     const float d = HalfAt(p);
-    const VF vd = hn::Set(DF(), d), bias = hn::Set(DF(), -16.0f * d);
-    uint32_t qh;
-    std::memcpy(&qh, p + offsetof(Block, qh), 4);
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      const VI q = hn::Or(Nibbles(qs + v0 % 16, v0 >= 16), FifthBits(qh, v0));
-      f(i, hn::MulAdd(ToF(q), vd, bias));
-    }
+    DecodeQ5<Block>(p, hn::Set(DF(), d), hn::Set(DF(), -16.0f * d), f);
   }
 };
 
@@ -152,15 +157,7 @@ struct Decoder<DType::Q5_1> {
   using Block = BlockQ5_1;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
-    const VF vd = hn::Set(DF(), HalfAt(p)), vm = hn::Set(DF(), HalfAt(p + 2));
-    uint32_t qh;
-    std::memcpy(&qh, p + offsetof(Block, qh), 4);
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      const VI q = hn::Or(Nibbles(qs + v0 % 16, v0 >= 16), FifthBits(qh, v0));
-      f(i, hn::MulAdd(ToF(q), vd, vm));
-    }
+    DecodeQ5<Block>(p, hn::Set(DF(), HalfAt(p)), hn::Set(DF(), HalfAt(p + 2)), f);
   }
 };
 
