@@ -68,11 +68,14 @@ int run_main(std::span<const std::string> args) {
   // Validate everything the flags alone decide before the model is mapped.
   if (flags.was_set("-p") == !f.prompt_file.empty())
     fail("run: give exactly one of -p PROMPT or -f PROMPT_FILE");
-  const kv::KvConfig kv_config = f.kv.config();
+  kv::KvConfig kv_config = f.kv.config();
   const sample::SamplerConfig sampler_config = f.sampling.config();
   const std::string prompt = f.prompt_file.empty() ? f.prompt : read_file(f.prompt_file);
 
   const auto model = f.model.load("run");
+  if (const std::string note = f.kv.apply_model_window(model->config().sliding_window, kv_config);
+      !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const int ctx = f.context.context_for(*model);
 

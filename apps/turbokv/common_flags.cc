@@ -125,6 +125,15 @@ kv::KvConfig KvFlags::config() const {
   return c;
 }
 
+std::string KvFlags::apply_model_window(int sliding_window, kv::KvConfig& config) const {
+  if (sliding_window <= 0 || window > 0) return "";
+  config.window = sliding_window;
+  if (sinks < 0) config.sinks = 0;
+  return str("note: the model uses sliding-window attention over ", sliding_window,
+             " tokens: KV window ", config.window, ", sinks ", config.effective_sinks(),
+             " (set --kv-window to change)");
+}
+
 // ---- sampling -------------------------------------------------------------
 
 void SamplingFlags::add_to(FlagParser& flags) {

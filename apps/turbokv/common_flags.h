@@ -69,6 +69,12 @@ struct KvFlags {
   // of --kv. tkv::Error naming the flag for an unknown codec, a bad override
   // or a bad size.
   kv::KvConfig config() const;
+  // Mistral v0.1-style sliding-window attention (attention.sliding_window =
+  // W > 0): every query attends to exactly the newest W positions, which is
+  // the KV window policy with no sinks, so a model that declares it gets
+  // `--kv-window W --kv-sinks 0` unless these flags chose a window (or
+  // sinks) themselves. Returns the note to print, or "" when nothing changed.
+  std::string apply_model_window(int sliding_window, kv::KvConfig& config) const;
 };
 
 // Sampling: --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed
