@@ -1,10 +1,11 @@
 #include "bench/cell_env.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "bench/kv_configs.h"
+#include "bench/options.h"
 #include "common/error.h"
+#include "model/ops.h"
 
 namespace tkv::bench {
 
@@ -60,25 +61,11 @@ std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint
 
 int32_t argmax(std::span<const float> logits) {
   TKV_CHECK(!logits.empty());
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = i;
-  return int32_t(best);
+  return int32_t(model::ops::argmax(logits.data(), int64_t(logits.size())));
 }
 
 Json model_facts(const CellModel& m) {
-  const auto& c = m.model->config();
-  return {{"path", m.path},
-          {"file", std::filesystem::path(m.path).filename().string()},
-          {"describe", c.describe()},
-          {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},
-          {"n_kv_heads", c.n_kv_heads},
-          {"head_dim", c.head_dim},
-          {"n_vocab", c.n_vocab},
-          {"n_ctx_train", c.n_ctx_train},
-          {"file_bytes", m.model->file_bytes()},
-          {"weight_bytes", m.model->weight_bytes()}};
+  return to_json(model_info(*m.model, m.path));
 }
 
 }  // namespace tkv::bench

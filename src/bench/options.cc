@@ -7,8 +7,11 @@
 namespace tkv::bench {
 
 ModelInfo probe_model(const std::string& path) {
-  const auto model = model::Model::load(path);
-  const auto& c = model->config();
+  return model_info(*model::Model::load(path), path);
+}
+
+ModelInfo model_info(const model::Model& model, const std::string& path) {
+  const auto& c = model.config();
   ModelInfo m;
   m.path = path;
   m.file = std::filesystem::path(path).filename().string();
@@ -18,8 +21,8 @@ ModelInfo probe_model(const std::string& path) {
   m.head_dim = c.head_dim;
   m.n_vocab = c.n_vocab;
   m.n_ctx_train = c.n_ctx_train;
-  m.file_bytes = model->file_bytes();
-  m.weight_bytes = model->weight_bytes();
+  m.file_bytes = model.file_bytes();
+  m.weight_bytes = model.weight_bytes();
   m.describe = c.describe();
   return m;
 }

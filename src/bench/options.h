@@ -9,6 +9,10 @@
 #include "bench/json.h"
 #include "bench/kv_configs.h"
 
+namespace tkv::model {
+class Model;
+}
+
 namespace tkv::bench {
 
 struct ModelInfo {
@@ -17,6 +21,8 @@ struct ModelInfo {
   uint64_t file_bytes = 0, weight_bytes = 0;
   std::string describe;
 };
+// The facts of a loaded model (`path` is where it came from).
+ModelInfo model_info(const model::Model& model, const std::string& path);
 // Loads the model's header and tensor table (weights stay unread).
 ModelInfo probe_model(const std::string& path);
 Json to_json(const ModelInfo& m);
