@@ -13,8 +13,8 @@ TEST(KvFlagsModelWindow, SlidingWindowBecomesTheWindowPolicyWithoutSinks) {
   kv::KvConfig c = flags.config();
   const std::string note = flags.apply_model_window(4096, c);
   EXPECT_EQ(c.window, 4096);
-  EXPECT_EQ(c.effective_sinks(), 0);       // exactly the newest W positions
-  EXPECT_EQ(c.effective_residual(), 64);   // storage policy, unchanged
+  EXPECT_EQ(c.effective_sinks(), 0);      // exactly the newest W positions
+  EXPECT_EQ(c.effective_residual(), 64);  // storage policy, unchanged
   EXPECT_NE(note.find("sliding-window attention over 4096"), std::string::npos) << note;
 }
 

@@ -72,9 +72,9 @@ TEST(F16Test, RoundsToNearestEven) {
   EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.0f / 2048)), 1.0f);
   EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);
   EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.1f / 2048)), 1.0f + 1.0f / 1024);
-  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                                  // overflow -> inf
-  EXPECT_EQ(f32_to_f16(-1e-10f), 0x8000);                               // underflow -> -0
-  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));                 // smallest subnormal
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                   // overflow -> inf
+  EXPECT_EQ(f32_to_f16(-1e-10f), 0x8000);                // underflow -> -0
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(3.140625f)), 3.140625f);
 }
 

@@ -59,9 +59,11 @@ class RowCodec final : public Codec {
              float* scores, size_t stride) const override {
     check_range(spec_, page_tokens, begin, end);
     if constexpr (kF32) {
-      kernels::score_rows_f32(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+      kernels::score_rows_f32(prepared, G, head_dim_, row(page, begin), end - begin, scores,
+                              stride);
     } else {
-      kernels::score_rows_f16(prepared, G, head_dim_, row(page, begin), end - begin, scores, stride);
+      kernels::score_rows_f16(prepared, G, head_dim_, row(page, begin), end - begin, scores,
+                              stride);
     }
   }
   bool values_rotated() const override { return false; }

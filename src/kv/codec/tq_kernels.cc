@@ -212,8 +212,8 @@ void TqScore(const TqGeometry& geo, const float* table16, const float* q, int G,
   if (end <= begin) return;
   WithTokenTag([&](auto df) {
     WithBits(geo.bits, [&](auto bits) {
-      ScoreAll<decltype(bits)::value>(df, geo, table16, q, G, page, page_tokens, begin, end,
-                                      scores, stride);
+      ScoreAll<decltype(bits)::value>(df, geo, table16, q, G, page, page_tokens, begin, end, scores,
+                                      stride);
     });
   });
 }
