@@ -39,7 +39,7 @@ class BenchCells : public ::testing::Test {
   void SetUp() override {
     model_ = ::tkv::test::model_path("stories260K.gguf");
     if (model_.empty())
-      GTEST_SKIP() << "fixture stories260K.gguf not found under " << ::tkv::test::models_dir();
+      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << ::tkv::test::models_dir();
   }
   std::string model_;
 };

@@ -4,8 +4,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <mutex>
+#include <string_view>
 #include <vector>
+
+#include "hwy/targets.h"
 
 namespace tkv::test {
 
@@ -20,6 +24,36 @@ std::string model_path(const std::string& relative) {
   const fs::path p = fs::path(models_dir()) / relative;
   std::error_code ec;
   return fs::is_regular_file(p, ec) ? p.string() : std::string();
+}
+
+bool fixtures_required() {
+  const char* env = std::getenv("TURBOKV_REQUIRE_FIXTURES");
+  return env && std::string_view(env) == "1";
+}
+
+std::vector<std::string> simd_targets_covered() {
+  std::vector<std::string> names;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets())
+    names.push_back(hwy::TargetName(target));
+  return names;
+}
+
+void for_each_simd_target(const std::function<void(const std::string& target)>& fn) {
+  static std::once_flag printed;
+  std::call_once(printed, [] {
+    std::string all;
+    for (const auto& n : simd_targets_covered()) all += " " + n;
+    std::cout << "[ simd     ] targets compiled and supported here:" << all << std::endl;
+  });
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = hwy::TargetName(target);
+    SCOPED_TRACE("highway target " + name);
+    fn(name);
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 std::string turbokv_binary() {

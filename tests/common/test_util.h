@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace tkv::test {
 
@@ -16,14 +18,34 @@ std::string model_path(const std::string& relative);
 std::string turbokv_binary();
 // A fresh, empty temporary directory for this test (removed at exit).
 std::string temp_dir();
+// True when TURBOKV_REQUIRE_FIXTURES=1 (CI): a missing fixture then fails
+// its test instead of skipping it, so a green run means the model tests ran.
+bool fixtures_required();
+
+// Calls fn(target name) with each SIMD target that this build compiled and
+// this CPU supports, forced in turn (hwy::SetSupportedTargetsForTest), then
+// restores the default dispatch. Prints the list once per process.
+void for_each_simd_target(const std::function<void(const std::string& target)>& fn);
+// The targets for_each_simd_target visits, by name, best first.
+std::vector<std::string> simd_targets_covered();
 
 }  // namespace tkv::test
 
-// Skips the current test, printing why, when a shared fixture is missing.
-// Usage: TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
-#define TKV_REQUIRE_FIXTURE(var, relative)                                        \
-  const std::string var = ::tkv::test::model_path(relative);                      \
-  if (var.empty()) {                                                              \
-    GTEST_SKIP() << "fixture " << (relative) << " not found under "               \
-                 << ::tkv::test::models_dir() << " (set TURBOKV_MODELS)";         \
+// Ends the current test because a shared fixture is missing: a skip, or a
+// failure under TURBOKV_REQUIRE_FIXTURES=1. Stream the reason into it:
+//   if (path.empty()) TKV_MISSING_FIXTURE << "stories260K.gguf not found";
+#define TKV_MISSING_FIXTURE                                                                      \
+  return GTEST_MESSAGE_(                                                                         \
+      ::tkv::test::fixtures_required() ? "required fixture missing (TURBOKV_REQUIRE_FIXTURES=1)" \
+                                       : "Skipped",                                              \
+      ::tkv::test::fixtures_required() ? ::testing::TestPartResult::kFatalFailure                \
+                                       : ::testing::TestPartResult::kSkip)
+
+// Skips (or fails, see above) the current test when a shared fixture is
+// missing. Usage: TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+#define TKV_REQUIRE_FIXTURE(var, relative)                                       \
+  const std::string var = ::tkv::test::model_path(relative);                     \
+  if (var.empty()) {                                                             \
+    TKV_MISSING_FIXTURE << "fixture " << (relative) << " not found under "       \
+                        << ::tkv::test::models_dir() << " (set TURBOKV_MODELS)"; \
   }

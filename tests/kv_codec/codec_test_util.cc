@@ -49,18 +49,6 @@ FilledPage fill_page(const kv::Codec& codec, int page_tokens, std::mt19937_64& r
   return fp;
 }
 
-void for_each_simd_target(const std::function<void(const std::string& target)>& fn) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    const std::string name = hwy::TargetName(target);
-    SCOPED_TRACE("highway target " + name);
-    fn(name);
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 double normalized_sq_error(const float* a, const float* b, int n) {
   double num = 0, den = 0;
   for (int i = 0; i < n; ++i) {

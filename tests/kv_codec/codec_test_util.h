@@ -3,6 +3,8 @@
 // Highway target so each kernel variant (AVX-512, AVX2, SSE4, scalar) runs.
 #pragma once
 
+#include "test_util.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,10 +39,6 @@ struct FilledPage {
 };
 FilledPage fill_page(const kv::Codec& codec, int page_tokens, std::mt19937_64& rng,
                      int slots_to_write = -1);
-
-// Runs fn once per Highway target that is both compiled and supported here,
-// with dispatch forced to that target; restores the default afterwards.
-void for_each_simd_target(const std::function<void(const std::string& target)>& fn);
 
 // ||a - b||^2 / ||a||^2.
 double normalized_sq_error(const float* a, const float* b, int n);

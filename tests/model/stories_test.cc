@@ -69,7 +69,7 @@ class Stories : public ::testing::Test {
   void SetUp() override {
     path_ = test::model_path("stories260K.gguf");
     if (path_.empty())
-      GTEST_SKIP() << "fixture stories260K.gguf not found under " << test::models_dir();
+      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << test::models_dir();
     model_ = Model::load(path_);
     const auto greedy_json = read_json(test::model_path("reference/stories260K.greedy256.json"));
     reference_ids_ = greedy_json["ids"].get<std::vector<int32_t>>();

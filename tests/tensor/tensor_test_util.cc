@@ -102,18 +102,6 @@ std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, 
   return w;
 }
 
-void for_each_simd_target(const std::function<void(const std::string&)>& fn) {
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    const std::string name = hwy::TargetName(target);
-    ASSERT_EQ(name, active_simd_target()) << "dispatcher did not switch target";
-    fn(name);
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 double abs_dot(const float* w, const float* x, int64_t n) {
   double s = 0;
   for (int64_t k = 0; k < n; ++k) s += std::fabs(double(w[k]) * double(x[k]));

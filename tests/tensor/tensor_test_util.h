@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "test_util.h"
 
 namespace tkv::test {
 
@@ -23,10 +24,6 @@ std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint
 // rows x cols of random bytes, with every f16 scale field replaced by a
 // finite random value (so all quant bit patterns occur, scales stay sane).
 std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed);
-
-// Calls fn(target_name) once per SIMD target compiled into the library and
-// supported by this CPU, with the dispatcher forced to that target.
-void for_each_simd_target(const std::function<void(const std::string&)>& fn);
 
 // sum_k |w_rk| |x_k| for the error bound of the accuracy contract.
 double abs_dot(const float* w, const float* x, int64_t n);

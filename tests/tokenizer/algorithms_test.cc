@@ -205,7 +205,7 @@ TEST(Spm, WordByWordEqualsWholeText) {
   const std::string vocab_path = ::tkv::test::model_path("vocab/ggml-vocab-llama-spm.gguf");
   const std::string text_path = ::tkv::test::model_path("tkv-test-heldout.txt");
   if (vocab_path.empty() || text_path.empty()) {
-    GTEST_SKIP() << "fixtures not found under " << ::tkv::test::models_dir();
+    TKV_MISSING_FIXTURE << "fixtures not found under " << ::tkv::test::models_dir();
   }
   const Vocab v = Vocab::from_gguf(gguf::GgufFile::open(vocab_path));
   ASSERT_TRUE(SpmEncoder::vocab_has_no_inner_space(v.tokens));

@@ -35,10 +35,11 @@ std::string ids_to_string(const std::vector<int32_t>& ids);
 
 }  // namespace tkv::tok::test
 
-// Skips the test (printing why) when the vocabulary fixture is absent.
-#define TKV_REQUIRE_TOKENIZER(var, relative)                                                     \
-  const ::tkv::tok::Tokenizer* var = ::tkv::tok::test::load_fixture_tokenizer(relative);         \
-  if (!var) {                                                                                    \
-    GTEST_SKIP() << "fixture " << (relative) << " not found under " << ::tkv::test::models_dir() \
-                 << " (set TURBOKV_MODELS)";                                                     \
+// Skips (or under TURBOKV_REQUIRE_FIXTURES=1 fails) the test, printing why, when the vocabulary
+// fixture is absent.
+#define TKV_REQUIRE_TOKENIZER(var, relative)                                             \
+  const ::tkv::tok::Tokenizer* var = ::tkv::tok::test::load_fixture_tokenizer(relative); \
+  if (!var) {                                                                            \
+    TKV_MISSING_FIXTURE << "fixture " << (relative) << " not found under "               \
+                        << ::tkv::test::models_dir() << " (set TURBOKV_MODELS)";         \
   }

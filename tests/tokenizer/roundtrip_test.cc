@@ -34,7 +34,7 @@ class RoundTrip : public ::testing::TestWithParam<std::string> {
 
 TEST_P(RoundTrip, RandomUtf8) {
   const Tokenizer* tok = load();
-  if (!tok) GTEST_SKIP() << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
+  if (!tok) TKV_MISSING_FIXTURE << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
   std::mt19937 rng(1234);
   for (int i = 0; i < 300; ++i) {
     const std::string s = random_utf8(rng, 60);
@@ -46,7 +46,7 @@ TEST_P(RoundTrip, RandomUtf8) {
 
 TEST_P(RoundTrip, FixedHardCases) {
   const Tokenizer* tok = load();
-  if (!tok) GTEST_SKIP() << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
+  if (!tok) TKV_MISSING_FIXTURE << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
   const std::string cases[] = {
       "",
       " ",
@@ -88,7 +88,7 @@ class InvalidUtf8RoundTrip : public RoundTrip {};
 
 TEST_P(InvalidUtf8RoundTrip, RandomBytes) {
   const Tokenizer* tok = load();
-  if (!tok) GTEST_SKIP() << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
+  if (!tok) TKV_MISSING_FIXTURE << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
   std::mt19937 rng(99);
   int invalid = 0;
   for (int i = 0; i < 300; ++i) {
@@ -102,7 +102,7 @@ TEST_P(InvalidUtf8RoundTrip, RandomBytes) {
 
 TEST_P(InvalidUtf8RoundTrip, MalformedSequences) {
   const Tokenizer* tok = load();
-  if (!tok) GTEST_SKIP() << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
+  if (!tok) TKV_MISSING_FIXTURE << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
   const std::string cases[] = {
       "\x80",                    // lone continuation byte
       "abc\xE2\x82",             // truncated 3-byte sequence at the end

@@ -41,7 +41,7 @@ class StreamVsDecode : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StreamVsDecode, EveryPrefixOfRandomText) {
   const Tokenizer* tok = load_fixture_tokenizer(GetParam());
-  if (!tok) GTEST_SKIP() << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
+  if (!tok) TKV_MISSING_FIXTURE << "fixture " << GetParam() << " not found (set TURBOKV_MODELS)";
   std::mt19937 rng(7);
   for (int i = 0; i < 40; ++i) {
     check_every_prefix(*tok, random_utf8(rng, 30), true);
