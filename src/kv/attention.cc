@@ -36,6 +36,9 @@ enum class Kind { Sink, Page, Recent };
 constexpr int kKeyTile = 64;
 // Target rows (query tokens x GQA heads) per task.
 constexpr int kRowsPerTask = 64;
+// A split of the key range below this many tokens costs more (a task, a
+// partial, a merge) than it saves: a short context is not split.
+constexpr int64_t kMinSplitTokens = 256;
 
 // A run of consecutive positions stored in consecutive slots of one page or area.
 struct Source {
@@ -124,11 +127,11 @@ struct Plan {
 
 // Per-thread working memory of one task, carved from the thread's buffer.
 struct TaskScratch {
-  float* q;            // rows x hd (scaled queries)
-  float* prep_page;    // rows x page codec prepared floats
-  float* prep_f16;     // rows x f16 prepared floats
-  float* scores;       // rows x kKeyTile
-  float *m, *l, *corr;  // rows
+  float* q;              // rows x hd (scaled queries)
+  float* prep_page;      // rows x page codec prepared floats
+  float* prep_f16;       // rows x f16 prepared floats
+  float* scores;         // rows x kKeyTile
+  float *m, *l, *corr;   // rows
   float *acc_p, *acc_r;  // rows x hd: plain and rotated value domains
   static size_t floats(int rows, int hd, size_t pq_page, size_t pq_f16) {
     return size_t(rows) * (hd + pq_page + pq_f16 + kKeyTile + 3 + 2 * size_t(hd)) + 128;
@@ -180,6 +183,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
   // Key tiles visible to at least one query of each query tile.
   std::vector<std::vector<KeyTile>> tiles(plan.n_qt);
   size_t max_tiles = 0;
+  int64_t max_keys = 0;  // most key positions any query tile walks
   for (int qt = 0; qt < plan.n_qt; ++qt) {
     const int64_t p_first = n0 + int64_t(qt) * plan.q_tile;
     const int64_t p_last = std::min<int64_t>(n0 + n, p_first + plan.q_tile) - 1;
@@ -198,6 +202,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       }
     }
     max_tiles = std::max(max_tiles, tiles[qt].size());
+    int64_t keys = 0;
+    for (const KeyTile& kt : tiles[qt]) keys += kt.hi - kt.lo;
+    max_keys = std::max(max_keys, keys);
   }
 
   // Split the key range when there are too few (head, query tile) tasks to
@@ -207,7 +214,11 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
   plan.n_split = 1;
   if (base_tasks < want_tasks && max_tiles > 1)
     plan.n_split = int(std::min<size_t>(max_tiles, (want_tasks + base_tasks - 1) / base_tasks));
-  plan.partial_floats = size_t(plan.rows_max) * (2 + 2 * size_t(hd));
+  plan.n_split =
+      int(std::max<int64_t>(1, std::min<int64_t>(plan.n_split, max_keys / kMinSplitTokens)));
+  // Per task: m, l, accP, accR for rows_max rows, and whether accR holds
+  // anything (rotated-domain values were accumulated).
+  plan.partial_floats = size_t(plan.rows_max) * (2 + 2 * size_t(hd)) + 1;
 
   const size_t pq_page = L.k_codec->prepared_query_floats();
   const size_t pq_f16 = c.f16->prepared_query_floats();
@@ -235,6 +246,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         float* dst = ts.q + (size_t(t - t0) * G + g) * hd;
         for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
       }
+    bool rotated_values = false;
     const auto& my_tiles = tiles[qt];
     const size_t tb = my_tiles.size() * split / plan.n_split;
     const size_t te = my_tiles.size() * (split + 1) / plan.n_split;
@@ -290,6 +302,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         scale_in_place(ts.acc_p + size_t(r) * hd, hd, ts.corr[r]);
         scale_in_place(ts.acc_r + size_t(r) * hd, hd, ts.corr[r]);
       }
+      rotated_values |= src.vc->values_rotated();
       float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
       src.vc->accumulate(ts.scores, rows, kKeyTile, vp, src.page_tokens, b, e, acc);
     }
@@ -300,6 +313,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * hd);
     std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd, ts.acc_r,
                 sizeof(float) * rows * hd);
+    part[plan.partial_floats - 1] = rotated_values ? 1.0f : 0.0f;
   });
 
   // Merge the splits (log-sum-exp), undo the rotation, normalize.
@@ -311,6 +325,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     TaskScratch ts;
     ts.carve(c.thread_scratch[thread].as<float>(task_floats), rows, hd, pq_page, pq_f16);
     const float* first = partials + size_t(task) * plan.n_split * plan.partial_floats;
+    bool rotated_values = false;
+    for (int s = 0; s < plan.n_split; ++s)
+      rotated_values |= first[s * plan.partial_floats + plan.partial_floats - 1] != 0.0f;
     for (int r = 0; r < rows; ++r) {
       float M = kMaskedScore;
       for (int s = 0; s < plan.n_split; ++s) M = std::max(M, first[s * plan.partial_floats + r]);
@@ -331,7 +348,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       }
       ts.l[r] = l;
     }
-    if (v_rotated) {
+    // Nothing accumulated in the rotated domain (e.g. every visible token is
+    // still in f16): acc_r is zero and R^T of it is too.
+    if (v_rotated && rotated_values) {
       L.v_codec->unrotate(ts.acc_r, rows);
       for (size_t i = 0; i < size_t(rows) * hd; ++i) ts.acc_p[i] += ts.acc_r[i];
     }

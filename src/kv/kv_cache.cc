@@ -12,7 +12,9 @@ namespace tkv::kv {
 
 namespace {
 
-int round_up_16(int n) { return (n + 15) / 16 * 16; }
+int round_up_16(int n) {
+  return (n + 15) / 16 * 16;
+}
 
 // Head vectors are staged on the stack while re-encoding; no model has more.
 constexpr int kMaxHeadDim = 1024;
@@ -91,9 +93,15 @@ KvCache::~KvCache() {
   }
 }
 
-const KvShape& KvCache::shape() const { return impl_->shape; }
-const KvConfig& KvCache::config() const { return impl_->config; }
-int64_t KvCache::n_tokens() const { return impl_->n_tokens; }
+const KvShape& KvCache::shape() const {
+  return impl_->shape;
+}
+const KvConfig& KvCache::config() const {
+  return impl_->config;
+}
+int64_t KvCache::n_tokens() const {
+  return impl_->n_tokens;
+}
 
 void KvCache::begin_chunk(int n_new) {
   Impl& c = *impl_;
@@ -211,14 +219,11 @@ void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool) {
   LayerKv& L = c.layers[layer];
   if (c.R > 0) {
     const int64_t n0 = c.n_tokens, n1 = n0 + c.chunk_n;
-    std::vector<float> buf(c.shape.head_dim);
     for (int64_t j = std::max<int64_t>({c.S, n1 - c.R, n0}); j < n1; ++j) {
       const int rs = int((j - c.S) % L.ring.capacity), cs = int(j - n0);
       for (int h = 0; h < c.shape.n_kv_heads; ++h) {
-        c.f16->decode(c.chunk.k(h), c.chunk.capacity, cs, buf.data());
-        c.f16->encode(buf.data(), L.ring.k(h), L.ring.capacity, rs);
-        c.f16->decode(c.chunk.v(h), c.chunk.capacity, cs, buf.data());
-        c.f16->encode(buf.data(), L.ring.v(h), L.ring.capacity, rs);
+        c.f16->copy_slot(c.chunk.k(h), c.chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
+        c.f16->copy_slot(c.chunk.v(h), c.chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
       }
     }
   }
@@ -264,8 +269,8 @@ KvStats KvCache::stats() const {
   KvStats s;
   s.n_tokens = c.n_tokens;
   const int64_t non_sink = std::max<int64_t>(0, c.n_tokens - c.S);
-  s.tokens_kept = std::min<int64_t>(c.n_tokens, c.S) + (c.W > 0 ? std::min<int64_t>(c.W, non_sink)
-                                                                 : non_sink);
+  s.tokens_kept =
+      std::min<int64_t>(c.n_tokens, c.S) + (c.W > 0 ? std::min<int64_t>(c.W, non_sink) : non_sink);
   for (const auto& L : c.layers) {
     const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
     const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
@@ -284,6 +289,8 @@ KvStats KvCache::stats() const {
   return s;
 }
 
-void KvCache::reset_peak_scratch() { impl_->peak_scratch = impl_->scratch_bytes(); }
+void KvCache::reset_peak_scratch() {
+  impl_->peak_scratch = impl_->scratch_bytes();
+}
 
 }  // namespace tkv::kv

@@ -56,7 +56,7 @@ class Rotation {
  private:
   int dim_;
   uint64_t seed_;
-  std::vector<float> signs_;  // power-of-two path: D1 then D2, scaled by 1/sqrt(d)
+  std::vector<float> signs_;    // power-of-two path: D1 then D2, scaled by 1/sqrt(d)
   std::vector<float> dense_;    // otherwise: row-major R
   std::vector<float> dense_t_;  // and R^T (both products then run as vectorizable axpys)
 };
@@ -80,6 +80,11 @@ class Codec {
   virtual void encode(const float* x, uint8_t* page, int page_tokens, int slot) const = 0;
   // Reference decode of one slot (tests and the test-only reference attention).
   virtual void decode(const uint8_t* page, int page_tokens, int slot, float* x) const = 0;
+  // Copies slot `src_slot` of `src` into slot `dst_slot` of `dst` (both pages
+  // of this codec), as decode() + encode() would, but without the round trip
+  // where the layout allows (the f16 residual ring is refilled every token).
+  virtual void copy_slot(const uint8_t* src, int src_tokens, int src_slot, uint8_t* dst,
+                         int dst_tokens, int dst_slot) const;
 
   // ---- fused attention: keys ----
   // Floats of scratch prepare_queries() writes per query head.
@@ -87,8 +92,8 @@ class Codec {
   // q: G query heads x head_dim (original domain) -> `prepared` (G x prepared_query_floats()).
   virtual void prepare_queries(const float* q, int G, float* prepared) const = 0;
   // scores[g * stride + (t - begin)] = <q_g, k_t> for slots t in [begin, end).
-  virtual void score(const float* prepared, int G, const uint8_t* page, int page_tokens,
-                     int begin, int end, float* scores, size_t stride) const = 0;
+  virtual void score(const float* prepared, int G, const uint8_t* page, int page_tokens, int begin,
+                     int end, float* scores, size_t stride) const = 0;
 
   // ---- fused attention: values ----
   // True when accumulate() sums in the rotated domain (finish with unrotate()).

@@ -51,6 +51,12 @@ class RowCodec final : public Codec {
       for (int i = 0; i < head_dim_; ++i) x[i] = f16_to_f32(in[i]);
     }
   }
+  void copy_slot(const uint8_t* src, int src_tokens, int src_slot, uint8_t* dst, int dst_tokens,
+                 int dst_slot) const override {
+    check_slot(spec_, src_tokens, src_slot);
+    check_slot(spec_, dst_tokens, dst_slot);
+    std::memcpy(row(dst, dst_slot), row(src, src_slot), size_t(head_dim_) * sizeof(Elem));
+  }
   size_t prepared_query_floats() const override { return size_t(head_dim_); }
   void prepare_queries(const float* q, int G, float* prepared) const override {
     std::memcpy(prepared, q, size_t(G) * head_dim_ * sizeof(float));

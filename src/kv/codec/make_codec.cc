@@ -1,6 +1,8 @@
 // The codec factory and the validation helpers every codec shares.
 #include <cmath>
 
+#include <vector>
+
 #include "common/error.h"
 #include "kv/codec/codec.h"
 #include "kv/codec/codec_internal.h"
@@ -41,6 +43,13 @@ void check_range(const CodecSpec& spec, int page_tokens, int begin, int end) {
 void Codec::prefetch(const uint8_t* page, int page_tokens) const {
   const size_t bytes = page_bytes(page_tokens);
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(page + off, 0, 3);
+}
+
+void Codec::copy_slot(const uint8_t* src, int src_tokens, int src_slot, uint8_t* dst,
+                      int dst_tokens, int dst_slot) const {
+  std::vector<float> x(static_cast<size_t>(head_dim_));
+  decode(src, src_tokens, src_slot, x.data());
+  encode(x.data(), dst, dst_tokens, dst_slot);
 }
 
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec, int head_dim,
