@@ -6,6 +6,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "common/timer.h"
 #include "session_state.h"
 #include "tokenizer/stream_decoder.h"
@@ -22,6 +23,25 @@ std::vector<std::string> all_stops(const tok::ChatTemplate& t, std::vector<std::
   std::vector<std::string> out = t.stop_strings();
   for (auto& s : user) out.push_back(std::move(s));
   return out;
+}
+
+// Message text is bytes: what the user typed, or a reply the model may have
+// cut inside a multi-byte character. JSON holds UTF-8 only, so text that is
+// not valid UTF-8 is stored as hex under "<key>_hex" instead of "<key>".
+void put_text(nlohmann::json& j, const std::string& key, const std::string& bytes) {
+  if (is_valid_utf8(bytes))
+    j[key] = bytes;
+  else
+    j[key + "_hex"] = to_hex(bytes);
+}
+
+std::string get_text(const nlohmann::json& j, const std::string& key) {
+  if (j.contains(key + "_hex")) {
+    const auto bytes = from_hex(j.at(key + "_hex").get<std::string>());
+    if (!bytes) fail(key, "_hex is not hex");
+    return *bytes;
+  }
+  return j.value(key, std::string());
 }
 
 }  // namespace
@@ -113,9 +133,13 @@ ChatReply ChatSession::respond(const std::string& user_text, int64_t max_tokens,
 void ChatSession::save(const std::string& path) const {
   nlohmann::json extra;
   extra["chat_template"] = template_.name();
-  extra["system_prompt"] = system_prompt_;
+  put_text(extra, "system_prompt", system_prompt_);
   nlohmann::json messages = nlohmann::json::array();
-  for (const auto& m : messages_) messages.push_back({{"role", m.role}, {"content", m.content}});
+  for (const auto& m : messages_) {
+    nlohmann::json message = {{"role", m.role}};
+    put_text(message, "content", m.content);
+    messages.push_back(std::move(message));
+  }
   extra["messages"] = std::move(messages);
   save_session(path, session_, &extra);
 }
@@ -128,16 +152,23 @@ std::string ChatSession::load(const std::string& path) {
   const std::string sidecar = session_sidecar_path(path);
   nlohmann::json extra;
   std::vector<tok::ChatMessage> messages;
+  std::string system_prompt;
+  const std::string state = read_file(sidecar);
   try {
-    extra = nlohmann::json::parse(read_file(sidecar)).at("extra");
-    for (const auto& m : extra.at("messages"))
-      messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    extra = nlohmann::json::parse(state).at("extra");
+    for (const auto& m : extra.at("messages")) {
+      if (!m.contains("content") && !m.contains("content_hex")) fail("a message without content");
+      messages.push_back({m.at("role").get<std::string>(), get_text(m, "content")});
+    }
+    system_prompt = get_text(extra, "system_prompt");
   } catch (const nlohmann::json::exception& e) {
+    fail(sidecar, ": no chat conversation in it (", escape_bytes(e.what()), ")");
+  } catch (const Error& e) {
     fail(sidecar, ": no chat conversation in it (", e.what(), ")");
   }
   load_session(path, session_);
   messages_ = std::move(messages);
-  system_prompt_ = extra.value("system_prompt", std::string());
+  system_prompt_ = std::move(system_prompt);
   // The repetition penalty looks at the recent history.
   sampler_.reset();
   for (int32_t id : session_.tokens()) sampler_.accept(id);

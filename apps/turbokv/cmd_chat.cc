@@ -12,15 +12,19 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chat_session.h"
 #include "command_registry.h"
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common_flags.h"
 #include "line_reader.h"
 #include "model/model.h"
+#include "output.h"
+#include "session_state.h"
 
 namespace tkv::cli {
 namespace {
@@ -52,8 +56,7 @@ constexpr const char* kCommandHelp =
     "a line ending in '\\' continues on the next line; Ctrl-C stops a reply.\n";
 
 void out(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  write_stdout(text);
 }
 
 std::string rate(int64_t tokens, double seconds) {
@@ -104,6 +107,8 @@ bool handle_command(const std::string& line, ChatSession& chat, const ChatReply*
   } else if (cmd == "/save" || cmd == "/load") {
     if (arg.empty()) fail(cmd, " needs a file name, e.g. ", cmd, " chat.session");
     if (cmd == "/save") {
+      check_output_path(arg);
+      check_output_path(session_sidecar_path(arg));
       chat.save(arg);
       std::fprintf(stderr, "turbokv: saved %zu tokens, %zu messages to %s\n",
                    chat.session().tokens().size(), chat.messages().size(), arg.c_str());
@@ -125,25 +130,29 @@ int chat_main(std::span<const std::string> args) {
   ContextFlags context_flags;
   KvFlags kv_flags;
   SamplingFlags sampling_flags;
+  ProgressFlags progress_flags;
   std::string system_prompt, template_name;
   std::vector<std::string> stops;
   int n_predict = -1;
   bool verbose = false;
-  FlagParser flags("chat", "turbokv chat -m MODEL [--system TEXT] [flags]",
+  FlagParser flags("chat", "turbokv chat -m MODEL [-sys TEXT] [flags]",
                    "An interactive conversation using the model's chat template. The KV cache\n"
                    "is kept across turns: each turn feeds only its new tokens. Type /help for\n"
                    "the commands (/clear /save /load /stats /quit).");
   model_flags.add_to(flags);
   flags.section("conversation");
-  flags.add_string({"--system"}, "TEXT", "system prompt", &system_prompt);
+  flags.add_string({"--system", "-sys", "--system-prompt"}, "TEXT", "system prompt",
+                   &system_prompt);
   flags.add_string({"--chat-template"}, "NAME",
                    "override the template the model's metadata names: chatml, llama2,\n"
                    "llama2-sys, mistral-v1, mistral-v3, mistral-v7, llama3, gemma, phi3, ...",
                    &template_name);
-  flags.add_strings({"--stop"}, "STR", "end a reply at STR (repeatable; not shown)", &stops);
+  flags.add_strings({"--stop", "-r", "--reverse-prompt"}, "STR",
+                    "end a reply at STR (repeatable; not shown)", &stops);
   flags.add_int({"-n", "--n-predict"}, "N",
                 "at most N tokens per reply; -1 = until end of turn (default -1)", &n_predict, -1);
   flags.add_bool({"--verbose"}, "print settings and per-reply speed on stderr", &verbose);
+  progress_flags.add_to(flags);
   flags.section("compute");
   thread_flags.add_to(flags);
   context_flags.add_to(flags);
@@ -153,6 +162,9 @@ int chat_main(std::span<const std::string> args) {
 
   kv::KvConfig kv_config = kv_flags.config();
   const sample::SamplerConfig sampling = sampling_flags.config();
+  const PrefillProgress progress = progress_flags.mode();
+  for (const auto& stop : stops)
+    if (stop.empty()) fail("--stop: the stop string is empty");
   tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
   if (!template_name.empty()) chat_template = tok::ChatTemplate::by_name(template_name);
   const auto model = model_flags.load("chat");
@@ -167,6 +179,7 @@ int chat_main(std::span<const std::string> args) {
 
   InferenceSession session(*model, tokenizer, context_flags.context_for(*model), kv_config,
                            thread_flags.count(), context_flags.ubatch);
+  session.set_prefill_progress(progress);
   ChatSession chat(session, chat_template, sampling, system_prompt, stops);
   std::fprintf(stderr, "turbokv chat: %s, template %s, context %lld, kv %s, sampling %s\n",
                model->config().describe().c_str(), chat_template.name().c_str(),
@@ -197,22 +210,26 @@ int chat_main(std::span<const std::string> args) {
     if (line[0] == '/') {
       try {
         if (!handle_command(line, chat, have_last ? &last : nullptr)) break;
-      } catch (const Error& e) {
-        // A failed command (e.g. /load of a missing file) leaves the
-        // conversation as it was; the chat goes on.
+      } catch (const StdoutError&) {
+        throw;
+      } catch (const std::exception& e) {
+        // A failed command (/load of a missing file, /save to a full disk)
+        // leaves the conversation as it was; the chat goes on.
         std::fprintf(stderr, "turbokv: error: %s\n", e.what());
       }
       continue;
     }
     g_interrupt.store(false);
-    last = chat.respond(line, n_predict, &g_interrupt, out);
-    have_last = true;
-    if (last.no_room) {
+    ChatReply reply = chat.respond(line, n_predict, &g_interrupt, out);
+    if (reply.no_room) {
+      // Nothing was fed or generated: /stats keeps showing the last reply.
       std::fprintf(
           stderr, "turbokv: context full (%zu of %lld tokens): this message does not fit; %s\n",
           session.tokens().size(), static_cast<long long>(session.context_size()), kContextAdvice);
       continue;
     }
+    last = std::move(reply);
+    have_last = true;
     out("\n");
     if (last.generation.reason == StopReason::kInterrupted) {
       std::fprintf(stderr, "turbokv: reply stopped (Ctrl-C)\n");

@@ -11,6 +11,7 @@
 #include "gguf/gguf.h"
 #include "gguf/inspect.h"
 #include "model_summary.h"
+#include "output.h"
 
 namespace tkv::cli {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 int inspect_main(std::span<const std::string> args) {
   std::string path;
   bool all = false, model_only = false;
-  FlagParser flags("inspect", "turbokv inspect MODEL [--all]",
+  FlagParser flags("inspect", "turbokv inspect MODEL [--all] [--model-only]",
                    "Prints a GGUF file's header, metadata and tensor table, then (for a model\n"
                    "turbokv can run) its architecture, per-layer shapes and KV bytes per token.");
   flags.add_positional("MODEL", "a GGUF file (model, vocabulary or turbokv session)", &path);
@@ -39,7 +40,7 @@ int inspect_main(std::span<const std::string> args) {
     if (!out.empty() && out.back() != '\n') out += '\n';
     out += '\n';
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_stdout(out);
 
   std::string summary;
   try {
@@ -50,7 +51,7 @@ int inspect_main(std::span<const std::string> args) {
     // model section rather than failing.
     summary = str("model: none (", e.what(), ")\n");
   }
-  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  write_stdout(summary);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 // `turbokv run`: prefill a prompt, then sample and stream a continuation,
 // ending with a one-line summary of speed and memory on stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <span>
 #include <string>
@@ -13,9 +15,11 @@
 #include "common_flags.h"
 #include "generation.h"
 #include "model/model.h"
+#include "output.h"
 #include "prompt_cache.h"
 #include "run_report.h"
 #include "session_state.h"
+#include "stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace tkv::cli {
@@ -27,16 +31,12 @@ struct RunFlags {
   ContextFlags context;
   KvFlags kv;
   SamplingFlags sampling;
+  ProgressFlags progress;
   std::string prompt, prompt_file, prompt_cache;
+  std::vector<std::string> stops;
   int n_predict = -1;
   bool no_bos = false, ignore_eos = false, verbose = false, no_display_prompt = false;
 };
-
-void write_out(const std::string& text) {
-  if (text.empty()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);  // stream: the user sees each token as it comes
-}
 
 int run_main(std::span<const std::string> args) {
   RunFlags f;
@@ -47,17 +47,21 @@ int run_main(std::span<const std::string> args) {
   f.model.add_to(flags);
   flags.section("generation");
   flags.add_string({"-p", "--prompt"}, "TEXT", "the prompt", &f.prompt);
-  flags.add_string({"-f", "--file"}, "FILE", "read the prompt from FILE", &f.prompt_file);
+  flags.add_string({"-f", "--file"}, "FILE", "read the prompt from FILE (- = standard input)",
+                   &f.prompt_file);
   flags.add_int({"-n", "--n-predict"}, "N",
                 "tokens to generate; -1 = until end of text or a full context (default -1)",
                 &f.n_predict, -1);
   flags.add_bool({"--no-bos"}, "do not prepend BOS (default: as the vocabulary asks)", &f.no_bos);
   flags.add_bool({"--ignore-eos"}, "keep generating past end-of-text tokens", &f.ignore_eos);
   flags.add_bool({"--no-display-prompt"}, "do not echo the prompt", &f.no_display_prompt);
+  flags.add_strings({"--stop", "-r", "--reverse-prompt"}, "STR",
+                    "end the output at STR (repeatable; not shown)", &f.stops);
   flags.add_string({"--prompt-cache"}, "FILE",
                    "restore the prompt's KV cache from FILE when it matches, else save it there",
                    &f.prompt_cache);
   flags.add_bool({"--verbose"}, "print the model, KV and sampling settings first", &f.verbose);
+  f.progress.add_to(flags);
   flags.section("compute");
   f.threads.add_to(flags);
   f.context.add_to(flags);
@@ -70,7 +74,11 @@ int run_main(std::span<const std::string> args) {
     fail("run: give exactly one of -p PROMPT or -f PROMPT_FILE");
   kv::KvConfig kv_config = f.kv.config();
   const sample::SamplerConfig sampler_config = f.sampling.config();
-  const std::string prompt = f.prompt_file.empty() ? f.prompt : read_file(f.prompt_file);
+  const PrefillProgress progress = f.progress.mode();
+  for (const auto& stop : f.stops)
+    if (stop.empty()) fail("--stop: the stop string is empty");
+  if (!f.prompt_cache.empty()) check_output_path(f.prompt_cache, "--prompt-cache");
+  const std::string prompt = f.prompt_file.empty() ? f.prompt : read_input_file(f.prompt_file);
 
   const auto model = f.model.load("run");
   if (const std::string note = f.kv.apply_model_window(model->config().sliding_window, kv_config);
@@ -91,6 +99,7 @@ int run_main(std::span<const std::string> args) {
          " tokens (raise -c, or use --kv-window)");
 
   InferenceSession session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
+  session.set_prefill_progress(progress);
   sample::Sampler sampler(sampler_config);
   if (f.verbose)
     std::fprintf(stderr, "model: %s\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
@@ -98,14 +107,17 @@ int run_main(std::span<const std::string> args) {
                  describe_sampling(sampler_config).c_str(), f.threads.count(), ctx,
                  f.context.ubatch);
 
-  // Echo the prompt before the (possibly long) prefill. The decoder sees the
-  // prompt ids either way, so the continuation is spelled as it would be in
-  // the decoded whole.
+  // Echo the prompt before the (possibly long) prefill, unless prefill
+  // progress may be drawn on the terminal: then after it, so that the bar
+  // has a line of its own. The decoder sees the prompt ids either way, so
+  // the continuation is spelled as it would be in the decoded whole.
   tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
-  for (int32_t id : ids) {
-    const std::string text = decoder.push(id);
-    if (!f.no_display_prompt) write_out(text);
-  }
+  std::string echo;
+  for (int32_t id : ids) echo += decoder.push(id);
+  if (f.no_display_prompt) echo.clear();
+  const bool echo_after_prefill = progress == PrefillProgress::kAlways ||
+                                  (progress == PrefillProgress::kAuto && ::isatty(2) == 1);
+  if (!echo_after_prefill) write_stdout(echo);
 
   RunFigures fig;
   fig.prompt_tokens = int64_t(ids.size());
@@ -135,6 +147,7 @@ int run_main(std::span<const std::string> args) {
     session.feed(all.last(1));
     prefill_seconds += last.seconds();
   }
+  if (echo_after_prefill) write_stdout(echo);
   fig.prefill_seconds = prefill_seconds;
   fig.prefilled = int64_t(ids.size()) - cache_use.restored;
   for (int32_t id : ids) sampler.accept(id);  // the repetition penalty sees the prompt
@@ -142,12 +155,14 @@ int run_main(std::span<const std::string> args) {
   GenerateOptions gen;
   gen.max_tokens = f.n_predict;
   gen.stop_at_eog = !f.ignore_eos;
+  StopMatcher matcher(f.stops);
   const GenerateResult result = generate(session, sampler, gen, [&](int32_t id) {
-    write_out(decoder.push(id));
-    return true;
+    write_stdout(matcher.push(decoder.push(id)));
+    return !matcher.stopped();
   });
-  write_out(decoder.flush());
-  if (result.n_generated > 0) write_out("\n");
+  write_stdout(matcher.push(decoder.flush()));
+  write_stdout(matcher.flush());
+  if (result.n_generated > 0) write_stdout("\n");
   // Time to first token: prefill plus sampling the first token (the
   // prompt-cache save in between is not part of it).
   fig.time_to_first_token =
@@ -157,6 +172,7 @@ int run_main(std::span<const std::string> args) {
   fig.decode_seconds = result.decode_seconds;
   fig.stop = result.reason;
 
+  end_stdout_line();  // after -n 0, the echoed prompt may end mid-line
   if (result.reason == StopReason::kContextFull)
     std::fprintf(stderr,
                  "turbokv: context full (%lld tokens): stopped. Raise -c, or use --kv-window N "

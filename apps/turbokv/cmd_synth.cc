@@ -8,12 +8,14 @@
 #include <string>
 
 #include "command_registry.h"
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common/thread_pool.h"
 #include "common/timer.h"
 #include "flags.h"
 #include "model/synth.h"
+#include "output.h"
 
 namespace tkv::cli {
 namespace {
@@ -88,12 +90,12 @@ int synth_main(std::span<const std::string> args) {
   if (!flags.parse(args)) return 0;
 
   if (list) {
-    const std::string table = preset_table();
-    std::fwrite(table.data(), 1, table.size(), stdout);
+    write_stdout(preset_table());
     return 0;
   }
   if (like.empty()) fail("synth: --like NAME is required (see turbokv synth --list)");
   if (out_path.empty()) fail("synth: --out FILE is required");
+  check_output_path(out_path, "--out");  // before minutes of writing, not after
 
   ThreadPool pool(threads > 0 ? threads : physical_core_count());
   ProgressLine progress;

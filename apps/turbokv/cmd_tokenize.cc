@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "flags.h"
 #include "gguf/gguf.h"
+#include "output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::cli {
@@ -22,7 +23,7 @@ int tokenize_main(std::span<const std::string> args) {
   flags.add_string({"-m", "--model"}, "PATH", "GGUF file with a tokenizer (a model or a vocab)",
                    &model_path);
   flags.add_string({"-p", "--prompt"}, "TEXT", "the text to tokenize", &text);
-  flags.add_string({"-f", "--file"}, "FILE", "read the text from FILE", &file);
+  flags.add_string({"-f", "--file"}, "FILE", "read the text from FILE (- = standard input)", &file);
   flags.add_bool({"--ids"}, "print only the ids, space separated, on one line", &ids_only);
   flags.add_bool({"--add-bos"}, "prepend the vocabulary's BOS token", &add_bos);
   flags.add_bool({"--parse-special"}, "turn special-token text such as <|eot_id|> into its token",
@@ -32,7 +33,7 @@ int tokenize_main(std::span<const std::string> args) {
   if (model_path.empty()) fail("tokenize: no model given (use -m MODEL.gguf)");
   const bool have_text = flags.was_set("-p");
   if (have_text == !file.empty()) fail("tokenize: give exactly one of -p TEXT or -f FILE");
-  if (!file.empty()) text = read_file(file);
+  if (!file.empty()) text = read_input_file(file);
 
   // Only the tokenizer metadata is needed: no weights are bound, so this works
   // on vocabulary-only GGUF files too.
@@ -61,7 +62,7 @@ int tokenize_main(std::span<const std::string> args) {
                  "'\n");
     }
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_stdout(out);
   return 0;
 }
 

@@ -1,7 +1,9 @@
 #include "common_flags.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "common/error.h"
 #include "common/sys_info.h"
@@ -49,7 +51,16 @@ void ThreadFlags::add_to(FlagParser& flags) {
 }
 
 int ThreadFlags::count() const {
-  return threads > 0 ? threads : physical_core_count();
+  if (threads <= 0) return physical_core_count();
+  const unsigned cpus = std::thread::hardware_concurrency();
+  if (!warned_ && cpus > 0 && unsigned(threads) > cpus) {
+    std::fprintf(stderr,
+                 "turbokv: warning: -t %d is more than the %u CPUs here: the extra threads only "
+                 "compete for them (default: %d)\n",
+                 threads, cpus, physical_core_count());
+    warned_ = true;
+  }
+  return threads;
 }
 
 // ---- context --------------------------------------------------------------
@@ -63,7 +74,32 @@ void ContextFlags::add_to(FlagParser& flags) {
 }
 
 int ContextFlags::context_for(const model::Model& model) const {
-  return ctx > 0 ? ctx : model.kv_shape(0).max_tokens;
+  const int trained = model.kv_shape(0).max_tokens;
+  if (ctx <= 0) return trained;
+  if (!warned_ && ctx > trained) {
+    std::fprintf(stderr,
+                 "turbokv: warning: -c %d is above the model's trained context of %d tokens: "
+                 "output past %d tokens may degrade\n",
+                 ctx, trained, trained);
+    warned_ = true;
+  }
+  return ctx;
+}
+
+// ---- progress -------------------------------------------------------------
+
+void ProgressFlags::add_to(FlagParser& flags) {
+  flags.add_bool({"-q", "--quiet"}, "no prefill progress", &quiet);
+  flags.add_bool({"--progress"},
+                 "prefill progress on stderr even when it is not a terminal\n"
+                 "(default: on a terminal, for prompts that take over a second)",
+                 &progress);
+}
+
+PrefillProgress ProgressFlags::mode() const {
+  if (quiet && progress) fail("-q and --progress contradict each other: give one");
+  if (quiet) return PrefillProgress::kOff;
+  return progress ? PrefillProgress::kAlways : PrefillProgress::kAuto;
 }
 
 // ---- KV cache -------------------------------------------------------------
@@ -96,7 +132,8 @@ void KvFlags::add_to(FlagParser& flags) {
                 4096);
   flags.add_string({"--kv-budget"}, "SIZE", "byte budget of the page pool, e.g. 2G (default none)",
                    &budget);
-  flags.add_uint64({"--kv-seed"}, "N", "seed of the per-layer rotations (default 0x74626b76)",
+  flags.add_uint64({"--kv-seed"}, "N",
+                   "seed of the per-layer rotations, decimal or 0x hex (default 0x74626b76)",
                    &seed);
 }
 

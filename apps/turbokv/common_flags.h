@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "flags.h"
+#include "generation.h"
 #include "kv/kv_config.h"
 #include "sample/sampler.h"
 
@@ -43,7 +44,12 @@ struct ThreadFlags {
   int threads = 0;  // 0 = physical cores
 
   void add_to(FlagParser& flags);
+  // The thread count; the first call warns on stderr when -t asks for more
+  // threads than the machine has CPUs (they would only compete for them).
   int count() const;
+
+ private:
+  mutable bool warned_ = false;
 };
 
 // -c / --ctx-size N (default: the model's trained context), -ub / --ubatch N
@@ -52,8 +58,21 @@ struct ContextFlags {
   int ubatch = 512;
 
   void add_to(FlagParser& flags);
-  // The context length to allocate for `model`.
+  // The context length to allocate for `model`; warns on stderr (once)
+  // when -c is above the model's trained context.
   int context_for(const model::Model& model) const;
+
+ private:
+  mutable bool warned_ = false;
+};
+
+// -q / --quiet, --progress: prefill progress on stderr (run, chat).
+struct ProgressFlags {
+  bool quiet = false, progress = false;
+
+  void add_to(FlagParser& flags);
+  // tkv::Error when both are given.
+  PrefillProgress mode() const;
 };
 
 // KV cache: -ctk / -ctv / --kv and the policies.

@@ -37,6 +37,62 @@ bool looks_like_flag(const std::string& arg) {
   return !(c >= '0' && c <= '9') && c != '.';
 }
 
+// Flags of llama.cpp's tools that turbokv does not have, so that a command
+// line copied from llama.cpp gets a straight answer instead of a suggestion.
+struct UnsupportedFlag {
+  const char* name;
+  const char* why;  // "" or a hint
+};
+constexpr UnsupportedFlag kLlamaCppFlags[] = {
+    {"-b", "; -ub sets the prefill chunk size"},
+    {"--batch-size", "; -ub sets the prefill chunk size"},
+    {"-ngl", "; it runs on the CPU"},
+    {"--gpu-layers", "; it runs on the CPU"},
+    {"--n-gpu-layers", "; it runs on the CPU"},
+    {"-mg", "; it runs on the CPU"},
+    {"--main-gpu", "; it runs on the CPU"},
+    {"-ts", "; it runs on the CPU"},
+    {"--tensor-split", "; it runs on the CPU"},
+    {"-sm", "; it runs on the CPU"},
+    {"--split-mode", "; it runs on the CPU"},
+    {"-nkvo", "; the KV cache is always in memory"},
+    {"--no-kv-offload", "; the KV cache is always in memory"},
+    {"-e", "; text is taken as given, without escape processing"},
+    {"--escape", "; text is taken as given, without escape processing"},
+    {"--no-escape", "; text is taken as given, without escape processing"},
+    {"--no-mmap", "; the model is always memory-mapped"},
+    {"--mlock", ""},
+    {"--numa", ""},
+    {"-fa", ""},
+    {"--flash-attn", ""},
+    {"-np", ""},
+    {"--parallel", ""},
+    {"-cb", ""},
+    {"--cont-batching", ""},
+    {"-i", "; use turbokv chat"},
+    {"--interactive", "; use turbokv chat"},
+    {"-cnv", "; use turbokv chat"},
+    {"--conversation", "; use turbokv chat"},
+    {"-if", "; use turbokv chat"},
+    {"--interactive-first", "; use turbokv chat"},
+    {"--color", ""},
+    {"--keep", ""},
+    {"--in-prefix", ""},
+    {"--in-suffix", ""},
+    {"--grammar", ""},
+    {"--grammar-file", ""},
+    {"-j", ""},
+    {"--json-schema", ""},
+    {"--lora", ""},
+    {"--mmproj", ""},
+    {"--rope-freq-base", "; the model's own RoPE settings are used"},
+    {"--rope-freq-scale", "; the model's own RoPE settings are used"},
+    {"--rope-scaling", "; the model's own RoPE settings are used"},
+    {"--ctx-shift", "; --kv-window N keeps the newest tokens"},
+    {"-tb", "; -t sets the threads of every phase"},
+    {"--threads-batch", "; -t sets the threads of every phase"},
+};
+
 }  // namespace
 
 int64_t parse_int(const std::string& what, const std::string& text, int64_t min, int64_t max) {
@@ -59,7 +115,10 @@ uint64_t parse_uint64(const std::string& what, const std::string& text) {
   uint64_t v = 0;
   const char* b = text.data();
   const char* e = b + text.size();
-  const auto r = std::from_chars(b, e, v);
+  // "0x74626b76": defaults such as --kv-seed's are shown in hex.
+  const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  if (hex) b += 2;
+  const auto r = std::from_chars(b, e, v, hex ? 16 : 10);
   if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != e)
     fail(what, ": '", text, "' is not a non-negative integer");
   if (r.ec == std::errc::result_out_of_range) fail(what, ": ", text, " does not fit in 64 bits");
@@ -168,6 +227,10 @@ bool FlagParser::was_set(const std::string& name) const {
 }
 
 void FlagParser::unknown_flag(const std::string& arg) const {
+  for (const auto& u : kLlamaCppFlags)
+    if (arg == u.name)
+      fail(command_, ": ", arg, " is not supported by turbokv", u.why, " (see turbokv ", command_,
+           " --help)");
   std::string best;
   size_t best_d = 3;  // suggest only close matches
   for (const auto& f : flags_)

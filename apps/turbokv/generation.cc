@@ -1,8 +1,11 @@
 #include "generation.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
+#include "bench/progress.h"
 #include "common/error.h"
 #include "common/timer.h"
 
@@ -40,12 +43,27 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
   if (int64_t(tokens.size()) > room())
     fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
          " (-c)");
+  model::EvalOptions options{.ubatch = ubatch_, .all_logits = false, .on_chunk = {}};
+  // Decode steps (one token) are never shown; a prompt is.
+  const bool show = progress_ != PrefillProgress::kOff && tokens.size() > 1;
+  const bool always = progress_ == PrefillProgress::kAlways;
+  bench::Progress bar({.what = "prefill",
+                       .unit = "tok",
+                       .total = double(tokens.size()),
+                       .delay_seconds = always ? 0.0 : 1.0},
+                      show && (always || ::isatty(STDERR_FILENO) == 1));
+  int64_t shown = 0;
+  if (show)
+    options.on_chunk = [&](int64_t done, int64_t) {
+      bar.add(double(done - shown));
+      shown = done;
+    };
   model_.eval(
       cache_, tokens, pool_,
       [this](int64_t, std::span<const float> logits) {
         logits_.assign(logits.begin(), logits.end());
       },
-      model::EvalOptions{.ubatch = ubatch_, .all_logits = false});
+      options);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 

@@ -19,6 +19,11 @@
 
 namespace tkv::cli {
 
+// Prefill progress on stderr: kAuto draws it on a terminal once a prefill has
+// taken a second; kAlways (--progress) prints it whatever stderr is and
+// however short the prompt; kOff (-q) never.
+enum class PrefillProgress { kOff, kAuto, kAlways };
+
 class InferenceSession {
  public:
   // A cache of `ctx` tokens with `kv` settings; throws tkv::Error for
@@ -32,6 +37,7 @@ class InferenceSession {
   const kv::KvCache& cache() const { return cache_; }
   ThreadPool& pool() { return pool_; }
   int ubatch() const { return ubatch_; }
+  void set_prefill_progress(PrefillProgress mode) { progress_ = mode; }
 
   // Every token fed so far, in order (what the cache has seen).
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -42,8 +48,8 @@ class InferenceSession {
   int64_t context_size() const { return context_size_; }
 
   // Evaluates `tokens` after the current ones (prefill chunks of ubatch) and
-  // keeps the logits of the last. tkv::Error, before any change, if they do
-  // not fit the context.
+  // keeps the logits of the last, showing progress as set_prefill_progress()
+  // says. tkv::Error, before any change, if they do not fit the context.
   void feed(std::span<const int32_t> tokens);
   // Logits predicting the token after tokens().back(); empty before the
   // first feed and right after restore().
@@ -60,6 +66,7 @@ class InferenceSession {
   kv::KvCache cache_;
   ThreadPool pool_;
   int ubatch_;
+  PrefillProgress progress_ = PrefillProgress::kOff;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   int64_t context_size_;

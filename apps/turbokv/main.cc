@@ -2,7 +2,8 @@
 //
 // Exit codes: 0 success; 2 the user's input was wrong (bad flag, missing or
 // corrupt file, unknown codec, over-long prompt: a tkv::Error); 1 anything
-// unexpected (a bug or the machine, e.g. out of memory).
+// unexpected (a bug or the machine: out of memory, standard output that
+// cannot be written).
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -11,6 +12,7 @@
 
 #include "command_registry.h"
 #include "common/error.h"
+#include "output.h"
 
 namespace {
 
@@ -46,7 +48,7 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   if (name == "--version" || name == "version") {
-    std::printf("turbokv %s\n", TURBOKV_VERSION);
+    tkv::cli::write_stdout(std::string("turbokv ") + TURBOKV_VERSION + "\n");
     return 0;
   }
   if (name == "help") {  // `turbokv help run` == `turbokv run --help`
@@ -62,25 +64,40 @@ int dispatch(int argc, char** argv) {
   return cmd->main(args);
 }
 
+// Before a message on stderr: what stdout holds is out, and a line the
+// generated text left open is ended, so the message starts a line.
+void end_output() {
+  try {
+    tkv::cli::end_stdout_line();
+  } catch (const tkv::cli::StdoutError&) {
+    // Reported already, or stdout is gone: the message still goes to stderr.
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    return dispatch(argc, argv);
+    const int rc = dispatch(argc, argv);
+    tkv::cli::flush_stdout();  // help, tables: anything still buffered
+    return rc;
+  } catch (const tkv::cli::StdoutError& e) {
+    std::fprintf(stderr, "turbokv: error: %s\n", e.what());
+    return 1;
   } catch (const tkv::Error& e) {
-    std::fflush(stdout);
+    end_output();
     std::fprintf(stderr, "turbokv: error: %s\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fflush(stdout);
+    end_output();
     std::fputs("turbokv: error: out of memory\n", stderr);
     return 1;
   } catch (const std::exception& e) {
-    std::fflush(stdout);
+    end_output();
     std::fprintf(stderr, "turbokv: unexpected error: %s\n", e.what());
     return 1;
   } catch (...) {
-    std::fflush(stdout);
+    end_output();
     std::fputs("turbokv: unexpected error of unknown type\n", stderr);
     return 1;
   }

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common_flags.h"
+#include "output.h"
 
 namespace tkv::cli {
 
@@ -38,7 +39,13 @@ std::string run_summary(const InferenceSession& session, const sample::SamplerCo
   s += str(" | peak RSS ", format_bytes(peak_rss_bytes()));
   s += str(" | model ", format_bytes(session.model().weight_bytes()));
   s += str(" | KV ", format_bytes(kv.persistent_bytes), " persistent, ",
-           format_bytes(kv.peak_scratch_bytes), " peak scratch, ", kv.n_tokens, " tokens");
+           format_bytes(kv.peak_scratch_bytes), " peak scratch, ");
+  // Under a window policy the cache holds the sinks and the newest tokens of
+  // the longer sequence it consumed.
+  if (session.cache().config().window > 0)
+    s += str(kv.tokens_kept, " tokens held of ", kv.n_tokens, " consumed");
+  else
+    s += str(kv.n_tokens, " tokens");
   s += str(" | kv ", session.cache().config().describe());
   s += str(" | sampling ", describe_sampling(sampling));
   s += str(" | threads ", threads);
@@ -47,7 +54,7 @@ std::string run_summary(const InferenceSession& session, const sample::SamplerCo
 
 void print_run_summary(const InferenceSession& session, const sample::SamplerConfig& sampling,
                        int threads, const RunFigures& figures) {
-  std::fflush(stdout);
+  end_stdout_line();
   std::fprintf(stderr, "%s\n", run_summary(session, sampling, threads, figures).c_str());
 }
 

@@ -1,11 +1,17 @@
 #include "session_state.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "generation.h"
 #include "gguf/gguf.h"
 
@@ -30,17 +36,46 @@ std::string session_sidecar_path(const std::string& path) {
 
 void save_session(const std::string& path, const InferenceSession& session,
                   const nlohmann::json* extra) {
-  session.cache().save(path, session.model().fingerprint());
+  const std::string sidecar = session_sidecar_path(path);
+  check_output_path(path);
+  check_output_path(sidecar);
+  // Both files are written in full next to their targets before either
+  // replaces anything: a failure (a disk full, a sidecar that cannot be
+  // encoded) leaves the previous pair, or none, as it was. KvCache::save
+  // writes the staged session file atomically itself.
+  const std::string staged = str(path, ".saving.", ::getpid());
+  struct RemoveStaged {
+    const std::string& path;
+    bool renamed = false;
+    ~RemoveStaged() {
+      if (!renamed) std::remove(path.c_str());
+    }
+  } cleanup{staged};
+  session.cache().save(staged, session.model().fingerprint());
   nlohmann::json j;
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["model_fingerprint"] = session.model().fingerprint();
   j["kv_config"] = session.cache().config().describe();
-  j["session_checksum"] = session_checksum(path);
+  j["session_checksum"] = session_checksum(staged);
   j["n_tokens"] = session.tokens().size();
   j["tokens"] = session.tokens();
   if (extra && !extra->is_null()) j["extra"] = *extra;
-  write_file_atomic(session_sidecar_path(path), j.dump() + "\n");
+  std::string text;
+  try {
+    text = j.dump() + "\n";
+  } catch (const nlohmann::json::exception& e) {
+    fail(sidecar, ": cannot be written (", e.what(), ")");
+  }
+  AtomicFileWriter sidecar_file(sidecar);
+  sidecar_file.write(text);
+  sidecar_file.finish();
+  // The session file first: between the two renames the old sidecar's
+  // checksum does not match the new session file, and a load refuses it.
+  if (std::rename(staged.c_str(), path.c_str()) != 0)
+    fail(path, ": cannot rename into place: ", std::strerror(errno));
+  cleanup.renamed = true;
+  sidecar_file.commit();
 }
 
 nlohmann::json load_session(const std::string& path, InferenceSession& session) {
@@ -53,7 +88,7 @@ nlohmann::json load_session(const std::string& path, InferenceSession& session) 
   try {
     j = nlohmann::json::parse(read_file(sidecar));
   } catch (const nlohmann::json::exception& e) {
-    fail(sidecar, ": not valid JSON (", e.what(), ")");
+    fail(sidecar, ": not valid JSON (", escape_bytes(e.what()), ")");
   }
   auto bad = [&](const std::string& why) { fail(sidecar, ": not a usable session state: ", why); };
   try {
@@ -79,7 +114,7 @@ nlohmann::json load_session(const std::string& path, InferenceSession& session) 
     }
     session.restore_tokens(std::move(tokens));
   } catch (const nlohmann::json::exception& e) {
-    bad(e.what());
+    bad(escape_bytes(e.what()));
   }
   return j.contains("extra") ? j["extra"] : nlohmann::json();
 }

@@ -18,8 +18,10 @@ class InferenceSession;
 
 std::string session_sidecar_path(const std::string& path);
 
-// Writes PATH (atomically, via KvCache::save) and then PATH.json. `extra`
-// (optional) is stored under "extra".
+// Writes PATH and PATH.json. `extra` (optional, valid UTF-8 strings only) is
+// stored under "extra". Both files are written out before either replaces
+// its target, so a failure (tkv::Error naming the file) leaves the previous
+// files as they were.
 void save_session(const std::string& path, const InferenceSession& session,
                   const nlohmann::json* extra = nullptr);
 

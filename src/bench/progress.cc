@@ -43,11 +43,26 @@ Progress::Progress(double total_cost, int total_cells, bool enabled)
   if (tty_) thread_ = std::thread([this] { ticker(); });
 }
 
+Progress::Progress(const Units& units, bool enabled)
+    : total_cost_(units.total > 0 ? units.total : 1),
+      total_cells_(1),
+      enabled_(enabled && units.total > 0),
+      tty_(enabled_ && ::isatty(STDERR_FILENO)),
+      units_(units),
+      start_(now_seconds()) {
+  TKV_CHECK(!units_.unit.empty());
+  if (tty_) thread_ = std::thread([this] { ticker(); });
+}
+
 Progress::~Progress() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    if (enabled_) {
+    if (enabled_ && !units_.unit.empty()) {
+      // A terminal's bar is erased: what follows takes its line. (Without a
+      // terminal, add() printed the last line already.)
+      if (drawn_ && tty_) std::fputs("\r\033[K", stderr);
+    } else if (enabled_) {
       label_ = "done";
       draw_locked();
       if (tty_) std::fputc('\n', stderr);
@@ -69,9 +84,38 @@ void Progress::end_cell(double cost) {
   ++done_cells_;
 }
 
+void Progress::add(double n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_cost_ += n;
+  if (enabled_ && !tty_) draw_locked();  // a terminal's bar is redrawn by the ticker
+}
+
 void Progress::draw_locked() {
   const double elapsed = now_seconds() - start_;
   const double frac = std::min(1.0, done_cost_ / total_cost_);
+  if (!units_.unit.empty()) {
+    if (elapsed < units_.delay_seconds) return;
+    drawn_ = true;
+    const double left = done_cost_ >= total_cost_ ? 0.0
+                        : done_cost_ > 0 ? elapsed * (total_cost_ - done_cost_) / done_cost_
+                                         : -1.0;
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.1f", elapsed > 0 ? done_cost_ / elapsed : 0.0);
+    const std::string line =
+        str(units_.what, " ", int64_t(done_cost_), "/", int64_t(total_cost_), " ", units_.unit,
+            ", ", rate, " ", units_.unit, "/s, left ",
+            left < 0 ? std::string("?") : str(left > 0 ? "~" : "", format_duration(left)));
+    if (tty_) {
+      const int filled = int(frac * kBarWidth + 0.5);
+      std::fprintf(stderr, "\r\033[K|%s%s| %3d%% %s", std::string(size_t(filled), '#').c_str(),
+                   std::string(size_t(kBarWidth - filled), '.').c_str(), int(frac * 100 + 0.5),
+                   line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+    return;
+  }
   const std::string left =
       done_cells_ >= total_cells_ ? format_duration(0)
       : done_cost_ > 0

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -29,12 +30,17 @@ void AtomicFileWriter::write(const void* data, size_t n) {
   written_ += n;
 }
 
-void AtomicFileWriter::commit() {
+void AtomicFileWriter::finish() {
+  if (!f_) return;
   if (std::fflush(f_) != 0) fail(path_, ": write failed: ", std::strerror(errno));
   if (::fsync(::fileno(f_)) != 0) fail(path_, ": fsync failed: ", std::strerror(errno));
   const int rc = std::fclose(f_);
   f_ = nullptr;
   if (rc != 0) fail(path_, ": close failed: ", std::strerror(errno));
+}
+
+void AtomicFileWriter::commit() {
+  finish();
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
     fail(path_, ": cannot rename into place: ", std::strerror(errno));
   committed_ = true;
@@ -47,12 +53,46 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
 }
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a directory and reads it as empty: check first.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open: ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) fail(path, ": read failed");
   return ss.str();
+}
+
+std::string read_input_file(const std::string& path) {
+  if (path != "-") return read_file(path);
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    const size_t n = std::fread(buf, 1, sizeof buf, stdin);
+    out.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  if (std::ferror(stdin)) fail("standard input: read failed: ", std::strerror(errno));
+  return out;
+}
+
+void check_output_path(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  const std::string name = what.empty() ? path : what + ": " + path;
+  if (path.empty()) fail(what.empty() ? "output path" : what, ": empty path");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) fail(name, ": is a directory (give a file name)");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const fs::file_status dst = fs::status(dir, ec);
+  if (!fs::exists(dst)) fail(name, ": directory ", dir.string(), " does not exist");
+  if (!fs::is_directory(dst)) fail(name, ": ", dir.string(), " is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(name, ": cannot write in ", dir.string(), ": ", std::strerror(errno));
+  if (fs::exists(st) && ::access(path.c_str(), W_OK) != 0)
+    fail(name, ": cannot write: ", std::strerror(errno));
 }
 
 }  // namespace tkv

@@ -21,7 +21,11 @@ class AtomicFileWriter {
   void write(const void* data, size_t n);
   void write(std::string_view s) { write(s.data(), s.size()); }
   uint64_t bytes_written() const { return written_; }
-  // Flushes, fsyncs and renames into place; throws on any failure.
+  // Flushes, fsyncs and closes the temporary file without renaming it, so
+  // that a group of files can all be written before any replaces its target
+  // (commit() them afterwards); throws on any failure. Idempotent.
+  void finish();
+  // finish(), then renames into place; throws on any failure.
   void commit();
 
  private:
@@ -34,7 +38,20 @@ class AtomicFileWriter {
 // Convenience: atomically replaces `path` with `contents`.
 void write_file_atomic(const std::string& path, std::string_view contents);
 
-// Reads a whole file; throws tkv::Error naming the path on failure.
+// Reads a whole file; throws tkv::Error naming the path on failure (missing,
+// unreadable, a directory).
 std::string read_file(const std::string& path);
+
+// Reads a text the user named on the command line (a prompt file, -f): the
+// whole file, or standard input when `path` is "-". tkv::Error naming the
+// path for anything unreadable.
+std::string read_input_file(const std::string& path);
+
+// Checks, before any work, that `path` can be written as AtomicFileWriter
+// writes it: not a directory, its directory exists and is writable (the
+// temporary file goes there), and an existing file is writable. tkv::Error
+// "<path>: <why>" otherwise; `what` names the flag or command for the
+// message ("--out"), or is empty.
+void check_output_path(const std::string& path, const std::string& what = {});
 
 }  // namespace tkv

@@ -101,10 +101,9 @@ struct Value {
   static Value make_arrays(std::vector<Value> v);
 };
 
-// Bytes as one printable line: valid UTF-8 passes through; control
-// characters (C0, DEL, C1), backslash, '"' and bytes that are not valid UTF-8
-// become escapes (\n, \t, \", \\, \xNN). Used for every key, tensor name and
-// string that reaches an error message or `inspect` output.
+// tkv::escape_bytes (common/escape.h): bytes as one printable line. Used for
+// every key, tensor name and string that reaches an error message or
+// `inspect` output.
 std::string escape(std::string_view bytes);
 
 // True for UINT8..INT64 (scalar or element type).

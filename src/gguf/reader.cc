@@ -31,6 +31,12 @@ constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;
 // name length (u64) + n_dims (u32) + type (u32) + offset (u64), zero dims.
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
+// Metadata and tensor counts up to this are seen in real files (a 405B model
+// has a few thousand tensors); a larger one with too few bytes after it is
+// a corrupt count rather than a cut file.
+constexpr uint64_t kPlausibleCount = 1 << 20;
+// Likewise tensor offsets and sizes up to 4 TiB.
+constexpr uint64_t kPlausibleDataBytes = uint64_t(1) << 42;
 constexpr uint32_t kMaxValueType = uint32_t(ValueType::FLOAT64);
 
 // Smallest encoding of one array element of type t (for count validation).
@@ -126,14 +132,9 @@ class Parser {
       if (size_ > 0 && std::memcmp(d_, "GGUF", size_) == 0) need(4);  // truncated magic
       error("not a GGUF file (", size_, " bytes)");
     }
-    if (std::memcmp(d_, "GGUF", 4) != 0) {
-      std::string shown;
-      for (int k = 0; k < 4; ++k) {
-        const unsigned char c = d_[k];
-        shown += (c >= 0x20 && c < 0x7f) ? char(c) : '.';
-      }
-      error("not a GGUF file (magic is '", shown, "', expected 'GGUF')");
-    }
+    if (std::memcmp(d_, "GGUF", 4) != 0)
+      error("not a GGUF file (magic is '", escape({reinterpret_cast<const char*>(d_), 4}),
+            "', expected 'GGUF')");
     pos_ = 4;
     const uint32_t version = read<uint32_t>();
     if (version == 1) error("GGUF version 1 is not supported (only versions 2 and 3)");
@@ -146,12 +147,22 @@ class Parser {
     n_tensors_ = read<uint64_t>();
     n_kv_ = read<uint64_t>();
     // Counts are validated against what follows before any is used.
-    if (n_kv_ > remaining() / kMinKvBytes)
+    // A count that real files have, with too few bytes after it, is a file
+    // cut short (an interrupted download); a count no file has is corrupt.
+    if (n_kv_ > remaining() / kMinKvBytes) {
+      if (n_kv_ <= kPlausibleCount)
+        error("truncated: the header announces ", n_kv_, " metadata entries, only ", remaining(),
+              " bytes follow it (file has ", size_, " bytes)");
       error("absurd metadata count ", n_kv_, " (only ", remaining(), " bytes follow the header)");
+    }
     const uint64_t after_kv = remaining() - n_kv_ * kMinKvBytes;
-    if (n_tensors_ > after_kv / kMinTensorInfoBytes)
+    if (n_tensors_ > after_kv / kMinTensorInfoBytes) {
+      if (n_tensors_ <= kPlausibleCount)
+        error("truncated: the header announces ", n_kv_, " metadata entries and ", n_tensors_,
+              " tensors, only ", remaining(), " bytes follow it (file has ", size_, " bytes)");
       error("absurd tensor count ", n_tensors_, " (only ", remaining(),
             " bytes follow the header)");
+    }
   }
 
   void parse_metadata() {
@@ -230,8 +241,9 @@ class Parser {
     const uint64_t n = read<uint64_t>();
     const uint64_t min_bytes = min_element_bytes(v.elem_type);
     if (n > remaining() / min_bytes)
-      error(where_, ": array of ", n, " ", value_type_name(v.elem_type),
-            " elements cannot fit in the ", remaining(), " bytes left in the file");
+      error(n <= kPlausibleCount ? "truncated: " : "", where_, ": array of ", n, " ",
+            value_type_name(v.elem_type), " elements cannot fit in the ", remaining(),
+            " bytes left in the file");
     switch (v.elem_type) {
       case ValueType::UINT8:
         read_numbers<uint64_t, uint8_t>(v.uints, n);
@@ -349,9 +361,13 @@ class Parser {
             ", file has ", size_, " bytes)");
     const uint64_t data_bytes = size_ - out_.data_offset_;
     for (TensorInfo& t : out_.tensors_) {
+      // Within what real models span, the tensor table is right and the
+      // data is missing: a file cut short.
+      const bool plausible = t.offset <= kPlausibleDataBytes && t.n_bytes <= kPlausibleDataBytes;
       if (t.offset > data_bytes || t.n_bytes > data_bytes - t.offset)
-        error("tensor '", escape(t.name), "' (offset ", t.offset, ", ", t.n_bytes,
-              " bytes) extends past the end of the file (data section has ", data_bytes, " bytes)");
+        error(plausible ? "truncated: " : "", "tensor '", escape(t.name), "' (offset ", t.offset,
+              ", ", t.n_bytes, " bytes) extends past the end of the file (data section has ",
+              data_bytes, " bytes)");
       t.data = d_ + out_.data_offset_ + t.offset;
     }
     // Overlap: sort by offset and compare neighbours.

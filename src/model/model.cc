@@ -132,6 +132,7 @@ void Model::eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool
     const bool last_chunk = done + T == n;
     forward_chunk(cache, tokens.data() + done, T, pos0 + done, pool,
                   (opts.all_logits || last_chunk) ? sink : LogitsSink(), opts.all_logits);
+    if (opts.on_chunk) opts.on_chunk(done + T, n);
   }
 }
 
@@ -165,6 +166,7 @@ void Model::forward_chunk(kv::KvCache& cache, const int32_t* tokens, int T, int6
   for (int l = 0; l < config_.n_layers; ++l) {
     attention_block(cache, l, T, pool);
     ffn_block(l, T, pool);
+    check_finite(s.x.data(), int64_t(T) * E, l, "output");
   }
   cache.end_chunk();
 
@@ -202,11 +204,28 @@ void Model::attention_block(kv::KvCache& cache, int l, int T, ThreadPool& pool) 
     ops::rope_apply(rope_, s.k.data() + size_t(t) * c.kv_dim(), c.n_kv_heads, D, cos_row, sin_row);
   }
 
+  // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
+  check_finite(s.k.data(), int64_t(T) * c.kv_dim(), l, "keys");
+  check_finite(s.v.data(), int64_t(T) * c.kv_dim(), l, "values");
   cache.write(l, s.k.data(), s.v.data(), &pool);
   cache.attend(l, s.q.data(), s.att.data(), pool);
 
   project(L.wo, s.att.data(), T, s.xb.data(), pool);
   ops::add(s.x.data(), s.xb.data(), int64_t(T) * E);
+}
+
+void Model::check_finite(const float* values, int64_t n, int layer, const char* what) const {
+  // An integer max over |bits| (vectorizes, no float reduction order to
+  // keep): NaN and Inf are the values whose magnitude bits are >= 0x7f800000.
+  uint32_t max_bits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, values + i, sizeof b);
+    max_bits = std::max(max_bits, b & 0x7fffffffu);
+  }
+  if (max_bits < 0x7f800000u) return;
+  fail(file_.path(), ": the model file looks corrupt: layer ", layer, " ", what,
+       " hold NaN or Inf values (broken weights; re-download or re-convert the file)");
 }
 
 // x += W_down (silu(W_gate h) * W_up h), h = RMSNorm(x), for layer l.

@@ -16,6 +16,12 @@
 //     logits = rmsnorm(x) Woutput   (only for the rows the caller asked for)
 //
 // T = 1 (decode) uses matvec, larger chunks matmul (weights reused per token).
+//
+// Every layer's output (the residual stream x) and its K/V rows are checked
+// for NaN/Inf, T x n_embd values per layer, next to the layer's matrix work
+// of T x n_embd x (several n_embd): a non-finite activation means the
+// weights are broken, and the error names the layer instead of letting the
+// NaN reach the logits or the KV codecs.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +51,9 @@ struct EvalOptions {
   // (perplexity, KL), delivered in order, a few rows at a time so that no
   // ubatch x n_vocab buffer is ever needed.
   bool all_logits = false;
+  // Called after each chunk with the tokens of this call evaluated so far
+  // and their total (prefill progress); may be empty.
+  std::function<void(int64_t done, int64_t total)> on_chunk;
 };
 
 class Model {
@@ -94,6 +103,8 @@ class Model {
   void forward_chunk(kv::KvCache& cache, const int32_t* tokens, int T, int64_t pos0,
                      ThreadPool& pool, const LogitsSink& sink, bool all_logits) const;
   void attention_block(kv::KvCache& cache, int layer, int T, ThreadPool& pool) const;
+  // tkv::Error naming the layer when values[0, n) holds a NaN or an Inf.
+  void check_finite(const float* values, int64_t n, int layer, const char* what) const;
   void ffn_block(int layer, int T, ThreadPool& pool) const;
   void emit_logits(int T, int64_t pos0, ThreadPool& pool, const LogitsSink& sink,
                    bool all_logits) const;

@@ -195,5 +195,56 @@ TEST(CliChat, CtrlCAtThePromptExits) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST(CliChat, SaveKeepsMessagesThatAreNotUtf8) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string session = temp_dir() + "/bytes.session";
+  // A message with bytes that are not UTF-8 (a Latin-1 terminal, a cut
+  // multi-byte character), and a system prompt with one too.
+  auto args = chat_args(model);
+  args.insert(args.end(), {"-sys", "Be \xe9 brief"});
+  const CliResult a =
+      run_cli(args, "Hello \xff\xfe there \xe2\x82\n/save " + session + "\nWho was there\n");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.err.find("saved "), std::string::npos) << a.err;
+  EXPECT_EQ(a.err.find("error"), std::string::npos) << a.err;
+  EXPECT_EQ(turns(a.err).size(), 2u) << "the chat went on after /save";
+  ASSERT_TRUE(std::filesystem::exists(session + ".json"));
+  // A new process continues: same reply to the next message as the first gave.
+  const CliResult b = run_cli(args, "/load " + session + "\nWho was there\n");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.err.find(" tokens, 3 messages from "), std::string::npos) << b.err;
+  ASSERT_GT(b.out.size(), 5u);
+  EXPECT_EQ(a.out.substr(a.out.size() - b.out.size()), b.out);
+}
+
+TEST(CliChat, FailedSaveSaysWhyAndTheChatGoesOn) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string dir = temp_dir();
+  // The sidecar's path is a directory: refused before anything is written.
+  const std::string session = dir + "/blocked.session";
+  std::filesystem::create_directories(session + ".json");
+  const CliResult r =
+      run_cli(chat_args(model), "Hello\n/save " + session + "\n/save " + dir + "\n/save " + dir +
+                                    "/missing/x.session\nTell me more\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("turbokv: error: " + session + ".json: is a directory"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("turbokv: error: " + dir + ": is a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(session)) << "no session file without its sidecar";
+  EXPECT_EQ(turns(r.err).size(), 2u) << r.err;
+}
+
+TEST(CliChat, StatsAfterARefusedMessageShowNoReply) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = chat_args(model);
+  args.insert(args.end(), {"-c", "24"});
+  const CliResult r =
+      run_cli(args, "Tell me a long story about a girl and her dog and the big red ball\n/stats\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("this message does not fit"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("last reply"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace tkv::test

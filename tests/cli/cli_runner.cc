@@ -33,7 +33,7 @@ std::vector<std::string> CliResult::err_lines() const {
   return lines;
 }
 
-CliProcess::CliProcess(const std::vector<std::string>& args) {
+CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& stdout_path) {
   const std::string binary = turbokv_binary();
   if (!std::filesystem::exists(binary)) {
     ADD_FAILURE() << "turbokv binary not found at " << binary << " (build the turbokv target)";
@@ -55,7 +55,14 @@ CliProcess::CliProcess(const std::vector<std::string>& args) {
   }
   if (pid == 0) {
     dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
+    if (stdout_path.empty()) {
+      dup2(out_pipe[1], 1);
+    } else {
+      const int fd = open(stdout_path.c_str(), O_WRONLY);
+      if (fd < 0) _exit(126);
+      dup2(fd, 1);
+      close(fd);
+    }
     dup2(err_pipe[1], 2);
     for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
       close(fd);
@@ -170,6 +177,12 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   CliProcess process(args);
   if (!process.running()) return {};
   process.write_stdin(stdin_text);
+  return process.finish();
+}
+
+CliResult run_cli_stdout_to(const std::vector<std::string>& args, const std::string& stdout_path) {
+  CliProcess process(args, stdout_path);
+  if (!process.running()) return {};
   return process.finish();
 }
 

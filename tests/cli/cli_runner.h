@@ -23,8 +23,9 @@ struct CliResult {
 class CliProcess {
  public:
   // Starts turbokv_binary() with `args`. Fails the current test when it
-  // cannot be started (running() is false then).
-  explicit CliProcess(const std::vector<std::string>& args);
+  // cannot be started (running() is false then). With `stdout_path`, stdout
+  // goes to that file (e.g. /dev/full) instead of the pipe.
+  explicit CliProcess(const std::vector<std::string>& args, const std::string& stdout_path = "");
   ~CliProcess();  // kills the process if it still runs
   CliProcess(const CliProcess&) = delete;
   CliProcess& operator=(const CliProcess&) = delete;
@@ -55,6 +56,8 @@ class CliProcess {
 // Runs turbokv_binary() with `args`; `stdin_text` is written to its stdin,
 // which is then closed.
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
+// Runs turbokv_binary() with `args` and its stdout opened on `stdout_path`.
+CliResult run_cli_stdout_to(const std::vector<std::string>& args, const std::string& stdout_path);
 
 // The "| key VALUE" field of run's summary line ("prefill" -> "5 tok in ..."),
 // or "" when absent.
