@@ -8,6 +8,7 @@ TURBOKV_PACKAGES=(
   libhwy-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -7,7 +7,9 @@
 #                  sanitizers' shadow memory would distort);
 #   build/asan     ASan + UBSan, warnings as errors, -O1 and fewer Highway
 #                  targets (see cmake/TurbokvOptions.cmake): runs the whole
-#                  suite except the no_asan tests.
+#                  suite except the no_asan tests;
+#   build/fuzz     clang + libFuzzer: every fuzz target for FUZZ_SECONDS
+#                  (default 20) from its kept corpus (scripts/fuzz.sh).
 # Shared fixtures come from $TURBOKV_MODELS (default ../shared/models);
 # tests that need an absent fixture skip and say why.
 set -euo pipefail
@@ -33,4 +35,6 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTURBOKV_SANITIZE=ON
 cmake --build build/asan -j"$JOBS"
 phase "tests (ASan+UBSan)"
 ctest --test-dir build/asan --output-on-failure -j"$JOBS" -LE no_asan
+phase "fuzz (${FUZZ_SECONDS:-20} s per target)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 phase "turbokv: all tests passed"

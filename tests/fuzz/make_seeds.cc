@@ -1,0 +1,98 @@
+// Writes the seed inputs of the fuzz targets into DIR/<target>/ (the
+// corpus kept in tests/fuzz/corpus/ was made with it):
+//   make_seeds DIR
+// Seeds are small valid inputs, so that the fuzzers start from files that
+// reach deep into each parser instead of being rejected at the first byte.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "model/synth.h"
+#include "session_fuzz.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void put(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) tkv::fail("cannot write ", (dir / name).string());
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path root(argv[1]);
+  try {
+    // gguf: a whole (tiny) llama model as synth writes it.
+    tkv::model::SynthSpec spec;
+    spec.preset = "fuzz";
+    spec.n_embd = 32;
+    spec.n_layers = 1;
+    spec.n_heads = 2;
+    spec.n_kv_heads = 1;
+    spec.head_dim = 16;
+    spec.n_ff = 64;
+    spec.n_vocab = 260;
+    tkv::gguf::GgufWriter w;
+    tkv::model::build_synth_model(spec, {}, w);
+    const std::vector<uint8_t> model = w.to_bytes();
+    put(root / "gguf", "seed-tiny-llama", std::string(model.begin(), model.end()));
+
+    // session: an f16 and a k4v2 cache with pages, sinks and a residual ring.
+    for (uint8_t sel : {uint8_t(0), uint8_t(1)}) {
+      auto cache = tkv::fuzz::make_session_cache(sel);
+      tkv::fuzz::fill_session_cache(*cache, 90, 7);
+      const std::string tmp = (fs::temp_directory_path() / "turbokv-seed-session").string();
+      cache->save(tmp, tkv::fuzz::kSessionFingerprint);
+      put(root / "session", sel ? "seed-k4v2" : "seed-f16",
+          std::string(1, char(sel)) + read_all(tmp));
+      fs::remove(tmp);
+    }
+
+    // tokenizer: selector byte (vocabulary, add_special 0x40, parse_special 0x80), then text.
+    const std::vector<std::string> texts = {
+        "Hello world, this is a test.",
+        "<|im_start|>user\nhi there<|im_end|>\n<s>[INST] x [/INST]",
+        "h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82 tab\there",
+        "12345 3.14159 0x1f  --flag=value\r\n",
+        "   leading spaces and\n\n\nnewlines   ",
+        "\xff\xfe invalid \xc3 utf-8 \x80"};
+    for (size_t i = 0; i < texts.size(); ++i)
+      put(root / "tokenizer", "seed-" + std::to_string(i),
+          std::string(1, char(i * 37 + (i % 2 ? 0xc0 : 0x00))) + texts[i]);
+
+    // chat_template: template text, 0, then role \x01 content \x02 ...
+    const std::vector<std::string> chats = {
+        std::string("{% for m in messages %}<|im_start|>{{ m.role }}") + '\0' +
+            "system\x01You are terse.\x02user\x01Hi\x02" + "assistant\x01Hello",
+        std::string("<|start_header_id|>") + '\0' + "user\x01hello",
+        std::string("[INST] <<SYS>>") + '\0' + "system\x01s\x02user\x01" + "a\x02" +
+            "assistant\x01" + "b\x02user\x01" + "c",
+        std::string("<start_of_turn>") + '\0' + "user\x01hi\x02model\x01yo",
+        std::string("<|user|>") + '\0' + "user\x01x\x02tool\x01y",
+        std::string("mistral-v7") + '\0' + "system\x01sys\x02user\x01q"};
+    for (size_t i = 0; i < chats.size(); ++i)
+      put(root / "chat_template", "seed-" + std::to_string(i), chats[i]);
+  } catch (const tkv::Error& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
