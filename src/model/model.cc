@@ -226,8 +226,8 @@ void Model::check_finite(const float* values, int64_t n, int layer, const char* 
     non_finite += (b & 0x7f800000u) == 0x7f800000u;
   }
   if (non_finite == 0) return;
-  fail(file_.path(), ": the model file looks corrupt: layer ", layer, " ", what,
-       " hold NaN or Inf values (broken weights; re-download or re-convert the file)");
+  fail(file_.path(), ": the model file looks corrupt: NaN or Inf in layer ", layer, " ", what,
+       " (broken weights; re-download or re-convert the file)");
 }
 
 // x += W_down (silu(W_gate h) * W_up h), h = RMSNorm(x), for layer l.

@@ -97,11 +97,11 @@ TEST(CliOutput, NanActivationsNameTheLayerOnALineOfTheirOwn) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::string ffn = model_with_nans(model, "blk.2.ffn_down.weight");
   const CliResult r = run_cli({"run", "-m", ffn, "-p", "Once upon", "-n", "4", "-t", "1"});
-  expect_one_line_error(r, "the model file looks corrupt: layer 2 output");
+  expect_one_line_error(r, "the model file looks corrupt: NaN or Inf in layer 2 output");
   EXPECT_EQ(r.out, "Once upon\n");  // the echo is ended before the message
   const CliResult k = run_cli({"run", "-m", model_with_nans(model, "blk.1.attn_k.weight"), "-p",
                                "Once upon", "-n", "4", "-t", "1", "--kv", "k4v4"});
-  expect_one_line_error(k, "layer 1 keys");
+  expect_one_line_error(k, "NaN or Inf in layer 1 keys");
 }
 
 TEST(CliOutput, OutputPathsAreCheckedBeforeTheWork) {
