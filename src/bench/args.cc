@@ -1,5 +1,6 @@
 #include "bench/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -18,9 +19,11 @@ const Args::Flag* Args::find(const std::string& name) const {
   return nullptr;
 }
 
-void Args::parse(const std::vector<std::string>& args) {
+bool Args::parse(const std::vector<std::string>& args) {
+  const std::string see = " (see turbokv " + command_ + " --help)";
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
+    if (name == "-h" || name == "--help") return false;
     bool inline_value = false;
     if (name.rfind("--", 0) == 0 && name.find('=') != std::string::npos) {
       value = name.substr(name.find('=') + 1);
@@ -29,19 +32,21 @@ void Args::parse(const std::vector<std::string>& args) {
     }
     const Flag* f = find(name);
     if (!f) {
-      if (name.empty() || name[0] != '-') fail(command_, ": unexpected argument '", name, "'");
-      fail(command_, ": unknown flag ", name, " (see --help)");
+      if (name.empty() || name[0] != '-') fail(command_, ": unexpected argument '", name, "'", see);
+      fail(command_, ": unknown flag '", name, "'", see);
     }
-    if (f->takes_value) {
+    if (!f->metavar.empty()) {
       if (!inline_value) {
-        if (i + 1 >= args.size()) fail(command_, ": ", name, " needs a value");
+        if (i + 1 >= args.size())
+          fail(command_, ": flag ", name, " needs a value (", f->metavar, ")");
         value = args[++i];
       }
     } else if (inline_value) {
-      fail(command_, ": ", name, " takes no value");
+      fail(command_, ": flag ", name, " takes no value");
     }
     values_[f->names[0]] = value;
   }
+  return true;
 }
 
 bool Args::has(const std::string& canonical) const {
@@ -80,18 +85,47 @@ double Args::get_double(const std::string& canonical, double fallback, double lo
   return d;
 }
 
-std::string Args::help(const std::string& synopsis) const {
-  std::string out = "Usage: " + synopsis + "\n\nFlags:\n";
+std::string Args::help(const std::string& synopsis, const std::string& description) const {
+  std::string out = "usage: " + synopsis + "\n";
+  if (!description.empty()) out += "\n" + description + "\n";
+  // Names at column 2, help at column 30; a long name gets a line of its own.
+  auto line = [&](const std::string& left, const std::string& text) {
+    constexpr size_t kColumn = 30;
+    std::string l = "  " + left;
+    if (l.size() + 2 > kColumn) {
+      out += l + "\n";
+      l.clear();
+    }
+    l.resize(kColumn, ' ');
+    // Continuation lines of a multi-line help text line up under the first.
+    size_t start = 0;
+    while (true) {
+      const size_t nl = text.find('\n', start);
+      out += l + text.substr(start, nl == std::string::npos ? nl : nl - start) + "\n";
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+      l.assign(kColumn, ' ');
+    }
+  };
+  std::string section;
   for (const auto& f : flags_) {
-    std::string names;
-    for (const auto& n : f.names) names += (names.empty() ? "" : ", ") + n;
-    std::string line = "  " + names;
-    if (line.size() < 26)
-      line += std::string(26 - line.size(), ' ');
-    else
-      line += "  ";
-    out += line + f.help + "\n";
+    const std::string title = f.section.empty() ? "flags" : f.section;
+    if (title != section) {
+      section = title;
+      out += "\n" + section + ":\n";
+    }
+    // Short aliases first, as the other commands list them: "-m, --model PATH".
+    std::vector<std::string> names = f.names;
+    std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return (a.rfind("--", 0) != 0) > (b.rfind("--", 0) != 0);
+    });
+    std::string left;
+    for (const auto& n : names) left += (left.empty() ? "" : ", ") + n;
+    if (!f.metavar.empty()) left += " " + f.metavar;
+    line(left, f.help);
   }
+  out += "\n";
+  line("-h, --help", "show this help");
   return out;
 }
 

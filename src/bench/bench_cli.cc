@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bench/args.h"
+#include "bench/bench_run.h"
 #include "bench/cell.h"
 #include "bench/child_process.h"
 #include "bench/kernel_protocol.h"
@@ -34,87 +35,185 @@ using Flag = Args::Flag;
 
 std::vector<Flag> common_flags() {
   return {
-      {{"--model", "-m"}, true, "GGUF model (required except for kernel)"},
-      {{"--threads", "-t"}, true, "LIST  threads (speed/kernel: each; others: the first)"},
-      {{"--ubatch", "-ub"}, true, "N  prefill chunk size (default 512)"},
-      {{"--kv"}, true, "LIST  KV configurations: CODECS[:POLICY], e.g. f16,k4v2,tq4/tq2:s4+r64"},
-      {{"--kv-sinks"}, true, "N  sinks for items without a policy (default 4 when quantized)"},
-      {{"--kv-residual"}, true, "N  residual f16 tokens (default 64 when quantized)"},
-      {{"--kv-window"}, true, "W  window policy for items without one (0 = none)"},
-      {{"--kv-page"}, true, "N  tokens per page (default 64)"},
-      {{"--kv-layer-override"}, true, "SPEC  per-layer codecs, e.g. 0,-1:k8v4"},
-      {{"--mem-limit"}, true, "SIZE  memory limit per cell (e.g. 16G): over it = OOM row"},
-      {{"--cell-timeout"}, true, "S  kill a cell after S seconds (0 = never)"},
-      {{"--out", "-o"}, true, "DIR  write report.json, report.md and PNG plots there"},
-      {{"--quiet", "-q"}, false, "no progress bar"},
-      {{"--help", "-h"}, false, "this help"},
+      {{"--model", "-m"}, "PATH", "GGUF model file (required except for kernel)", "model"},
+      {{"--threads", "-t"},
+       "LIST",
+       "worker threads; speed and kernel run each, the others the first\n"
+       "(default: physical cores)",
+       "compute"},
+      {{"--ubatch", "-ub"}, "N", "tokens per prefill chunk (default 512)", "compute"},
+      {{"--kv"},
+       "LIST",
+       "KV configurations CODECS[:POLICY], e.g. f16,k4v2,tq4/tq2:s4+r64;\n"
+       "in `bench all` every protocol runs them unless its own list is given",
+       "KV cache"},
+      {{"--kv-sinks"},
+       "N",
+       "sinks for configurations without a policy (default 4 when quantized)",
+       "KV cache"},
+      {{"--kv-residual"},
+       "N",
+       "residual f16 tokens for configurations without a policy (default 64 when quantized)",
+       "KV cache"},
+      {{"--kv-window"}, "W", "window for configurations without a policy (0 = none)", "KV cache"},
+      {{"--kv-page"}, "N", "tokens per page (default 64)", "KV cache"},
+      {{"--kv-layer-override"}, "SPEC", "per-layer codecs, e.g. 0,-1:k8v4", "KV cache"},
+      {{"--mem-limit"},
+       "SIZE",
+       "memory limit per cell, e.g. 16G; a cell over it is an oom row",
+       "run"},
+      {{"--cell-timeout"},
+       "S",
+       "stop a cell after S seconds: a timeout row (default 0 = never)",
+       "run"},
+      {{"--out", "-o"},
+       "DIR",
+       "write report.json, report.md and PNG plots there, updated after every cell",
+       "run"},
+      {{"--quiet", "-q"}, "", "no progress bar", "run"},
   };
 }
 
+// A subcommand accepts the flags that `bench all` passes to its protocol, so
+// a command line of `bench all` narrows to one protocol by changing the
+// subcommand.
 std::vector<Flag> protocol_flags(const std::string& sub) {
   std::vector<Flag> f;
   const bool all = sub == "all";
+  if (all)  // listed right after the common "run" flags
+    f.push_back(
+        {{"--skip"}, "LIST", "protocols to leave out (memory,speed,recall,quality,kernel)", "run"});
   if (sub == "memory" || sub == "speed" || all)
-    f.push_back(
-        {{"--ctx", "-c"}, true, "LIST  contexts (memory; speed: time to first token), e.g. 4k,8k"});
+    f.push_back({{"--ctx", "-c"},
+                 "LIST",
+                 "contexts, e.g. 4k,8k (memory: each; speed: time to first token)",
+                 all ? "memory and speed" : sub});
   if (sub == "memory" || all)
-    f.push_back({{"--decode-tokens"}, true, "N  tokens decoded after the prefill (4)"});
+    f.push_back({{"--decode-tokens"},
+                 "N",
+                 "tokens decoded after the prefill (default 4)",
+                 all ? "memory" : sub});
   if (sub == "speed" || all)
-    f.push_back(
-        {{"--depths"}, true, "LIST  decode depths (default 0,1k,4k,16k,32k capped by --ctx)"});
+    f.push_back({{"--depths"},
+                 "LIST",
+                 "decode depths (default 0,1k,4k,16k,32k capped by --ctx)",
+                 all ? "speed" : sub});
   if (sub == "speed" || sub == "kernel" || all) {
-    f.push_back({{"--warmup"}, true, "N  untimed steps before timing"});
-    f.push_back({{"--steps"}, true, "N  timed steps per depth (>= 3)"});
+    const std::string s = all ? "speed and kernel" : sub;
+    f.push_back({{"--warmup"}, "N", "untimed steps before timing (default speed 2, kernel 3)", s});
+    f.push_back({{"--steps"}, "N", "timed steps per depth, >= 3 (default speed 5, kernel 9)", s});
   }
   if (sub == "recall" || all) {
+    const std::string s = "recall";
+    f.push_back(
+        {{"--recall-kv"},
+         "LIST",
+         "recall configurations (default: --kv, else " + std::string(kDefaultRecallKv) + ")",
+         s});
     if (!all)
-      f.push_back({{"--ctx", "-c"}, true, "N  prompt tokens (default min(3200, trained - 64))"});
-    f.push_back({{"--recall-ctx"}, true, "N  prompt tokens of the recall protocol"});
-    f.push_back({{"--facts"}, true, "N  facts per prompt (5)"});
+      f.push_back({{"--ctx", "-c"}, "N", "prompt tokens (default min(3200, trained - 64))", s});
+    f.push_back({{"--recall-ctx"},
+                 "N",
+                 "prompt tokens" +
+                     std::string(all ? " (default min(3200, trained - 64))" : " (same as --ctx)"),
+                 s});
+    f.push_back({{"--facts"}, "N", "facts per prompt (default 5)", s});
     f.push_back(
-        {{"--fact-depths"}, true, "LIST  depths of the facts in [0,1] (default evenly spread)"});
-    f.push_back({{"--seeds"}, true, "LIST  seeds (1,2,3)"});
-    f.push_back({{"--filler"}, true, "FILE  filler text (default tkv-test-heldout.txt)"});
-    f.push_back({{"--fact-template"}, true, "TEXT  with {name} and {code}"});
-    f.push_back({{"--question-template"}, true, "TEXT  with {name}"});
-    f.push_back({{"--chat"}, true, "NAME|auto  wrap prompts in a chat template (instruct models)"});
-    f.push_back({{"--answer-tokens"}, true, "N  greedy tokens per answer (8; chat 32)"});
-    f.push_back({{"--keep-prompts"}, false, "store every document's text in report.json"});
-    f.push_back({{"--no-multi-turn"}, false, "skip the multi-turn window variant"});
-    f.push_back({{"--turns"}, true, "N  turns of the multi-turn variant (6)"});
-    f.push_back({{"--multi-turn-window"}, true, "W  window cap the conversation outgrows (1024)"});
+        {{"--fact-depths"}, "LIST", "depths of the facts in [0,1] (default evenly spread)", s});
+    f.push_back({{"--seeds"}, "LIST", "seeds (default 1,2,3)", s});
+    f.push_back({{"--filler"},
+                 "FILE",
+                 std::string("filler text (default ") + kHeldoutText +
+                     " in $TURBOKV_MODELS, else next to the model)",
+                 s});
+    f.push_back({{"--fact-template"}, "TEXT", "fact sentence, with {name} and {code}", s});
+    f.push_back({{"--question-template"}, "TEXT", "question, with {name}", s});
+    f.push_back({{"--chat"}, "NAME|auto", "wrap prompts in a chat template (instruct models)", s});
+    f.push_back({{"--answer-tokens"}, "N", "greedy tokens per answer (default 8; chat 32)", s});
+    f.push_back({{"--keep-prompts"}, "", "store every document's text in report.json", s});
+    f.push_back({{"--no-multi-turn"}, "", "skip the multi-turn window variant", s});
+    f.push_back({{"--turns"}, "N", "turns of the multi-turn variant (default 6)", s});
     f.push_back(
-        {{"--multi-turn-kv"}, true, "LIST  configurations of the multi-turn variant (f16,k4v2)"});
+        {{"--multi-turn-window"}, "W", "window cap the conversation outgrows (default 1024)", s});
+    f.push_back({{"--multi-turn-kv"},
+                 "LIST",
+                 "configurations of the multi-turn variant (default: --kv, else " +
+                     std::string(kDefaultMultiTurnKv) + ")",
+                 s});
   }
   if (sub == "quality" || all) {
-    f.push_back({{"--text", "-f"}, true, "FILE  text (default tkv-test-heldout.txt)"});
-    f.push_back({{"--window-tokens"}, true, "N  tokens per window (1024)"});
-    f.push_back({{"--windows"}, true, "N  windows (4)"});
-    f.push_back({{"--baseline"}, true, "f16|f32  reference cache for KL (f16)"});
+    const std::string s = "quality";
+    f.push_back({{"--quality-kv"},
+                 "LIST",
+                 "quality configurations (default: --kv, else " + default_quality_kv_list() + ")",
+                 s});
+    f.push_back({{"--text", "-f"},
+                 "FILE",
+                 std::string("text to score (default ") + kHeldoutText +
+                     " in $TURBOKV_MODELS, else next to the model)",
+                 s});
+    f.push_back({{"--window-tokens"}, "N", "tokens per window (default 1024)", s});
+    f.push_back({{"--windows"}, "N", "windows (default 4)", s});
+    f.push_back({{"--baseline"}, "f16|f32", "reference cache for KL (default f16)", s});
   }
   if (sub == "kernel" || all) {
-    f.push_back({{"--head-dims"}, true, "LIST  head dims (64,128)"});
-    f.push_back({{"--kv-heads"}, true, "N  KV heads (8)"});
-    f.push_back({{"--gqa"}, true, "N  query heads per KV head (4)"});
-    f.push_back({{"--fill-ubatch"}, true, "N  chunk size of the cache fill (1024)"});
-    if (!all) f.push_back({{"--depths"}, true, "LIST  depths (1k,4k,16k,32k,64k)"});
-  }
-  if (all) {
-    f.push_back({{"--recall-kv"}, true, "LIST  recall configurations"});
-    f.push_back({{"--quality-kv"}, true, "LIST  quality configurations (issue 3's table)"});
-    f.push_back({{"--kernel-kv"}, true, "LIST  kernel configurations"});
-    f.push_back({{"--kernel-depths"}, true, "LIST  kernel depths (1k,4k,16k,32k)"});
-    f.push_back({{"--kernel-threads"}, true, "LIST  kernel threads (1,2)"});
-    f.push_back(
-        {{"--skip"}, true, "LIST  protocols to leave out (memory,speed,recall,quality,kernel)"});
+    const std::string s = "kernel";
+    f.push_back({{"--kernel-kv"},
+                 "LIST",
+                 "kernel configurations (default: --kv, else " + default_kernel_kv_list() + ")",
+                 s});
+    f.push_back({{"--kernel-depths"}, "LIST", "depths (default 1k,4k,16k,32k)", s});
+    if (!all) f.push_back({{"--depths"}, "LIST", "depths (same as --kernel-depths)", s});
+    f.push_back({{"--kernel-threads"},
+                 "LIST",
+                 all ? "threads (default 1,2)" : "threads (default --threads, else 1,2)",
+                 s});
+    f.push_back({{"--head-dims"}, "LIST", "head dims (default 64,128)", s});
+    f.push_back({{"--kv-heads"}, "N", "KV heads (default 8)", s});
+    f.push_back({{"--gqa"}, "N", "query heads per KV head (default 4)", s});
+    f.push_back({{"--fill-ubatch"}, "N", "chunk size of the cache fill (default 1024)", s});
   }
   return f;
 }
 
 std::string synopsis(const std::string& sub) {
   if (sub == "kernel") return "turbokv bench kernel [--kv LIST] [--depths LIST] [flags]";
-  if (sub == "all") return "turbokv bench all -m MODEL --out DIR [flags]";
+  if (sub == "all") return "turbokv bench all -m MODEL [--kv LIST] [--out DIR] [flags]";
   return "turbokv bench " + sub + " -m MODEL [--kv LIST] [flags]";
+}
+
+constexpr const char* kExitStatus =
+    "Exit status: 0 when every cell gave a result (ok, or oom / timeout rows: a\n"
+    "limit reached), 1 when a cell failed, 2 for bad input, 130 / 143 when\n"
+    "interrupted by SIGINT / SIGTERM (the report keeps the finished cells and\n"
+    "marks the rest \"not run\").";
+
+std::string description(const std::string& sub) {
+  std::string d;
+  if (sub == "memory")
+    d = "Peak RSS, model, KV and scratch bytes per KV configuration and context: a\n"
+        "prefill to the context, then --decode-tokens decode steps.";
+  if (sub == "speed")
+    d = "Prefill tokens/s and time to first token per context, and decode ms/token\n"
+        "by depth, per KV configuration and thread count.";
+  if (sub == "recall")
+    d = "Facts planted at controlled depths of a filler text, then one question per\n"
+        "fact; exact-match answers per configuration, plus a multi-turn\n"
+        "conversation that grows past a window cap.";
+  if (sub == "quality")
+    d = "Perplexity of a text and KL divergence / top-1 agreement against an f16 (or\n"
+        "f32) cache, through the real cache path.";
+  if (sub == "kernel")
+    d = "Decode attention alone: one layer with synthetic K/V/Q, by codec, head dim,\n"
+        "threads and depth, next to the machine's copy bandwidth.";
+  if (sub == "all")
+    d = "Runs memory, speed, recall, quality and kernel on one model and writes\n"
+        "report.json, report.md and PNG plots to --out (default report-bench).\n"
+        "--kv restricts every protocol; --recall-kv, --quality-kv and --kernel-kv\n"
+        "override it for one.";
+  d += "\n\nEach cell runs in a child process of this binary; the report is rewritten\n"
+       "after every cell.\n\n";
+  return d + kExitStatus;
 }
 
 kv::KvConfig kv_defaults(const Args& a) {
@@ -144,38 +243,44 @@ std::vector<int64_t> capped(std::vector<int64_t> v, int64_t cap) {
   return out;
 }
 
-bool any_failed(const Json& section) {
-  for (const auto& r : section["rows"]) {
-    const std::string s = r.value("status", std::string());
-    if (s == "failed" || s == "timeout") return true;
-  }
-  if (section.contains("multi_turn"))
-    for (const auto& r : section["multi_turn"]) {
-      const std::string s = r.value("status", std::string());
-      if (s == "failed" || s == "timeout") return true;
-    }
-  return false;
-}
-
 void require_readable(const std::string& path, const std::string& flag) {
   std::ifstream in(path);
-  if (!in) fail(flag, " ", path, ": cannot read the file");
+  std::error_code ec;
+  if (!in || std::filesystem::is_directory(path, ec))
+    fail(flag, " ", path, ": cannot read the file");
 }
 
-struct Section {
-  std::string name;
-  std::vector<PlannedCell> cells;
-  std::function<Json(std::vector<Json>)> summarize;
-};
+// The text file of `flag`: as given, else kHeldoutText in $TURBOKV_MODELS or
+// next to the model.
+std::string text_file(const Args& a, const std::string& flag, const std::string& model,
+                      const std::string& command) {
+  if (const auto v = a.get(flag)) {
+    require_readable(*v, flag);
+    return *v;
+  }
+  const std::string found = find_heldout_text(model);
+  if (found.empty())
+    fail(command, ": no ", kHeldoutText, " in $TURBOKV_MODELS or next to the model; pass ", flag,
+         " FILE, or set TURBOKV_MODELS to the folder that holds it");
+  return found;
+}
+
+// The first of `flags` that was given, else `fallback`.
+std::string first_of(const Args& a, std::initializer_list<const char*> flags,
+                     const std::string& fallback) {
+  for (const char* f : flags)
+    if (const auto v = a.get(f)) return *v;
+  return fallback;
+}
 
 int run_bench(const std::string& sub, const std::vector<std::string>& args,
               const std::vector<std::string>& cell_argv) {
   std::vector<Flag> flags = common_flags();
   for (auto& f : protocol_flags(sub)) flags.push_back(std::move(f));
-  Args a("bench " + sub, flags);
-  a.parse(args);
-  if (a.has("--help")) {
-    std::cout << a.help(synopsis(sub));
+  const std::string command = "bench " + sub;
+  Args a(command, flags);
+  if (!a.parse(args)) {
+    std::cout << a.help(synopsis(sub), description(sub));
     return 0;
   }
   const bool all = sub == "all";
@@ -202,16 +307,17 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   ModelInfo info;
   const bool need_model = on("memory") || on("speed") || on("recall") || on("quality");
   if (need_model) {
-    if (!a.has("--model")) fail("bench ", sub, ": -m MODEL is required");
+    if (!a.has("--model")) fail(command, ": -m MODEL is required");
     o.model = *a.get("--model");
     info = probe_model(o.model);
   }
   const int64_t trained = info.n_ctx_train > 0 ? info.n_ctx_train : 4096;
 
   std::vector<Section> sections;
-  auto with_kv = [&](const std::string& list) {
+  // --kv applies to every protocol; a protocol's own list overrides it.
+  auto with_kv = [&](std::initializer_list<const char*> flags, const std::string& fallback) {
     CommonOptions c = o;
-    c.kv = parse_bench_kv_list(list, defaults);
+    c.kv = parse_bench_kv_list(first_of(a, flags, fallback), defaults);
     return c;
   };
   if (on("memory")) {
@@ -219,7 +325,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     m->ctx =
         a.has("--ctx") ? parse_token_counts(*a.get("--ctx"), "--ctx") : capped(m->ctx, trained);
     m->decode_tokens = a.get_int("--decode-tokens", 4, 0, 1 << 20);
-    const CommonOptions c = with_kv(a.get_or("--kv", kDefaultKv));
+    const CommonOptions c = with_kv({"--kv"}, kDefaultKv);
     sections.push_back({"memory", plan_memory(c, *m, info), [m](std::vector<Json> rows) {
                           return summarize_memory(*m, std::move(rows));
                         }});
@@ -234,7 +340,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     s->threads = threads;
     s->warmup = a.get_int("--warmup", 2, 0, 1000);
     s->steps = a.get_int("--steps", 5, 3, 100000);
-    const CommonOptions c = with_kv(a.get_or("--kv", kDefaultKv));
+    const CommonOptions c = with_kv({"--kv"}, kDefaultKv);
     sections.push_back({"speed", plan_speed(c, *s, info), [s](std::vector<Json> rows) {
                           return summarize_speed(*s, std::move(rows));
                         }});
@@ -249,7 +355,6 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     if (a.has("--fact-depths"))
       r->depths = parse_fractions(*a.get("--fact-depths"), "--fact-depths", 0, 1);
     if (a.has("--seeds")) r->seeds = parse_ints(*a.get("--seeds"), "--seeds", 0, 1 << 30);
-    r->filler_file = a.get_or("--filler", "");
     r->templates.fact = a.get_or("--fact-template", r->templates.fact);
     if (a.has("--question-template")) {
       r->templates.question = *a.get("--question-template");
@@ -267,13 +372,11 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     r->turns = a.get_int("--turns", 6, 2, 1000);
     r->multi_turn_window = a.get_int("--multi-turn-window", 1024, 16, 1 << 30);
     finalize_recall_options(*r, info);
-    require_readable(r->filler_file, "--filler");
+    r->filler_file = text_file(a, "--filler", o.model, command);
     if (r->ctx > trained)
       std::fprintf(stderr, "bench recall: warning: --ctx %lld is beyond the model's trained %lld\n",
                    (long long)r->ctx, (long long)trained);
-    const std::string list =
-        all ? a.get_or("--recall-kv", kDefaultRecallKv) : a.get_or("--kv", kDefaultRecallKv);
-    CommonOptions c = with_kv(list);
+    CommonOptions c = with_kv({"--recall-kv", "--kv"}, kDefaultRecallKv);
     std::vector<PlannedCell> cells;
     {
       RecallOptions single = *r;
@@ -282,7 +385,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     }
     if (r->multi_turn) {
       RecallOptions mt = *r;
-      CommonOptions cm = with_kv(a.get_or("--multi-turn-kv", kDefaultMultiTurnKv));
+      CommonOptions cm = with_kv({"--multi-turn-kv", "--kv"}, kDefaultMultiTurnKv);
       std::vector<PlannedCell> m = plan_recall(cm, mt, info);
       for (auto& cell : m)
         if (cell.identity.value("multi_turn", false)) cells.push_back(std::move(cell));
@@ -293,33 +396,31 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   }
   if (on("quality")) {
     auto q = std::make_shared<QualityOptions>();
-    q->text_file = a.get_or("--text", default_heldout_text());
     q->window_tokens =
         a.get_int("--window-tokens", int(std::min<int64_t>(1024, trained)), 4, 1 << 24);
     q->windows = a.get_int("--windows", 4, 1, 1 << 20);
     q->baseline = a.get_or("--baseline", "f16");
     if (q->baseline != "f16" && q->baseline != "f32")
       fail("--baseline ", q->baseline, ": use f16 or f32");
-    require_readable(q->text_file, "--text");
-    const std::string list = all ? a.get_or("--quality-kv", default_quality_kv_list())
-                                 : a.get_or("--kv", default_quality_kv_list());
-    const CommonOptions c = with_kv(list);
+    q->text_file = text_file(a, "--text", o.model, command);
+    const CommonOptions c = with_kv({"--quality-kv", "--kv"}, default_quality_kv_list());
     sections.push_back({"quality", plan_quality(c, *q, info), [q](std::vector<Json> rows) {
                           return summarize_quality(*q, std::move(rows));
                         }});
   }
   if (on("kernel")) {
     auto k = std::make_shared<KernelOptions>();
-    if (all) {
-      k->depths = a.has("--kernel-depths")
-                      ? parse_token_counts(*a.get("--kernel-depths"), "--kernel-depths")
-                      : std::vector<int64_t>{1024, 4096, 16384, 32768};
-      if (a.has("--kernel-threads"))
-        k->threads = parse_ints(*a.get("--kernel-threads"), "--kernel-threads", 1, 1024);
-    } else {
-      if (a.has("--depths")) k->depths = parse_token_counts(*a.get("--depths"), "--depths");
-      if (a.has("--threads")) k->threads = threads;
-    }
+    // `bench all` runs fewer depths by default: 64K dominates a kernel run.
+    if (all) k->depths = {1024, 4096, 16384, 32768};
+    // In `bench all`, --depths is speed's.
+    const char* depth_flag = a.has("--kernel-depths")    ? "--kernel-depths"
+                             : !all && a.has("--depths") ? "--depths"
+                                                         : nullptr;
+    if (depth_flag) k->depths = parse_token_counts(*a.get(depth_flag), depth_flag);
+    if (a.has("--kernel-threads"))
+      k->threads = parse_ints(*a.get("--kernel-threads"), "--kernel-threads", 1, 1024);
+    else if (!all && a.has("--threads"))
+      k->threads = threads;
     if (a.has("--head-dims"))
       k->head_dims = parse_ints(*a.get("--head-dims"), "--head-dims", 8, 1024);
     k->kv_heads = a.get_int("--kv-heads", 8, 1, 1024);
@@ -327,9 +428,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     k->warmup = a.get_int("--warmup", 3, 0, 1000);
     k->steps = a.get_int("--steps", 9, 3, 100000);
     k->fill_ubatch = a.get_int("--fill-ubatch", 1024, 1, 1 << 20);
-    const std::string list = all ? a.get_or("--kernel-kv", default_kernel_kv_list())
-                                 : a.get_or("--kv", default_kernel_kv_list());
-    const CommonOptions c = with_kv(list);
+    const CommonOptions c = with_kv({"--kernel-kv", "--kv"}, default_kernel_kv_list());
     sections.push_back({"kernel", plan_kernel(c, *k), [k](std::vector<Json> rows) {
                           return summarize_kernel(*k, std::move(rows));
                         }});
@@ -341,46 +440,38 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   h.threads = o.threads;
   h.model = need_model ? to_json(info) : Json(nullptr);
   h.mem_limit = runner.describe();
-  Json report = make_report(h);
   if (o.mem_limit > 0)
     std::fprintf(stderr, "bench: memory limit %s per cell via %s%s%s\n",
                  format_bytes(o.mem_limit).c_str(), limit_method_name(runner.limit().method()),
                  runner.limit().fallback_reason().empty() ? "" : ": ",
                  runner.limit().fallback_reason().c_str());
-
-  double cost = 0;
-  int n_cells = 0;
-  for (const auto& s : sections) {
-    cost += total_cost(s.cells);
-    n_cells += int(s.cells.size());
-  }
-  bool failed = false;
-  {
-    Progress progress(cost, n_cells, !o.quiet);
-    for (auto& s : sections) {
-      report[s.name] = s.summarize(execute_cells(s.cells, runner, progress));
-      failed = failed || any_failed(report[s.name]);
-    }
-  }
-  for (const auto& s : sections)
-    std::cout << "\n## " << s.name << "\n\n" << section_markdown(s.name, report[s.name]);
-  std::cout.flush();
-  if (!o.out_dir.empty())
-    std::fprintf(stderr, "bench: %s\n", write_report(report, o.out_dir).c_str());
-  return failed ? 1 : 0;
+  return execute_run(sections, runner, make_report(h), o.out_dir, o.quiet);
 }
 
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args, std::vector<std::string> cell_argv) {
-  static const char* kUsage =
-      "Usage: turbokv bench SUBCOMMAND [flags]   (turbokv bench SUBCOMMAND --help for its flags)\n"
-      "  memory   peak RSS, model, KV and scratch bytes per KV configuration and context\n"
-      "  speed    prefill tok/s, time to first token, decode ms/token by depth\n"
-      "  recall   planted facts at controlled depths, exact-match answers; multi-turn window\n"
-      "  quality  perplexity and KL divergence vs an f16 cache through the real cache path\n"
-      "  kernel   decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
-      "  all      all five on a model: report.json, report.md and PNG plots in --out\n";
+  static const std::string kUsage =
+      std::string(
+          "usage: turbokv bench SUBCOMMAND [flags]\n"
+          "\n"
+          "Benchmarks of the engine and its KV cache. Each measurement (a cell) runs\n"
+          "in a child process of this binary; --out writes report.json, report.md\n"
+          "and PNG plots, rewritten after every cell.\n"
+          "\n") +
+      kExitStatus +
+      "\n"
+      "\n"
+      "subcommands:\n"
+      "  memory        peak RSS, model, KV and scratch bytes per KV configuration and context\n"
+      "  speed         prefill tok/s, time to first token, decode ms/token by depth\n"
+      "  recall        planted facts at controlled depths, exact-match answers; multi-turn window\n"
+      "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
+      "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
+      "  all           all five on a model: report.json, report.md and PNG plots in --out\n"
+      "\n"
+      "`turbokv bench SUBCOMMAND --help` shows a subcommand's flags; docs/BENCHMARKS.md\n"
+      "describes the protocols.\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage;
     if (args.empty()) fail("bench: no subcommand given");

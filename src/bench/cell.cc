@@ -67,6 +67,10 @@ Json failed_result(const std::string& status, const std::string& reason) {
   return {{"status", status}, {"reason", reason}};
 }
 
+Json not_run_result(const std::string& reason) {
+  return failed_result(kNotRun, reason);
+}
+
 bool result_ok(const Json& result) {
   return result.is_object() && result.value("status", std::string()) == "ok";
 }
@@ -120,6 +124,7 @@ Json CellRunner::run(Json request) {
   request["mem_limit_bytes"] = limit_.bytes();
   ChildLimits limits;
   limits.timeout_seconds = timeout_;
+  limits.stop_on_interrupt = true;
   std::string procs;
   if (limit_.bytes() > 0) {
     procs = limit_.prepare_child_cgroup();
@@ -134,8 +139,10 @@ Json CellRunner::run(Json request) {
 
   Json result = last_json_line(child.out);
   const std::string err_line = last_line(child.err);
-  if (child.timed_out) {
-    result = failed_result("timeout", "no result after " + std::to_string(int(timeout_)) + " s");
+  if (child.interrupted) {
+    result = not_run_result("interrupted");
+  } else if (child.timed_out) {
+    result = failed_result("timeout", str("no result after ", timeout_, " s"));
   } else if (child.term_signal != 0) {
     const int sig = child.term_signal;
     if (cgroup_oom) {

@@ -5,8 +5,9 @@
 //
 // Every result has "status": "ok", "oom" (KvBudgetExceeded, std::bad_alloc,
 // an mmap or thread refused for lack of memory, the cgroup OOM killer, or a
-// SIGKILL), "timeout", or "failed" (any other error or crash), and "reason"
-// for anything but ok. The harness never dies with a cell.
+// SIGKILL), "timeout", "failed" (any other error or crash), or "not run"
+// (the run was interrupted before or while the cell ran), and "reason" for
+// anything but ok. The harness never dies with a cell.
 #pragma once
 
 #include <string>
@@ -34,7 +35,8 @@ class CellRunner {
 
   // Runs one cell in a child process under the limit; the request gets
   // "mem_limit_bytes" added. Always returns a result object (see above) with
-  // "process": {exit_code, signal, seconds}.
+  // "process": {exit_code, signal, seconds}. When the harness is
+  // interrupted (interrupt.h) the child is killed and the result is "not run".
   Json run(Json request);
 
   const MemoryLimit& limit() const { return limit_; }
@@ -47,7 +49,9 @@ class CellRunner {
 };
 
 // Result helpers for cells.
+inline constexpr const char* kNotRun = "not run";
 Json failed_result(const std::string& status, const std::string& reason);
+Json not_run_result(const std::string& reason);
 bool result_ok(const Json& result);
 
 }  // namespace tkv::bench

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "bench/interrupt.h"
 #include "common/error.h"
 #include "common/timer.h"
 
@@ -89,7 +91,14 @@ ChildResult run_child(const std::vector<std::string>& argv, const ChildLimits& l
   int open_fds = 2;
   char buf[16384];
   while (open_fds > 0) {
-    int wait_ms = -1;
+    if (limits.stop_on_interrupt && interrupt_signal() != 0) {
+      ::kill(pid, SIGKILL);
+      r.interrupted = true;
+      break;
+    }
+    // The signal may land on another thread, or just before poll(): wake
+    // up now and then to look at the flag.
+    int wait_ms = limits.stop_on_interrupt ? 100 : -1;
     if (limits.timeout_seconds > 0) {
       const double left = limits.timeout_seconds - clock.seconds();
       if (left <= 0) {
@@ -97,7 +106,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const ChildLimits& l
         r.timed_out = true;
         break;
       }
-      wait_ms = int(left * 1000) + 1;
+      const int timeout_ms = int(left * 1000) + 1;
+      wait_ms = wait_ms < 0 ? timeout_ms : std::min(wait_ms, timeout_ms);
     }
     const int n = ::poll(fds, 2, wait_ms);
     if (n < 0 && errno == EINTR) continue;

@@ -14,12 +14,14 @@ struct ChildLimits {
   std::string cgroup_procs;          // cgroup.procs the child joins before exec ("" = none)
   double timeout_seconds = 0;        // SIGKILL after this long (0 = none)
   std::string working_dir;           // chdir there before exec ("" = inherit)
+  bool stop_on_interrupt = false;    // SIGKILL it when interrupt_signal() is set (interrupt.h)
 };
 
 struct ChildResult {
   int exit_code = -1;   // when the child exited
   int term_signal = 0;  // when a signal ended it
   bool timed_out = false;
+  bool interrupted = false;  // killed because the harness was interrupted
   bool exec_failed = false;  // the binary could not be started (errno text in err)
   std::string out, err;      // everything it wrote
   double seconds = 0;

@@ -260,7 +260,7 @@ std::string kernel_markdown(const Json& section) {
     out += "Copy bandwidth (STREAM-like, read + write), " + threads +
            " thread(s): " + fmt_fixed(gbps, 1) + " GB/s\n";
   Table t({"KV", "head_dim", "threads", "depth", "us/token (median)", "min - max", "KV read/token",
-           "GB/s", "of copy", "vs f16"});
+           "GB/s", "share of copy bandwidth (higher is better)", "time vs f16 (lower is better)"});
   for (const auto& r : section["table"]) {
     if (r["status"] != "ok") {
       t.add({r["kv"], r["head_dim"], "", "",

@@ -2,7 +2,7 @@
 // one layer with synthetic K/V/Q (Gaussian), per codec configuration,
 // head_dim, thread count and depth.
 //
-// Geometry (issue 3): 8 KV heads, GQA 4 (32 query heads). One fresh process
+// Geometry (llama-3-like): 8 KV heads, GQA 4 (32 query heads). One fresh process
 // per (configuration, head_dim) fills the cache chunk by chunk (begin_chunk /
 // write / attend / end_chunk -- the public protocol, so the fill pays the
 // causal attention of every chunk: O(depth^2), by far the slowest part) up

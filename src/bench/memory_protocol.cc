@@ -138,9 +138,9 @@ Json summarize_memory(const MemoryOptions& m, std::vector<Json> rows) {
 }
 
 std::string memory_markdown(const Json& section) {
-  Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model", "vs f16",
-           "KV persistent", "K/V B/token/head", "peak scratch (KV + act.)", "RSS after prefill",
-           "decode peak", "prefill tok/s"});
+  Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model",
+           "peak - model vs f16 (lower is better)", "KV persistent", "K/V B/token/head",
+           "peak scratch (KV + act.)", "RSS after prefill", "decode peak", "prefill tok/s"});
   const auto& rows = section["rows"];
   const auto& head = section["headline"];
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -4,6 +4,7 @@
 // identity (which configuration, context, threads, ...) followed by its result.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,16 @@ struct PlannedCell {
   Json request;       // what the child runs
 };
 
-// Runs the cells in order; returns one row per cell.
-std::vector<Json> execute_cells(const std::vector<PlannedCell>& cells, CellRunner& runner,
-                                Progress& progress);
+// The row of a cell without a result: its identity, "status": "not run"
+// and `reason`.
+Json not_run_row(const PlannedCell& cell, const std::string& reason);
+
+// Runs the cells in order, appending one row per cell that finished to
+// `rows` and calling after_cell() after each. Stops when the run is
+// interrupted (interrupt.h): the cell cut short gets no row. Returns false
+// when it stopped early.
+bool execute_cells(const std::vector<PlannedCell>& cells, CellRunner& runner, Progress& progress,
+                   std::vector<Json>& rows, const std::function<void()>& after_cell);
 
 double total_cost(const std::vector<PlannedCell>& cells);
 

@@ -2,13 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "bench/child_process.h"
+#include "bench/units.h"
 #include "common/atomic_file.h"
 
 namespace tkv::bench {
@@ -16,6 +19,14 @@ namespace tkv::bench {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Shortest decimal text of a number ("0.5", "1024", "1.2e-05").
+std::string fmt_number(double x) {
+  std::ostringstream o;
+  o.precision(10);
+  o << x;
+  return o.str();
+}
 
 // A gnuplot single-quoted string ('' escapes a quote).
 std::string gp_string(const std::string& s) {
@@ -29,6 +40,39 @@ std::string tic_label(const std::string& s) {
   std::string out;
   for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
   return gp_string(out);
+}
+
+// A log2 x axis over token counts: a tic labelled "1K", "4K", ... at every
+// value drawn, and the range one octave beyond the data on both sides so no
+// point sits on the frame. Depth 0 has no place on a log axis: it is drawn
+// at 1 and labelled "0".
+std::string token_log_x_axis(const std::set<double>& xs, const std::string& label) {
+  std::string out = "set logscale x 2\nset xlabel " + gp_string(label) + "\nset xtics (";
+  bool first = true;
+  for (const double x : xs) {
+    const std::string name = x < 1 ? "0" : token_count_label(int64_t(x));
+    out += (first ? "" : ", ") + tic_label(name) + " " + fmt_number(std::max(1.0, x));
+    first = false;
+  }
+  const double lo = std::max(1.0, *xs.begin()), hi = std::max(1.0, *xs.rbegin());
+  return out + ")\nset xrange [" + fmt_number(lo / 2) + ":" + fmt_number(hi * 2) + "]\n";
+}
+
+// A log10 y axis with tics at 1, 2, 5 x 10^k over [lo, hi] (instead of
+// gnuplot's bare powers), and a margin above and below the data.
+std::string log_y_axis(double lo, double hi, const std::string& label) {
+  lo = std::max(lo, 1e-9);
+  hi = std::max(hi, lo);
+  std::string tics;
+  for (double decade = std::pow(10.0, std::floor(std::log10(lo / 1.5))); decade <= hi * 1.5;
+       decade *= 10)
+    for (const double m : {1.0, 2.0, 5.0}) {
+      const double t = m * decade;
+      if (t < lo / 1.5 || t > hi * 1.5) continue;
+      tics += (tics.empty() ? "" : ", ") + tic_label(fmt_number(t)) + " " + fmt_number(t);
+    }
+  return "set logscale y 10\nset ylabel " + gp_string(label) + "\nset ytics (" + tics +
+         ")\nset yrange [" + fmt_number(lo / 1.5) + ":" + fmt_number(hi * 1.5) + "]\n";
 }
 
 struct Series {
@@ -108,9 +152,15 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
     }
     if (!order.empty()) {
       std::vector<Series> s;
-      for (const auto& k : order) s.push_back(by_kv[k]);
+      std::set<double> xs;
+      for (const auto& k : order) {
+        s.push_back(by_kv[k]);
+        for (const auto& p : by_kv[k].points) xs.insert(p[0]);
+      }
+      // The y axis starts at 0: bar heights compare as the bytes do.
       std::string gp = header("memory.png", "Peak RSS minus model vs context (" + model + ")") +
-                       "set logscale x 2\nset xlabel 'context (tokens)'\nset ylabel 'MiB'\n" +
+                       token_log_x_axis(xs, "context (tokens)") +
+                       "set ylabel 'MiB (lower is better)'\nset yrange [0:*]\n" +
                        write_series(dir + "/memory.dat", s, "1:2", "linespoints");
       out.emplace_back("memory.png", gp);
     }
@@ -129,10 +179,13 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
     }
     if (!order.empty()) {
       std::vector<Series> s;
+      std::set<double> xs;
       for (const auto& k : order) s.push_back(by[k]);
+      for (const auto& d : report["speed"]["decode"]) xs.insert(d["depth"].get<double>());
       std::string gp = header("decode.png", "Decode ms/token vs depth (" + model + ")") +
-                       "set logscale x 2\nset xlabel 'depth (tokens; 0 drawn at 1)'\n"
-                       "set ylabel 'ms/token (median, min-max bars)'\n" +
+                       token_log_x_axis(xs, "depth (tokens)") +
+                       "set ylabel 'ms/token, median with min-max bars (lower is better)'\n"
+                       "set yrange [0:*]\n" +
                        write_series(dir + "/decode.dat", s, "1:2:3:4", "yerrorlines");
       out.emplace_back("decode.png", gp);
     }
@@ -185,12 +238,24 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
     }
     for (auto& [hd, series] : by_hd) {
       std::vector<Series> s;
-      for (const auto& k : order[hd]) s.push_back(series[k]);
+      std::set<double> xs;
+      double lo = HUGE_VAL, hi = 0;
+      for (const auto& k : order[hd]) {
+        s.push_back(series[k]);
+        for (const auto& p : series[k].points) {
+          xs.insert(p[0]);
+          lo = std::min(lo, p[1]);
+          hi = std::max(hi, p[1]);
+        }
+      }
       const std::string png = "kernel_d" + std::to_string(hd) + ".png";
+      const Json& opt = report["kernel"]["options"];
       std::string gp =
-          header(png, "Decode attention time per token, head_dim " + std::to_string(hd) +
-                          ", 8 KV heads, GQA 4") +
-          "set logscale xy 2\nset xlabel 'depth (tokens)'\nset ylabel 'microseconds per token'\n" +
+          header(png, "Decode attention time per token, head_dim " + std::to_string(hd) + ", " +
+                          std::to_string(opt.value("kv_heads", 8)) + " KV heads, GQA " +
+                          std::to_string(opt.value("gqa", 4))) +
+          token_log_x_axis(xs, "depth (tokens)") +
+          log_y_axis(lo, hi, "microseconds per token (lower is better)") +
           write_series(dir + "/kernel_d" + std::to_string(hd) + ".dat", s, "1:2", "linespoints");
       out.emplace_back(png, gp);
     }

@@ -141,7 +141,6 @@ void finalize_recall_options(RecallOptions& r, const ModelInfo& info) {
   if (r.answer_tokens <= 0) r.answer_tokens = r.chat.empty() ? 8 : 32;
   if (!r.chat.empty() && !r.question_template_set)
     r.templates.question = "What is the access code for {name}? Reply with the code only.";
-  if (r.filler_file.empty()) r.filler_file = default_heldout_text();
   if (r.facts < 1) fail("--facts ", r.facts, ": must be at least 1");
   if (!r.depths.empty() && r.facts > 1 && int(r.depths.size()) != r.facts)
     fail("--depths has ", r.depths.size(), " values for ", r.facts, " facts (give one per fact, ",
@@ -298,7 +297,7 @@ std::string recall_markdown(const Json& section) {
   const Json& hm = section["heatmap"];
   std::vector<std::string> header{"KV", "policy"};
   for (const auto& l : hm["labels"]) header.push_back(l.get<std::string>());
-  header.insert(header.end(), {"all", "control (planted code)"});
+  header.insert(header.end(), {"all", "control: a planted code given (lower is better)"});
   Table t(header);
   for (const auto& row : section["rows"]) {
     std::vector<Cell> cells{row["kv"], row["policy"]};
@@ -319,7 +318,7 @@ std::string recall_markdown(const Json& section) {
   std::string out = t.markdown();
   if (!section["multi_turn"].empty()) {
     Table m({"KV", "policy", "window", "recall: facts older than the window cap",
-             "recall: facts within the cap", "control (planted code)"});
+             "recall: facts within the cap", "control: a planted code given (lower is better)"});
     for (const auto& row : section["multi_turn"]) {
       if (!result_ok(row)) {
         m.add({row["kv"], row["policy"], row["window"],

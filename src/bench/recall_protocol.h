@@ -4,7 +4,7 @@
 // Single document (one fresh process per configuration, all seeds in it):
 // per seed, N facts (--facts, default 5) are planted at controlled depths
 // (--depths, default evenly spread: start, 25%, 50%, 75%, end) in filler
-// text (--filler, default tkv-test-heldout.txt) of about --ctx tokens; with a
+// text (--filler, default find_heldout_text()) of about --ctx tokens; with a
 // window policy in the run, one more fact is planted just past the window
 // (W + 64 filler tokens before the end: a window of W tokens has dropped it).
 // Then one question per fact, and one about a name never planted (the
@@ -41,7 +41,7 @@ struct RecallOptions {
   std::vector<double> depths;  // empty: evenly spread over [0, 1]
   int64_t ctx = 0;             // 0: min(3200, trained context - 64)
   std::vector<int> seeds{1, 2, 3};
-  std::string filler_file;  // default: tkv-test-heldout.txt
+  std::string filler_file;  // the caller resolves the default (find_heldout_text())
   RecallTemplates templates;
   bool question_template_set = false;
   std::string chat;           // "" plain; "auto" = the model's template; or a template name

@@ -115,6 +115,17 @@ std::string report_markdown(const Json& report, const std::vector<std::string>& 
   md += "- git: " + report["git"]["commit"].get<std::string>() +
         (report["git"]["dirty"] == true ? " (uncommitted changes)" : "") + "\n";
   md += "- threads: " + std::to_string(report["threads"].get<int>()) + "\n";
+  if (report.contains("run")) {
+    const Json& run = report["run"];
+    const std::string state = run["state"].get<std::string>();
+    const std::string of = std::to_string(run["cells_finished"].get<int>()) + " of " +
+                           std::to_string(run["cells"].get<int>()) + " cells";
+    md += "- run: " +
+          (state == "complete"  ? "complete, " + of
+           : state == "running" ? "in progress, " + of + " so far (the rest: not run yet)"
+                                : "interrupted after " + of + " (the rest: not run)") +
+          "\n";
+  }
   if (report["model"].is_object())
     md += "- model: " + report["model"]["file"].get<std::string>() + " (" +
           report["model"]["describe"].get<std::string>() + ", " +

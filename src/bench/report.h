@@ -19,8 +19,9 @@ struct ReportHeader {
   Json mem_limit;  // CellRunner::describe()
 };
 
-// Skeleton with the header filled in; protocols add their sections
-// ("memory", "speed", "recall", "quality", "kernel").
+// Skeleton with the header filled in; the run adds "run" ({state: running |
+// complete | interrupted, cells, cells_finished}) and the protocols their
+// sections ("memory", "speed", "recall", "quality", "kernel").
 Json make_report(const ReportHeader& h);
 
 Json machine_info();

@@ -193,7 +193,8 @@ std::string speed_markdown(const Json& section) {
     p.add({r["kv"], r["threads"], token_count_label(r["ctx"].get<int64_t>()),
            fmt_fixed(r["ttft_s"], 3), fmt_fixed(r["tok_per_s"], 1)});
   out += "Prefill:\n\n" + p.markdown();
-  Table d({"KV", "threads", "depth", "decode ms/token (median)", "min - max", "tok/s", "vs f16"});
+  Table d({"KV", "threads", "depth", "decode ms/token (median)", "min - max", "tok/s",
+           "time vs f16 (lower is better)"});
   for (const auto& r : section["decode"])
     d.add({r["kv"], r["threads"], token_count_label(r["depth"].get<int64_t>()),
            fmt_fixed(r["median_ms"], 2),

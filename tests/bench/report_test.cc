@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
 #include "bench/plots.h"
+#include "bench/quality_protocol.h"
 #include "bench/report.h"
 #include "bench/speed_protocol.h"
 #include "test_util.h"
@@ -112,6 +114,103 @@ TEST(BenchReport, FilesAreWrittenAndParseable) {
   if (find_in_path("gnuplot").empty()) GTEST_SKIP() << "gnuplot not installed: plots not drawn";
   EXPECT_GT(std::filesystem::file_size(dir + "/memory.png"), 1000u) << msg;
   EXPECT_GT(std::filesystem::file_size(dir + "/decode.png"), 1000u) << msg;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A kernel section as summarize_kernel() writes it: two configurations at
+// three depths, head_dim 64.
+Json kernel_section() {
+  Json table = Json::array();
+  for (const auto& [kv, us] : {std::pair<std::string, double>{"f16", 40}, {"k4v2", 25}})
+    for (const int64_t depth : {1024, 4096, 16384})
+      table.push_back({{"kv", kv},
+                       {"head_dim", 64},
+                       {"threads", 1},
+                       {"status", "ok"},
+                       {"depth", depth},
+                       {"us_median", us * double(depth) / 1024},
+                       {"us_min", us},
+                       {"us_max", us},
+                       {"kv_bytes_read", 1000},
+                       {"gb_per_s", 2.0},
+                       {"fraction_of_copy", 0.2},
+                       {"ratio_to_f16", kv == "f16" ? 1.0 : 0.625}});
+  return {{"options", {{"kv_heads", 8}, {"gqa", 4}}},
+          {"copy_bandwidth_gb_per_s", {{"1", 10.0}}},
+          {"table", table}};
+}
+
+TEST(BenchPlots, AxesShowTheDataHonestly) {
+  const std::string dir = tkv::test::temp_dir() + "/plots";
+  Json report = {{"model", {{"file", "m.gguf"}}}};
+  // Two memory curves 16% apart: with an axis starting near 3.9 MiB the gap
+  // would look several times larger than it is.
+  report["memory"] = summarize_memory(
+      MemoryOptions{},
+      {memory_row("f16", true, 4096, 4.6e6), memory_row("k4v2", false, 4096, 4e6),
+       memory_row("f16", true, 8192, 4.7e6), memory_row("k4v2", false, 8192, 4.1e6)});
+  report["speed"] =
+      summarize_speed(SpeedOptions{}, {speed_row("f16", true, {{0, 10}, {1024, 12}, {4096, 14}})});
+  report["kernel"] = kernel_section();
+  std::filesystem::create_directories(dir);
+  write_plots(report, dir);
+  const std::string memory = read_text(dir + "/memory.gp");
+  EXPECT_NE(memory.find("set yrange [0:*]"), std::string::npos) << memory;
+  EXPECT_NE(memory.find("'4K' 4096"), std::string::npos) << memory;
+  // Depth 0 is drawn at 1 on the log axis: the range starts below it.
+  const std::string decode = read_text(dir + "/decode.gp");
+  EXPECT_NE(decode.find("'0' 1, '1K' 1024, '4K' 4096"), std::string::npos) << decode;
+  EXPECT_NE(decode.find("set xrange [0.5:8192]"), std::string::npos) << decode;
+  EXPECT_NE(decode.find("set yrange [0:*]"), std::string::npos) << decode;
+  // The kernel plot's log y axis: 1-2-5 tics, not gnuplot's bare powers of 2.
+  const std::string kernel = read_text(dir + "/kernel_d64.gp");
+  EXPECT_NE(kernel.find("set logscale y 10"), std::string::npos) << kernel;
+  EXPECT_NE(kernel.find("'20' 20, '50' 50, '100' 100, '200' 200, '500' 500"), std::string::npos)
+      << kernel;
+  EXPECT_NE(kernel.find("'16K' 16384"), std::string::npos) << kernel;
+  EXPECT_EQ(kernel.find("logscale xy 2"), std::string::npos) << kernel;
+}
+
+TEST(BenchTables, RatioColumnsSayWhatTheyCompareAndWhichWayIsBetter) {
+  const std::string mem = memory_markdown(summarize_memory(
+      MemoryOptions{}, {memory_row("f16", true, 4096, 4e6), memory_row("k4v2", false, 4096, 1e6)}));
+  EXPECT_NE(mem.find("peak - model vs f16 (lower is better)"), std::string::npos) << mem;
+  const std::string speed = speed_markdown(summarize_speed(
+      SpeedOptions{}, {speed_row("f16", true, {{0, 10}}), speed_row("k4v2", false, {{0, 11}})}));
+  EXPECT_NE(speed.find("time vs f16 (lower is better)"), std::string::npos) << speed;
+  const std::string kernel = kernel_markdown(kernel_section());
+  EXPECT_NE(kernel.find("time vs f16 (lower is better)"), std::string::npos) << kernel;
+  EXPECT_NE(kernel.find("share of copy bandwidth (higher is better)"), std::string::npos) << kernel;
+  for (const std::string& md : {mem, speed, kernel})
+    EXPECT_EQ(md.find("| vs f16 "), std::string::npos) << md;
+}
+
+// The quality table speaks of the user's run only: no reference figures from
+// elsewhere and no pass/fail verdicts, whatever the model.
+TEST(BenchTables, QualityReportHasNoReferenceColumnOrVerdict) {
+  QualityOptions q;
+  const Json row = {{"kv", "k4v2"},
+                    {"policy", "4+64"},
+                    {"status", "ok"},
+                    {"kv_describe", "k=tq4 v=tq2 sinks=4 residual=64 window=0"},
+                    {"model", {{"file", "tkv-test-23M.gguf"}}},
+                    {"bits_k", 4.5},
+                    {"bits_v", 2.5},
+                    {"ppl", 10.0},
+                    {"baseline_ppl", 9.9},
+                    {"ppl_delta_pct", 1.0},
+                    {"kl", {{"mean", 0.02}, {"stderr", 0.001}, {"p99", 0.1}, {"max", 0.3}}},
+                    {"top1_agreement", 0.9}};
+  const Json section = summarize_quality(q, {row});
+  EXPECT_FALSE(section.contains("targets"));
+  const std::string md = quality_markdown(section);
+  for (const char* word : {"reference", "issue", "Target", "MISSED", "met"})
+    EXPECT_EQ(md.find(word), std::string::npos) << word << "\n" << md;
+  EXPECT_NE(md.find("mean KL vs f16 (lower is better)"), std::string::npos) << md;
 }
 
 }  // namespace

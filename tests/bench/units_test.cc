@@ -121,21 +121,48 @@ TEST(BenchTable, MarkdownIsAlignedAndEscapesPipes) {
 }
 
 TEST(BenchArgs, ParsesValuesSwitchesAndRejectsTheRest) {
-  Args a("bench memory",
-         {{{"--model", "-m"}, true, ""}, {{"--quiet", "-q"}, false, ""}, {{"--ctx"}, true, ""}});
-  a.parse({"-m", "x.gguf", "--ctx=4k", "-q"});
+  Args a("bench memory", {{{"--model", "-m"}, "PATH", "", ""},
+                          {{"--quiet", "-q"}, "", "", ""},
+                          {{"--ctx"}, "LIST", "", ""}});
+  EXPECT_TRUE(a.parse({"-m", "x.gguf", "--ctx=4k", "-q"}));
   EXPECT_EQ(a.get_or("--model", ""), "x.gguf");
   EXPECT_EQ(a.get_or("--ctx", ""), "4k");
   EXPECT_TRUE(a.has("--quiet"));
-  Args b("bench memory", {{{"--model", "-m"}, true, ""}, {{"--quiet"}, false, ""}});
+  Args b("bench memory", {{{"--model", "-m"}, "PATH", "", ""}, {{"--quiet"}, "", "", ""}});
   EXPECT_THROW(b.parse({"--nope"}), Error);
   EXPECT_THROW(b.parse({"-m"}), Error);
   EXPECT_THROW(b.parse({"stray"}), Error);
   EXPECT_THROW(b.parse({"--quiet=1"}), Error);
-  Args c("x", {{{"--n"}, true, ""}});
+  EXPECT_FALSE(b.parse({"--help"}));
+  Args c("x", {{{"--n"}, "N", "", ""}});
   c.parse({"--n", "12"});
   EXPECT_EQ(c.get_int("--n", 0, 0, 100), 12);
   EXPECT_THROW(c.get_int("--n", 0, 0, 10), Error);
+}
+
+// The layout of the other turbokv commands (apps/turbokv/flags.cc): "usage:",
+// lower-case section headings, short aliases first, metavar after the names,
+// help at column 30, continuation lines indented, -h/--help last.
+TEST(BenchArgs, HelpHasTheLayoutOfTheOtherCommands) {
+  Args a("bench memory", {{{"--model", "-m"}, "PATH", "GGUF model file", "model"},
+                          {{"--kv"}, "LIST", "first line\nsecond line", "KV cache"},
+                          {{"--quiet", "-q"}, "", "no progress bar", "run"}});
+  EXPECT_EQ(a.help("turbokv bench memory -m MODEL", "Measures memory."),
+            "usage: turbokv bench memory -m MODEL\n"
+            "\n"
+            "Measures memory.\n"
+            "\n"
+            "model:\n"
+            "  -m, --model PATH            GGUF model file\n"
+            "\n"
+            "KV cache:\n"
+            "  --kv LIST                   first line\n"
+            "                              second line\n"
+            "\n"
+            "run:\n"
+            "  -q, --quiet                 no progress bar\n"
+            "\n"
+            "  -h, --help                  show this help\n");
 }
 
 }  // namespace
