@@ -58,21 +58,26 @@ std::string token_log_x_axis(const std::set<double>& xs, const std::string& labe
   return out + ")\nset xrange [" + fmt_number(lo / 2) + ":" + fmt_number(hi * 2) + "]\n";
 }
 
-// A log10 y axis with tics at 1, 2, 5 x 10^k over [lo, hi] (instead of
-// gnuplot's bare powers), and a margin above and below the data.
+// A log10 y axis with tics at 1, 2, 5 x 10^k (instead of gnuplot's bare
+// powers), its range from the 1-2-5 value below the data to the one above
+// it, with a margin so no point sits on the frame.
 std::string log_y_axis(double lo, double hi, const std::string& label) {
-  lo = std::max(lo, 1e-9);
-  hi = std::max(hi, lo);
+  lo = std::max(lo, 1e-9) / 1.2;
+  hi = std::max(hi * 1.2, lo);
+  std::vector<double> steps;
+  for (double decade = std::pow(10.0, std::floor(std::log10(lo))); decade <= hi * 10; decade *= 10)
+    for (const double m : {1.0, 2.0, 5.0}) steps.push_back(m * decade);
+  double bottom = steps.front(), top = steps.back();
+  for (const double t : steps)
+    if (t <= lo) bottom = t;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    if (*it >= hi) top = *it;
   std::string tics;
-  for (double decade = std::pow(10.0, std::floor(std::log10(lo / 1.5))); decade <= hi * 1.5;
-       decade *= 10)
-    for (const double m : {1.0, 2.0, 5.0}) {
-      const double t = m * decade;
-      if (t < lo / 1.5 || t > hi * 1.5) continue;
+  for (const double t : steps)
+    if (t >= bottom && t <= top)
       tics += (tics.empty() ? "" : ", ") + tic_label(fmt_number(t)) + " " + fmt_number(t);
-    }
   return "set logscale y 10\nset ylabel " + gp_string(label) + "\nset ytics (" + tics +
-         ")\nset yrange [" + fmt_number(lo / 1.5) + ":" + fmt_number(hi * 1.5) + "]\n";
+         ")\nset yrange [" + fmt_number(bottom) + ":" + fmt_number(top) + "]\n";
 }
 
 struct Series {
