@@ -37,7 +37,9 @@ bool Args::parse(const std::vector<std::string>& args) {
     }
     if (!f->metavar.empty()) {
       if (!inline_value) {
-        if (i + 1 >= args.size())
+        // "-m -q": the value is missing; taking "-q" as the model path would
+        // only give a confusing error later.
+        if (i + 1 >= args.size() || find(args[i + 1]))
           fail(command_, ": flag ", name, " needs a value (", f->metavar, ")");
         value = args[++i];
       }

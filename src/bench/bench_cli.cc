@@ -211,8 +211,8 @@ std::string description(const std::string& sub) {
         "report.json, report.md and PNG plots to --out (default report-bench).\n"
         "--kv restricts every protocol; --recall-kv, --quality-kv and --kernel-kv\n"
         "override it for one.";
-  d += "\n\nEach cell runs in a child process of this binary; the report is rewritten\n"
-       "after every cell.\n\n";
+  d += "\n\nEach cell runs in a child process of this binary; with --out the report\n"
+       "is rewritten after every cell.\n\n";
   return d + kExitStatus;
 }
 

@@ -131,6 +131,7 @@ TEST(BenchArgs, ParsesValuesSwitchesAndRejectsTheRest) {
   Args b("bench memory", {{{"--model", "-m"}, "PATH", "", ""}, {{"--quiet"}, "", "", ""}});
   EXPECT_THROW(b.parse({"--nope"}), Error);
   EXPECT_THROW(b.parse({"-m"}), Error);
+  EXPECT_THROW(b.parse({"-m", "--quiet"}), Error);  // a flag is not a value
   EXPECT_THROW(b.parse({"stray"}), Error);
   EXPECT_THROW(b.parse({"--quiet=1"}), Error);
   EXPECT_FALSE(b.parse({"--help"}));
