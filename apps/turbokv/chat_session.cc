@@ -172,7 +172,8 @@ std::string ChatSession::load(const std::string& path) {
   // The repetition penalty looks at the recent history.
   sampler_.reset();
   for (int32_t id : session_.tokens()) sampler_.accept(id);
-  const std::string saved_template = extra.value("chat_template", std::string());
+  // From the file: escaped before it is shown.
+  const std::string saved_template = escape_bytes(extra.value("chat_template", std::string()));
   if (!saved_template.empty() && saved_template != template_.name())
     return str("the conversation was saved with chat template ", saved_template, ", this is ",
                template_.name(), " (use --chat-template ", saved_template, ")");

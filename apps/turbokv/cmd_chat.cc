@@ -17,14 +17,12 @@
 
 #include "chat_session.h"
 #include "command_registry.h"
-#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common_flags.h"
 #include "line_reader.h"
 #include "model/model.h"
 #include "output.h"
-#include "session_state.h"
 
 namespace tkv::cli {
 namespace {
@@ -107,9 +105,7 @@ bool handle_command(const std::string& line, ChatSession& chat, const ChatReply*
   } else if (cmd == "/save" || cmd == "/load") {
     if (arg.empty()) fail(cmd, " needs a file name, e.g. ", cmd, " chat.session");
     if (cmd == "/save") {
-      check_output_path(arg);
-      check_output_path(session_sidecar_path(arg));
-      chat.save(arg);
+      chat.save(arg);  // checks both paths before any work
       std::fprintf(stderr, "turbokv: saved %zu tokens, %zu messages to %s\n",
                    chat.session().tokens().size(), chat.messages().size(), arg.c_str());
     } else {

@@ -6,6 +6,7 @@
 #include "command_registry.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/escape.h"
 #include "flags.h"
 #include "gguf/gguf.h"
 #include "output.h"
@@ -58,7 +59,7 @@ int tokenize_main(std::span<const std::string> args) {
     for (int32_t id : ids) {
       char num[24];
       std::snprintf(num, sizeof num, "%6d", id);
-      out += str(num, " -> '", gguf::escape(tokenizer.token_to_piece(id, /*render_special=*/true)),
+      out += str(num, " -> '", escape_bytes(tokenizer.token_to_piece(id, /*render_special=*/true)),
                  "'\n");
     }
   }

@@ -98,7 +98,7 @@ nlohmann::json load_session(const std::string& path, InferenceSession& session) 
       bad("it was saved with a different model");
     const std::string config = j.at("kv_config").get<std::string>();
     if (config != session.cache().config().describe())
-      bad("it was saved with KV settings '" + config + "', these are '" +
+      bad("it was saved with KV settings '" + escape_bytes(config) + "', these are '" +
           session.cache().config().describe() + "'");
     std::vector<int32_t> tokens = j.at("tokens").get<std::vector<int32_t>>();
     if (j.at("n_tokens").get<size_t>() != tokens.size()) bad("token count mismatch");

@@ -87,7 +87,13 @@ void Progress::end_cell(double cost) {
 void Progress::add(double n) {
   std::lock_guard<std::mutex> lock(mu_);
   done_cost_ += n;
-  if (enabled_ && !tty_) draw_locked();  // a terminal's bar is redrawn by the ticker
+  if (!enabled_) return;
+  // A terminal's bar is also redrawn by the ticker; here at most 10 times a
+  // second, so that thousands of tiny chunks do not flood the terminal.
+  const double now = now_seconds();
+  if (tty_ && drawn_ && now - last_draw_ < 0.1) return;
+  draw_locked();
+  last_draw_ = now;
 }
 
 void Progress::draw_locked() {

@@ -51,6 +51,7 @@ class Progress {
   const bool enabled_, tty_;
   const Units units_;  // units_.unit empty: counting cells
   bool drawn_ = false;
+  double last_draw_ = 0;  // Units on a terminal: when add() last drew
   std::mutex mu_;
   std::condition_variable cv_;
   double done_cost_ = 0;

@@ -201,7 +201,7 @@ TEST(CliChat, SaveKeepsMessagesThatAreNotUtf8) {
   // A message with bytes that are not UTF-8 (a Latin-1 terminal, a cut
   // multi-byte character), and a system prompt with one too.
   auto args = chat_args(model);
-  args.insert(args.end(), {"-sys", "Be \xe9 brief"});
+  args.insert(args.end(), {"--system", "Be \xe9 brief"});
   const CliResult a =
       run_cli(args, "Hello \xff\xfe there \xe2\x82\n/save " + session + "\nWho was there\n");
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -215,6 +215,26 @@ TEST(CliChat, SaveKeepsMessagesThatAreNotUtf8) {
   EXPECT_NE(b.err.find(" tokens, 3 messages from "), std::string::npos) << b.err;
   ASSERT_GT(b.out.size(), 5u);
   EXPECT_EQ(a.out.substr(a.out.size() - b.out.size()), b.out);
+}
+
+TEST(CliChat, SystemPromptHasLlamaCppSpellings) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = chat_args(model);
+  const auto plain = turns(run_cli(args, "Hi\n").err);
+  ASSERT_EQ(plain.size(), 1u);
+  args.insert(args.end(), {"--system", "You are a storyteller."});
+  const auto system = turns(run_cli(args, "Hi\n").err);
+  ASSERT_EQ(system.size(), 1u);
+  EXPECT_GT(system[0].prompt_tokens, plain[0].prompt_tokens);
+  for (const char* flag : {"-sys", "--system-prompt"}) {
+    SCOPED_TRACE(flag);
+    args[args.size() - 2] = flag;
+    const CliResult r = run_cli(args, "Hi\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto t = turns(r.err);
+    ASSERT_EQ(t.size(), 1u) << r.err;
+    EXPECT_EQ(t[0].prompt_tokens, system[0].prompt_tokens);
+  }
 }
 
 TEST(CliChat, FailedSaveSaysWhyAndTheChatGoesOn) {

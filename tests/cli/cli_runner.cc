@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,7 +34,8 @@ std::vector<std::string> CliResult::err_lines() const {
   return lines;
 }
 
-CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& stdout_path) {
+CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& stdout_path,
+                       bool stderr_on_terminal) {
   const std::string binary = turbokv_binary();
   if (!std::filesystem::exists(binary)) {
     ADD_FAILURE() << "turbokv binary not found at " << binary << " (build the turbokv target)";
@@ -43,6 +45,21 @@ CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& 
   if (pipe(in_pipe) || pipe(out_pipe) || pipe(err_pipe)) {
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
     return;
+  }
+  // The terminal's slave side is opened here, before the fork, so that the
+  // master reads end (EIO) only once the child, its last holder, exits.
+  int pty_master = -1, pty_slave = -1;
+  if (stderr_on_terminal) {
+    pty_master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (pty_master < 0 || grantpt(pty_master) || unlockpt(pty_master) ||
+        (pty_slave = open(ptsname(pty_master), O_RDWR | O_NOCTTY)) < 0) {
+      ADD_FAILURE() << "pseudo-terminal: " << std::strerror(errno);
+      return;
+    }
+    termios raw;
+    tcgetattr(pty_slave, &raw);
+    cfmakeraw(&raw);
+    tcsetattr(pty_slave, TCSANOW, &raw);
   }
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(binary.c_str()));
@@ -63,9 +80,10 @@ CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& 
       dup2(fd, 1);
       close(fd);
     }
-    dup2(err_pipe[1], 2);
-    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
-      close(fd);
+    dup2(pty_slave >= 0 ? pty_slave : err_pipe[1], 2);
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
+                   pty_master, pty_slave})
+      if (fd >= 0) close(fd);
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
@@ -78,6 +96,11 @@ CliProcess::CliProcess(const std::vector<std::string>& args, const std::string& 
   in_fd_ = in_pipe[1];
   out_fd_ = out_pipe[0];
   err_fd_ = err_pipe[0];
+  if (pty_master >= 0) {
+    close(pty_slave);
+    close(err_fd_);
+    err_fd_ = pty_master;
+  }
 }
 
 CliProcess::~CliProcess() {
@@ -177,6 +200,12 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   CliProcess process(args);
   if (!process.running()) return {};
   process.write_stdin(stdin_text);
+  return process.finish();
+}
+
+CliResult run_cli_stderr_on_terminal(const std::vector<std::string>& args) {
+  CliProcess process(args, "", /*stderr_on_terminal=*/true);
+  if (!process.running()) return {};
   return process.finish();
 }
 

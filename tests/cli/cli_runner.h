@@ -24,8 +24,11 @@ class CliProcess {
  public:
   // Starts turbokv_binary() with `args`. Fails the current test when it
   // cannot be started (running() is false then). With `stdout_path`, stdout
-  // goes to that file (e.g. /dev/full) instead of the pipe.
-  explicit CliProcess(const std::vector<std::string>& args, const std::string& stdout_path = "");
+  // goes to that file (e.g. /dev/full) instead of the pipe. With
+  // `stderr_on_terminal`, stderr is a pseudo-terminal (raw: no newline
+  // translation) read like the pipe, for what turbokv draws on terminals.
+  explicit CliProcess(const std::vector<std::string>& args, const std::string& stdout_path = "",
+                      bool stderr_on_terminal = false);
   ~CliProcess();  // kills the process if it still runs
   CliProcess(const CliProcess&) = delete;
   CliProcess& operator=(const CliProcess&) = delete;
@@ -56,6 +59,8 @@ class CliProcess {
 // Runs turbokv_binary() with `args`; `stdin_text` is written to its stdin,
 // which is then closed.
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
+// Runs turbokv_binary() with `args` and its stderr on a pseudo-terminal.
+CliResult run_cli_stderr_on_terminal(const std::vector<std::string>& args);
 // Runs turbokv_binary() with `args` and its stdout opened on `stdout_path`.
 CliResult run_cli_stdout_to(const std::vector<std::string>& args, const std::string& stdout_path);
 

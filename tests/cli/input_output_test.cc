@@ -161,6 +161,31 @@ TEST(CliProgress, PrefillProgressOnRequestAndSilentOtherwise) {
   EXPECT_NE(chat.err.find("\nprefill 4/"), std::string::npos) << chat.err;
 }
 
+TEST(CliProgress, OnATerminalTheBarIsRedrawnInPlaceAndErased) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::vector<std::string> base = {"run", "-m", model, "-p", "Once upon a time there was",
+                                         "-n",  "2",  "-ub", "2",  "--temp",
+                                         "0",   "-t", "1"};
+  // A prompt of milliseconds: nothing drawn, even on a terminal.
+  const CliResult quick = run_cli_stderr_on_terminal(base);
+  ASSERT_EQ(quick.exit_code, 0) << quick.err;
+  EXPECT_EQ(quick.err.find('\033'), std::string::npos) << quick.err;
+  EXPECT_EQ(quick.err.rfind("prompt 7 tok", 0), 0u) << quick.err;
+  // --progress: drawn from the first chunk, each time over the same line.
+  auto args = base;
+  args.push_back("--progress");
+  const CliResult r = run_cli_stderr_on_terminal(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("\r\033[K|", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" prefill 2/7 tok, "), std::string::npos) << r.err;
+  const size_t erased = r.err.rfind("\r\033[K");
+  ASSERT_NE(erased, std::string::npos);
+  // The bar is erased; the summary takes its line.
+  EXPECT_EQ(r.err.compare(erased + 4, 7, "prompt "), 0) << r.err;
+  EXPECT_EQ(r.err.substr(0, erased).find('\n'), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, quick.out);
+}
+
 TEST(CliFlags, LlamaCppFlagsTurbokvLacksSaySo) {
   for (const char* flag : {"-b", "-ngl", "-e", "--no-mmap", "-fa", "--mlock"}) {
     SCOPED_TRACE(flag);
