@@ -158,12 +158,29 @@ struct TaskScratch {
 }  // namespace
 
 uint64_t KvCache::Impl::scratch_bytes() const {
-  uint64_t total = chunk_buffer.capacity() + partials.capacity();
-  for (const auto& s : thread_scratch) total += s.capacity();
+  return chunk_buffer.capacity() + own_scratch.bytes();
+}
+
+uint64_t AttentionScratch::bytes() const {
+  uint64_t total = partials_.capacity();
+  for (const auto& s : thread_) total += s.capacity();
   return total;
 }
 
-void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool) {
+void AttentionScratch::release() {
+  thread_.clear();
+  partials_.release();
+}
+
+void AttentionScratch::prepare(int threads, size_t thread_bytes, size_t partial_bytes) {
+  if (thread_.size() < size_t(threads)) thread_.resize(size_t(threads));
+  for (int t = 0; t < threads; ++t) thread_[size_t(t)].reserve(thread_bytes);
+  partials_.reserve(partial_bytes);
+  peak_ = std::max(peak_, bytes());
+}
+
+void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
+                  AttentionScratch& scratch) {
   const LayerKv& L = c.layers[layer];
   const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, n_heads = c.shape.n_heads;
   const int hd = c.shape.head_dim, G = n_heads / n_kv;
@@ -223,10 +240,10 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
   const size_t pq_page = L.k_codec->prepared_query_floats();
   const size_t pq_f16 = c.f16->prepared_query_floats();
   const size_t task_floats = TaskScratch::floats(plan.rows_max, hd, pq_page, pq_f16);
-  if (c.thread_scratch.size() < size_t(pool.size())) c.thread_scratch.resize(pool.size());
-  for (int t = 0; t < pool.size(); ++t) c.thread_scratch[t].reserve(task_floats * sizeof(float));
   const int n_tasks = base_tasks * plan.n_split;
-  float* partials = c.partials.as<float>(size_t(n_tasks) * plan.partial_floats);
+  scratch.prepare(pool.size(), task_floats * sizeof(float),
+                  size_t(n_tasks) * plan.partial_floats * sizeof(float));
+  float* partials = scratch.partial_floats();
   c.note_scratch();
 
   const bool v_rotated = L.v_codec->values_rotated();
@@ -239,7 +256,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     const int rows = (t1 - t0) * G;
 
     TaskScratch ts;
-    ts.carve(c.thread_scratch[thread].as<float>(task_floats), rows, hd, pq_page, pq_f16);
+    ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
     for (int t = t0; t < t1; ++t)
       for (int g = 0; g < G; ++g) {
         const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
@@ -323,7 +340,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
     const int rows = (t1 - t0) * G;
     TaskScratch ts;
-    ts.carve(c.thread_scratch[thread].as<float>(task_floats), rows, hd, pq_page, pq_f16);
+    ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
     const float* first = partials + size_t(task) * plan.n_split * plan.partial_floats;
     bool rotated_values = false;
     for (int s = 0; s < plan.n_split; ++s)

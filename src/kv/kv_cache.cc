@@ -212,9 +212,14 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
 }
 
 void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool) {
+  attend(layer, q, out, pool, impl_->own_scratch);
+}
+
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
+                     AttentionScratch& scratch) {
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
-  attend_layer(c, layer, q, out, pool);
+  attend_layer(c, layer, q, out, pool, scratch);
   // The chunk's newest tokens become the residual ring of this layer.
   LayerKv& L = c.layers[layer];
   if (c.R > 0) {

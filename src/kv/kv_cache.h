@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "kv/attention_scratch.h"
 #include "kv/kv_config.h"
 
 namespace tkv::kv {
@@ -39,13 +40,16 @@ struct KvShape {
 };
 
 struct KvStats {
-  int64_t n_tokens = 0;         // positions consumed so far
-  int64_t tokens_kept = 0;      // tokens attention can still see (per layer)
+  int64_t n_tokens = 0;           // positions consumed so far
+  int64_t tokens_kept = 0;        // tokens attention can still see (per layer)
   uint64_t persistent_bytes = 0;  // sinks + allocated pages + residual, all layers
   uint64_t page_bytes = 0;        // of which pages
   uint64_t f16_bytes = 0;         // of which sinks + residual
   std::vector<uint64_t> layer_bytes;
-  uint64_t scratch_bytes = 0;       // attention scratch now held
+  // Attention scratch this sequence holds: the chunk's f16 tokens plus the
+  // scratch of attend() calls made without an AttentionScratch. A caller
+  // passing its own AttentionScratch accounts that one itself.
+  uint64_t scratch_bytes = 0;       // now held
   uint64_t peak_scratch_bytes = 0;  // high-water mark since construction / reset_peak()
   int64_t pages_allocated = 0;
   double k_bytes_per_token_head = 0;  // of the main codec (layer 0)
@@ -69,8 +73,13 @@ class KvCache {
   // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k). With a
   // pool, encoding runs on its threads (page-by-head tasks).
   void write(int layer, const float* k, const float* v, ThreadPool* pool = nullptr);
-  // q: n_new x n_heads x head_dim (unscaled); out: same shape.
+  // q: n_new x n_heads x head_dim (unscaled); out: same shape. Uses a
+  // scratch inside the cache (one attend at a time per cache).
   void attend(int layer, const float* q, float* out, ThreadPool& pool);
+  // The same with the caller's scratch (attention_scratch.h): sequences on
+  // different threads each pass their own. Results are bit-identical to the
+  // overload above.
+  void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch);
   void end_chunk();
 
   void clear();  // back to an empty sequence, pages returned

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "kv/attention_scratch.h"
 #include "kv/codec/codec.h"
 #include "kv/kv_cache.h"
 #include "kv/page_pool.h"
@@ -30,7 +31,7 @@ struct F16Area {
 
 struct LayerKv {
   std::shared_ptr<const Rotation> rotation;
-  std::unique_ptr<Codec> k_codec, v_codec;  // codecs of the pages
+  std::unique_ptr<Codec> k_codec, v_codec;    // codecs of the pages
   size_t k_head_bytes = 0, v_head_bytes = 0;  // one head's K (V) part of a page
   size_t page_bytes = 0;                      // whole page: n_kv x (K + V)
   // Page table. Page index i (counting evicted ones) holds positions
@@ -51,7 +52,7 @@ struct KvCache::Impl {
   KvShape shape;
   KvConfig config;
   int S = 0, R = 0, W = 0, P = 64;  // sinks, residual, window, page tokens
-  std::unique_ptr<Codec> f16;         // layout of every F16Area
+  std::unique_ptr<Codec> f16;       // layout of every F16Area
   PagePool pool;
   std::vector<LayerKv> layers;
   int64_t n_tokens = 0;
@@ -63,9 +64,9 @@ struct KvCache::Impl {
   F16Area chunk;                     // the chunk's tokens in f16 (scratch), slot = j - n_tokens
   ScratchBuffer chunk_buffer;
 
-  // Attention scratch: one buffer per thread plus the split-K partials.
-  std::vector<ScratchBuffer> thread_scratch;
-  ScratchBuffer partials;
+  // Attention scratch of the attend() overload without one (the caller's
+  // scratch is the caller's to account).
+  AttentionScratch own_scratch;
   uint64_t peak_scratch = 0;
 
   explicit Impl(uint64_t budget) : pool(budget) {}
@@ -79,6 +80,7 @@ struct KvCache::Impl {
 };
 
 // The attention driver (attention.cc).
-void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool);
+void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
+                  AttentionScratch& scratch);
 
 }  // namespace tkv::kv

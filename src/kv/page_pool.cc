@@ -7,18 +7,24 @@
 namespace tkv::kv {
 
 namespace {
-size_t round_up_64(size_t n) { return (n + 63) & ~size_t(63); }
+size_t round_up_64(size_t n) {
+  return (n + 63) & ~size_t(63);
+}
 
 uint8_t* aligned_bytes(size_t bytes) {
   void* p = std::aligned_alloc(64, round_up_64(bytes));
-  if (!p) throw KvBudgetExceeded(str("KV cache: out of memory allocating ", format_bytes(bytes)));
+  if (!p)
+    throw KvOutOfMemory(
+        str("KV cache: out of memory: the system could not provide ", format_bytes(bytes)));
   return static_cast<uint8_t*>(p);
 }
 }  // namespace
 
 PagePool::PagePool(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
-PagePool::~PagePool() { trim(); }
+PagePool::~PagePool() {
+  trim();
+}
 
 uint8_t* PagePool::allocate(size_t bytes) {
   auto it = free_.find(bytes);
@@ -31,8 +37,8 @@ uint8_t* PagePool::allocate(size_t bytes) {
   if (budget_ != 0 && reserved_ + bytes > budget_) {
     trim();  // free-listed pages of other sizes may be what stands in the way
     if (reserved_ + bytes > budget_)
-      throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_), " in use, ",
-                                 format_bytes(bytes), " more needed, budget ",
+      throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
+                                 " in use, ", format_bytes(bytes), " more needed, budget ",
                                  format_bytes(budget_)));
   }
   uint8_t* p = aligned_bytes(bytes);
@@ -56,7 +62,9 @@ void PagePool::trim() {
   free_.clear();
 }
 
-ScratchBuffer::~ScratchBuffer() { release(); }
+ScratchBuffer::~ScratchBuffer() {
+  release();
+}
 
 uint8_t* ScratchBuffer::reserve(size_t bytes) {
   if (bytes > capacity_) {

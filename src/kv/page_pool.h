@@ -13,7 +13,16 @@
 
 namespace tkv::kv {
 
+// The pool's byte budget does not allow an allocation (a result, not a bug:
+// the caller may free sequences and retry).
 class KvBudgetExceeded : public Error {
+ public:
+  using Error::Error;
+};
+
+// The system could not provide memory (aligned_alloc failed) although the
+// budget allowed it.
+class KvOutOfMemory : public Error {
  public:
   using Error::Error;
 };
