@@ -11,8 +11,19 @@ endif()
 # Highway: runtime dispatch over SSE4 / AVX2 / AVX-512 / AVX-512 (VBMI, VNNI)
 # on x86 and NEON on ARM, all from one source. SSSE3 adds compile time and
 # nothing we use.
+# SVE: the tensor kernels keep arrays of vectors and assume at most 16 f32
+# lanes, neither of which SVE's sizeless vectors (up to 2048 bits) allow, so
+# ARM builds compile NEON (and EMU128) only unless TURBOKV_ARM_SVE is ON.
+option(TURBOKV_ARM_SVE "Also compile Highway's SVE/SVE2 targets on 64-bit ARM Linux" OFF)
+set(TURBOKV_ARM OFF)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  set(TURBOKV_ARM ON)
+endif()
 target_compile_definitions(tkv_build_flags INTERFACE HWY_WANT_AVX3_DL=1)
-if(NOT TURBOKV_SANITIZE)
+if(TURBOKV_ARM AND NOT TURBOKV_ARM_SVE)
+  target_compile_definitions(tkv_build_flags INTERFACE
+    "HWY_DISABLED_TARGETS=(HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128)")
+elseif(NOT TURBOKV_SANITIZE)
   target_compile_definitions(tkv_build_flags INTERFACE "HWY_DISABLED_TARGETS=HWY_SSSE3")
 endif()
 
@@ -30,8 +41,10 @@ if(TURBOKV_SANITIZE)
   # GCC 12's -Wmaybe-uninitialized misfires inside libstdc++ (std::regex,
   # std::function) once ASan instruments it; the Release build keeps it.
   target_compile_options(tkv_build_flags INTERFACE -Wno-maybe-uninitialized)
-  target_compile_definitions(tkv_build_flags INTERFACE
-    "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3_DL)")
+  if(NOT TURBOKV_ARM)
+    target_compile_definitions(tkv_build_flags INTERFACE
+      "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4|HWY_AVX3_DL)")
+  endif()
 endif()
 
 # Shared fixtures (../shared/models), found through TURBOKV_MODELS at run time;

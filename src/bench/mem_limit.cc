@@ -84,6 +84,12 @@ MemoryLimit::MemoryLimit(uint64_t bytes, bool allow_cgroup) : bytes_(bytes) {
     fallback_reason_ = "cgroup v2 not tried";
     return;
   }
+#if !defined(__linux__)
+  // No cgroups outside Linux: RLIMIT_AS is what remains (which macOS may not
+  // enforce: the report names the method either way).
+  fallback_reason_ = "cgroup v2 is Linux-only";
+  return;
+#endif
   const std::string mount = cgroup2_mount();
   const std::string own = own_cgroup2_path();
   if (mount.empty() || own.empty()) {

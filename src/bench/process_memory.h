@@ -5,6 +5,8 @@
 //     Rss of its mappings in /proc/self/smaps: "model bytes actually resident";
 //   - the peak can be reset (writing 5 to /proc/self/clear_refs, Linux >= 4.0)
 //     so that prefill and decode get a peak each.
+// Elsewhere (macOS) the RSS figures come from sys_info's getrusage / Mach
+// fallbacks, model_resident is 0 and the peak cannot be reset.
 #pragma once
 
 #include <cstdint>

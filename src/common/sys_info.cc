@@ -3,11 +3,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#ifdef __APPLE__
+#include <mach/mach.h>
+#include <sys/sysctl.h>
+#endif
+
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -17,6 +24,7 @@ namespace tkv {
 
 namespace {
 
+#if defined(__linux__)
 // Reads "<key>:   1234 kB" from /proc/self/status; 0 if absent.
 uint64_t proc_status_kb(const std::string& key) {
   std::ifstream in("/proc/self/status");
@@ -32,21 +40,64 @@ uint64_t proc_status_kb(const std::string& key) {
   }
   return 0;
 }
+#endif
+
+#ifdef __APPLE__
+// A numeric sysctl (hw.memsize, hw.physicalcpu, hw.optional.*); 0 if absent.
+uint64_t sysctl_u64(const char* name) {
+  uint64_t v64 = 0;
+  size_t size = sizeof v64;
+  if (sysctlbyname(name, &v64, &size, nullptr, 0) != 0) return 0;
+  if (size == sizeof(uint32_t)) {  // int-valued sysctls fill the low 4 bytes
+    uint32_t v32;
+    std::memcpy(&v32, &v64, sizeof v32);
+    return v32;
+  }
+  return v64;
+}
+#endif
 
 }  // namespace
 
-uint64_t peak_rss_bytes() {
-  if (const uint64_t kb = proc_status_kb("VmHWM")) return kb * 1024;
+uint64_t rusage_peak_rss_bytes() {
   struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return uint64_t(ru.ru_maxrss) * 1024;
+  if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss < 0) return 0;
+#ifdef __APPLE__
+  return uint64_t(ru.ru_maxrss);  // macOS reports bytes
+#else
+  return uint64_t(ru.ru_maxrss) * 1024;  // Linux and the BSDs report kilobytes
+#endif
 }
 
-uint64_t current_rss_bytes() { return proc_status_kb("VmRSS") * 1024; }
+uint64_t peak_rss_bytes() {
+#if defined(__linux__)
+  if (const uint64_t kb = proc_status_kb("VmHWM")) return kb * 1024;
+#endif
+  return rusage_peak_rss_bytes();
+}
+
+uint64_t current_rss_bytes() {
+#if defined(__linux__)
+  return proc_status_kb("VmRSS") * 1024;
+#elif defined(__APPLE__)
+  mach_task_basic_info_data_t info{};
+  mach_msg_type_number_t count = MACH_TASK_BASIC_INFO_COUNT;
+  if (task_info(mach_task_self(), MACH_TASK_BASIC_INFO, reinterpret_cast<task_info_t>(&info),
+                &count) != KERN_SUCCESS)
+    return 0;
+  return uint64_t(info.resident_size);
+#else
+  return 0;
+#endif
+}
 
 uint64_t total_memory_bytes() {
+#ifdef __APPLE__
+  return sysctl_u64("hw.memsize");
+#else
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+#endif
 }
 
 CpuInfo cpu_info() {
@@ -54,8 +105,26 @@ CpuInfo cpu_info() {
   info.logical_cpus = int(std::thread::hardware_concurrency());
   if (info.logical_cpus < 1) info.logical_cpus = 1;
   info.physical_cores = physical_core_count();
-  std::ifstream in("/proc/cpuinfo");
   std::string line, flags_line;
+#ifdef __APPLE__
+  // No /proc: the brand string and the hw.optional feature sysctls, named as
+  // Linux's /proc/cpuinfo names them so reports read the same.
+  char brand[256] = {};
+  size_t brand_size = sizeof brand - 1;
+  if (sysctlbyname("machdep.cpu.brand_string", brand, &brand_size, nullptr, 0) == 0)
+    info.model = brand;
+  static const std::pair<const char*, const char*> kAppleFeatures[] = {
+      {"hw.optional.neon", "asimd"},         {"hw.optional.arm.FEAT_DotProd", "asimddp"},
+      {"hw.optional.arm.FEAT_FP16", "fphp"}, {"hw.optional.arm.FEAT_I8MM", "i8mm"},
+      {"hw.optional.avx2_0", "avx2"},        {"hw.optional.fma", "fma"},
+      {"hw.optional.avx512f", "avx512f"}};
+  for (const auto& [sysctl_name, flag] : kAppleFeatures) {
+    if (sysctl_u64(sysctl_name) == 0) continue;
+    if (!flags_line.empty()) flags_line += ' ';
+    flags_line += flag;
+  }
+#endif
+  std::ifstream in("/proc/cpuinfo");
   while (std::getline(in, line)) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
@@ -65,11 +134,10 @@ CpuInfo cpu_info() {
     if (info.model.empty() && (key == "model name" || key == "Model")) info.model = value;
     if (flags_line.empty() && (key == "flags" || key == "Features")) flags_line = value;
   }
-  static const char* kInteresting[] = {"sse4_2",  "avx",        "avx2",       "fma",
-                                       "f16c",    "avx512f",    "avx512bw",   "avx512vl",
-                                       "avx512_vnni", "avx512vbmi", "avx512_bf16", "avx512_fp16",
-                                       "avx_vnni", "amx_tile",  "asimd",      "asimddp",
-                                       "fphp",    "sve",        "sve2",       "i8mm"};
+  static const char* kInteresting[] = {
+      "sse4_2",   "avx",         "avx2",       "fma",         "f16c",        "avx512f",  "avx512bw",
+      "avx512vl", "avx512_vnni", "avx512vbmi", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile",
+      "asimd",    "asimddp",     "fphp",       "sve",         "sve2",        "i8mm"};
   std::istringstream ss(" " + flags_line + " ");
   std::vector<std::string> have;
   std::string f;

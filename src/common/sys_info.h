@@ -7,10 +7,15 @@
 
 namespace tkv {
 
-// Peak resident set size of this process in bytes (VmHWM from
-// /proc/self/status; getrusage's ru_maxrss where /proc is absent).
+// Peak resident set size of this process in bytes: VmHWM from
+// /proc/self/status on Linux (which the bench's peak reset can clear),
+// rusage_peak_rss_bytes() elsewhere or where /proc is absent.
 uint64_t peak_rss_bytes();
-// Current resident set size in bytes (VmRSS).
+// getrusage(RUSAGE_SELF)'s ru_maxrss in bytes (Linux reports kilobytes,
+// macOS bytes): the peak since the process started, never reset. 0 on error.
+uint64_t rusage_peak_rss_bytes();
+// Current resident set size in bytes (VmRSS on Linux, the Mach task's
+// resident size on macOS; 0 where neither exists).
 uint64_t current_rss_bytes();
 // Total physical memory of the machine in bytes.
 uint64_t total_memory_bytes();

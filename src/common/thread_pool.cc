@@ -5,6 +5,10 @@
 #include <string>
 #include <utility>
 
+#ifdef __APPLE__
+#include <sys/sysctl.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TKV_PAUSE() _mm_pause()
@@ -86,6 +90,8 @@ void ThreadPool::worker_loop(int thread) {
 }
 
 int physical_core_count() {
+#if defined(__linux__)
+  // Distinct (package, core) pairs of sysfs' CPU topology.
   std::set<std::pair<std::string, std::string>> cores;
   for (int cpu = 0; cpu < 4096; ++cpu) {
     const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
@@ -100,6 +106,11 @@ int physical_core_count() {
     cores.emplace(p, c);
   }
   if (!cores.empty()) return int(cores.size());
+#elif defined(__APPLE__)
+  int n = 0;
+  size_t size = sizeof n;
+  if (sysctlbyname("hw.physicalcpu", &n, &size, nullptr, 0) == 0 && n > 0) return n;
+#endif
   const unsigned hc = std::thread::hardware_concurrency();
   return hc > 0 ? int(hc) : 1;
 }

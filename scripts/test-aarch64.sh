@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Cross-builds turbokv for 64-bit ARM Linux into build/aarch64 (Debian's
+# g++-aarch64-linux-gnu, the arm64 multiarch dev packages and
+# cmake/aarch64-linux-gnu.cmake) and runs, under qemu-user:
+#   tensor_test, kv_codec_test   the kernel tests: each forces in turn every
+#                                Highway target the build compiled and the
+#                                emulated CPU supports (for_each_simd_target);
+#                                on QEMU's "max" CPU (SVE2, dotprod, ...);
+#   tensor_test again            on cortex-a72 (ARMv8.0: no dotprod, no SVE),
+#                                the weight kernels' plain NEON CPU;
+#   model_stories_test           stories260K end to end: greedy text and
+#                                logits against the reference.
+# TURBOKV_AARCH64_CLI=1 also builds the turbokv binary and runs the CLI's
+# `run` tests (CliRun.*) through it; that doubles the build time.
+# Installs what is missing (apt, as root or through sudo). Shared fixtures
+# come from $TURBOKV_MODELS (default ../shared/models). Exits non-zero on any
+# failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+phase() { echo "== aarch64 [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+
+# --- packages ---------------------------------------------------------------
+# Host tools, then the arm64 libraries the build links (each :arm64 package
+# co-installs with its amd64 twin; nlohmann-json is header-only, arch all).
+PACKAGES=(
+  cmake make pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev
+  libhwy-dev:arm64 libpcre2-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
+)
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  phase "installing ${missing[*]}"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- build ------------------------------------------------------------------
+JOBS=${JOBS:-$(nproc)}
+BUILD=build/aarch64
+export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
+BUILD_TARGETS=(tensor_test kv_codec_test model_stories_test)
+CLI=${TURBOKV_AARCH64_CLI:-0}
+[ "$CLI" = 1 ] && BUILD_TARGETS+=(cli_test)
+
+phase "configure (cross, Release, -Werror, no benchmarks)"
+cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+  -DCMAKE_BUILD_TYPE=Release -DTURBOKV_WERROR=ON -DTURBOKV_BUILD_BENCHMARKS=OFF >/dev/null
+phase "build ${BUILD_TARGETS[*]}"
+cmake --build "$BUILD" -j"$JOBS" --target "${BUILD_TARGETS[@]}"
+
+# --- tests under qemu-user --------------------------------------------------
+# ctest runs every TEST as its own process through CMAKE_CROSSCOMPILING_EMULATOR
+# (qemu-aarch64); QEMU_CPU picks the emulated CPU.
+run_tests() {  # run_tests QEMU_CPU CTEST_REGEX
+  local cpu=$1 regex=$2
+  # One short run to name the Highway targets the kernel tests visit here.
+  local targets
+  targets=$(QEMU_CPU=$cpu qemu-aarch64 "$BUILD/tests/tensor/tensor_test" \
+    --gtest_filter=Dequantize.EveryCompiledTargetIsVisited 2>&1 |
+    sed -n 's/.*targets compiled and supported here: *//p')
+  if [ -z "$targets" ]; then
+    echo "turbokv: tensor_test did not run under qemu-aarch64 (QEMU_CPU=$cpu)" >&2
+    exit 1
+  fi
+  phase "tests on QEMU_CPU=$cpu (Highway targets: $targets): ctest -R '$regex'"
+  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" -R "$regex"
+}
+
+# ctest -R regex of every gtest suite in the given test binaries (from the
+# lists gtest_discover_tests wrote at build time).
+suites_of() {
+  local files=() t
+  for t in "$@"; do files+=("$BUILD/tests/$t[1]_tests.cmake"); done
+  echo "^($(sed -n 's/^add_test(\[=*\[\([A-Za-z0-9_]*\)\..*/\1/p' "${files[@]}" |
+    sort -u | paste -sd'|'))\."
+}
+kernels=$(suites_of tensor/tensor_test kv_codec/kv_codec_test)
+weight_kernels=$(suites_of tensor/tensor_test)
+e2e=$(suites_of model/model_stories_test)
+[ "$CLI" = 1 ] && e2e="$e2e|^CliRun\."
+
+run_tests max "$kernels|$e2e"
+run_tests cortex-a72 "$weight_kernels"
+phase "aarch64: all tests passed"
