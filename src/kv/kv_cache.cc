@@ -57,7 +57,13 @@ void validate(const KvShape& s, const KvConfig& c) {
 }  // namespace
 
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)
-    : impl_(std::make_unique<Impl>(config.budget_bytes)) {
+    : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes)) {
+  impl_->private_pool = true;
+}
+
+KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<PagePool> pool)
+    : impl_(std::make_unique<Impl>(std::move(pool))) {
+  TKV_CHECK(impl_->pool != nullptr);
   validate(shape, config);
   Impl& c = *impl_;
   c.shape = shape;
@@ -78,19 +84,24 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config)
     L.k_head_bytes = L.k_codec->page_bytes(c.P);
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
     L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
-    L.sinks = make_area(c.pool, *c.f16, c.S, shape.n_kv_heads);
-    L.ring = make_area(c.pool, *c.f16, c.R, shape.n_kv_heads);
+    L.sinks = make_area(*c.pool, *c.f16, c.S, shape.n_kv_heads);
+    L.ring = make_area(*c.pool, *c.f16, c.R, shape.n_kv_heads);
   }
   c.layer_state.assign(shape.n_layers, 0);
 }
 
-KvCache::~KvCache() {
-  if (!impl_) return;
-  for (auto& L : impl_->layers) {
-    for (uint8_t* p : L.pages) impl_->pool.release(p, L.page_bytes);
-    impl_->pool.release(L.sinks.data, L.sinks.total_bytes());
-    impl_->pool.release(L.ring.data, L.ring.total_bytes());
+KvCache::Impl::~Impl() {
+  for (auto& L : layers) {
+    for (uint8_t* p : L.pages) pool->release(p, L.page_bytes);
+    pool->release(L.sinks.data, L.sinks.total_bytes());
+    pool->release(L.ring.data, L.ring.total_bytes());
   }
+}
+
+KvCache::~KvCache() = default;
+
+const std::shared_ptr<PagePool>& KvCache::pool() const {
+  return impl_->pool;
 }
 
 const KvShape& KvCache::shape() const {
@@ -120,10 +131,10 @@ void KvCache::begin_chunk(int n_new) {
     for (auto& L : c.layers) {
       const int64_t need = (hi - c.S + c.P - 1) / c.P - L.first_page;
       for (int64_t i = int64_t(L.pages.size()); i < need; ++i)
-        fresh.emplace_back(&L, c.pool.allocate(L.page_bytes));
+        fresh.emplace_back(&L, c.pool->allocate(L.page_bytes));
     }
   } catch (...) {
-    for (auto& [L, p] : fresh) c.pool.release(p, L->page_bytes);
+    for (auto& [L, p] : fresh) c.pool->release(p, L->page_bytes);
     throw;
   }
   for (auto& [L, p] : fresh) L->pages.push_back(p);
@@ -248,7 +259,7 @@ void KvCache::end_chunk() {
     const int64_t visible_lo = c.window_lo(c.n_tokens);
     for (auto& L : c.layers) {
       while (!L.pages.empty() && c.S + (L.first_page + 1) * c.P <= visible_lo) {
-        c.pool.release(L.pages.front(), L.page_bytes);
+        c.pool->release(L.pages.front(), L.page_bytes);
         L.pages.pop_front();
         ++L.first_page;
       }
@@ -260,12 +271,12 @@ void KvCache::clear() {
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
   for (auto& L : c.layers) {
-    for (uint8_t* p : L.pages) c.pool.release(p, L.page_bytes);
+    for (uint8_t* p : L.pages) c.pool->release(p, L.page_bytes);
     L.pages.clear();
     L.first_page = 0;
     L.encoded = 0;
   }
-  c.pool.trim();
+  if (c.private_pool) c.pool->trim();
   c.n_tokens = 0;
 }
 
@@ -277,6 +288,8 @@ KvStats KvCache::stats() const {
   s.tokens_kept =
       std::min<int64_t>(c.n_tokens, c.S) + (c.W > 0 ? std::min<int64_t>(c.W, non_sink) : non_sink);
   for (const auto& L : c.layers) {
+    for (const uint8_t* p : L.pages)
+      if (c.pool->refcount(p) > 1) s.shared_bytes += L.page_bytes;
     const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
     const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
     s.page_bytes += pages;
@@ -285,6 +298,7 @@ KvStats KvCache::stats() const {
     s.pages_allocated += int64_t(L.pages.size());
   }
   s.persistent_bytes = s.page_bytes + s.f16_bytes;
+  s.exclusive_bytes = s.persistent_bytes - s.shared_bytes;
   s.scratch_bytes = c.scratch_bytes();
   s.peak_scratch_bytes = std::max(c.peak_scratch, s.scratch_bytes);
   if (!c.layers.empty()) {

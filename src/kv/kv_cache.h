@@ -18,6 +18,10 @@
 // packed pages, with per-query policy semantics (query i sees the residual
 // window ending at i in f16, exactly as if decoded token by token). Scratch
 // is bounded by chunk x tile, independent of the context length.
+//
+// Threads: one sequence is driven by one thread at a time; different
+// sequences, even sharing a pool and pages, may run on different threads at
+// once (each attend() with its own AttentionScratch).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,7 @@
 #include "common/thread_pool.h"
 #include "kv/attention_scratch.h"
 #include "kv/kv_config.h"
+#include "kv/page_pool.h"
 
 namespace tkv::kv {
 
@@ -45,6 +50,10 @@ struct KvStats {
   uint64_t persistent_bytes = 0;  // sinks + allocated pages + residual, all layers
   uint64_t page_bytes = 0;        // of which pages
   uint64_t f16_bytes = 0;         // of which sinks + residual
+  // persistent_bytes split by ownership: pages this sequence shares with
+  // others (fork) and what only it holds (its own pages, sinks, residual).
+  uint64_t shared_bytes = 0;
+  uint64_t exclusive_bytes = 0;
   std::vector<uint64_t> layer_bytes;
   // Attention scratch this sequence holds: the chunk's f16 tokens plus the
   // scratch of attend() calls made without an AttentionScratch. A caller
@@ -58,7 +67,13 @@ struct KvStats {
 
 class KvCache {
  public:
+  // A sequence with a private pool of config.budget_bytes.
   KvCache(const KvShape& shape, const KvConfig& config);
+  // A sequence whose pages, sinks and residual ring come from `pool`, which
+  // any number of sequences (on any threads) may share; config.budget_bytes
+  // is not used (the pool has the budget). Throws KvBudgetExceeded when the
+  // pool cannot hold the sinks and residual ring.
+  KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<PagePool> pool);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -66,6 +81,7 @@ class KvCache {
   const KvShape& shape() const;
   const KvConfig& config() const;
   int64_t n_tokens() const;  // next position to be written
+  const std::shared_ptr<PagePool>& pool() const;
 
   // Allocates every page the chunk will fill; throws KvBudgetExceeded (and
   // changes nothing) when the pool's budget does not allow it.

@@ -53,7 +53,7 @@ struct KvCache::Impl {
   KvConfig config;
   int S = 0, R = 0, W = 0, P = 64;  // sinks, residual, window, page tokens
   std::unique_ptr<Codec> f16;       // layout of every F16Area
-  PagePool pool;
+  std::shared_ptr<PagePool> pool;   // shared with every sequence made from it
   std::vector<LayerKv> layers;
   int64_t n_tokens = 0;
 
@@ -69,7 +69,14 @@ struct KvCache::Impl {
   AttentionScratch own_scratch;
   uint64_t peak_scratch = 0;
 
-  explicit Impl(uint64_t budget) : pool(budget) {}
+  bool private_pool = false;  // made by the constructor without a pool
+
+  explicit Impl(std::shared_ptr<PagePool> p) : pool(std::move(p)) {}
+  // Returns every page and f16 area to the pool (also when construction
+  // failed half-way).
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   uint64_t scratch_bytes() const;
   void note_scratch() {
     const uint64_t now = scratch_bytes();

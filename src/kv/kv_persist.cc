@@ -26,7 +26,9 @@ struct Fnv64 {
   }
 };
 
-std::string layer_key(int l, const char* what) { return str("turbokv.session.blk.", l, ".", what); }
+std::string layer_key(int l, const char* what) {
+  return str("turbokv.session.blk.", l, ".", what);
+}
 
 // 64-bit values are stored as hex strings: GGUF integers read back as int64.
 std::string hex(uint64_t v) {
@@ -102,7 +104,8 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
       return nullptr;
     }
     if (!t) bad("missing tensor " + name);
-    if (t->n_bytes != expect) bad(str("tensor ", name, " has ", t->n_bytes, " bytes, expected ", expect));
+    if (t->n_bytes != expect)
+      bad(str("tensor ", name, " has ", t->n_bytes, " bytes, expected ", expect));
     sum.add(t->data, t->n_bytes);
     return t->data;
   };
@@ -137,7 +140,7 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
     if (d.ring) std::memcpy(L.ring.data, d.ring, L.ring.total_bytes());
     L.first_page = d.first_page;
     for (size_t i = 0; i < d.n_pages; ++i) {
-      uint8_t* p = c.pool.allocate(L.page_bytes);
+      uint8_t* p = c.pool->allocate(L.page_bytes);
       std::memcpy(p, d.pages + i * L.page_bytes, L.page_bytes);
       L.pages.push_back(p);
     }
