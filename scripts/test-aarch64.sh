@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Cross-builds turbokv for 64-bit ARM Linux into build/aarch64 (Debian's
 # g++-aarch64-linux-gnu, the arm64 multiarch dev packages and
-# cmake/aarch64-linux-gnu.cmake) and runs, under qemu-user:
-#   tensor_test, kv_codec_test   the kernel tests: each forces in turn every
-#                                Highway target the build compiled and the
-#                                emulated CPU supports (for_each_simd_target);
-#                                on QEMU's "max" CPU (SVE2, dotprod, ...);
-#   tensor_test again            on cortex-a72 (ARMv8.0: no dotprod, no SVE),
-#                                the weight kernels' plain NEON CPU;
+# cmake/aarch64-linux-gnu.cmake) and runs under qemu-user, on QEMU's "max"
+# CPU (SVE2, dotprod, ...):
+#   tensor_test, kv_codec_test   the weight and KV-codec kernels: each test
+#                                forces in turn every Highway target the build
+#                                compiled and the emulated CPU supports;
+#   softmax_test, model_ops_test, sample_test
+#                                the other SIMD kernels (attention's online
+#                                softmax, RMSNorm, SiLU, the sampler's logit
+#                                scans) on the default target;
 #   model_stories_test           stories260K end to end: greedy text and
-#                                logits against the reference.
-# TURBOKV_AARCH64_CLI=1 also builds the turbokv binary and runs the CLI's
-# `run` tests (CliRun.*) through it; that doubles the build time.
+#                                logits against the reference;
+#   cli_test's CliRun.*          `turbokv run` on stories260K through the real
+#                                binary (TURBOKV_AARCH64_CLI=0 skips it and
+#                                the app's build);
+# then tensor_test again on cortex-a72 (ARMv8.0: no dotprod, no SVE), the
+# weight kernels' plain NEON CPU. TURBOKV_ARM_SVE=ON also compiles Highway's
+# SVE targets (cmake/TurbokvOptions.cmake) and adds kernel-test runs with
+# 128- and 256-bit SVE vectors, where SVE2_128 and SVE_256 run. The rest of the suite (tokenizer, GGUF,
+# KV cache, bench, ...) is portable C++ and runs natively in scripts/test.sh.
 # Installs what is missing (apt, as root or through sudo). Shared fixtures
 # come from $TURBOKV_MODELS (default ../shared/models). Exits non-zero on any
 # failure.
@@ -47,13 +55,15 @@ fi
 JOBS=${JOBS:-$(nproc)}
 BUILD=build/aarch64
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
-BUILD_TARGETS=(tensor_test kv_codec_test model_stories_test)
-CLI=${TURBOKV_AARCH64_CLI:-0}
+BUILD_TARGETS=(tensor_test kv_codec_test softmax_test model_ops_test sample_test model_stories_test)
+CLI=${TURBOKV_AARCH64_CLI:-1}
+SVE=${TURBOKV_ARM_SVE:-OFF}
 [ "$CLI" = 1 ] && BUILD_TARGETS+=(cli_test)
 
 phase "configure (cross, Release, -Werror, no benchmarks)"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
-  -DCMAKE_BUILD_TYPE=Release -DTURBOKV_WERROR=ON -DTURBOKV_BUILD_BENCHMARKS=OFF >/dev/null
+  -DCMAKE_BUILD_TYPE=Release -DTURBOKV_WERROR=ON -DTURBOKV_BUILD_BENCHMARKS=OFF \
+  -DTURBOKV_ARM_SVE="$SVE" >/dev/null
 phase "build ${BUILD_TARGETS[*]}"
 cmake --build "$BUILD" -j"$JOBS" --target "${BUILD_TARGETS[@]}"
 
@@ -80,14 +90,31 @@ run_tests() {  # run_tests QEMU_CPU CTEST_REGEX
 suites_of() {
   local files=() t
   for t in "$@"; do files+=("$BUILD/tests/$t[1]_tests.cmake"); done
-  echo "^($(sed -n 's/^add_test(\[=*\[\([A-Za-z0-9_]*\)\..*/\1/p' "${files[@]}" |
+  echo "^($(sed -n 's/^add_test(\[=*\[\([^].]*\)\..*/\1/p' "${files[@]}" |
     sort -u | paste -sd'|'))\."
 }
-kernels=$(suites_of tensor/tensor_test kv_codec/kv_codec_test)
+if [ "$CLI" = 1 ]; then
+  # The CLI tests exec the turbokv binary: without binfmt_misc the kernel
+  # cannot run an aarch64 executable, so they exec this wrapper instead.
+  cat >"$BUILD/turbokv-qemu" <<'WRAPPER'
+#!/bin/sh
+exec qemu-aarch64 "$(dirname "$0")/apps/turbokv/turbokv" "$@"
+WRAPPER
+  chmod +x "$BUILD/turbokv-qemu"
+  export TURBOKV_BIN=$PWD/$BUILD/turbokv-qemu
+fi
+forced_kernels=$(suites_of tensor/tensor_test kv_codec/kv_codec_test)
+kernels="$forced_kernels|$(suites_of kv/softmax_test model/model_ops_test sample/sample_test)"
 weight_kernels=$(suites_of tensor/tensor_test)
 e2e=$(suites_of model/model_stories_test)
 [ "$CLI" = 1 ] && e2e="$e2e|^CliRun\."
 
 run_tests max "$kernels|$e2e"
+if [ "$SVE" = ON ]; then
+  # QEMU's max CPU has 512-bit SVE vectors; Highway's SVE2_128 and SVE_256
+  # targets run only where they are exactly 128 and 256 bits.
+  run_tests max,sve-default-vector-length=16 "$forced_kernels"
+  run_tests max,sve-default-vector-length=32 "$forced_kernels"
+fi
 run_tests cortex-a72 "$weight_kernels"
 phase "aarch64: all tests passed"
