@@ -10,10 +10,13 @@
 // O(tasks x rows x head_dim) of partials: independent of the context length.
 //
 // Per-query policy semantics: a query at position p sees
-//   sinks   [0, min(S, p+1))                    f16
-//   pages   [max(S, wlo(p)), p - R + 1)         codec
-//   recent  [max(S, wlo(p), p - R + 1), p + 1)  f16 (residual ring + this chunk)
-// where wlo(p) = p - W + 1 under a window policy, else 0. Tokens of the
+//   sinks   [0, min(S, p+1))                             f16
+//   pages   [max(S, wlo(p)), max(p - R + 1, rlo))        codec
+//   recent  [max(S, wlo(p), p - R + 1, rlo), p + 1)      f16 (residual ring + this chunk)
+// where wlo(p) = p - W + 1 under a window policy, else 0, and rlo is where
+// the residual ring began when the chunk started (S + encoded): at most
+// p - R + 1, so it changes nothing, except after truncate(), when positions
+// below it that a fresh sequence would hold in f16 exist only in pages. Tokens of the
 // chunk that leave the residual window during the chunk exist in both forms
 // while it runs, so every query sees exactly what it would have seen had the
 // chunk been decoded token by token.
@@ -68,9 +71,9 @@ struct Visibility {
       case Kind::Sink:
         return {0, std::min(S, p + 1)};
       case Kind::Page:
-        return {std::max(S, wl), p - R + 1};
+        return {std::max(S, wl), std::max(p - R + 1, c->ring_lo)};
       case Kind::Recent:
-        return {std::max({S, wl, p - R + 1}), p + 1};
+        return {std::max({S, wl, p - R + 1, c->ring_lo}), p + 1};
     }
     return {0, 0};
   }
@@ -99,8 +102,8 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
                    L.page_v(page, 0, n_kv), L.k_head_bytes, L.v_head_bytes, c.P, lo, hi, 0});
   }
   if (R > 0) {
-    // Residual ring: positions [max(S, n0 - R), n0), slot (j - S) % capacity; may wrap.
-    const int64_t lo = std::max(S, n0 - R);
+    // Residual ring: positions [ring_lo, n0), slot (j - S) % capacity; may wrap.
+    const int64_t lo = c.ring_lo;
     const int cap = L.ring.capacity;
     int64_t j = lo;
     while (j < n0) {

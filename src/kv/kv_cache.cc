@@ -123,31 +123,53 @@ void KvCache::begin_chunk(int n_new) {
   if (c.W == 0 && c.n_tokens + n_new > c.shape.max_tokens)
     fail("context length exceeded: ", c.n_tokens, " + ", n_new, " tokens > ", c.shape.max_tokens,
          " (raise -c, or use --kv-window)");
-  // Every page this chunk will fill is allocated here, before anything
-  // changes, so running out of budget leaves the cache exactly as it was.
-  const int64_t hi = std::max<int64_t>(c.S, c.n_tokens + n_new - c.R);
-  std::vector<std::pair<LayerKv*, uint8_t*>> fresh;
-  try {
-    for (auto& L : c.layers) {
-      const int64_t need = (hi - c.S + c.P - 1) / c.P - L.first_page;
-      for (int64_t i = int64_t(L.pages.size()); i < need; ++i)
-        fresh.emplace_back(&L, c.pool->allocate(L.page_bytes));
-    }
-  } catch (...) {
-    for (auto& [L, p] : fresh) c.pool->release(p, L->page_bytes);
-    throw;
-  }
-  for (auto& [L, p] : fresh) L->pages.push_back(p);
-  c.in_chunk = true;
-  c.chunk_n = n_new;
-  std::fill(c.layer_state.begin(), c.layer_state.end(), 0);
-  if (c.R > 0) {
+  if (c.R > 0) {  // the chunk's f16 tokens (scratch, no state)
     c.chunk.capacity = round_up_16(n_new);
     c.chunk.head_bytes = c.f16->page_bytes(c.chunk.capacity);
     c.chunk.n_kv = c.shape.n_kv_heads;
     c.chunk.data = c.chunk_buffer.reserve(c.chunk.total_bytes());
     c.note_scratch();
   }
+  // Every page this chunk will fill, and a private copy of a shared page it
+  // will write into (copy-on-write), is allocated here, before anything
+  // changes, so running out of budget leaves the cache exactly as it was.
+  // Positions [S + encoded, hi) are encoded by this chunk.
+  const int64_t ring_lo = c.S + c.layers[0].encoded;
+  const int64_t hi = std::max<int64_t>(ring_lo, c.n_tokens + n_new - c.R);
+  std::vector<std::pair<LayerKv*, uint8_t*>> fresh;
+  struct Copy {
+    LayerKv* L;
+    size_t slot;  // in L->pages
+    uint8_t* page;
+  };
+  std::vector<Copy> copies;
+  try {
+    for (auto& L : c.layers) {
+      TKV_CHECK(c.S + L.encoded == ring_lo);
+      const int64_t first = L.encoded / c.P - L.first_page;  // page receiving position ring_lo
+      if (hi > ring_lo && first >= 0 && first < int64_t(L.pages.size()) &&
+          c.pool->refcount(L.pages[size_t(first)]) > 1)
+        copies.push_back({&L, size_t(first), c.pool->allocate(L.page_bytes)});
+      const int64_t need = (hi - c.S + c.P - 1) / c.P - L.first_page;
+      for (int64_t i = int64_t(L.pages.size()); i < need; ++i)
+        fresh.emplace_back(&L, c.pool->allocate(L.page_bytes));
+    }
+  } catch (...) {
+    for (auto& [L, p] : fresh) c.pool->release(p, L->page_bytes);
+    for (auto& cp : copies) c.pool->release(cp.page, cp.L->page_bytes);
+    throw;
+  }
+  for (auto& cp : copies) {
+    uint8_t*& slot = cp.L->pages[cp.slot];
+    std::memcpy(cp.page, slot, cp.L->page_bytes);
+    c.pool->release(slot, cp.L->page_bytes);  // the other holders keep theirs
+    slot = cp.page;
+  }
+  for (auto& [L, p] : fresh) L->pages.push_back(p);
+  c.in_chunk = true;
+  c.chunk_n = n_new;
+  c.ring_lo = ring_lo;
+  std::fill(c.layer_state.begin(), c.layer_state.end(), 0);
 }
 
 void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool) {
@@ -159,9 +181,10 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   const size_t token_stride = size_t(n_kv) * hd;
 
   // Positions that leave (or never enter) the residual window by the end of
-  // this chunk are encoded into pages now: [lo, hi).
-  const int64_t lo = std::max(S, n0 - R), hi = std::max(S, n0 + n - R);
-  TKV_CHECK(L.encoded == lo - S);
+  // this chunk are encoded into pages now: [lo, hi). lo is max(S, n0 - R)
+  // unless a truncate() left the ring holding fewer than R tokens.
+  const int64_t lo = S + L.encoded, hi = std::max(lo, n0 + n - R);
+  TKV_CHECK(lo == c.ring_lo);
   // Sinks and the chunk's recent tokens, in f16.
   for (int t = 0; t < n; ++t) {
     const int64_t j = n0 + t;
@@ -265,6 +288,57 @@ void KvCache::end_chunk() {
       }
     }
   }
+}
+
+void KvCache::truncate(int64_t n) {
+  Impl& c = *impl_;
+  TKV_CHECK(!c.in_chunk);
+  if (n < 0 || n > c.n_tokens)
+    fail("KV cache: cannot truncate to ", n, " tokens: the sequence holds ", c.n_tokens);
+  if (n == c.n_tokens) return;
+  if (c.W > 0 && !c.layers.empty() && c.layers[0].first_page > 0) {
+    // The next query (at n) must see [max(S, n - W + 1), n]: none of it may
+    // have been evicted.
+    const int64_t kept_lo = c.S + c.layers[0].first_page * c.P;
+    if (std::max<int64_t>(c.S, c.window_lo(n)) < kept_lo)
+      fail("KV cache: cannot truncate to ", n,
+           " tokens: the window policy already dropped positions [", c.S, ", ", kept_lo, ")");
+  }
+  for (auto& L : c.layers) {
+    // Pages keep positions below n: their slots at or beyond n are stale and
+    // are rewritten in full by the next encode (Codec::encode touches only
+    // its slot's bytes and all of them). The ring keeps [S + encoded, n).
+    L.encoded = std::clamp<int64_t>(n - c.S, 0, L.encoded);
+    const int64_t keep = (L.encoded + c.P - 1) / c.P - L.first_page;
+    while (int64_t(L.pages.size()) > keep) {
+      c.pool->release(L.pages.back(), L.page_bytes);
+      L.pages.pop_back();
+    }
+  }
+  c.n_tokens = n;
+}
+
+std::unique_ptr<KvCache> KvCache::fork() const {
+  const Impl& c = *impl_;
+  TKV_CHECK(!c.in_chunk);
+  // The new sequence's sinks and ring come from the pool (may throw
+  // KvBudgetExceeded; this sequence is not touched either way).
+  auto f = std::make_unique<KvCache>(c.shape, c.config, c.pool);
+  Impl& d = *f->impl_;
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerKv& from = c.layers[l];
+    LayerKv& to = d.layers[l];
+    if (from.sinks.data) std::memcpy(to.sinks.data, from.sinks.data, from.sinks.total_bytes());
+    if (from.ring.data) std::memcpy(to.ring.data, from.ring.data, from.ring.total_bytes());
+    for (uint8_t* p : from.pages) {
+      c.pool->retain(p);
+      to.pages.push_back(p);
+    }
+    to.first_page = from.first_page;
+    to.encoded = from.encoded;
+  }
+  d.n_tokens = c.n_tokens;
+  return f;
 }
 
 void KvCache::clear() {

@@ -98,6 +98,21 @@ class KvCache {
   void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch);
   void end_chunk();
 
+  // A new sequence in the same pool holding the same tokens: it shares every
+  // page (refcounted, nothing copied) and has its own copy of the sinks and
+  // residual ring. Either sequence may then go on with different tokens: a
+  // shared page about to be written (the partly filled last one) is copied
+  // first, in begin_chunk (copy-on-write). Throws KvBudgetExceeded (this
+  // sequence unchanged) when the pool cannot hold the new sinks and ring.
+  std::unique_ptr<KvCache> fork() const;
+  // Keeps positions [0, n) and drops the rest (regenerate a reply, edit a
+  // turn): pages wholly at or beyond n go back to the pool. Unlike a fresh
+  // prefill of the same n tokens, positions within R of n that had already
+  // left the residual window stay in their codec form (the ring keeps only
+  // those it still held); new tokens then enter the ring as usual. Under a
+  // window policy, truncating to a point whose window reaches evicted
+  // positions is an error (nothing changes). n > n_tokens() is an error.
+  void truncate(int64_t n);
   void clear();  // back to an empty sequence, pages returned
   KvStats stats() const;
   void reset_peak_scratch();

@@ -39,6 +39,7 @@ struct LayerKv {
   std::deque<uint8_t*> pages;
   int64_t first_page = 0;
   int64_t encoded = 0;  // positions [S, S + encoded) have been encoded into pages
+                        // (>= max(0, n_tokens - S - R); more after truncate())
   F16Area sinks;        // positions [0, S)
   F16Area ring;         // residual: position j >= S lives in slot (j - S) % capacity
 
@@ -60,6 +61,9 @@ struct KvCache::Impl {
   // The chunk in flight (begin_chunk .. end_chunk).
   bool in_chunk = false;
   int chunk_n = 0;
+  // S + encoded when the chunk began: the residual ring holds [ring_lo, n_tokens).
+  // max(S, n_tokens - R) except after truncate(), when the ring may hold fewer.
+  int64_t ring_lo = 0;
   std::vector<uint8_t> layer_state;  // 0 = untouched, 1 = written, 2 = attended
   F16Area chunk;                     // the chunk's tokens in f16 (scratch), slot = j - n_tokens
   ScratchBuffer chunk_buffer;

@@ -21,7 +21,9 @@ bool any_quantized(const KvConfig& c) {
 }
 
 // Resolves a possibly negative layer index; -1 means the last layer.
-int resolve_layer(int layer, int n_layers) { return layer < 0 ? n_layers + layer : layer; }
+int resolve_layer(int layer, int n_layers) {
+  return layer < 0 ? n_layers + layer : layer;
+}
 
 std::optional<CodecSpec> codec_for_bits(int bits) {
   if (bits == 8) return parse_codec("q8_0h");
@@ -61,11 +63,10 @@ CodecSpec KvConfig::v_for(int layer, int n_layers) const {
 }
 
 std::string KvConfig::describe() const {
-  std::string s = str("k=", k.name(), " v=", v.name(), " sinks=", effective_sinks(),
-                      " residual=", effective_residual(), " window=", window,
-                      " page=", page_tokens);
-  for (const auto& o : overrides)
-    s += str(" layer", o.layer, "=k:", o.k.name(), "/v:", o.v.name());
+  std::string s =
+      str("k=", k.name(), " v=", v.name(), " sinks=", effective_sinks(),
+          " residual=", effective_residual(), " window=", window, " page=", page_tokens);
+  for (const auto& o : overrides) s += str(" layer", o.layer, "=k:", o.k.name(), "/v:", o.v.name());
   return s;
 }
 

@@ -27,8 +27,8 @@ struct KvConfig {
   int residual = -1;
   int window = 0;  // 0 = keep every token; else keep sinks + the newest `window` tokens
   std::vector<LayerOverride> overrides;
-  int page_tokens = 64;   // tokens per page (multiple of 16)
-  uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly
+  int page_tokens = 64;        // tokens per page (multiple of 16)
+  uint64_t budget_bytes = 0;   // 0 = unlimited; else page allocation beyond it fails cleanly
   uint64_t seed = 0x74626b76;  // rotation seeds derive from it and the layer index
 
   int effective_sinks() const;

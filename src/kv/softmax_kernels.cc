@@ -108,7 +108,9 @@ void online_softmax_tile(float* scores, size_t stride, int rows, int len, float*
 }
 HWY_EXPORT(AddScaled);
 
-void scale_in_place(float* x, size_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, n, s); }
+void scale_in_place(float* x, size_t n, float s) {
+  HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, n, s);
+}
 void add_scaled(const float* x, size_t n, float s, float* y) {
   HWY_DYNAMIC_DISPATCH(AddScaled)(x, n, s, y);
 }

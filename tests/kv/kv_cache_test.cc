@@ -31,8 +31,8 @@ KvShape shape(int heads, int kv_heads, int hd, int layers = 2, int max_tokens = 
   return KvShape{layers, heads, kv_heads, hd, max_tokens};
 }
 
-const char* kCodecs[] = {"f32",  "f16", "q8_0", "q8_0h", "q4_0", "q4_0h", "tq1",
-                         "tq2",  "tq3", "tq4",  "tq4r"};
+const char* kCodecs[] = {"f32", "f16", "q8_0", "q8_0h", "q4_0", "q4_0h",
+                         "tq1", "tq2", "tq3",  "tq4",   "tq4r"};
 
 // Every K codec x every V codec, default policy, chunked prefill + decode.
 class CodecPairTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
@@ -91,7 +91,8 @@ std::vector<GeometryCase> geometry_cases() {
       for (int threads : {1, 2, 3, 4})
         cases.push_back({2 * ratio, 2, 64, threads, kv, threads % 2 == 0});
   for (int hd : {8, 32, 96, 128, 256})
-    for (const char* kv : {"f16", "k4v2", "k3v3", "q4_0h"}) cases.push_back({4, 2, hd, 2, kv, true});
+    for (const char* kv : {"f16", "k4v2", "k3v3", "q4_0h"})
+      cases.push_back({4, 2, hd, 2, kv, true});
   return cases;
 }
 

@@ -46,8 +46,8 @@ TEST(KvPersistTest, RoundTripContinuesIdentically) {
     kv::KvCache b(f.shape, f.config);
     b.load(path, "model-A");
     EXPECT_EQ(b.n_tokens(), 200);
-    EXPECT_EQ(b.stats().persistent_bytes, kv::KvCache(f.shape, f.config).stats().persistent_bytes +
-                                              b.stats().page_bytes);
+    EXPECT_EQ(b.stats().persistent_bytes,
+              kv::KvCache(f.shape, f.config).stats().persistent_bytes + b.stats().page_bytes);
     for (int t = 200; t < 220; ++t) f.feed(b, t, 1, &got);
     ASSERT_EQ(expect.size(), got.size());
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(expect[i], got[i]) << kv << " at " << i;

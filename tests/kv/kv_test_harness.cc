@@ -37,20 +37,32 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
   const int hd = s.shape.head_dim, n_kv = s.shape.n_kv_heads, nh = s.shape.n_heads;
   ScenarioResult result;
   result.outputs.resize(s.shape.n_layers);
-  int64_t pos = 0;
-  for (int n : s.chunks) {
+  const int64_t S = s.config.effective_sinks(), R = s.config.effective_residual();
+  int64_t pos = 0, row = 0;   // next position, next unused input row
+  int64_t ring_lo = S;        // as the cache tracks it (kv_cache.h, truncate())
+  std::vector<int64_t> rows;  // input row of each position
+  for (size_t ci = 0; ci < s.chunks.size(); ++ci) {
+    for (const auto& [at, to] : s.truncations)
+      if (at == ci) {
+        cache.truncate(to);
+        pos = to;
+        rows.resize(size_t(to));
+        ring_lo = std::max(S, std::min(ring_lo, to));
+      }
+    const int n = s.chunks[ci];
+    for (int t = 0; t < n; ++t) rows.push_back(row + t);
     cache.begin_chunk(n);
     for (int l = 0; l < s.shape.n_layers; ++l) {
-      const float* k = in.layers[l].k.data() + size_t(pos) * n_kv * hd;
-      const float* v = in.layers[l].v.data() + size_t(pos) * n_kv * hd;
-      const float* q = in.q[l].data() + size_t(pos) * nh * hd;
+      const float* k = in.layers[l].k.data() + size_t(row) * n_kv * hd;
+      const float* v = in.layers[l].v.data() + size_t(row) * n_kv * hd;
+      const float* q = in.q[l].data() + size_t(row) * nh * hd;
       std::vector<float> out(size_t(n) * nh * hd);
       cache.write(l, k, v, s.threads > 1 ? &pool : nullptr);
       cache.attend(l, q, out.data(), pool);
       result.outputs[l].insert(result.outputs[l].end(), out.begin(), out.end());
       if (!check) continue;
       for (int t = 0; t < n; ++t) {
-        const auto expect = ref.attend(forms[l], q + size_t(t) * nh * hd, pos + t);
+        const auto expect = ref.attend(forms[l], q + size_t(t) * nh * hd, pos + t, ring_lo, rows);
         double err = 0, mag = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
           err = std::max(err, double(std::fabs(out[size_t(t) * nh * hd + i] - expect[i])));
@@ -61,7 +73,9 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
       }
     }
     cache.end_chunk();
+    ring_lo = std::max(ring_lo, pos + n - R);
     pos += n;
+    row += n;
   }
   return result;
 }

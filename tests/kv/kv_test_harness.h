@@ -16,6 +16,10 @@ struct Scenario {
   kv::KvShape shape;
   kv::KvConfig config;
   std::vector<int> chunks;  // tokens per chunk, in order
+  // (i, n): truncate the sequence to n tokens before chunk i. Tokens written
+  // after a truncation take the next unused input rows, so that re-appended
+  // positions get new content.
+  std::vector<std::pair<size_t, int64_t>> truncations;
   int threads = 1;
   uint64_t seed = 1;
 };
@@ -36,6 +40,7 @@ class RandomInputs {
 };
 
 // Runs the scenario; when `check` is set, compares with the reference.
+// `in` needs as many rows as tokens are written in all.
 ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool check = true);
 
 }  // namespace tkv::test

@@ -1,5 +1,6 @@
 #include "reference_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -46,14 +47,22 @@ LayerForms ReferenceAttention::forms(int layer, const LayerInputs& in) const {
 
 std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q,
                                               int64_t p) const {
+  std::vector<int64_t> rows(size_t(p) + 1);
+  for (int64_t j = 0; j <= p; ++j) rows[size_t(j)] = j;
+  return attend(f, q, p, 0, rows);
+}
+
+std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q, int64_t p,
+                                              int64_t ring_lo,
+                                              const std::vector<int64_t>& rows) const {
   const int hd = shape_.head_dim, n_kv = shape_.n_kv_heads, G = shape_.n_heads / n_kv;
   const int64_t wlo = W_ > 0 ? p - W_ + 1 : 0;
   std::vector<float> out(size_t(shape_.n_heads) * hd, 0.0f);
   for (int h = 0; h < n_kv; ++h) {
     std::vector<const float*> keys, values;
     for (int64_t j = 0; j <= p; ++j) {
-      const size_t off = (size_t(j) * n_kv + h) * hd;
-      if (j < S_ || j >= p - R_ + 1) {
+      const size_t off = (size_t(rows[size_t(j)]) * n_kv + h) * hd;
+      if (j < S_ || j >= std::max<int64_t>(p - R_ + 1, ring_lo)) {
         if (j >= S_ && j < wlo) continue;
         keys.push_back(f.k_f16.data() + off);
         values.push_back(f.v_f16.data() + off);

@@ -31,6 +31,12 @@ class ReferenceAttention {
   // Output (n_heads x head_dim) for the query q (n_heads x head_dim,
   // unscaled) at position p, under the cache's per-query policy semantics.
   std::vector<float> attend(const LayerForms& f, const float* q, int64_t p) const;
+  // The same where position j holds input row rows[j] of `f` (a sequence
+  // that was truncated and re-appended) and the residual ring of p's chunk
+  // began at ring_lo: positions in [p - R + 1, ring_lo) are seen in their
+  // codec form (kv_cache.h, truncate()).
+  std::vector<float> attend(const LayerForms& f, const float* q, int64_t p, int64_t ring_lo,
+                            const std::vector<int64_t>& rows) const;
 
  private:
   kv::KvShape shape_;

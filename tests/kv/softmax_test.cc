@@ -30,14 +30,15 @@ TEST(SoftmaxTileTest, MatchesDoublePrecision) {
       for (int j = 0; j < len; ++j) {
         float v = u(rng);
         if (r == 3 && j % 3 == 0) v = kMaskedScore;  // masked entries
-        if (r == 4) v = kMaskedScore;                 // nothing visible
+        if (r == 4) v = kMaskedScore;                // nothing visible
         s[r * stride + j] = orig[r * stride + j] = v;
       }
     online_softmax_tile(s.data(), stride, rows, len, m.data(), l.data(), corr.data());
     for (int r = 0; r < rows; ++r) {
       double mx = -1e300;
       for (int j = 0; j < len; ++j)
-        if (orig[r * stride + j] > kMaskedScore / 2) mx = std::max(mx, double(orig[r * stride + j]));
+        if (orig[r * stride + j] > kMaskedScore / 2)
+          mx = std::max(mx, double(orig[r * stride + j]));
       if (mx == -1e300) {  // nothing visible: row zeroed, state unchanged
         EXPECT_EQ(corr[r], 1.0f);
         EXPECT_EQ(l[r], float(el[r]));

@@ -75,8 +75,11 @@ class Codec {
     return double(page_bytes(page_tokens)) / page_tokens;
   }
 
-  // Encodes x (head_dim floats) into slot `slot` of `page`. Slots are written
-  // in increasing order; a slot is written once.
+  // Encodes x (head_dim floats) into slot `slot` of `page`. Overwrites every
+  // byte that belongs to the slot and no byte of any other slot, whatever the
+  // page held before (a packed layout stores whole lane bytes, never ORs into
+  // them): so a page from the pool needs no clearing, and slots may be written
+  // again after KvCache::truncate() (tests/kv_codec/rewrite_slots_test.cc).
   virtual void encode(const float* x, uint8_t* page, int page_tokens, int slot) const = 0;
   // Reference decode of one slot (tests and the test-only reference attention).
   virtual void decode(const uint8_t* page, int page_tokens, int slot, float* x) const = 0;
