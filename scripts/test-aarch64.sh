@@ -10,6 +10,8 @@
 #                                the other SIMD kernels (attention's online
 #                                softmax, RMSNorm, SiLU, the sampler's logit
 #                                scans) on the default target;
+#   common_test                  thread pool (its aarch64 spin-wait), sizes,
+#                                peak-RSS fallbacks;
 #   model_stories_test           stories260K end to end: greedy text and
 #                                logits against the reference;
 #   cli_test's CliRun.*          `turbokv run` on stories260K through the real
@@ -55,7 +57,8 @@ fi
 JOBS=${JOBS:-$(nproc)}
 BUILD=build/aarch64
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
-BUILD_TARGETS=(tensor_test kv_codec_test softmax_test model_ops_test sample_test model_stories_test)
+BUILD_TARGETS=(tensor_test kv_codec_test softmax_test model_ops_test sample_test common_test
+  model_stories_test)
 CLI=${TURBOKV_AARCH64_CLI:-1}
 SVE=${TURBOKV_ARM_SVE:-OFF}
 [ "$CLI" = 1 ] && BUILD_TARGETS+=(cli_test)
@@ -104,7 +107,8 @@ WRAPPER
   export TURBOKV_BIN=$PWD/$BUILD/turbokv-qemu
 fi
 forced_kernels=$(suites_of tensor/tensor_test kv_codec/kv_codec_test)
-kernels="$forced_kernels|$(suites_of kv/softmax_test model/model_ops_test sample/sample_test)"
+kernels="$forced_kernels|$(suites_of kv/softmax_test model/model_ops_test sample/sample_test \
+  common/common_test)"
 weight_kernels=$(suites_of tensor/tensor_test)
 e2e=$(suites_of model/model_stories_test)
 [ "$CLI" = 1 ] && e2e="$e2e|^CliRun\."
