@@ -103,6 +103,16 @@ TEST(FlagParser, ErrorsNameTheFlagAndTheProblem) {
   EXPECT_EQ(parse_error({"a", "b"}), "demo: unexpected argument 'b' (see turbokv demo --help)");
 }
 
+TEST(FlagParser, LlamaCppFlagsAreNamedUnsupported) {
+  EXPECT_EQ(parse_error({"-ngl", "99"}),
+            "demo: -ngl is not supported by turbokv; it runs on the CPU (see turbokv demo --help)");
+  EXPECT_EQ(parse_error({"--no-mmap"}),
+            "demo: --no-mmap is not supported by turbokv; the model is always memory-mapped (see "
+            "turbokv demo --help)");
+  // Other unknown flags still get a suggestion.
+  EXPECT_NE(parse_error({"--flg"}).find("did you mean --flag?"), std::string::npos);
+}
+
 TEST(FlagParser, RequiredPositional) {
   std::string file;
   FlagParser f("inspect", "turbokv inspect FILE");
@@ -124,6 +134,12 @@ TEST(ParseNumbers, Strict) {
   EXPECT_THROW(parse_double("x", "1e999", 0, 1e300), Error);
   EXPECT_THROW(parse_double("x", "nan", 0, 1), Error);
   EXPECT_EQ(parse_uint64("x", "0"), 0u);
+  // Hex, the form --kv-seed's default is shown in.
+  EXPECT_EQ(parse_uint64("x", "0x74626b76"), 0x74626b76u);
+  EXPECT_EQ(parse_uint64("x", "0XFF"), 255u);
+  EXPECT_THROW(parse_uint64("x", "0x"), Error);
+  EXPECT_THROW(parse_uint64("x", "0xzz"), Error);
+  EXPECT_THROW(parse_uint64("x", "0x1ffffffffffffffff"), Error);
   EXPECT_THROW(parse_uint64("x", "18446744073709551616"), Error);
 }
 
