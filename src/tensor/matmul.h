@@ -63,6 +63,15 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 // `turbokv synth --type` and tests). Supported for every type with `supported`.
 void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
 
+// Bytes of quantized activations the integer-dot path needs for n tokens of
+// `cols` values of a `type` weight (0 for a type that keeps the float path).
+size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n);
+
+// Bytes held by the calling thread's grow-only buffer of quantized
+// activations (matvec/matmul quantize into it; it grows to the largest
+// quantized_activation_bytes seen on this thread and is never shrunk).
+size_t activation_scratch_bytes();
+
 // Name of the SIMD target the kernels run on now ("AVX3_DL", "AVX2", "SSE4",
 // "EMU128", ...), for reports.
 const char* active_simd_target();

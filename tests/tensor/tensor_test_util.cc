@@ -10,6 +10,7 @@
 #include "common/f16.h"
 #include "hwy/targets.h"
 #include "tensor/blocks.h"
+#include "tensor/kernels/act_blocks.h"
 #include "tensor/matmul.h"
 
 namespace tkv::test {
@@ -100,6 +101,18 @@ std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, 
     }
   }
   return w;
+}
+
+int64_t act_block_values(DType type) {
+  switch (kernels::act_format(type)) {
+    case kernels::ActFormat::kQ8x32:
+      return 32;
+    case kernels::ActFormat::kQ8x256:
+      return 256;
+    case kernels::ActFormat::kNone:
+      break;
+  }
+  return 0;
 }
 
 double abs_dot(const float* w, const float* x, int64_t n) {

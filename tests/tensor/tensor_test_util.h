@@ -25,6 +25,10 @@ std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint
 // finite random value (so all quant bit patterns occur, scales stay sane).
 std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed);
 
+// Values per activation block of `type`'s integer-dot kernel (32 or 256), 0
+// for a type on the float path (activations not quantized).
+int64_t act_block_values(DType type);
+
 // sum_k |w_rk| |x_k| for the error bound of the accuracy contract.
 double abs_dot(const float* w, const float* x, int64_t n);
 

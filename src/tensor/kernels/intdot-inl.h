@@ -1,0 +1,429 @@
+// Integer-dot block kernels: one weight row against NT tokens' quantized
+// activations (act_blocks.h), for matvec (NT = 1) and matmul tiles alike.
+//
+// Every (row, token) output is computed by the same arithmetic whatever NT
+// is, so a token's result never depends on the batch it is in:
+// - per block, integer dot products of the weight quants with the int8
+//   activations (exact, whatever instructions compute them), giving 8 int32
+//   lanes: lane j holds values 4j .. 4j + 3 of each 32-value chunk, already
+//   multiplied by the integer sub-block scales of the K-quants;
+// - then, in float and in block order, acc = fma(d_w * d_x, float(lanes),
+//   acc) into an 8-lane accumulator, and for the types with an offset or a
+//   min one scalar accumulator fed from the block sums of the activations;
+// - one horizontal sum of the 8 lanes at the end, in a fixed order
+//   ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+// The weight quants of a block are unpacked once and reused for the NT
+// tokens of the tile.
+//
+// x86 (AVX2, AVX3, AVX3_DL): 256-bit vpmaddubsw/vpmaddwd as in ggml (s8 x s8
+// through the sign trick); on AVX3_DL the signed 32-value types use
+// vpdpbusd (AVX512-VNNI). The K-quants keep vpmaddubsw/vpmaddwd there: the
+// vpmaddwd applies the sub-block scales for free. Every other target (SSE4,
+// EMU128/SCALAR, NEON, SVE) runs the portable scalar version of the same
+// lane layout. The int32 lanes are identical on every target; the float
+// part uses FMA on x86 and multiply + add elsewhere (this file is compiled
+// with -ffp-contract=off so that nothing else fuses).
+//
+// Per-target include guard (Highway's -inl.h convention).
+#if defined(TKV_TENSOR_INTDOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TKV_TENSOR_INTDOT_INL_H_
+#undef TKV_TENSOR_INTDOT_INL_H_
+#else
+#define TKV_TENSOR_INTDOT_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "tensor/blocks.h"
+#include "tensor/kernels/act_blocks.h"
+#include "tensor/kernels/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv {
+namespace HWY_NAMESPACE {
+
+using kernels::ActBlock256;
+using kernels::ActBlock32;
+
+// How far ahead of the current block the row stream is prefetched (bytes).
+inline constexpr size_t kIntPrefetchAhead = 1024;
+
+// Scales and mins of the eight 32-value groups of a Q4_K block as bytes
+// (ggml's get_scale_min_k4 for all groups at once): sc[0..7], m[0..7].
+HWY_INLINE void K4ScaleBytes(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, scales, 12);
+  const uint32_t s[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
+                         ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  std::memcpy(sc, s, 8);
+  std::memcpy(m, s + 2, 8);
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+// --- x86 -------------------------------------------------------------------
+
+HWY_INLINE float Hsum8(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+HWY_INLINE float ScalarMulAdd(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+HWY_INLINE __m256 AccLanes(__m256 acc, float scale, __m256i lanes) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(lanes), acc);
+}
+HWY_INLINE __m256i Load256(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+// 32 4-bit codes of a Q4_0-layout qs: values 0..15 low nibbles, 16..31 high.
+HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+
+// Sums of u8 x s8 products of 4 consecutive bytes into 8 int32 lanes
+// (no saturation: callers keep pairs of products within int16).
+HWY_INLINE __m256i DotU8S8(__m256i u, __m256i s) {
+#if HWY_TARGET <= HWY_AVX3_DL
+  // AVX512-VNNI (EVEX, 256-bit). Highway's AVX3_DL target attribute does
+  // not name avx512vnni, so the intrinsic is unavailable; the CPUs it runs
+  // on all have it (Highway requires VNNI for AVX3_DL).
+  __m256i acc = _mm256_setzero_si256();
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// 32-value types whose weights are signed int8 values times d: the sign
+// trick turns s8 x s8 into |w| (u8) x sign(w) x (s8).
+template <class Unpack, int NT>
+HWY_INLINE void DotSigned32(const uint8_t* row, size_t block_bytes, size_t nb,
+                            const ActBlock32* const* x, float* out, const Unpack& unpack) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * block_bytes;
+    if (b % 2 == 0) hwy::Prefetch(blk + kIntPrefetchAhead);
+    const float dw = HalfAt(blk);
+    const __m256i w = unpack(blk);
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    for (int t = 0; t < NT; ++t) {
+      const ActBlock32& a = x[t][b];
+      const __m256i sx = _mm256_sign_epi8(Load256(a.q), w);
+      acc[t] = AccLanes(acc[t], dw * a.d, DotU8S8(aw, sx));
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+}
+
+struct UnpackQ4_0 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    return _mm256_sub_epi8(Nibbles32(p + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8));
+  }
+};
+struct UnpackIQ4_NL {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles32(p + offsetof(BlockIQ4_NL, qs)));
+  }
+};
+struct UnpackQ8_0 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    return Load256(p + offsetof(BlockQ8_0, qs));
+  }
+};
+
+// Q4_1: w = d q + m with q in 0..15: sum = d dx sum(q x) + m dx sum(x).
+template <int NT>
+HWY_INLINE void DotQ4_1(const uint8_t* row, size_t nb, const ActBlock32* const* x, float* out) {
+  __m256 acc[NT];
+  float offs[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), offs[t] = 0.0f;
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ4_1);
+    if (b % 2 == 0) hwy::Prefetch(blk + kIntPrefetchAhead);
+    const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
+    const __m256i q = Nibbles32(blk + offsetof(BlockQ4_1, qs));
+    for (int t = 0; t < NT; ++t) {
+      const ActBlock32& a = x[t][b];
+      const __m256i lanes =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(q, Load256(a.q)), _mm256_set1_epi16(1));
+      acc[t] = AccLanes(acc[t], dw * a.d, lanes);
+      offs[t] = ScalarMulAdd(mw * a.d, float(a.sum), offs[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]) + offs[t];
+}
+
+HWY_INLINE float Hsum4(__m128 r) {
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// Q4_K: w = d sc_g q - dmin m_g. The quants' lanes carry sc_g (vpmaddwd);
+// the mins go through the activation block sums into a 4-lane accumulator,
+// lane i = m_2i S_2i + m_2i+1 S_2i+1 (S_g = sum of group g's activations).
+template <int NT>
+HWY_INLINE void DotQ4_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+  __m256 acc[NT];
+  __m128 accm[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+    hwy::Prefetch(blk + kIntPrefetchAhead);
+    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
+    alignas(16) uint8_t scm[16];
+    K4ScaleBytes(blk + offsetof(BlockQ4_K, scales), scm, scm + 8);
+    // int16 lanes 0..7: scales, 8..15: mins.
+    const __m256i sm16 =
+        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
+    const __m128i mins16 = _mm256_extracti128_si256(sm16, 1);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = Load256(qs + 32 * j);
+      const __m256i ql = _mm256_and_si256(bits, m4);
+      const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      // Broadcast int16 lane 2j / 2j + 1 of `scales`.
+      const __m256i sl = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0404 * j)));
+      const __m256i sh = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0302 + 0x0404 * j)));
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* q8 = x[t][b].q + 64 * j;
+        const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, Load256(q8)));
+        const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, Load256(q8 + 32)));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      const ActBlock256& a = x[t][b];
+      acc[t] = AccLanes(acc[t], dw * a.d, sumi[t]);
+      const __m256i bs = Load256(a.bsums);
+      const __m128i s32 =
+          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dminw * a.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins16, s32)),
+                             accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]) - Hsum4(accm[t]);
+}
+
+// int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
+// 32-value chunk).
+HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
+  return _mm256_set_m128i(_mm_set1_epi16(s[i + 1]), _mm_set1_epi16(s[i]));
+}
+
+template <int NT>
+HWY_INLINE void DotQ6_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+  const __m256i m32 = _mm256_set1_epi8(32);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ6_K);
+    hwy::Prefetch(blk + kIntPrefetchAhead);
+    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    hwy::Prefetch(blk + kIntPrefetchAhead + 128);
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+    const float dw = HalfAt(blk + offsetof(BlockQ6_K, d));
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
+      const __m256i hb = Load256(w->qh + 32 * h);
+      __m256i q[4];
+      q[0] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i s16 = GroupScales(w->scales, 8 * h + 2 * k);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i q8 = Load256(x[t][b].q + 128 * h + 32 * k);
+          // (q - 32) x per pair: q x - 32 x, both within int16.
+          const __m256i p16 =
+              _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8), _mm256_maddubs_epi16(m32, q8));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+}
+
+template <DType T, int NT>
+HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
+  const ActBlock32* x32[NT];
+  const ActBlock256* x256[NT];
+  for (int t = 0; t < NT; ++t) {
+    x32[t] = static_cast<const ActBlock32*>(x[t]);
+    x256[t] = static_cast<const ActBlock256*>(x[t]);
+  }
+  if constexpr (T == DType::Q8_0) {
+    DotSigned32<UnpackQ8_0, NT>(row, sizeof(BlockQ8_0), nb, x32, out, UnpackQ8_0());
+  } else if constexpr (T == DType::Q4_0) {
+    DotSigned32<UnpackQ4_0, NT>(row, sizeof(BlockQ4_0), nb, x32, out, UnpackQ4_0());
+  } else if constexpr (T == DType::IQ4_NL) {
+    DotSigned32<UnpackIQ4_NL, NT>(row, sizeof(BlockIQ4_NL), nb, x32, out, UnpackIQ4_NL());
+  } else if constexpr (T == DType::Q4_1) {
+    DotQ4_1<NT>(row, nb, x32, out);
+  } else if constexpr (T == DType::Q4_K) {
+    DotQ4_K<NT>(row, nb, x256, out);
+  } else if constexpr (T == DType::Q6_K) {
+    DotQ6_K<NT>(row, nb, x256, out);
+  }
+}
+
+#else  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+// --- portable --------------------------------------------------------------
+
+struct Lanes {
+  int32_t v[8];
+};
+struct AccF {
+  float v[8] = {};
+  void Add(float scale, const Lanes& l) {
+    for (int j = 0; j < 8; ++j) v[j] = v[j] + scale * float(l.v[j]);
+  }
+  float Sum() const {
+    float s4[4];
+    for (int j = 0; j < 4; ++j) s4[j] = v[j + 4] + v[j];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  }
+};
+
+// Adds scale * (lane sums of w[0..31] x q[0..31]) to l.
+HWY_INLINE void AddDot32(const int8_t* w, const int8_t* q, int32_t scale, Lanes& l) {
+  for (int j = 0; j < 8; ++j) {
+    int32_t s = 0;
+    for (int e = 4 * j; e < 4 * j + 4; ++e) s += int32_t(w[e]) * int32_t(q[e]);
+    l.v[j] += scale * s;
+  }
+}
+// The 32 4-bit codes of a Q4_0-layout qs in value order.
+HWY_INLINE void Nibbles32(const uint8_t* qs, int8_t* out) {
+  for (int i = 0; i < 16; ++i) out[i] = int8_t(qs[i] & 15), out[i + 16] = int8_t(qs[i] >> 4);
+}
+
+// The signed int8 weight values of a 32-value block and its f16 d field.
+template <DType T>
+HWY_INLINE void Unpack32(const uint8_t* p, int8_t* w) {
+  if constexpr (T == DType::Q8_0) {
+    std::memcpy(w, p + offsetof(BlockQ8_0, qs), 32);
+  } else {
+    Nibbles32(p + 2 + (T == DType::Q4_1 ? 2 : 0), w);
+    if constexpr (T == DType::Q4_0)
+      for (int i = 0; i < 32; ++i) w[i] = int8_t(w[i] - 8);
+    if constexpr (T == DType::IQ4_NL)
+      for (int i = 0; i < 32; ++i) w[i] = kIQ4NLValues[w[i]];
+  }
+}
+
+template <DType T>
+HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, const ActBlock32* x) {
+  AccF acc;
+  float offs = 0.0f;
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * block_bytes;
+    int8_t w[32];
+    Unpack32<T>(blk, w);
+    Lanes l{};
+    AddDot32(w, x[b].q, 1, l);
+    acc.Add(HalfAt(blk) * x[b].d, l);
+    if constexpr (T == DType::Q4_1) offs = offs + (HalfAt(blk + 2) * x[b].d) * float(x[b].sum);
+  }
+  return acc.Sum() + offs;
+}
+
+HWY_INLINE float DotRowQ4_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
+  AccF acc;
+  float accm[4] = {};
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+    uint8_t sc[8], m[8];
+    K4ScaleBytes(blk + offsetof(BlockQ4_K, scales), sc, m);
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    Lanes l{};
+    int32_t summ[4] = {};
+    for (int g = 0; g < 8; ++g) {
+      int8_t w[32];
+      for (int i = 0; i < 32; ++i)
+        w[i] = int8_t(g % 2 ? qs[32 * (g / 2) + i] >> 4 : qs[32 * (g / 2) + i] & 15);
+      AddDot32(w, x[b].q + 32 * g, sc[g], l);
+      summ[g / 2] += int32_t(m[g]) * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
+    }
+    acc.Add(HalfAt(blk) * x[b].d, l);
+    const float dm = HalfAt(blk + 2) * x[b].d;
+    for (int i = 0; i < 4; ++i) accm[i] = accm[i] + dm * float(summ[i]);
+  }
+  return acc.Sum() - ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
+  AccF acc;
+  for (size_t b = 0; b < nb; ++b) {
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(row + b * sizeof(BlockQ6_K));
+    Lanes l{};
+    for (int c = 0; c < 8; ++c) {  // 32-value chunks
+      const int h = c / 4, k = c % 4;
+      int8_t q[32];
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t lo = w->ql[64 * h + 32 * (k & 1) + i];
+        const int v = (k >= 2 ? lo >> 4 : lo & 15) | (((w->qh[32 * h + i] >> (2 * k)) & 3) << 4);
+        q[i] = int8_t(v - 32);
+      }
+      // Lanes 0..3 are the chunk's first 16-value group, 4..7 its second.
+      Lanes part{};
+      AddDot32(q, x[b].q + 32 * c, 1, part);
+      for (int j = 0; j < 8; ++j) l.v[j] += int32_t(w->scales[2 * c + j / 4]) * part.v[j];
+    }
+    acc.Add(HalfAt(reinterpret_cast<const uint8_t*>(&w->d)) * x[b].d, l);
+  }
+  return acc.Sum();
+}
+
+template <DType T, int NT>
+HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
+  for (int t = 0; t < NT; ++t) {
+    const auto* x32 = static_cast<const ActBlock32*>(x[t]);
+    const auto* x256 = static_cast<const ActBlock256*>(x[t]);
+    if constexpr (T == DType::Q4_K) {
+      out[t] = DotRowQ4_K(row, nb, x256);
+    } else if constexpr (T == DType::Q6_K) {
+      out[t] = DotRowQ6_K(row, nb, x256);
+    } else {
+      out[t] = DotRow32<T>(row,
+                           T == DType::Q8_0   ? sizeof(BlockQ8_0)
+                           : T == DType::Q4_1 ? sizeof(BlockQ4_1)
+                                              : sizeof(BlockQ4_0),
+                           nb, x32);
+    }
+  }
+}
+
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tkv
+HWY_AFTER_NAMESPACE();
+
+#endif  // TKV_TENSOR_INTDOT_INL_H_
