@@ -77,7 +77,8 @@ std::vector<size_t> half_fields(DType type) {
 
 }  // namespace
 
-std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed,
+                                        bool pow2_scales) {
   const auto& tr = traits(type);
   const size_t total = row_bytes(type, cols) * static_cast<size_t>(rows);
   std::mt19937 rng(seed);
@@ -96,7 +97,10 @@ std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, 
   const auto fields = half_fields(type);
   for (size_t blk = 0; blk < total / tr.block_bytes; ++blk) {
     for (size_t off : fields) {
-      const uint16_t h = f32_to_f16(scale(rng));
+      const float v = pow2_scales
+                          ? ((byte(rng) & 1) ? 0.125f : 0.0625f) * ((byte(rng) & 2) ? -1 : 1)
+                          : scale(rng);
+      const uint16_t h = f32_to_f16(v);
       std::memcpy(w.data() + blk * tr.block_bytes + off, &h, 2);
     }
   }
