@@ -208,13 +208,16 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   });
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulKernel kernel) {
   check_weight(w);
   if (n < 0) fail("matmul: negative token count ", n);
   apply_simd_override();
   if (n == 0 || w.rows == 0) return;
-  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone)
-    return int_product(w, format, x, n, y, pool);
+  const auto format = kernels::act_format(w.type);
+  const bool integer = kernel == MatmulKernel::kInteger ||
+                       (kernel == MatmulKernel::kAuto && n <= kIntMatmulMaxTokens);
+  if (format != kernels::ActFormat::kNone && integer) return int_product(w, format, x, n, y, pool);
   kernels::matmul_panels(w.type, w.data, w.row_bytes, w.rows, w.cols, dequantizer(w.type), x, n, y,
                          pool);
 }

@@ -53,8 +53,22 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 // y[r] = <row r, x> for r in [0, rows).
 void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool);
 
+// Which kernel matmul runs for a type with an integer-dot kernel (every
+// other type always takes the f32 GEMM).
+enum class MatmulKernel {
+  kAuto,     // integer dot products for n <= kIntMatmulMaxTokens, else f32 GEMM
+  kInteger,  // integer dot products for every n
+  kFloat,    // dequantize to f32 and GEMM, activations unquantized
+};
+// Up to this many tokens (the batched decode of many sequences) kAuto runs
+// the integer kernel, whose token i is bit-identical to matvec(x_i); above
+// it, prefill, the register-tiled f32 GEMM is faster today (on AVX-512
+// about 2x at n = 512), and its results differ from matvec in the last bits.
+inline constexpr int64_t kIntMatmulMaxTokens = 16;
+
 // y[i * rows + r] = <row r, x[i * cols ...]> for i in [0, n).
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulKernel kernel = MatmulKernel::kAuto);
 
 // Dequantizes one row (or any run of whole blocks) of n elements to f32.
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);

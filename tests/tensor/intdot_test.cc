@@ -107,7 +107,7 @@ TEST(IntDot, ExactWhereTheArithmeticIsExact) {
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "exact");
     test::for_each_simd_target([&](const std::string& target) {
       std::vector<float> got(want.size());
-      matmul(w, x.data(), n, got.data(), pool);
+      matmul(w, x.data(), n, got.data(), pool, MatmulKernel::kInteger);
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " on " << target << " element " << i;
     });
@@ -133,11 +133,16 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
         ThreadPool pool(threads);
         for (int64_t n : kNs) {
           std::vector<float> y(size_t(n * rows), -1.0f);
-          matmul(w, x.data(), n, y.data(), pool);
+          matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
           for (size_t i = 0; i < y.size(); ++i)
             ASSERT_EQ(y[i], single[i])
                 << dtype_name(type) << " on " << target << ", n=" << n << ", " << threads
                 << " threads, token " << i / rows << " row " << i % rows;
+          if (n > kIntMatmulMaxTokens) continue;
+          // The default kernel choice is the integer one for small batches.
+          std::vector<float> y_auto(y.size(), -1.0f);
+          matmul(w, x.data(), n, y_auto.data(), pool);
+          ASSERT_EQ(y_auto, y) << dtype_name(type) << " on " << target << ", n=" << n;
         }
         std::vector<float> y1(static_cast<size_t>(rows));
         matvec(w, x.data() + 7 * cols, y1.data(), pool);

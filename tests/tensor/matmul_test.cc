@@ -93,10 +93,14 @@ TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
     for (int64_t n : {1, 3, 17, 64}) {
       const auto x = test::gaussian(static_cast<size_t>(n * cols), seed + uint32_t(n));
       test::for_each_simd_target([&](const std::string& target) {
-        std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
-        matmul(w, x.data(), n, y.data(), pool);
-        expect_close(type, wb.data(), rows, cols, x.data(), n, y,
-                     str(dtype_name(type), " matmul n=", n, " on ", target));
+        for (MatmulKernel kernel :
+             {MatmulKernel::kAuto, MatmulKernel::kInteger, MatmulKernel::kFloat}) {
+          std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+          matmul(w, x.data(), n, y.data(), pool, kernel);
+          expect_close(
+              type, wb.data(), rows, cols, x.data(), n, y,
+              str(dtype_name(type), " matmul n=", n, " kernel ", int(kernel), " on ", target));
+        }
       });
     }
   }
