@@ -5,24 +5,45 @@
 // (tensor/blocks.h). Activations are always f32.
 //
 // matvec is decode (one token): memory-bandwidth bound, so it streams each row
-// exactly once. matmul is prefill (n tokens): it reuses each weight block for
-// many tokens so it is compute bound instead. Both are Highway kernels with
-// runtime dispatch; tensor/reference.h has the scalar versions tests compare to.
-// Results do not depend on the thread count (each output is computed by one task).
+// exactly once. matmul is prefill or a batch of decoding sequences (n tokens):
+// it reuses each weight block for many tokens. Both are Highway kernels with
+// runtime dispatch (TURBOKV_SIMD=avx2, sse4, ... restricts it to one
+// target); tensor/reference.h has the scalar versions tests compare to.
+// Results do not depend on the thread count (each output is computed by one
+// task with an instruction sequence that does not depend on the split).
 //
-// Accuracy contract. Weights are dequantized exactly: every value equals what
-// ggml's dequantize_row_* (and dequantize_row_ref) gives, bit for bit, because
-// each scale x quant product fits the f32 significand. Products with x are
+// Weights are dequantized exactly: every value equals what ggml's
+// dequantize_row_* (and dequantize_row_ref) gives, bit for bit, because
+// each scale x quant product fits the f32 significand.
+//
+// Accuracy contract, float path (F32/F16/BF16 weights, and quantized weights
+// under MatmulKernel::kFloat, i.e. prefill of more than kIntMatmulMaxTokens
+// tokens by default). Activations are not quantized; products are
 // accumulated in f32 with FMA (matvec: several vector accumulators per row,
 // one horizontal sum at the end; matmul: per 256-column chunk FMA chains,
 // added chunk by chunk). So for every output
-//   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K),
-// which is what the tests check against the double-precision reference.
-// (The AVX-512 q8_0 matvec applies each block's scale to the block's partial
-// sum instead of to each weight: the same sum, within the same bound.)
-// Activations are never quantized. matvec and matmul may differ from each
-// other in the last bits (different summation orders); each is deterministic
-// and independent of the thread count and of n.
+//   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K).
+//
+// Accuracy contract, integer path (Q8_0 Q4_0 Q4_1 IQ4_NL Q4_K Q6_K: matvec,
+// and matmul up to kIntMatmulMaxTokens tokens or under kInteger). Each token
+// is quantized per block of K = 32 values (K = 256 for the K-quants) to
+// int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
+// Weight quants times q are summed exactly in integers per block; then the
+// block scales d_w * d are applied in f32 (FMA into an 8-lane accumulator,
+// one horizontal sum at the end). Hence
+//   |y - y_exact| <= sum_k |w_k| d(k) / 2 + ~1e-5 * sum_k |w_k| (|x_k| + d(k) / 2)
+// with d(k) the step of k's activation block: the first term is the
+// activation quantization (ggml's q8_0 / q8_K do the same), the second the
+// float part. The tests check this bound against the double-precision
+// product of the dequantized weights and the unquantized x, and exact
+// equality with it where every operation is exact (power-of-two scales,
+// integer activations).
+//
+// Batch invariance: on the integer path, matmul's token i is bit-identical
+// to matvec(x_i) for every n, row grouping and thread count (one
+// accumulation order per (row, token)). The float path's matvec and matmul
+// differ from each other in the last bits; each is independent of n and of
+// the thread count.
 #pragma once
 
 #include <cstddef>
