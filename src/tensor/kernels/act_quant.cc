@@ -8,10 +8,14 @@ ActFormat act_format(DType type) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
     case DType::IQ4_NL:
       return ActFormat::kQ8x32;
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return ActFormat::kQ8x256;
     default:
       return ActFormat::kNone;

@@ -33,6 +33,7 @@
 #endif
 
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "tensor/blocks.h"
@@ -134,23 +135,54 @@ struct UnpackIQ4_NL {
     return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles32(p + offsetof(BlockIQ4_NL, qs)));
   }
 };
+// 0xFF in byte i where bit i of the 32 bits at p is set, else 0.
+HWY_INLINE __m256i BitsToBytes(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                      0x0101010101010101, 0x0000000000000000));
+  const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+// Q5_0: q - 16 = nibble - 16 where the fifth bit is clear (nibble | 0xF0).
+struct UnpackQ5_0 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    const __m256i high =
+        _mm256_andnot_si256(BitsToBytes(p + offsetof(BlockQ5_0, qh)), _mm256_set1_epi8(char(0xF0)));
+    return _mm256_or_si256(Nibbles32(p + offsetof(BlockQ5_0, qs)), high);
+  }
+};
+struct UnpackQ4_1 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    return Nibbles32(p + offsetof(BlockQ4_1, qs));
+  }
+};
+struct UnpackQ5_1 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    const __m256i high =
+        _mm256_and_si256(BitsToBytes(p + offsetof(BlockQ5_1, qh)), _mm256_set1_epi8(16));
+    return _mm256_or_si256(Nibbles32(p + offsetof(BlockQ5_1, qs)), high);
+  }
+};
 struct UnpackQ8_0 {
   HWY_INLINE __m256i operator()(const uint8_t* p) const {
     return Load256(p + offsetof(BlockQ8_0, qs));
   }
 };
 
-// Q4_1: w = d q + m with q in 0..15: sum = d dx sum(q x) + m dx sum(x).
-template <int NT>
-HWY_INLINE void DotQ4_1(const uint8_t* row, size_t nb, const ActBlock32* const* x, float* out) {
+// Q4_1 / Q5_1: w = d q + m with unsigned q: sum = d dx sum(q x) + m dx sum(x).
+template <class Unpack, int NT>
+HWY_INLINE void DotOffset32(const uint8_t* row, size_t block_bytes, size_t nb,
+                            const ActBlock32* const* x, float* out, const Unpack& unpack) {
   __m256 acc[NT];
   float offs[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), offs[t] = 0.0f;
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(BlockQ4_1);
+    const uint8_t* blk = row + b * block_bytes;
     if (b % 2 == 0) hwy::Prefetch(blk + kIntPrefetchAhead);
     const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
-    const __m256i q = Nibbles32(blk + offsetof(BlockQ4_1, qs));
+    const __m256i q = unpack(blk);
     for (int t = 0; t < NT; ++t) {
       const ActBlock32& a = x[t][b];
       const __m256i lanes =
@@ -171,32 +203,45 @@ HWY_INLINE float Hsum4(__m128 r) {
 // Q4_K: w = d sc_g q - dmin m_g. The quants' lanes carry sc_g (vpmaddwd);
 // the mins go through the activation block sums into a 4-lane accumulator,
 // lane i = m_2i S_2i + m_2i+1 S_2i+1 (S_g = sum of group g's activations).
-template <int NT>
-HWY_INLINE void DotQ4_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+// Q5_K is the same with a fifth bit per value from qh (kFive).
+template <bool kFive, int NT>
+HWY_INLINE void DotQ45_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   __m256 acc[NT];
   __m128 accm[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15);
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+    const uint8_t* blk = row + b * sizeof(Block);
     hwy::Prefetch(blk + kIntPrefetchAhead);
     hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    if constexpr (kFive) hwy::Prefetch(blk + kIntPrefetchAhead + 128);
     const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
     alignas(16) uint8_t scm[16];
-    K4ScaleBytes(blk + offsetof(BlockQ4_K, scales), scm, scm + 8);
+    K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
     // int16 lanes 0..7: scales, 8..15: mins.
     const __m256i sm16 =
         _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
     const __m128i mins16 = _mm256_extracti128_si256(sm16, 1);
     const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
-    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    const uint8_t* qs = blk + offsetof(Block, qs);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kFive) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
     __m256i sumi[NT];
     for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i bits = Load256(qs + 32 * j);
-      const __m256i ql = _mm256_and_si256(bits, m4);
-      const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      __m256i ql = _mm256_and_si256(bits, m4);
+      __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      if constexpr (kFive) {
+        // Bit 2j of qh[l] is value 64j + l's fifth bit, bit 2j + 1 value 64j + 32 + l's.
+        const __m256i one = _mm256_set1_epi8(1);
+        ql = _mm256_or_si256(
+            ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
+        qh = _mm256_or_si256(
+            qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+      }
       // Broadcast int16 lane 2j / 2j + 1 of `scales`.
       const __m256i sl = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0404 * j)));
       const __m256i sh = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0302 + 0x0404 * j)));
@@ -269,6 +314,38 @@ HWY_INLINE void DotQ6_K(const uint8_t* row, size_t nb, const ActBlock256* const*
   for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
 }
 
+// IQ4_XS: 8 groups of 32 signed levels with scale ls - 32 (vpmaddwd).
+template <int NT>
+HWY_INLINE void DotIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  const __m256i table = _mm256_set_m128i(t128, t128);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockIQ4_XS);
+    hwy::Prefetch(blk + kIntPrefetchAhead);
+    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    const float dw = HalfAt(blk);
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const int ls =
+          ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
+      const __m256i sc = _mm256_set1_epi16(short(ls - 32));
+      const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
+      const __m256i av = _mm256_sign_epi8(v, v);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i sx = _mm256_sign_epi8(Load256(x[t][b].q + 32 * g), v);
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(av, sx)));
+      }
+    }
+    for (int t = 0; t < NT; ++t) acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+}
+
 template <DType T, int NT>
 HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
   const ActBlock32* x32[NT];
@@ -283,10 +360,18 @@ HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, f
     DotSigned32<UnpackQ4_0, NT>(row, sizeof(BlockQ4_0), nb, x32, out, UnpackQ4_0());
   } else if constexpr (T == DType::IQ4_NL) {
     DotSigned32<UnpackIQ4_NL, NT>(row, sizeof(BlockIQ4_NL), nb, x32, out, UnpackIQ4_NL());
+  } else if constexpr (T == DType::Q5_0) {
+    DotSigned32<UnpackQ5_0, NT>(row, sizeof(BlockQ5_0), nb, x32, out, UnpackQ5_0());
   } else if constexpr (T == DType::Q4_1) {
-    DotQ4_1<NT>(row, nb, x32, out);
+    DotOffset32<UnpackQ4_1, NT>(row, sizeof(BlockQ4_1), nb, x32, out, UnpackQ4_1());
+  } else if constexpr (T == DType::Q5_1) {
+    DotOffset32<UnpackQ5_1, NT>(row, sizeof(BlockQ5_1), nb, x32, out, UnpackQ5_1());
   } else if constexpr (T == DType::Q4_K) {
-    DotQ4_K<NT>(row, nb, x256, out);
+    DotQ45_K<false, NT>(row, nb, x256, out);
+  } else if constexpr (T == DType::Q5_K) {
+    DotQ45_K<true, NT>(row, nb, x256, out);
+  } else if constexpr (T == DType::IQ4_XS) {
+    DotIQ4_XS<NT>(row, nb, x256, out);
   } else if constexpr (T == DType::Q6_K) {
     DotQ6_K<NT>(row, nb, x256, out);
   }
@@ -329,12 +414,35 @@ template <DType T>
 HWY_INLINE void Unpack32(const uint8_t* p, int8_t* w) {
   if constexpr (T == DType::Q8_0) {
     std::memcpy(w, p + offsetof(BlockQ8_0, qs), 32);
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    using Block = std::conditional_t<T == DType::Q5_0, BlockQ5_0, BlockQ5_1>;
+    uint32_t qh;
+    std::memcpy(&qh, p + offsetof(Block, qh), 4);
+    Nibbles32(p + offsetof(Block, qs), w);
+    for (int i = 0; i < 32; ++i)
+      w[i] = int8_t((w[i] | int(((qh >> i) & 1) << 4)) - (T == DType::Q5_0 ? 16 : 0));
   } else {
     Nibbles32(p + 2 + (T == DType::Q4_1 ? 2 : 0), w);
     if constexpr (T == DType::Q4_0)
       for (int i = 0; i < 32; ++i) w[i] = int8_t(w[i] - 8);
     if constexpr (T == DType::IQ4_NL)
       for (int i = 0; i < 32; ++i) w[i] = kIQ4NLValues[w[i]];
+  }
+}
+
+template <DType T>
+constexpr size_t BlockBytes32() {
+  switch (T) {
+    case DType::Q8_0:
+      return sizeof(BlockQ8_0);
+    case DType::Q4_1:
+      return sizeof(BlockQ4_1);
+    case DType::Q5_0:
+      return sizeof(BlockQ5_0);
+    case DType::Q5_1:
+      return sizeof(BlockQ5_1);
+    default:
+      return sizeof(BlockQ4_0);  // == BlockIQ4_NL
   }
 }
 
@@ -349,25 +457,31 @@ HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, con
     Lanes l{};
     AddDot32(w, x[b].q, 1, l);
     acc.Add(HalfAt(blk) * x[b].d, l);
-    if constexpr (T == DType::Q4_1) offs = offs + (HalfAt(blk + 2) * x[b].d) * float(x[b].sum);
+    if constexpr (T == DType::Q4_1 || T == DType::Q5_1)
+      offs = offs + (HalfAt(blk + 2) * x[b].d) * float(x[b].sum);
   }
   return acc.Sum() + offs;
 }
 
-HWY_INLINE float DotRowQ4_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
+template <bool kFive>
+HWY_INLINE float DotRowQ45_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   AccF acc;
   float accm[4] = {};
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+    const uint8_t* blk = row + b * sizeof(Block);
     uint8_t sc[8], m[8];
-    K4ScaleBytes(blk + offsetof(BlockQ4_K, scales), sc, m);
-    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    K4ScaleBytes(blk + offsetof(Block, scales), sc, m);
+    const uint8_t* qs = blk + offsetof(Block, qs);
     Lanes l{};
     int32_t summ[4] = {};
     for (int g = 0; g < 8; ++g) {
       int8_t w[32];
-      for (int i = 0; i < 32; ++i)
+      for (int i = 0; i < 32; ++i) {
         w[i] = int8_t(g % 2 ? qs[32 * (g / 2) + i] >> 4 : qs[32 * (g / 2) + i] & 15);
+        if constexpr (kFive)
+          w[i] = int8_t(w[i] | (((blk[offsetof(BlockQ5_K, qh) + i] >> g) & 1) << 4));
+      }
       AddDot32(w, x[b].q + 32 * g, sc[g], l);
       summ[g / 2] += int32_t(m[g]) * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
     }
@@ -401,21 +515,37 @@ HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x)
   return acc.Sum();
 }
 
+HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* x) {
+  AccF acc;
+  for (size_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(row + b * sizeof(BlockIQ4_XS));
+    Lanes l{};
+    for (int g = 0; g < 8; ++g) {
+      const int ls =
+          ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
+      int8_t v[32];
+      Nibbles32(w->qs + 16 * g, v);
+      for (int i = 0; i < 32; ++i) v[i] = kIQ4NLValues[v[i]];
+      AddDot32(v, x[b].q + 32 * g, ls - 32, l);
+    }
+    acc.Add(HalfAt(row + b * sizeof(BlockIQ4_XS)) * x[b].d, l);
+  }
+  return acc.Sum();
+}
+
 template <DType T, int NT>
 HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
   for (int t = 0; t < NT; ++t) {
     const auto* x32 = static_cast<const ActBlock32*>(x[t]);
     const auto* x256 = static_cast<const ActBlock256*>(x[t]);
-    if constexpr (T == DType::Q4_K) {
-      out[t] = DotRowQ4_K(row, nb, x256);
+    if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+      out[t] = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
+    } else if constexpr (T == DType::IQ4_XS) {
+      out[t] = DotRowIQ4_XS(row, nb, x256);
     } else if constexpr (T == DType::Q6_K) {
       out[t] = DotRowQ6_K(row, nb, x256);
     } else {
-      out[t] = DotRow32<T>(row,
-                           T == DType::Q8_0   ? sizeof(BlockQ8_0)
-                           : T == DType::Q4_1 ? sizeof(BlockQ4_1)
-                                              : sizeof(BlockQ4_0),
-                           nb, x32);
+      out[t] = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
     }
   }
 }
