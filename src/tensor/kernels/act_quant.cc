@@ -12,6 +12,8 @@ ActFormat act_format(DType type) {
     case DType::Q5_1:
     case DType::IQ4_NL:
       return ActFormat::kQ8x32;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

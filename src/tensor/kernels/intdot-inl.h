@@ -62,6 +62,15 @@ HWY_INLINE void K4ScaleBytes(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   std::memcpy(m, s + 2, 8);
 }
 
+// The 16 signed 6-bit group scales (s_g - 32) of a Q3_K block.
+HWY_INLINE void Q3KScales(const uint8_t* scales, int8_t* out) {
+  for (int g = 0; g < 16; ++g) {
+    const int low = g < 8 ? (scales[g] & 0xF) : (scales[g - 8] >> 4);
+    const int high = (scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+    out[g] = int8_t((low | (high << 4)) - 32);
+  }
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 // --- x86 -------------------------------------------------------------------
@@ -314,6 +323,66 @@ HWY_INLINE void DotQ6_K(const uint8_t* row, size_t nb, const ActBlock256* const*
   for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
 }
 
+// q2_K / q3_K: 2-bit quants (q3_K: minus 4 where the hmask bit is clear)
+// in 16-value groups with integer scales; q2_K's 4-bit mins go through the
+// activations' 16-value sums into a second 8-lane accumulator.
+template <bool kThree, int NT>
+HWY_INLINE void DotQ23_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(Block);
+    hwy::Prefetch(blk + kIntPrefetchAhead);
+    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    const Block* w = reinterpret_cast<const Block*>(blk);
+    const float dw = HalfAt(blk + offsetof(Block, d));
+    alignas(16) int8_t sc[16];
+    __m256i mins16 = _mm256_setzero_si256();
+    __m256i hmask = _mm256_setzero_si256();
+    if constexpr (kThree) {
+      Q3KScales(w->scales, sc);
+      hmask = Load256(w->hmask);
+    } else {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
+      mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+    }
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = Load256(w->qs + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * h + j;
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+        __m256i q4 = _mm256_setzero_si256();  // q3_K: 4 where the high bit is clear
+        if constexpr (kThree)
+          q4 = _mm256_slli_epi16(
+              _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
+        const __m256i s16 =
+            _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i q8 = Load256(x[t][b].q + 32 * c);
+          __m256i p16 = _mm256_maddubs_epi16(q, q8);
+          if constexpr (kThree) p16 = _mm256_sub_epi16(p16, _mm256_maddubs_epi16(q4, q8));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
+      if constexpr (!kThree) {
+        const float dminw = HalfAt(blk + offsetof(BlockQ2_K, dmin));
+        accm[t] =
+            AccLanes(accm[t], dminw * x[t][b].d, _mm256_madd_epi16(mins16, Load256(x[t][b].bsums)));
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = kThree ? Hsum8(acc[t]) : Hsum8(acc[t]) - Hsum8(accm[t]);
+}
+
 // IQ4_XS: 8 groups of 32 signed levels with scale ls - 32 (vpmaddwd).
 template <int NT>
 HWY_INLINE void DotIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
@@ -372,6 +441,8 @@ HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, f
     DotQ45_K<true, NT>(row, nb, x256, out);
   } else if constexpr (T == DType::IQ4_XS) {
     DotIQ4_XS<NT>(row, nb, x256, out);
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    DotQ23_K<T == DType::Q3_K, NT>(row, nb, x256, out);
   } else if constexpr (T == DType::Q6_K) {
     DotQ6_K<NT>(row, nb, x256, out);
   }
@@ -515,6 +586,43 @@ HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x)
   return acc.Sum();
 }
 
+template <bool kThree>
+HWY_INLINE float DotRowQ23_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
+  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+  AccF acc, accm;
+  for (size_t b = 0; b < nb; ++b) {
+    const Block* w = reinterpret_cast<const Block*>(row + b * sizeof(Block));
+    int8_t sc[16];
+    Lanes mins{};
+    if constexpr (kThree) {
+      Q3KScales(w->scales, sc);
+    } else {
+      for (int g = 0; g < 16; ++g) sc[g] = int8_t(w->scales[g] & 15);
+      for (int i = 0; i < 8; ++i)
+        mins.v[i] = (w->scales[2 * i] >> 4) * x[b].bsums[2 * i] +
+                    (w->scales[2 * i + 1] >> 4) * x[b].bsums[2 * i + 1];
+    }
+    Lanes l{};
+    for (int c = 0; c < 8; ++c) {
+      const int h = c / 4, j = c % 4;
+      int8_t q[32];
+      for (int i = 0; i < 32; ++i) {
+        q[i] = int8_t((w->qs[32 * h + i] >> (2 * j)) & 3);
+        if constexpr (kThree)
+          if (!((reinterpret_cast<const BlockQ3_K*>(w)->hmask[i] >> c) & 1))
+            q[i] = int8_t(q[i] - 4);
+      }
+      Lanes part{};
+      AddDot32(q, x[b].q + 32 * c, 1, part);
+      for (int k = 0; k < 8; ++k) l.v[k] += int32_t(sc[2 * c + k / 4]) * part.v[k];
+    }
+    acc.Add(HalfAt(reinterpret_cast<const uint8_t*>(&w->d)) * x[b].d, l);
+    if constexpr (!kThree)
+      accm.Add(HalfAt(reinterpret_cast<const uint8_t*>(&w->dmin)) * x[b].d, mins);
+  }
+  return kThree ? acc.Sum() : acc.Sum() - accm.Sum();
+}
+
 HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* x) {
   AccF acc;
   for (size_t b = 0; b < nb; ++b) {
@@ -542,6 +650,8 @@ HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, f
       out[t] = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
     } else if constexpr (T == DType::IQ4_XS) {
       out[t] = DotRowIQ4_XS(row, nb, x256);
+    } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+      out[t] = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
     } else if constexpr (T == DType::Q6_K) {
       out[t] = DotRowQ6_K(row, nb, x256);
     } else {

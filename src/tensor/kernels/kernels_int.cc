@@ -33,8 +33,8 @@ HWY_INLINE void RowTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int6
 
 template <DType T>
 void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  constexpr bool kSuper =
-      T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
+  constexpr bool kSuper = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
+                          T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
   const size_t nb = size_t(a.cols) / (kSuper ? 256 : 32);
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenTile) {
     const int64_t t1 = std::min(a.n, t0 + kTokenTile);
@@ -120,6 +120,10 @@ void IntDotRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
       return IntRows<DType::Q5_0>(a, r0, r1);
     case DType::Q5_1:
       return IntRows<DType::Q5_1>(a, r0, r1);
+    case DType::Q2_K:
+      return IntRows<DType::Q2_K>(a, r0, r1);
+    case DType::Q3_K:
+      return IntRows<DType::Q3_K>(a, r0, r1);
     case DType::Q4_K:
       return IntRows<DType::Q4_K>(a, r0, r1);
     case DType::Q5_K:
