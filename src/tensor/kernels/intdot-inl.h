@@ -48,7 +48,12 @@ using kernels::ActBlock256;
 using kernels::ActBlock32;
 
 // How far ahead of the current block the row stream is prefetched (bytes).
-inline constexpr size_t kIntPrefetchAhead = 1024;
+inline constexpr size_t kIntPrefetchAhead = 4096;
+
+// Software prefetch of the weight stream (see kIntPrefetchAhead).
+HWY_INLINE void PrefetchRow(const uint8_t* p) {
+  hwy::Prefetch(p);
+}
 
 // Scales and mins of the eight 32-value groups of a Q4_K block as bytes
 // (ggml's get_scale_min_k4 for all groups at once): sc[0..7], m[0..7].
@@ -120,7 +125,7 @@ HWY_INLINE void DotSigned32(const uint8_t* row, size_t block_bytes, size_t nb,
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * block_bytes;
-    if (b % 2 == 0) hwy::Prefetch(blk + kIntPrefetchAhead);
+    if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
     const float dw = HalfAt(blk);
     const __m256i w = unpack(blk);
     const __m256i aw = _mm256_sign_epi8(w, w);
@@ -189,7 +194,7 @@ HWY_INLINE void DotOffset32(const uint8_t* row, size_t block_bytes, size_t nb,
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), offs[t] = 0.0f;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * block_bytes;
-    if (b % 2 == 0) hwy::Prefetch(blk + kIntPrefetchAhead);
+    if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
     const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
     const __m256i q = unpack(blk);
     for (int t = 0; t < NT; ++t) {
@@ -222,9 +227,9 @@ HWY_INLINE void DotQ45_K(const uint8_t* row, size_t nb, const ActBlock256* const
   const __m256i m4 = _mm256_set1_epi8(15);
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * sizeof(Block);
-    hwy::Prefetch(blk + kIntPrefetchAhead);
-    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
-    if constexpr (kFive) hwy::Prefetch(blk + kIntPrefetchAhead + 128);
+    PrefetchRow(blk + kIntPrefetchAhead);
+    PrefetchRow(blk + kIntPrefetchAhead + 64);
+    if constexpr (kFive) PrefetchRow(blk + kIntPrefetchAhead + 128);
     const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
     alignas(16) uint8_t scm[16];
     K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
@@ -288,9 +293,9 @@ HWY_INLINE void DotQ6_K(const uint8_t* row, size_t nb, const ActBlock256* const*
   const __m256i m32 = _mm256_set1_epi8(32);
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * sizeof(BlockQ6_K);
-    hwy::Prefetch(blk + kIntPrefetchAhead);
-    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
-    hwy::Prefetch(blk + kIntPrefetchAhead + 128);
+    PrefetchRow(blk + kIntPrefetchAhead);
+    PrefetchRow(blk + kIntPrefetchAhead + 64);
+    PrefetchRow(blk + kIntPrefetchAhead + 128);
     const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
     const float dw = HalfAt(blk + offsetof(BlockQ6_K, d));
     __m256i sumi[NT];
@@ -334,8 +339,8 @@ HWY_INLINE void DotQ23_K(const uint8_t* row, size_t nb, const ActBlock256* const
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * sizeof(Block);
-    hwy::Prefetch(blk + kIntPrefetchAhead);
-    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    PrefetchRow(blk + kIntPrefetchAhead);
+    PrefetchRow(blk + kIntPrefetchAhead + 64);
     const Block* w = reinterpret_cast<const Block*>(blk);
     const float dw = HalfAt(blk + offsetof(Block, d));
     alignas(16) int8_t sc[16];
@@ -392,8 +397,8 @@ HWY_INLINE void DotIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* cons
   const __m256i table = _mm256_set_m128i(t128, t128);
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * sizeof(BlockIQ4_XS);
-    hwy::Prefetch(blk + kIntPrefetchAhead);
-    hwy::Prefetch(blk + kIntPrefetchAhead + 64);
+    PrefetchRow(blk + kIntPrefetchAhead);
+    PrefetchRow(blk + kIntPrefetchAhead + 64);
     const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
     const float dw = HalfAt(blk);
     __m256i sumi[NT];
