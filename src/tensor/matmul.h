@@ -24,7 +24,7 @@
 // added chunk by chunk). So for every output
 //   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K).
 //
-// Accuracy contract, integer path (Q8_0 Q4_0 Q4_1 IQ4_NL Q4_K Q6_K: matvec,
+// Accuracy contract, integer path (every quantized type: matvec,
 // and matmul up to kIntMatmulMaxTokens tokens or under kInteger). Each token
 // is quantized per block of K = 32 values (K = 256 for the K-quants) to
 // int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
