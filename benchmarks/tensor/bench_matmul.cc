@@ -7,7 +7,8 @@
 // through enough copies of its matrix (>= 1 GiB in all) that nothing is left
 // in the (large, shared) L3 between two passes over the same copy.
 //
-//   build/benchmarks/tensor/bench_matmul --benchmark_filter=Matvec
+//   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matvec|Batch8|ReadBandwidth'
+//   TURBOKV_SIMD=avx2 build/benchmarks/tensor/bench_matmul ...   (one SIMD target)
 //   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matmul|FmaPeak'
 // On a shared machine add --benchmark_repetitions=5: the "_max" rows then
 // hold the best GB/s and GFLOP/s of the repetitions (their time columns are
@@ -119,7 +120,10 @@ AlignedBytes make_matrix(DType type, int64_t rows, int64_t cols) {
 
 // --- matvec ------------------------------------------------------------------
 
-void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols) {
+// n = 1: matvec (decode); n > 1: matmul of n tokens with the default kernel
+// choice (integer dot products up to kIntMatmulMaxTokens: the batched decode
+// of n sequences, weights streamed once for all of them).
+void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n = 1) {
   const int threads = int(state.range(0));
   const auto base = make_matrix(type, rows, cols);
   const size_t bytes = base.size;
@@ -127,15 +131,24 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols) 
   std::vector<AlignedBytes> mats(copies, base);
   std::vector<WeightMatrix> ws;
   for (auto& m : mats) ws.push_back(make_weight(type, m.data(), rows, cols, "bench"));
-  std::vector<float> x(static_cast<size_t>(cols), 0.01f), y(static_cast<size_t>(rows));
+  std::vector<float> x(static_cast<size_t>(cols * n)), y(static_cast<size_t>(rows * n));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
   ThreadPool pool(threads);
-  for (const auto& w : ws) matvec(w, x.data(), y.data(), pool);  // warm-up, page-in
+  auto product = [&](const WeightMatrix& w) {
+    if (n == 1)
+      matvec(w, x.data(), y.data(), pool);
+    else
+      matmul(w, x.data(), n, y.data(), pool);
+  };
+  for (const auto& w : ws) product(w);  // warm-up, page-in
   size_t next = 0;
   double total = 0;
   int64_t passes = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    matvec(ws[next], x.data(), y.data(), pool);
+    product(ws[next]);
     const double s = seconds_since(t0);
     state.SetIterationTime(s);
     total += s;
@@ -148,7 +161,9 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols) 
   state.counters["GBps"] = gbps;
   state.counters["read_bw_GBps"] = read_bw;
   state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
-  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " ", active_simd_target()));
+  state.counters["tokens_per_s"] = double(n) * double(passes) / total;
+  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, n > 1 ? str(" n=", n) : "", " ",
+                     active_simd_target()));
 }
 
 // The llama-3.2-1b projections: q/o (2048x2048), k/v (512x2048), gate/up
@@ -182,6 +197,16 @@ void register_matvec() {
   for (DType t : other_types)
     benchmark::RegisterBenchmark(str("Matvec/", dtype_name(t), "/ffn_up").c_str(),
                                  [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048); })
+        ->Arg(1)
+        ->Arg(2)
+        ->UseManualTime()
+        ->MinTime(0.5)
+        ->ComputeStatistics("max", max_of)
+        ->Unit(benchmark::kMicrosecond);
+  // Batched decode: 8 sequences' tokens against each weight, read once.
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::F16})
+    benchmark::RegisterBenchmark(str("Batch8/", dtype_name(t), "/ffn_up").c_str(),
+                                 [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048, 8); })
         ->Arg(1)
         ->Arg(2)
         ->UseManualTime()

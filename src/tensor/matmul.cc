@@ -3,10 +3,16 @@
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "common/error.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/targets.h"
+#include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/reference.h"
 
@@ -92,6 +98,77 @@ void check_weight(const WeightMatrix& w) {
   TKV_CHECK(w.row_bytes == row_bytes(w.type, w.cols));
 }
 
+// TURBOKV_SIMD=<target> (case-insensitive Highway target name: avx3_dl,
+// avx3, avx2, sse4, emu128, ...) restricts the kernels' dispatch to that
+// target, once, before the first product. A name that is not compiled in or
+// not supported by the CPU is an error naming the ones that are.
+void apply_simd_override() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("TURBOKV_SIMD");
+    if (env == nullptr || *env == '\0') return;
+    std::string want(env), have;
+    for (auto& c : want) c = char(std::toupper(static_cast<unsigned char>(c)));
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      if (want == hwy::TargetName(target)) return hwy::SetSupportedTargetsForTest(target);
+      have += str(" ", hwy::TargetName(target));
+    }
+    fail("TURBOKV_SIMD=", env, ": not a SIMD target of this build and CPU (available:", have, ")");
+  });
+}
+
+// Grow-only buffer of the calling thread for quantized activations, so that
+// the many products of a forward pass do not allocate.
+struct ActBuffer {
+  hwy::AlignedFreeUniquePtr<uint8_t[]> data;
+  size_t size = 0;
+};
+thread_local ActBuffer t_act_buffer;
+
+uint8_t* act_buffer(size_t bytes) {
+  ActBuffer& b = t_act_buffer;
+  if (b.size < bytes) {
+    b.data = hwy::AllocateAligned<uint8_t>(bytes);
+    if (b.data == nullptr) fail("out of memory for ", bytes, " bytes of quantized activations");
+    b.size = bytes;
+  }
+  return b.data.get();
+}
+
+// A small matrix is read in a few microseconds: waking the workers would
+// cost more than it saves.
+constexpr size_t kInlineBytes = 32 << 10;
+
+// Rows per task: about kTaskBytes of weights (whole groups of 4 rows), but
+// at least ~4 tasks per thread so that dynamic hand-out evens out the
+// threads. Which rows share a task never changes a row's result.
+int64_t rows_per_task(const WeightMatrix& w, int threads) {
+  constexpr size_t kTaskBytes = 96 << 10;
+  constexpr int64_t kGroup = 4;
+  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  int64_t per_task = round_up(int64_t((kTaskBytes + w.row_bytes - 1) / w.row_bytes), kGroup);
+  const int64_t balanced = round_up((w.rows + 4 * threads - 1) / (4 * threads), kGroup);
+  return std::max(kGroup, std::min(per_task, balanced));
+}
+
+// The integer-dot product of n tokens: activations quantized on the calling
+// thread, then rows split over the pool exactly as matvec splits them.
+void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* x, int64_t n,
+                 float* y, ThreadPool& pool) {
+  const size_t stride = kernels::act_row_bytes(format, w.cols);
+  uint8_t* xq = act_buffer(stride * size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    kernels::quantize_act(format, x + i * w.cols, w.cols, xq + size_t(i) * stride);
+  const kernels::IntDotArgs args{w.type, w.data, w.row_bytes, w.cols, xq, stride, n, y, w.rows};
+  if (w.total_bytes() * size_t(n) <= kInlineBytes || pool.size() == 1)
+    return kernels::int_dot_rows(args, 0, w.rows);
+  const int64_t per_task = rows_per_task(w, pool.size());
+  const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
+  pool.run(n_tasks, [&](int64_t t, int) {
+    kernels::int_dot_rows(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
+  });
+}
+
 }  // namespace
 
 WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
@@ -117,32 +194,30 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 
 void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   check_weight(w);
+  apply_simd_override();
   if (w.rows == 0) return;
+  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone)
+    return int_product(w, format, x, 1, y, pool);
   const MatvecRowsFn kernel = matvec_kernel(w.type);
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
-  // A small matrix is read in a few microseconds: waking the workers would
-  // cost more than it saves.
-  constexpr size_t kInlineBytes = 32 << 10;
   if (w.total_bytes() <= kInlineBytes || pool.size() == 1) return kernel(args, 0, w.rows);
-  // Tasks of about kTaskBytes of weights (whole groups of 4 rows), but at
-  // least ~4 per thread so that dynamic hand-out evens out the threads.
-  // Which rows share a task never changes a row's result.
-  constexpr size_t kTaskBytes = 96 << 10;
-  constexpr int64_t kGroup = 4;
-  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
-  int64_t per_task = round_up(int64_t((kTaskBytes + w.row_bytes - 1) / w.row_bytes), kGroup);
-  const int64_t balanced = round_up((w.rows + 4 * pool.size() - 1) / (4 * pool.size()), kGroup);
-  per_task = std::max(kGroup, std::min(per_task, balanced));
+  const int64_t per_task = rows_per_task(w, pool.size());
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
     kernel(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
   });
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulKernel kernel) {
   check_weight(w);
   if (n < 0) fail("matmul: negative token count ", n);
+  apply_simd_override();
   if (n == 0 || w.rows == 0) return;
+  const auto format = kernels::act_format(w.type);
+  const bool integer = kernel == MatmulKernel::kInteger ||
+                       (kernel == MatmulKernel::kAuto && n <= kIntMatmulMaxTokens);
+  if (format != kernels::ActFormat::kNone && integer) return int_product(w, format, x, n, y, pool);
   kernels::matmul_panels(w.type, w.data, w.row_bytes, w.rows, w.cols, dequantizer(w.type), x, n, y,
                          pool);
 }
@@ -161,7 +236,16 @@ void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n) {
   quantize_row_ref(type, src, dst, n);
 }
 
+size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n) {
+  return kernels::act_row_bytes(kernels::act_format(type), cols) * size_t(std::max<int64_t>(n, 0));
+}
+
+size_t activation_scratch_bytes() {
+  return t_act_buffer.size;
+}
+
 const char* active_simd_target() {
+  apply_simd_override();
   return kernels::active_target_name();
 }
 

@@ -5,24 +5,45 @@
 // (tensor/blocks.h). Activations are always f32.
 //
 // matvec is decode (one token): memory-bandwidth bound, so it streams each row
-// exactly once. matmul is prefill (n tokens): it reuses each weight block for
-// many tokens so it is compute bound instead. Both are Highway kernels with
-// runtime dispatch; tensor/reference.h has the scalar versions tests compare to.
-// Results do not depend on the thread count (each output is computed by one task).
+// exactly once. matmul is prefill or a batch of decoding sequences (n tokens):
+// it reuses each weight block for many tokens. Both are Highway kernels with
+// runtime dispatch (TURBOKV_SIMD=avx2, sse4, ... restricts it to one
+// target); tensor/reference.h has the scalar versions tests compare to.
+// Results do not depend on the thread count (each output is computed by one
+// task with an instruction sequence that does not depend on the split).
 //
-// Accuracy contract. Weights are dequantized exactly: every value equals what
-// ggml's dequantize_row_* (and dequantize_row_ref) gives, bit for bit, because
-// each scale x quant product fits the f32 significand. Products with x are
+// Weights are dequantized exactly: every value equals what ggml's
+// dequantize_row_* (and dequantize_row_ref) gives, bit for bit, because
+// each scale x quant product fits the f32 significand.
+//
+// Accuracy contract, float path (F32/F16/BF16 weights, and quantized weights
+// under MatmulKernel::kFloat, i.e. prefill of more than kIntMatmulMaxTokens
+// tokens by default). Activations are not quantized; products are
 // accumulated in f32 with FMA (matvec: several vector accumulators per row,
 // one horizontal sum at the end; matmul: per 256-column chunk FMA chains,
 // added chunk by chunk). So for every output
-//   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K),
-// which is what the tests check against the double-precision reference.
-// (The AVX-512 q8_0 matvec applies each block's scale to the block's partial
-// sum instead of to each weight: the same sum, within the same bound.)
-// Activations are never quantized. matvec and matmul may differ from each
-// other in the last bits (different summation orders); each is deterministic
-// and independent of the thread count and of n.
+//   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K).
+//
+// Accuracy contract, integer path (every quantized type: matvec,
+// and matmul up to kIntMatmulMaxTokens tokens or under kInteger). Each token
+// is quantized per block of K = 32 values (K = 256 for the K-quants) to
+// int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
+// Weight quants times q are summed exactly in integers per block; then the
+// block scales d_w * d are applied in f32 (FMA into an 8-lane accumulator,
+// one horizontal sum at the end). Hence
+//   |y - y_exact| <= sum_k |w_k| d(k) / 2 + ~1e-5 * sum_k |w_k| (|x_k| + d(k) / 2)
+// with d(k) the step of k's activation block: the first term is the
+// activation quantization (ggml's q8_0 / q8_K do the same), the second the
+// float part. The tests check this bound against the double-precision
+// product of the dequantized weights and the unquantized x, and exact
+// equality with it where every operation is exact (power-of-two scales,
+// integer activations).
+//
+// Batch invariance: on the integer path, matmul's token i is bit-identical
+// to matvec(x_i) for every n, row grouping and thread count (one
+// accumulation order per (row, token)). The float path's matvec and matmul
+// differ from each other in the last bits; each is independent of n and of
+// the thread count.
 #pragma once
 
 #include <cstddef>
@@ -53,8 +74,22 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 // y[r] = <row r, x> for r in [0, rows).
 void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool);
 
+// Which kernel matmul runs for a type with an integer-dot kernel (every
+// other type always takes the f32 GEMM).
+enum class MatmulKernel {
+  kAuto,     // integer dot products for n <= kIntMatmulMaxTokens, else f32 GEMM
+  kInteger,  // integer dot products for every n
+  kFloat,    // dequantize to f32 and GEMM, activations unquantized
+};
+// Up to this many tokens (the batched decode of many sequences) kAuto runs
+// the integer kernel, whose token i is bit-identical to matvec(x_i); above
+// it, prefill, the register-tiled f32 GEMM is faster today (on AVX-512
+// about 2x at n = 512), and its results differ from matvec in the last bits.
+inline constexpr int64_t kIntMatmulMaxTokens = 16;
+
 // y[i * rows + r] = <row r, x[i * cols ...]> for i in [0, n).
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulKernel kernel = MatmulKernel::kAuto);
 
 // Dequantizes one row (or any run of whole blocks) of n elements to f32.
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
@@ -62,6 +97,15 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 // Quantizes n f32 values (multiple of the block size) into `type` (used by
 // `turbokv synth --type` and tests). Supported for every type with `supported`.
 void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
+
+// Bytes of quantized activations the integer-dot path needs for n tokens of
+// `cols` values of a `type` weight (0 for a type that keeps the float path).
+size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n);
+
+// Bytes held by the calling thread's grow-only buffer of quantized
+// activations (matvec/matmul quantize into it; it grows to the largest
+// quantized_activation_bytes seen on this thread and is never shrunk).
+size_t activation_scratch_bytes();
 
 // Name of the SIMD target the kernels run on now ("AVX3_DL", "AVX2", "SSE4",
 // "EMU128", ...), for reports.

@@ -3,6 +3,7 @@
 // independence; make_weight's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -27,16 +28,33 @@ std::vector<int64_t> test_cols(DType type) {
   return {256, 2560};
 }
 
-// |y - y_ref| <= 1e-5 * sum_k |w_rk x_k| (the accuracy contract of matmul.h).
+// The accuracy contract of matmul.h against the double-precision product of
+// the dequantized weights and the unquantized x: float path
+// |y - y_ref| <= 1e-5 * sum_k |w_k x_k|; integer path additionally
+// sum_k |w_k| d(k) / 2 for the activation quantization, d(k) the step of
+// k's activation block.
 void expect_close(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
                   int64_t n, const std::vector<float>& got, const std::string& what) {
   std::vector<float> want(static_cast<size_t>(rows * n)), row(static_cast<size_t>(cols));
   matmul_ref(type, w, rows, cols, x, n, want.data());
   const size_t rb = row_bytes(type, cols);
+  std::vector<double> half_step(static_cast<size_t>(n * cols), 0.0);
+  if (const int64_t k = test::act_block_values(type); k > 0)
+    for (int64_t i = 0; i < n * cols; i += k) {
+      double amax = 0;
+      for (int64_t j = i; j < i + k; ++j) amax = std::max(amax, std::fabs(double(x[j])));
+      std::fill_n(half_step.begin() + i, k, amax / 127.0 / 2.0);
+    }
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row_ref(type, w + static_cast<size_t>(r) * rb, row.data(), cols);
     for (int64_t i = 0; i < n; ++i) {
-      const double bound = 1e-5 * test::abs_dot(row.data(), x + i * cols, cols) + 1e-30;
+      double quant = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double hs = half_step[static_cast<size_t>(i * cols + k)];
+        quant += std::fabs(double(row[size_t(k)])) * hs;
+        mag += std::fabs(double(row[size_t(k)])) * (std::fabs(double(x[i * cols + k])) + hs);
+      }
+      const double bound = quant * (1 + 1e-4) + 1e-5 * mag + 1e-30;
       const size_t at = static_cast<size_t>(i * rows + r);
       ASSERT_LE(std::fabs(double(got[at]) - double(want[at])), bound)
           << what << " row " << r << " token " << i << ": " << got[at] << " vs " << want[at];
@@ -75,10 +93,14 @@ TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
     for (int64_t n : {1, 3, 17, 64}) {
       const auto x = test::gaussian(static_cast<size_t>(n * cols), seed + uint32_t(n));
       test::for_each_simd_target([&](const std::string& target) {
-        std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
-        matmul(w, x.data(), n, y.data(), pool);
-        expect_close(type, wb.data(), rows, cols, x.data(), n, y,
-                     str(dtype_name(type), " matmul n=", n, " on ", target));
+        for (MatmulKernel kernel :
+             {MatmulKernel::kAuto, MatmulKernel::kInteger, MatmulKernel::kFloat}) {
+          std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+          matmul(w, x.data(), n, y.data(), pool, kernel);
+          expect_close(
+              type, wb.data(), rows, cols, x.data(), n, y,
+              str(dtype_name(type), " matmul n=", n, " kernel ", int(kernel), " on ", target));
+        }
       });
     }
   }

@@ -10,6 +10,7 @@
 #include "common/f16.h"
 #include "hwy/targets.h"
 #include "tensor/blocks.h"
+#include "tensor/kernels/act_blocks.h"
 #include "tensor/matmul.h"
 
 namespace tkv::test {
@@ -76,7 +77,8 @@ std::vector<size_t> half_fields(DType type) {
 
 }  // namespace
 
-std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed,
+                                        bool pow2_scales) {
   const auto& tr = traits(type);
   const size_t total = row_bytes(type, cols) * static_cast<size_t>(rows);
   std::mt19937 rng(seed);
@@ -95,11 +97,26 @@ std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, 
   const auto fields = half_fields(type);
   for (size_t blk = 0; blk < total / tr.block_bytes; ++blk) {
     for (size_t off : fields) {
-      const uint16_t h = f32_to_f16(scale(rng));
+      const float v = pow2_scales
+                          ? ((byte(rng) & 1) ? 0.125f : 0.0625f) * ((byte(rng) & 2) ? -1 : 1)
+                          : scale(rng);
+      const uint16_t h = f32_to_f16(v);
       std::memcpy(w.data() + blk * tr.block_bytes + off, &h, 2);
     }
   }
   return w;
+}
+
+int64_t act_block_values(DType type) {
+  switch (kernels::act_format(type)) {
+    case kernels::ActFormat::kQ8x32:
+      return 32;
+    case kernels::ActFormat::kQ8x256:
+      return 256;
+    case kernels::ActFormat::kNone:
+      break;
+  }
+  return 0;
 }
 
 double abs_dot(const float* w, const float* x, int64_t n) {

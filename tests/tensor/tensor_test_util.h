@@ -23,7 +23,14 @@ std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint
 
 // rows x cols of random bytes, with every f16 scale field replaced by a
 // finite random value (so all quant bit patterns occur, scales stay sane).
-std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed);
+// With pow2_scales the f16 fields are +-2^-3 or +-2^-4 instead, so that the
+// dequantized weights are exact small dyadic numbers.
+std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed,
+                                        bool pow2_scales = false);
+
+// Values per activation block of `type`'s integer-dot kernel (32 or 256), 0
+// for a type on the float path (activations not quantized).
+int64_t act_block_values(DType type);
 
 // sum_k |w_rk| |x_k| for the error bound of the accuracy contract.
 double abs_dot(const float* w, const float* x, int64_t n);

@@ -32,6 +32,24 @@ void matvec_rows_float(const MatvecArgs& a, int64_t r0, int64_t r1);  // F32 F16
 void matvec_rows_q32(const MatvecArgs& a, int64_t r0, int64_t r1);    // 32-value blocks
 void matvec_rows_qk(const MatvecArgs& a, int64_t r0, int64_t r1);     // 256-value blocks
 
+// Integer-dot products (kernels_int.cc) for the types with an integer
+// kernel (act_format in act_blocks.h): y[t * y_stride + r] = <row r, token t>
+// for rows [r0, r1) and tokens [0, n), from the tokens' quantized
+// activations (token t at xq + t * xq_stride). A (row, token) value does not
+// depend on r0, r1 or n.
+struct IntDotArgs {
+  DType type;
+  const uint8_t* w;  // row 0
+  size_t row_bytes;
+  int64_t cols;
+  const uint8_t* xq;
+  size_t xq_stride;
+  int64_t n;
+  float* y;
+  int64_t y_stride;
+};
+void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+
 // n values (whole blocks) of `type` -> f32, bit-identical to dequantize_row_ref.
 void dequantize_float(DType type, const uint8_t* src, float* dst, int64_t n);
 void dequantize_q32(DType type, const uint8_t* src, float* dst, int64_t n);

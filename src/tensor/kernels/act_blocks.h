@@ -1,0 +1,54 @@
+// Activation blocks of the integer-dot kernels: one token's f32 activations
+// quantized to int8, block by block, as ggml's q8_0 / q8_K do, so that a
+// weight block times an activation block is an integer dot product.
+//
+// Per block of K values: amax = max |x_k|, d = amax / 127 (f32),
+// q_k = round(x_k * 127 / amax) in [-127, 127] (0 when amax is 0). Hence
+// |x_k - d q_k| <= d / 2 (up to one f32 rounding of the reciprocal, a
+// relative 2^-23 of a quant step). The block sums of q serve the types whose
+// weights carry an offset or a min (sum_k (a q_k + b) x_k needs sum_k x_k).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace tkv::kernels {
+
+// q8_0-style block for the 32-value weight types.
+struct ActBlock32 {
+  static constexpr int kValues = 32;
+  float d;
+  int16_t sum;  // sum of q
+  int16_t pad;
+  int8_t q[32];
+};
+static_assert(sizeof(ActBlock32) == 40);
+
+// q8_K-style block for the 256-value super-block types.
+struct ActBlock256 {
+  static constexpr int kValues = 256;
+  float d;
+  int16_t bsums[16];  // bsums[g] = sum of q[16g .. 16g + 15]
+  int8_t q[256];
+};
+static_assert(sizeof(ActBlock256) == 292);
+
+// Which activation blocks a weight type's integer kernel takes; kNone for a
+// type that keeps the float path.
+enum class ActFormat { kNone, kQ8x32, kQ8x256 };
+ActFormat act_format(DType type);
+
+// Bytes of one token's quantized activations (cols a multiple of the block).
+size_t act_row_bytes(ActFormat format, int64_t cols);
+
+// Quantizes one token (cols values) into cols / K blocks at dst. Plain C++
+// loops compiled per SIMD target (the compiler vectorizes them) whose every
+// operation is exactly rounded (max, multiply, round-to-nearest-even through
+// 1.5 * 2^23), so a token's blocks are the same on every target, in every
+// batch and for every thread count.
+void quantize_act(ActFormat format, const float* x, int64_t cols, uint8_t* dst);
+void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst);
+
+}  // namespace tkv::kernels

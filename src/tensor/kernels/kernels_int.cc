@@ -1,0 +1,157 @@
+// Integer-dot matvec/matmul rows for the quantized types that have an
+// integer kernel (act_format != kNone): the tile loops around the block
+// kernels of intdot-inl.h. matvec (n = 1), small batches and prefill all run
+// through here, so a (row, token) output is the same for every n.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tensor/kernels/kernels_int.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+
+#include "hwy/highway.h"
+#include "tensor/kernels/intdot-inl.h"
+#include "tensor/kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tkv {
+namespace HWY_NAMESPACE {
+
+// Tokens whose activations are swept over one row before the next row:
+// 16 tokens of a 8192-column row are ~37-75 KiB of activation blocks (L1/L2).
+inline constexpr int64_t kTokenTile = 16;
+// Tokens sharing one unpacking of a weight block (register tile).
+inline constexpr int kRegTokens = 4;
+
+template <DType T, int NT>
+HWY_INLINE void RowTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+  const void* xs[NT];
+  for (int i = 0; i < NT; ++i) xs[i] = a.xq + size_t(t + i) * a.xq_stride;
+  float out[NT];
+  DotRowInt<T, NT>(a.w + size_t(r) * a.row_bytes, nb, xs, out);
+  for (int i = 0; i < NT; ++i) a.y[(t + i) * a.y_stride + r] = out[i];
+}
+
+template <DType T>
+void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
+  constexpr bool kSuper = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
+                          T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
+  const size_t nb = size_t(a.cols) / (kSuper ? 256 : 32);
+  for (int64_t t0 = 0; t0 < a.n; t0 += kTokenTile) {
+    const int64_t t1 = std::min(a.n, t0 + kTokenTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t t = t0;
+      for (; t + kRegTokens <= t1; t += kRegTokens) RowTile<T, kRegTokens>(a, nb, r, t);
+      switch (t1 - t) {
+        case 3:
+          RowTile<T, 3>(a, nb, r, t);
+          break;
+        case 2:
+          RowTile<T, 2>(a, nb, r, t);
+          break;
+        case 1:
+          RowTile<T, 1>(a, nb, r, t);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+// d and q of one block of K values (see act_blocks.h); returns sum of q.
+template <int K>
+HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_RESTRICT q) {
+  float amax = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    const float a = x[k] < 0 ? -x[k] : x[k];
+    amax = amax > a ? amax : a;
+  }
+  *d = amax / 127.0f;
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer,
+  // ties to even; |x * inv| <= 127 up to one rounding, then clamped.
+  constexpr float kMagic = 12582912.0f;
+  int32_t qi[K];
+  for (int k = 0; k < K; ++k) {
+    float v = (x[k] * inv + kMagic) - kMagic;
+    v = v > 127.0f ? 127.0f : v;
+    v = v < -127.0f ? -127.0f : v;
+    qi[k] = int32_t(v);
+  }
+  int sum = 0;
+  for (int k = 0; k < K; ++k) {
+    q[k] = int8_t(qi[k]);
+    sum += qi[k];
+  }
+  return sum;
+}
+
+void QuantizeAct(kernels::ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
+  if (format == kernels::ActFormat::kQ8x32) {
+    ActBlock32* b = reinterpret_cast<ActBlock32*>(dst);
+    for (int64_t i = 0; i < cols / 32; ++i, x += 32) {
+      b[i].sum = int16_t(QuantizeBlock<32>(x, &b[i].d, b[i].q));
+      b[i].pad = 0;
+    }
+  } else if (format == kernels::ActFormat::kQ8x256) {
+    ActBlock256* b = reinterpret_cast<ActBlock256*>(dst);
+    for (int64_t i = 0; i < cols / 256; ++i, x += 256) {
+      QuantizeBlock<256>(x, &b[i].d, b[i].q);
+      for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int k = 0; k < 16; ++k) s += b[i].q[16 * g + k];
+        b[i].bsums[g] = int16_t(s);
+      }
+    }
+  }
+}
+
+void IntDotRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
+  switch (a.type) {
+    case DType::Q8_0:
+      return IntRows<DType::Q8_0>(a, r0, r1);
+    case DType::Q4_0:
+      return IntRows<DType::Q4_0>(a, r0, r1);
+    case DType::Q4_1:
+      return IntRows<DType::Q4_1>(a, r0, r1);
+    case DType::IQ4_NL:
+      return IntRows<DType::IQ4_NL>(a, r0, r1);
+    case DType::Q5_0:
+      return IntRows<DType::Q5_0>(a, r0, r1);
+    case DType::Q5_1:
+      return IntRows<DType::Q5_1>(a, r0, r1);
+    case DType::Q2_K:
+      return IntRows<DType::Q2_K>(a, r0, r1);
+    case DType::Q3_K:
+      return IntRows<DType::Q3_K>(a, r0, r1);
+    case DType::Q4_K:
+      return IntRows<DType::Q4_K>(a, r0, r1);
+    case DType::Q5_K:
+      return IntRows<DType::Q5_K>(a, r0, r1);
+    case DType::IQ4_XS:
+      return IntRows<DType::IQ4_XS>(a, r0, r1);
+    case DType::Q6_K:
+      return IntRows<DType::Q6_K>(a, r0, r1);
+    default:
+      HWY_ABORT("int_dot_rows: type %u", unsigned(a.type));
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tkv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tkv::kernels {
+HWY_EXPORT(IntDotRows);
+HWY_EXPORT(QuantizeAct);
+
+void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
+  HWY_DYNAMIC_DISPATCH(QuantizeAct)(format, x, cols, dst);
+}
+
+void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(IntDotRows)(a, r0, r1);
+}
+}  // namespace tkv::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,167 @@
+// The integer-dot path (kernels_int.cc): activation quantization, exactness
+// where the arithmetic is exact, and batch invariance (a token's outputs are
+// bit-identical in matvec and in any matmul batch, for any thread count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "tensor/kernels/act_blocks.h"
+#include "tensor/matmul.h"
+#include "tensor/reference.h"
+#include "tensor_test_util.h"
+
+namespace tkv {
+namespace {
+
+using kernels::ActBlock256;
+using kernels::ActBlock32;
+using kernels::ActFormat;
+
+std::vector<DType> int_types() {
+  std::vector<DType> out;
+  for (DType t : test::supported_types())
+    if (kernels::act_format(t) != ActFormat::kNone) out.push_back(t);
+  return out;
+}
+
+TEST(IntDot, TheMostUsedTypesHaveAnIntegerKernel) {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0})
+    EXPECT_NE(kernels::act_format(t), ActFormat::kNone) << dtype_name(t);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    EXPECT_EQ(kernels::act_format(t), ActFormat::kNone) << dtype_name(t);
+  EXPECT_EQ(quantized_activation_bytes(DType::Q4_K, 512, 3), 3 * 2 * sizeof(ActBlock256));
+  EXPECT_EQ(quantized_activation_bytes(DType::Q8_0, 64, 1), 2 * sizeof(ActBlock32));
+  EXPECT_EQ(quantized_activation_bytes(DType::F16, 64, 1), 0u);
+}
+
+// |x - d q| <= d / 2, q in [-127, 127], d = amax / 127, the block sums, and
+// the same bytes on every target.
+template <class Block>
+void check_blocks(const std::vector<float>& x, const std::vector<uint8_t>& bytes) {
+  constexpr int K = Block::kValues;
+  for (size_t b = 0; b < x.size() / K; ++b) {
+    Block blk;
+    std::memcpy(&blk, bytes.data() + b * sizeof(Block), sizeof(Block));
+    float amax = 0;
+    for (int k = 0; k < K; ++k) amax = std::fmax(amax, std::fabs(x[b * K + k]));
+    ASSERT_EQ(blk.d, amax / 127.0f) << "block " << b;
+    int sums[16] = {}, total = 0;
+    for (int k = 0; k < K; ++k) {
+      const int q = blk.q[k];
+      ASSERT_LE(std::abs(q), 127);
+      const double err = std::fabs(double(x[b * K + k]) - double(blk.d) * q);
+      ASSERT_LE(err, double(blk.d) / 2 * (1 + 1e-5)) << "block " << b << " value " << k;
+      sums[k / 16] += q;
+      total += q;
+    }
+    if constexpr (K == 256) {
+      for (int g = 0; g < 16; ++g) ASSERT_EQ(blk.bsums[g], sums[g]) << "block " << b;
+    } else {
+      ASSERT_EQ(blk.sum, total) << "block " << b;
+    }
+  }
+}
+
+TEST(IntDot, ActivationQuantizationBoundAndSumsOnEveryTarget) {
+  for (ActFormat f : {ActFormat::kQ8x32, ActFormat::kQ8x256}) {
+    const int64_t cols = 1024;
+    auto x = test::gaussian(size_t(cols), 3, 2.0f);
+    std::fill(x.begin(), x.begin() + 256, 0.0f);  // an all-zero block: d = 0, q = 0
+    x[300] = 1e6f;                                // an outlier
+    std::vector<uint8_t> first;
+    test::for_each_simd_target([&](const std::string& target) {
+      std::vector<uint8_t> bytes(kernels::act_row_bytes(f, cols));
+      kernels::quantize_act(f, x.data(), cols, bytes.data());
+      if (f == ActFormat::kQ8x32)
+        check_blocks<ActBlock32>(x, bytes);
+      else
+        check_blocks<ActBlock256>(x, bytes);
+      if (first.empty()) first = bytes;
+      ASSERT_EQ(bytes, first) << target;
+    });
+  }
+}
+
+// With power-of-two weight scales and integer activations whose block amax
+// is 127 (so d_x = 1 and q = x), every product and partial sum is exact in
+// f32: the kernels must equal the double-precision reference exactly.
+TEST(IntDot, ExactWhereTheArithmeticIsExact) {
+  ThreadPool pool(2);
+  for (DType type : int_types()) {
+    const int64_t block = test::act_block_values(type);
+    const int64_t rows = 13, cols = block == 256 ? 256 : 64, n = 3;
+    const auto wb = test::random_block_bytes(type, rows, cols, 40 + uint32_t(type), true);
+    std::vector<float> x(size_t(n * cols));
+    const auto g = test::gaussian(x.size(), 41);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::fmax(-2.0f, std::fmin(2.0f, std::round(g[i])));
+    for (size_t i = 0; i < x.size(); i += size_t(block))
+      x[i + 5] = (i / size_t(block)) % 2 ? 127 : -127;
+    std::vector<float> want(size_t(n * rows));
+    matmul_ref(type, wb.data(), rows, cols, x.data(), n, want.data());
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "exact");
+    test::for_each_simd_target([&](const std::string& target) {
+      std::vector<float> got(want.size());
+      matmul(w, x.data(), n, got.data(), pool, MatmulKernel::kInteger);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " on " << target << " element " << i;
+    });
+  }
+}
+
+// matmul's token i == matvec of x_i, bit for bit, for every batch size and
+// thread count: the batched decode of many sequences never changes one
+// sequence's numbers.
+TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
+  const int64_t kNs[] = {1, 2, 3, 5, 8, 13, 16, 17, 64, 100};
+  for (DType type : int_types()) {
+    const int64_t rows = 37, cols = test::act_block_values(type) == 256 ? 512 : 160;
+    const auto wb = test::random_block_bytes(type, rows, cols, 50 + uint32_t(type));
+    const auto x = test::gaussian(size_t(100 * cols), 51);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "batch");
+    test::for_each_simd_target([&](const std::string& target) {
+      ThreadPool one(1);
+      std::vector<float> single(size_t(100 * rows));
+      for (int64_t i = 0; i < 100; ++i)
+        matvec(w, x.data() + i * cols, single.data() + i * rows, one);
+      for (int threads = 1; threads <= 3; ++threads) {
+        ThreadPool pool(threads);
+        for (int64_t n : kNs) {
+          std::vector<float> y(size_t(n * rows), -1.0f);
+          matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_EQ(y[i], single[i])
+                << dtype_name(type) << " on " << target << ", n=" << n << ", " << threads
+                << " threads, token " << i / rows << " row " << i % rows;
+          if (n > kIntMatmulMaxTokens) continue;
+          // The default kernel choice is the integer one for small batches.
+          std::vector<float> y_auto(y.size(), -1.0f);
+          matmul(w, x.data(), n, y_auto.data(), pool);
+          ASSERT_EQ(y_auto, y) << dtype_name(type) << " on " << target << ", n=" << n;
+        }
+        std::vector<float> y1(static_cast<size_t>(rows));
+        matvec(w, x.data() + 7 * cols, y1.data(), pool);
+        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(y1[size_t(r)], single[size_t(7 * rows + r)]);
+      }
+    });
+  }
+}
+
+TEST(IntDot, ScratchIsAccounted) {
+  ThreadPool pool(1);
+  const int64_t rows = 4, cols = 512;
+  const auto wb = test::random_weights(DType::Q4_K, rows, cols, 60);
+  const auto x = test::gaussian(size_t(20 * cols), 61);
+  const WeightMatrix w = make_weight(DType::Q4_K, wb.data(), rows, cols, "scratch");
+  std::vector<float> y(size_t(20 * rows));
+  matmul(w, x.data(), 20, y.data(), pool);
+  EXPECT_GE(activation_scratch_bytes(), quantized_activation_bytes(DType::Q4_K, cols, 20));
+}
+
+}  // namespace
+}  // namespace tkv
