@@ -236,7 +236,7 @@ TEST_F(BenchCliRun, SignalKeepsFinishedCellsAndMarksTheRestNotRun) {
     bool first_done = false;
     for (int i = 0; i < 6000 && !first_done; ++i) {
       const Json j = Json::parse(read_text(out + "/report.json"), nullptr, false);
-      first_done = j.is_object() && j["run"]["cells_finished"].get<int>() >= 1;
+      first_done = j.is_object() && j.contains("run") && j["run"].value("cells_finished", 0) >= 1;
       if (!first_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ASSERT_TRUE(first_done) << "no cell finished";
