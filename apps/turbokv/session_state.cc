@@ -22,10 +22,15 @@ namespace {
 constexpr const char* kFormat = "turbokv-session-state";
 constexpr int kVersion = 1;
 
-// The checksum KvCache::save recorded in the session file's metadata.
+// The checksum KvCache::save recorded in the session file, as text: a hex
+// string in the metadata (session format 1), or the bytes of the tensor of
+// that name (format 2), in hex.
 std::string session_checksum(const std::string& path) {
+  constexpr const char* kKey = "turbokv.session.checksum";
   const gguf::GgufFile f = gguf::GgufFile::open(path);
-  return f.require_string("turbokv.session.checksum");
+  if (const gguf::TensorInfo* t = f.find_tensor(kKey))
+    return to_hex({reinterpret_cast<const char*>(t->data), size_t(t->n_bytes)});
+  return f.require_string(kKey);
 }
 
 }  // namespace
