@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "cli_runner.h"
 #include "gguf/gguf.h"
@@ -240,10 +241,16 @@ TEST(CliWarnings, ContextAboveTrainingAndThreadsAboveCpus) {
   EXPECT_NE(c.err.find("warning: -c 256 is above the model's trained context of 128"),
             std::string::npos)
       << c.err;
-  const CliResult t = run_cli({"run", "-m", model, "-p", "Once", "-n", "1", "-t", "1000"});
+  const std::string too_many = std::to_string(std::thread::hardware_concurrency() + 1);
+  const CliResult t = run_cli({"run", "-m", model, "-p", "Once", "-n", "1", "-t", too_many});
   ASSERT_EQ(t.exit_code, 0) << t.err;
-  EXPECT_NE(t.err.find("warning: -t 1000 is more than the "), std::string::npos) << t.err;
-  EXPECT_EQ(summary_field(t.err, "threads"), "1000");
+  EXPECT_NE(t.err.find("warning: -t " + too_many + " is more than the "), std::string::npos)
+      << t.err;
+  EXPECT_EQ(summary_field(t.err, "threads"), too_many);
+  // As many threads as CPUs: no warning.
+  const std::string all = std::to_string(std::thread::hardware_concurrency());
+  const CliResult fine = run_cli({"run", "-m", model, "-p", "Once", "-n", "1", "-t", all});
+  EXPECT_EQ(fine.err.find("warning"), std::string::npos) << fine.err;
 }
 
 TEST(CliRunSummary, WindowSaysTokensHeldAndConsumed) {
