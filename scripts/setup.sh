@@ -7,6 +7,7 @@ TURBOKV_PACKAGES=(
   build-essential cmake pkg-config
   libhwy-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev
   gnuplot-nox
   clang libclang-rt-14-dev
 )

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,15 @@ struct KvStats {
   int64_t pages_allocated = 0;
   double k_bytes_per_token_head = 0;  // of the main codec (layer 0)
   double v_bytes_per_token_head = 0;
+};
+
+// What a caller stores in a session file next to the KV store: the
+// sequence's token ids and named byte strings (any bytes, not necessarily
+// UTF-8; e.g. the chat transcript, the sampler state).
+struct SessionMeta {
+  std::vector<int32_t> tokens;
+  std::map<std::string, std::string> strings;
+  bool operator==(const SessionMeta&) const = default;
 };
 
 class KvCache {
@@ -117,10 +127,21 @@ class KvCache {
   KvStats stats() const;
   void reset_peak_scratch();
 
-  // Persistence: versioned file with the model fingerprint and a checksum,
-  // written atomically. load() checks shape, config and fingerprint.
-  void save(const std::string& path, const std::string& model_fingerprint) const;
-  void load(const std::string& path, const std::string& model_fingerprint);
+  // Persistence (docs/KV_FORMAT.md): one GGUF file with a format version,
+  // the model fingerprint, the KV settings, the caller's SessionMeta and an
+  // XXH3-64 checksum over every other byte of the file; pages are streamed
+  // from the pool to the file, and the file appears atomically. Files of
+  // version 1 (no SessionMeta) are still read; other versions are refused
+  // with a message naming theirs.
+  void save(const std::string& path, const std::string& model_fingerprint,
+            const SessionMeta& meta) const;
+  void save(const std::string& path, const std::string& model_fingerprint) const;  // no meta
+  // Transactional: every check (checksum, fingerprint, shape, settings, page
+  // table) and every page allocation happen before the sequence changes; on
+  // any tkv::Error (KvBudgetExceeded when the pool cannot hold the pages
+  // next to the ones the sequence holds now) it is exactly as it was.
+  // Returns the SessionMeta saved with it (empty for version 1).
+  SessionMeta load(const std::string& path, const std::string& model_fingerprint);
 
   struct Impl;
 

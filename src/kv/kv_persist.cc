@@ -1,15 +1,33 @@
 // Saving and restoring a sequence's KV store, so a long prompt is prefilled
-// once. The file is a GGUF container (inspectable with `turbokv inspect`):
+// once. The file is a GGUF container (inspectable with `turbokv inspect`);
+// docs/KV_FORMAT.md has the layout. Version 2 (written):
 //   metadata  turbokv.session.{version, fingerprint, config, seed, shape,
-//             n_tokens, checksum} and per layer first_page / n_pages
-//   tensors   blk.N.sinks, blk.N.ring, blk.N.pages: raw bytes (type i8) of
-//             the f16 areas and of the live pages, oldest first
-// The checksum is FNV-1a 64 over every tensor's bytes in file order. Written
-// atomically (GgufWriter writes a temp file and renames it).
+//             n_tokens}, per layer blk.N.{first_page, n_pages, encoded}, and
+//             the caller's SessionMeta: tokens (int32 array), meta_names /
+//             meta_values (string arrays, any bytes)
+//   tensors   blk.N.sinks, blk.N.ring (the f16 areas), blk.N.page.I (each
+//             live page, oldest first, streamed from the page itself), and
+//             last turbokv.session.checksum: XXH3-64 (little-endian) of every
+//             byte of the file but these 8
+// Version 1 (still read): no per-layer `encoded` and no caller metadata, one
+// blk.N.pages tensor per layer, and an FNV-1a 64 checksum over the tensor
+// bytes as a hex string in turbokv.session.checksum.
+//
+// Written atomically: the GGUF goes to a staging file, its checksum is
+// computed from the file and patched in, then it is fsynced and renamed
+// over `path`. load() is transactional: the file is checked and every page
+// allocated before the sequence changes.
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
+#include "common/mapped_file.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache_impl.h"
 
@@ -17,7 +35,8 @@ namespace tkv::kv {
 
 namespace {
 
-constexpr uint32_t kSessionVersion = 1;
+constexpr uint32_t kSessionVersion = 2;
+constexpr const char* kChecksumTensor = "turbokv.session.checksum";
 
 struct Fnv64 {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -25,6 +44,18 @@ struct Fnv64 {
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   }
 };
+
+// XXH3-64 of a file's bytes except the 8 at `skip`.
+uint64_t file_checksum(const uint8_t* data, size_t size, size_t skip) {
+  XXH3_state_t* st = XXH3_createState();
+  if (!st) throw KvOutOfMemory("KV cache: out of memory for a checksum state");
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, data, skip);
+  XXH3_64bits_update(st, data + skip + 8, size - skip - 8);
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
 
 std::string layer_key(int l, const char* what) {
   return str("turbokv.session.blk.", l, ".", what);
@@ -41,9 +72,36 @@ std::string shape_string(const KvShape& s) {
   return str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
 }
 
+// Patches the checksum tensor of the GGUF file at `path` (written by
+// GgufWriter, checksum bytes zero) and fsyncs it.
+void seal(const std::string& path) {
+  uint64_t sum = 0;
+  size_t at = 0;
+  {
+    const gguf::GgufFile f = gguf::GgufFile::open(path);
+    const gguf::TensorInfo* t = f.find_tensor(kChecksumTensor);
+    TKV_CHECK(t && t->n_bytes == 8 && f.mapping());
+    at = size_t(t->data - f.mapping()->data());
+    sum = file_checksum(f.mapping()->data(), f.mapping()->size(), at);
+  }
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) le[i] = uint8_t(sum >> (8 * i));
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0) fail(path, ": cannot open to seal: ", std::strerror(errno));
+  const bool ok = ::pwrite(fd, le, 8, off_t(at)) == 8 && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) fail(path, ": cannot write the checksum: ", std::strerror(err));
+}
+
 }  // namespace
 
 void KvCache::save(const std::string& path, const std::string& model_fingerprint) const {
+  save(path, model_fingerprint, SessionMeta{});
+}
+
+void KvCache::save(const std::string& path, const std::string& model_fingerprint,
+                   const SessionMeta& meta) const {
   const Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
   gguf::GgufWriter w;
@@ -53,36 +111,67 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
   w.set_string("turbokv.session.seed", hex(c.config.seed));
   w.set_string("turbokv.session.shape", shape_string(c.shape));
   w.set("turbokv.session.n_tokens", gguf::Value::make_u64(uint64_t(c.n_tokens)));
-  Fnv64 sum;
+  if (!meta.tokens.empty()) w.set("turbokv.session.tokens", gguf::Value::make_i32s(meta.tokens));
+  if (!meta.strings.empty()) {
+    std::vector<std::string> names, values;
+    for (const auto& [k, v] : meta.strings) {
+      names.push_back(k);
+      values.push_back(v);
+    }
+    w.set("turbokv.session.meta_names", gguf::Value::make_strings(std::move(names)));
+    w.set("turbokv.session.meta_values", gguf::Value::make_strings(std::move(values)));
+  }
+  // Tensor bytes are copied from the sequence when the writer reaches them,
+  // one page at a time.
   auto add = [&](const std::string& name, const uint8_t* data, size_t bytes) {
     if (bytes == 0) return;
-    sum.add(data, bytes);
-    w.add_tensor(name, DType::I8, {int64_t(bytes)}, data, bytes);
+    w.add_tensor(name, DType::I8, {int64_t(bytes)},
+                 [data](uint8_t* dst, size_t n) { std::memcpy(dst, data, n); });
   };
   for (int l = 0; l < c.shape.n_layers; ++l) {
     const LayerKv& L = c.layers[l];
     w.set(layer_key(l, "first_page"), gguf::Value::make_u64(uint64_t(L.first_page)));
     w.set(layer_key(l, "n_pages"), gguf::Value::make_u64(L.pages.size()));
+    w.set(layer_key(l, "encoded"), gguf::Value::make_u64(uint64_t(L.encoded)));
     add(str("blk.", l, ".sinks"), L.sinks.data, L.sinks.total_bytes());
     add(str("blk.", l, ".ring"), L.ring.data, L.ring.total_bytes());
-    if (!L.pages.empty()) {
-      std::vector<uint8_t> pages(L.pages.size() * L.page_bytes);
-      for (size_t i = 0; i < L.pages.size(); ++i)
-        std::memcpy(pages.data() + i * L.page_bytes, L.pages[i], L.page_bytes);
-      add(str("blk.", l, ".pages"), pages.data(), pages.size());
-    }
+    for (size_t i = 0; i < L.pages.size(); ++i)
+      add(str("blk.", l, ".page.", i), L.pages[i], L.page_bytes);
   }
-  w.set_string("turbokv.session.checksum", hex(sum.h));
-  w.write(path);
+  w.add_tensor(kChecksumTensor, DType::I8, {8},
+               [](uint8_t* dst, size_t n) { std::memset(dst, 0, n); });
+  const std::string staging = str(path, ".staging.", ::getpid());
+  try {
+    w.write(staging);
+    seal(staging);
+    std::error_code ec;
+    std::filesystem::rename(staging, path, ec);
+    if (ec) fail(path, ": cannot rename into place: ", ec.message());
+  } catch (...) {
+    std::remove(staging.c_str());
+    throw;
+  }
 }
 
-void KvCache::load(const std::string& path, const std::string& model_fingerprint) {
+SessionMeta KvCache::load(const std::string& path, const std::string& model_fingerprint) {
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
   const gguf::GgufFile f = gguf::GgufFile::open(path);
   auto bad = [&](const std::string& why) { fail(path, ": not a usable session file: ", why); };
-  if (f.get_int("turbokv.session.version").value_or(-1) != kSessionVersion)
-    bad("missing or unsupported turbokv.session.version");
+  const std::optional<int64_t> version = f.get_int("turbokv.session.version");
+  if (!version) bad("no turbokv.session.version");
+  if (*version != 1 && *version != 2)
+    bad(str("session format version ", *version, " is not supported (this build reads 1 and 2)"));
+  const bool v2 = *version == 2;
+  if (v2) {  // before anything else is believed
+    const gguf::TensorInfo* t = f.find_tensor(kChecksumTensor);
+    if (!t || t->n_bytes != 8 || !f.mapping()) bad("no checksum");
+    const size_t at = size_t(t->data - f.mapping()->data());
+    uint64_t stored = 0;
+    for (int i = 0; i < 8; ++i) stored |= uint64_t(t->data[i]) << (8 * i);
+    if (file_checksum(f.mapping()->data(), f.mapping()->size(), at) != stored)
+      bad("checksum mismatch (file corrupted)");
+  }
   if (f.require_string("turbokv.session.fingerprint") != model_fingerprint)
     bad("it was saved with a different model");
   if (f.require_string("turbokv.session.shape") != shape_string(c.shape))
@@ -96,7 +185,25 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
   if (n_tokens < 0 || (c.W == 0 && n_tokens > c.shape.max_tokens))
     bad(str(n_tokens, " tokens do not fit the context of ", c.shape.max_tokens));
 
-  Fnv64 sum;
+  SessionMeta meta;
+  if (v2) {
+    if (const auto tokens = f.get_ints("turbokv.session.tokens")) {
+      for (int64_t t : *tokens) {
+        if (t < INT32_MIN || t > INT32_MAX) bad("token id out of range");
+        meta.tokens.push_back(int32_t(t));
+      }
+    }
+    const auto* names = f.get_strings("turbokv.session.meta_names");
+    const auto* values = f.get_strings("turbokv.session.meta_values");
+    if ((names == nullptr) != (values == nullptr) || (names && names->size() != values->size()))
+      bad("caller metadata names and values do not match");
+    if (names)
+      for (size_t i = 0; i < names->size(); ++i)
+        if (!meta.strings.emplace((*names)[i], (*values)[i]).second)
+          bad("caller metadata name repeated");
+  }
+
+  Fnv64 sum;  // version 1
   auto tensor_bytes = [&](const std::string& name, size_t expect) -> const uint8_t* {
     const gguf::TensorInfo* t = f.find_tensor(name);
     if (expect == 0) {
@@ -106,32 +213,62 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
     if (!t) bad("missing tensor " + name);
     if (t->n_bytes != expect)
       bad(str("tensor ", name, " has ", t->n_bytes, " bytes, expected ", expect));
-    sum.add(t->data, t->n_bytes);
+    if (!v2) sum.add(t->data, t->n_bytes);
     return t->data;
   };
   struct Loaded {
-    const uint8_t *sinks, *ring, *pages;
-    int64_t first_page;
-    size_t n_pages;
+    const uint8_t *sinks, *ring;
+    std::vector<const uint8_t*> pages;
+    int64_t first_page, encoded;
   };
   std::vector<Loaded> loaded(c.shape.n_layers);
+  const int64_t non_sink = std::max<int64_t>(0, n_tokens - c.S);
+  size_t total_pages = 0;
   for (int l = 0; l < c.shape.n_layers; ++l) {
     const LayerKv& L = c.layers[l];
     Loaded& d = loaded[l];
     d.first_page = f.require_int(layer_key(l, "first_page"));
     const int64_t n_pages = f.require_int(layer_key(l, "n_pages"));
-    const int64_t non_sink = std::max<int64_t>(0, n_tokens - c.S);
-    const int64_t encoded = std::max<int64_t>(0, non_sink - c.R);
-    if (d.first_page < 0 || n_pages < 0 || d.first_page + n_pages != (encoded + c.P - 1) / c.P)
+    // Version 1 had no truncate(): the residual ring was always full.
+    d.encoded = v2 ? f.require_int(layer_key(l, "encoded")) : std::max<int64_t>(0, non_sink - c.R);
+    if (d.encoded < std::max<int64_t>(0, non_sink - c.R) || d.encoded > non_sink ||
+        d.encoded != loaded[0].encoded)
+      bad(str("layer ", l, " encoded ", d.encoded, " tokens of ", n_tokens));
+    if (d.first_page < 0 || n_pages < 0 || (c.W == 0 && d.first_page != 0) ||
+        d.first_page + n_pages != (d.encoded + c.P - 1) / c.P)
       bad(str("layer ", l, " page table does not match ", n_tokens, " tokens"));
-    d.n_pages = size_t(n_pages);
     d.sinks = tensor_bytes(str("blk.", l, ".sinks"), L.sinks.total_bytes());
     d.ring = tensor_bytes(str("blk.", l, ".ring"), L.ring.total_bytes());
-    d.pages = tensor_bytes(str("blk.", l, ".pages"), d.n_pages * L.page_bytes);
+    if (v2) {
+      for (int64_t i = 0; i < n_pages; ++i)
+        d.pages.push_back(tensor_bytes(str("blk.", l, ".page.", i), L.page_bytes));
+    } else if (const uint8_t* all =
+                   tensor_bytes(str("blk.", l, ".pages"), size_t(n_pages) * L.page_bytes)) {
+      for (int64_t i = 0; i < n_pages; ++i) d.pages.push_back(all + size_t(i) * L.page_bytes);
+    }
+    total_pages += d.pages.size();
   }
-  if (f.require_string("turbokv.session.checksum") != hex(sum.h))
+  if (v2) {
+    if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 -
+                                  (c.S == 0 ? c.shape.n_layers : 0) -
+                                  (c.R == 0 ? c.shape.n_layers : 0))
+      bad("unexpected tensors");
+  } else if (f.require_string("turbokv.session.checksum") != hex(sum.h)) {
     bad("checksum mismatch (file corrupted)");
+  }
 
+  // Every page is allocated before anything changes: a pool without room
+  // leaves the sequence as it was (it holds its own pages meanwhile).
+  std::vector<std::vector<uint8_t*>> fresh(c.shape.n_layers);
+  try {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (size_t i = 0; i < loaded[l].pages.size(); ++i)
+        fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes));
+  } catch (...) {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
+    throw;
+  }
   clear();
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];
@@ -139,14 +276,14 @@ void KvCache::load(const std::string& path, const std::string& model_fingerprint
     if (d.sinks) std::memcpy(L.sinks.data, d.sinks, L.sinks.total_bytes());
     if (d.ring) std::memcpy(L.ring.data, d.ring, L.ring.total_bytes());
     L.first_page = d.first_page;
-    for (size_t i = 0; i < d.n_pages; ++i) {
-      uint8_t* p = c.pool->allocate(L.page_bytes);
-      std::memcpy(p, d.pages + i * L.page_bytes, L.page_bytes);
-      L.pages.push_back(p);
+    for (size_t i = 0; i < d.pages.size(); ++i) {
+      std::memcpy(fresh[l][i], d.pages[i], L.page_bytes);
+      L.pages.push_back(fresh[l][i]);
     }
-    L.encoded = std::max<int64_t>(0, std::max<int64_t>(0, n_tokens - c.S) - c.R);
+    L.encoded = d.encoded;
   }
   c.n_tokens = n_tokens;
+  return meta;
 }
 
 }  // namespace tkv::kv
