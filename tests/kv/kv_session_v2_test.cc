@@ -63,7 +63,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 kv::SessionMeta sample_meta() {
   kv::SessionMeta m;
   m.tokens = {1, 15043, 0, -1, 2147483647, 32000};
-  m.strings["transcript"] = std::string("user: h\xc3\xa9llo\n\0\xff\xfe raw", 22);
+  m.strings["transcript"] = std::string("user: h\xc3\xa9llo\n\0\xff\xfe raw", 20);
   m.strings["empty"] = "";
   m.strings["sampler"] = "temp=0.7 seed=42";
   return m;
@@ -81,7 +81,7 @@ TEST(SessionV2Test, MetadataRoundTripsAndTheSequenceContinuesIdentically) {
   kv::KvCache b(kShape, k4v2());
   const kv::SessionMeta got = b.load(path, "model-A");
   EXPECT_EQ(got, sample_meta());
-  EXPECT_EQ(got.strings.at("transcript").size(), 22u);
+  EXPECT_EQ(got.strings.at("transcript").size(), 20u);
   EXPECT_EQ(b.n_tokens(), 150);
   EXPECT_EQ(f.decode(b, 150, 10), expect);
   // The old signatures: no metadata.
