@@ -44,8 +44,13 @@ uint8_t* PagePool::allocate(size_t bytes) {
     p = aligned_bytes(bytes);
     reserved_ += bytes;
   }
+  try {
+    live_.emplace(p, Live{bytes, 1});
+  } catch (...) {  // the bookkeeping could not grow: the bytes stay free-listed
+    free_[bytes].push_back(p);
+    throw;
+  }
   in_use_ += bytes;
-  live_[p] = Live{bytes, 1};
   return p;
 }
 

@@ -5,6 +5,8 @@
 // budget failure in fork, copy-on-write or begin_chunk changes nothing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "common/error.h"
 #include "kv/kv_cache.h"
 #include "kv/page_pool.h"
@@ -159,6 +161,36 @@ TEST(ForkTest, BudgetExhaustionInForkCopyOnWriteOrBeginChunkChangesNothing) {
   EXPECT_THROW(s.fork(), kv::KvBudgetExceeded);
   EXPECT_EQ(tight->stats().bytes_in_use, st.persistent_bytes);
   EXPECT_EQ(s.n_tokens(), 20);
+}
+
+// A shared prompt is stored once: 8 forks of a 1024-token prefix, each
+// decoding its own 16 tokens, hold the prefix's pages once plus, per fork,
+// its sinks and ring and the pages it wrote (the copied partial page and at
+// most one fresh page per layer).
+TEST(ForkTest, ForksOfALongPrefixStoreItOnce) {
+  const kv::KvShape shape{2, 8, 2, 64, 2048};
+  kv::KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  RandomInputs x(shape, 1024 + 16, 12);
+  ThreadPool pool(2);
+  auto shared = std::make_shared<kv::PagePool>();
+  kv::KvCache base(shape, config, shared);
+  feed(base, x, 0, 1024, pool);
+  const kv::KvStats one = base.stats();
+  std::vector<std::unique_ptr<kv::KvCache>> forks;
+  for (int i = 0; i < 8; ++i) forks.push_back(base.fork());
+  for (auto& f : forks)
+    for (int t = 1024; t < 1040; ++t) feed(*f, x, t, 1, pool);
+  const uint64_t page = one.page_bytes / uint64_t(one.pages_allocated);
+  const uint64_t bound =
+      one.persistent_bytes + 8 * (one.f16_bytes + 2 * uint64_t(shape.n_layers) * page);
+  const uint64_t used = shared->stats().bytes_in_use;
+  EXPECT_LE(used, bound);
+  uint64_t independent = 0;
+  for (auto& f : forks) independent += f->stats().persistent_bytes;
+  EXPECT_GT(independent, bound);  // what the bound rules out
+  std::printf("8 forks of a 1024-token k4v2 prefix: %llu bytes in the pool, %llu if independent\n",
+              static_cast<unsigned long long>(used), static_cast<unsigned long long>(independent));
 }
 
 // Truncate + re-append against the reference under the truncated-ring rule.
