@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "common/error.h"
 #include "kv/kv_cache.h"
@@ -191,6 +192,60 @@ TEST(ForkTest, ForksOfALongPrefixStoreItOnce) {
   EXPECT_GT(independent, bound);  // what the bound rules out
   std::printf("8 forks of a 1024-token k4v2 prefix: %llu bytes in the pool, %llu if independent\n",
               static_cast<unsigned long long>(used), static_cast<unsigned long long>(independent));
+}
+
+// Forks of one prefix decoding at the same time on their own threads (own
+// ThreadPool, own AttentionScratch), sharing pages and copying on write
+// concurrently, give what each gives alone.
+TEST(ForkTest, ForksDecodeConcurrentlyOnTheirOwnThreads) {
+  const kv::KvConfig config = config_of("k4v2", 2, 8);
+  constexpr int kForks = 4;
+  std::vector<RandomInputs> tails;
+  for (int i = 0; i < kForks; ++i) tails.emplace_back(kShape, 140, 100 + i);
+  RandomInputs x(kShape, 105, 13);
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> expect(kForks), got(kForks);
+  for (int i = 0; i < kForks; ++i) {
+    kv::KvCache c(kShape, config);
+    feed(c, x, 0, 100, pool);
+    for (int t = 100; t < 140; ++t) feed(c, tails[size_t(i)], t, 1, pool, &expect[size_t(i)]);
+  }
+  kv::KvCache base(kShape, config);
+  feed(base, x, 0, 100, pool);
+  std::vector<std::unique_ptr<kv::KvCache>> forks;
+  for (int i = 0; i < kForks; ++i) forks.push_back(base.fork());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kForks; ++i)
+    threads.emplace_back([&, i] {
+      ThreadPool own(2);
+      kv::AttentionScratch scratch;
+      kv::KvCache& c = *forks[size_t(i)];
+      const auto& sh = c.shape();
+      const auto& in = tails[size_t(i)];
+      for (int t = 100; t < 140; ++t) {
+        c.begin_chunk(1);
+        for (int l = 0; l < sh.n_layers; ++l) {
+          std::vector<float> out(size_t(sh.n_heads) * sh.head_dim);
+          c.write(l, in.layers[l].k.data() + size_t(t) * sh.n_kv_heads * sh.head_dim,
+                  in.layers[l].v.data() + size_t(t) * sh.n_kv_heads * sh.head_dim, &own);
+          c.attend(l, in.q[l].data() + size_t(t) * sh.n_heads * sh.head_dim, out.data(), own,
+                   scratch);
+          got[size_t(i)].insert(got[size_t(i)].end(), out.begin(), out.end());
+        }
+        c.end_chunk();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kForks; ++i) EXPECT_EQ(got[size_t(i)], expect[size_t(i)]) << "fork " << i;
+  // The base, whose pages the forks shared, goes on like a fresh sequence.
+  std::vector<float> base_out, fresh_out;
+  kv::KvCache fresh(kShape, config);
+  feed(fresh, x, 0, 100, pool);
+  for (int t = 100; t < 105; ++t) {
+    feed(base, x, t, 1, pool, &base_out);
+    feed(fresh, x, t, 1, pool, &fresh_out);
+  }
+  EXPECT_EQ(base_out, fresh_out);
 }
 
 // Truncate + re-append against the reference under the truncated-ring rule.
