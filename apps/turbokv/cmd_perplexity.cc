@@ -25,7 +25,8 @@ int perplexity_command(std::span<const std::string> args) {
                    "scored (as llama.cpp's perplexity does). -c is not used: the window is the\n"
                    "context.");
   model.add_to(flags);
-  flags.add_string({"-f", "--file"}, "FILE", "text to score", &opts.text_path);
+  flags.add_string({"-f", "--file"}, "FILE", "text to score (- reads standard input)",
+                   &opts.text_path);
   flags.add_int({"--window-tokens"}, "N", "tokens per window (default min(1024, trained context))",
                 &opts.window_tokens, 4, 1 << 24);
   flags.add_int({"--windows"}, "N", "windows to score (default: every full window)", &opts.windows,

@@ -23,14 +23,17 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!o.baseline.empty() &&
       (!kv::parse_kv_shorthand(o.baseline, baseline.k, baseline.v) || baseline.k.quantized()))
     fail("--baseline ", o.baseline, ": use f16 or f32");
+  if (!o.json_out.empty()) check_output_path(o.json_out, "--json");
+  // Read the text before the model: "-f -" is standard input, and a bad
+  // path should fail before seconds of loading.
+  const std::string text = read_input_file(o.text_path);
 
   const auto model = model::Model::load(o.model_path);
   const int trained = model->config().n_ctx_train > 0 ? model->config().n_ctx_train : 1024;
   const int window = o.window_tokens > 0 ? o.window_tokens : std::min(1024, trained);
   ThreadPool pool(std::max(1, o.threads));
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
-  const TextWindows tw =
-      make_text_windows(tokenizer, read_file(o.text_path), window, o.windows, o.text_path);
+  const TextWindows tw = make_text_windows(tokenizer, text, window, o.windows, o.text_path);
   { kv::KvCache probe(model->kv_shape(window), o.config); }  // a bad configuration fails now
   if (o.progress)
     std::fprintf(stderr, "perplexity: %zu window(s) of %d tokens (%lld in the text), KV %s\n",

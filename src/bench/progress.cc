@@ -63,7 +63,10 @@ Progress::~Progress() {
       // terminal, add() printed the last line already.)
       if (drawn_ && tty_) std::fputs("\r\033[K", stderr);
     } else if (enabled_) {
-      label_ = "done";
+      // An interrupted run ends with the cells it finished, not "done".
+      label_ = done_cells_ >= total_cells_
+                   ? std::string("done")
+                   : str("stopped after ", done_cells_, " of ", total_cells_, " cells");
       draw_locked();
       if (tty_) std::fputc('\n', stderr);
     }

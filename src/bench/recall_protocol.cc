@@ -222,6 +222,12 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
         variants.push_back(w);
       }
       for (const auto& v : variants) {
+        // A window must hold more than the f16 residual window (the cache
+        // refuses it otherwise): say so while planning, not as a failed cell.
+        if (v.config.window > 0 && v.config.window <= v.config.effective_residual())
+          fail(v.config.window == r.multi_turn_window ? "--multi-turn-window " : "--kv window ",
+               v.config.window, " is not larger than the residual window of ", v.label, " (",
+               v.config.effective_residual(), " tokens)");
         PlannedCell c;
         c.label = "recall multi-turn " + v.label;
         c.cost = per_prompt * double(r.seeds.size());

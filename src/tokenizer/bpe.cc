@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/escape.h"
 #include "tokenizer/utf8.h"
 
 namespace tkv::tok {
@@ -21,7 +22,8 @@ BpeMerges::BpeMerges(const std::vector<std::string>& merges, const TokenMap& tok
     // first byte (so a half may itself begin with a space).
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (sp == std::string::npos || sp + 1 >= m.size()) {
-      fail("tokenizer.ggml.merges[", i, "] = '", m, "' is not of the form 'left right'");
+      fail("tokenizer.ggml.merges[", i, "] = '", escape_bytes(m),
+           "' is not of the form 'left right'");
     }
     const std::string_view left(m.data(), sp);
     const std::string_view right(m.data() + sp + 1, m.size() - sp - 1);

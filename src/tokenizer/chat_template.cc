@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/escape.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::tok {
@@ -122,7 +123,7 @@ ChatFamily detect_family(std::string_view t, bool* recognized) {
 
 void require_basic_role(const ChatTemplate& t, const std::string& role) {
   if (role != "system" && role != "user" && role != "assistant") {
-    fail("chat template ", t.name(), ": role '", role,
+    fail("chat template ", t.name(), ": role '", escape_bytes(role),
          "' cannot be expressed (only system, user and assistant)");
   }
 }
@@ -150,7 +151,7 @@ ChatTemplate ChatTemplate::by_name(std::string_view name) {
     if (!all.empty()) all += ", ";
     all += n;
   }
-  fail("unknown chat template '", name, "' (known: ", all, ")");
+  fail("unknown chat template '", escape_bytes(name), "' (known: ", all, ")");
 }
 
 ChatTemplate ChatTemplate::detect(std::string_view template_text) {

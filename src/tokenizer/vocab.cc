@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/escape.h"
 #include "gguf/gguf.h"
 #include "tokenizer/pre_tokenizer.h"
 
@@ -57,7 +58,7 @@ void Vocab::validate() const {
       fail(kTokenType, "[", i, "] = ", t, " is not a token type (0..6)");
     }
     if (type == VocabType::kSpm && types[i] == TokenType::kByte && !is_byte_spelling(tokens[i])) {
-      fail(kTokenType, "[", i, "] marks '", tokens[i],
+      fail(kTokenType, "[", i, "] marks '", escape_bytes(tokens[i]),
            "' as a byte token, which must be spelled <0xNN>");
     }
   }

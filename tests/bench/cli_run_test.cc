@@ -180,6 +180,23 @@ TEST_F(BenchCliRun, AllKvRestrictsEveryProtocolUnlessItsOwnListIsGiven) {
   EXPECT_EQ(kv_labels(rep["kernel"]), std::vector<std::string>{"f16"});
 }
 
+// A multi-turn window no larger than a configuration's f16 residual window
+// (k4v2: 64 tokens) is refused while the run is planned: one line, exit 2,
+// no report of failed cells.
+TEST_F(BenchCliRun, MultiTurnWindowWithinTheResidualIsRefusedBeforeRunning) {
+  const std::string out = dir_ + "/mtw";
+  std::vector<std::string> args = tiny_all(model_, text_, out);
+  args.insert(args.end(), {"--kv", "k4v2", "--skip", "memory,speed,quality,kernel"});
+  const ChildResult r = turbokv(args, dir_, {});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // (tiny_all's contexts also draw a warning about the trained context.)
+  const size_t e = r.err.find("error: --multi-turn-window 64");
+  ASSERT_NE(e, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n', e), r.err.size() - 1) << "the error is one line, the last";
+  EXPECT_NE(r.err.find("residual"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out + "/report.json"));
+}
+
 // A `bench all` command line narrows to one protocol by changing the subcommand.
 TEST_F(BenchCliRun, SubcommandsAcceptTheFlagsBenchAllPassesThem) {
   const std::string out = dir_ + "/one";
@@ -228,9 +245,16 @@ TEST_F(BenchCliRun, SignalKeepsFinishedCellsAndMarksTheRestNotRun) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const std::string out = dir_ + "/sig" + std::to_string(sig);
     // 32 cells: far more than can finish between the first and the signal.
-    ::tkv::test::CliProcess p({"bench", "memory", "-m", model_, "--kv", "f16,k4v2,k8v8,q8_0",
-                               "--ctx", "64,96,128,160,192,224,256,288", "-t", "1", "-q", "--out",
-                               out});
+    // SIGTERM runs with the progress lines on (stderr is not a terminal:
+    // one line per cell), whose last line must not claim the run is done.
+    std::vector<std::string> args = {"bench", "memory",
+                                     "-m",    model_,
+                                     "--kv",  "f16,k4v2,k8v8,q8_0",
+                                     "--ctx", "64,96,128,160,192,224,256,288",
+                                     "-t",    "1",
+                                     "--out", out};
+    if (sig == SIGINT) args.push_back("-q");
+    ::tkv::test::CliProcess p(args);
     ASSERT_TRUE(p.running());
     // The report is rewritten after every cell: wait for the first one.
     bool first_done = false;
@@ -245,6 +269,10 @@ TEST_F(BenchCliRun, SignalKeepsFinishedCellsAndMarksTheRestNotRun) {
     EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
     const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     EXPECT_NE(r.err.find("interrupted by " + name), std::string::npos) << r.err;
+    if (sig == SIGTERM) {
+      EXPECT_NE(r.err.find("stopped after "), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find("] done"), std::string::npos) << r.err;
+    }
 
     const Json rep = test::read_json_file(out + "/report.json");
     EXPECT_EQ(rep["run"]["state"], "interrupted");
@@ -318,6 +346,28 @@ TEST_F(BenchCliRun, HelpHasTheLayoutOfTheOtherCommandsAndNoProjectJargon) {
       for (const char* word : {"issue", "Issue", "target", "Target", "MISSED"})
         EXPECT_EQ(text.find(word), std::string::npos) << sub << ": " << word << "\n" << text;
   }
+}
+
+// perplexity reads its text from standard input with -f -, as run and
+// tokenize read a prompt; an unwritable --json fails before the model loads.
+TEST_F(BenchCliRun, PerplexityReadsStandardInputAndChecksJsonFirst) {
+  const std::string text = read_text(text_);
+  const auto from_file =
+      ::tkv::test::run_cli({"perplexity", "-m", model_, "-f", text_, "--window-tokens", "64",
+                            "--windows", "1", "-t", "1"});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  const auto from_stdin = ::tkv::test::run_cli(
+      {"perplexity", "-m", model_, "-f", "-", "--window-tokens", "64", "--windows", "1", "-t", "1"},
+      text);
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+  EXPECT_NE(from_file.out.find("PPL "), std::string::npos) << from_file.out;
+  EXPECT_EQ(from_stdin.out, from_file.out);
+
+  const auto bad_json = ::tkv::test::run_cli(
+      {"perplexity", "-m", "/nonexistent/model.gguf", "-f", text_, "--json", dir_});
+  EXPECT_EQ(bad_json.exit_code, 2);
+  EXPECT_NE(bad_json.err.find("--json"), std::string::npos) << bad_json.err;
+  EXPECT_EQ(bad_json.err.find("model.gguf"), std::string::npos) << "checked after the model";
 }
 
 }  // namespace

@@ -159,6 +159,24 @@ TEST(ChatTemplate, UnknownTemplatesFallBackToChatmlWithAWarning) {
   EXPECT_EQ(ChatTemplate::detect("gemma").family(), ChatFamily::kGemma);  // a bare name works too
 }
 
+TEST(ChatTemplate, ErrorsQuoteBytesEscaped) {
+  // A role or template name from a file or a client may hold any bytes:
+  // the message shows them escaped, on one line.
+  const ChatTemplate mistral = ChatTemplate::by_name("mistral-v7");
+  try {
+    mistral.apply({{"to\x01ol\n\xff", "x"}}, true);
+    ADD_FAILURE() << "no error for an unknown role";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'to\\x01ol\\n\\xff'"), std::string::npos) << e.what();
+  }
+  try {
+    ChatTemplate::by_name("bad\nname\x80");
+    ADD_FAILURE() << "no error for an unknown name";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'bad\\nname\\x80'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ChatTemplate, NamesAndAliases) {
   for (const std::string& n : ChatTemplate::names()) EXPECT_EQ(ChatTemplate::by_name(n).name(), n);
   EXPECT_EQ(ChatTemplate::by_name("qwen").family(), ChatFamily::kChatml);
