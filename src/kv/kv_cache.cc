@@ -3,6 +3,7 @@
 // evicts), statistics. See kv_cache.h for the storage model.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
 #include "common/f16.h"
@@ -113,6 +114,10 @@ const KvConfig& KvCache::config() const {
 int64_t KvCache::n_tokens() const {
   return impl_->n_tokens;
 }
+int64_t KvCache::room() const {
+  const Impl& c = *impl_;
+  return c.W > 0 ? std::numeric_limits<int64_t>::max() : c.shape.max_tokens - c.n_tokens;
+}
 
 void KvCache::begin_chunk(int n_new) {
   Impl& c = *impl_;
@@ -120,7 +125,7 @@ void KvCache::begin_chunk(int n_new) {
   if (n_new <= 0) fail("KV cache: a chunk needs at least one token");
   // Under a window policy memory stays flat, so the sequence may outgrow
   // the configured context; otherwise the context is a hard limit.
-  if (c.W == 0 && c.n_tokens + n_new > c.shape.max_tokens)
+  if (n_new > room())
     fail("context length exceeded: ", c.n_tokens, " + ", n_new, " tokens > ", c.shape.max_tokens,
          " (raise -c, or use --kv-window)");
   if (c.R > 0) {  // the chunk's f16 tokens (scratch, no state)

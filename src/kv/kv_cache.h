@@ -91,6 +91,11 @@ class KvCache {
   const KvShape& shape() const;
   const KvConfig& config() const;
   int64_t n_tokens() const;  // next position to be written
+  // Tokens that may still be appended: shape().max_tokens - n_tokens(), or
+  // INT64_MAX under a window policy (memory stays flat, so the sequence may
+  // outgrow the context). begin_chunk refuses a chunk larger than this; it is
+  // the one place the window-policy context rule is decided.
+  int64_t room() const;
   const std::shared_ptr<PagePool>& pool() const;
 
   // Allocates every page the chunk will fill; throws KvBudgetExceeded (and

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "common/error.h"
 #include "kv/kv_cache.h"
@@ -286,6 +287,22 @@ TEST(KvCacheTest, BudgetExceededLeavesCacheUsable) {
   cache.attend(0, q.data(), out.data(), pool);
   cache.end_chunk();
   EXPECT_EQ(cache.n_tokens(), 64);
+}
+
+TEST(KvCacheTest, RoomIsTheContextLeftUnlessAWindowBoundsMemory) {
+  kv::KvCache cache(shape(4, 2, 64, 1, 100), KvConfig{});
+  EXPECT_EQ(cache.room(), 100);
+  cache.begin_chunk(30);
+  std::vector<float> k(30 * 2 * 64, 0.5f), q(30 * 4 * 64, 0.1f), out(q.size());
+  ThreadPool pool(1);
+  cache.write(0, k.data(), k.data());
+  cache.attend(0, q.data(), out.data(), pool);
+  cache.end_chunk();
+  EXPECT_EQ(cache.room(), 70);
+  EXPECT_THROW(cache.begin_chunk(71), Error);
+  KvConfig w;
+  w.window = 50;
+  EXPECT_EQ(kv::KvCache(shape(4, 2, 64, 1, 100), w).room(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(KvCacheTest, ContextLimitIsAClearError) {
