@@ -85,8 +85,11 @@ run_tests() {  # run_tests QEMU_CPU CTEST_REGEX
     exit 1
   fi
   phase "tests on QEMU_CPU=$cpu (Highway targets: $targets): ctest -R '$regex'"
-  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" -R "$regex"
+  # A failing run is recorded and the next CPU still runs; the script fails at the end.
+  QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" \
+    -R "$regex" || failed+=("$cpu")
 }
+failed=()
 
 # ctest -R regex of every gtest suite in the given test binaries (from the
 # lists gtest_discover_tests wrote at build time).
@@ -121,4 +124,8 @@ if [ "$SVE" = ON ]; then
   run_tests max,sve-default-vector-length=32 "$forced_kernels"
 fi
 run_tests cortex-a72 "$weight_kernels"
+if [ ${#failed[@]} -gt 0 ]; then
+  phase "aarch64: tests FAILED on QEMU_CPU=${failed[*]}"
+  exit 1
+fi
 phase "aarch64: all tests passed"
