@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "chat_session.h"
 #include "command_registry.h"
 #include "common/error.h"
 #include "common/sys_info.h"
@@ -23,9 +22,16 @@
 #include "line_reader.h"
 #include "model/model.h"
 #include "output.h"
+#include "runtime/chat_session.h"
 
 namespace tkv::cli {
 namespace {
+
+using runtime::ChatReply;
+using runtime::ChatSession;
+using runtime::InferenceSession;
+using runtime::stop_reason_name;
+using runtime::StopReason;
 
 // Raised by SIGINT; lock-free, so safe to store from a signal handler.
 std::atomic<bool> g_interrupt{false};
@@ -46,7 +52,7 @@ void install_sigint_handler() {
 constexpr const char* kCommandHelp =
     "commands:\n"
     "  /clear        forget the conversation (keeps the system prompt)\n"
-    "  /save FILE    save the conversation and its KV cache (FILE and FILE.json)\n"
+    "  /save FILE    save the conversation and its KV cache (one session file)\n"
     "  /load FILE    continue a saved conversation\n"
     "  /stats        context use, KV cache memory, speed of the last reply\n"
     "  /help         this list\n"
@@ -175,7 +181,7 @@ int chat_main(std::span<const std::string> args) {
 
   InferenceSession session(*model, tokenizer, context_flags.context_for(*model), kv_config,
                            thread_flags.count(), context_flags.ubatch);
-  session.set_prefill_progress(progress);
+  session.set_prefill_observer(prefill_progress_bar(progress));
   ChatSession chat(session, chat_template, sampling, system_prompt, stops);
   std::fprintf(stderr, "turbokv chat: %s, template %s, context %lld, kv %s, sampling %s\n",
                model->config().describe().c_str(), chat_template.name().c_str(),

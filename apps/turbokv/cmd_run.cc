@@ -13,17 +13,26 @@
 #include "common/sys_info.h"
 #include "common/timer.h"
 #include "common_flags.h"
-#include "generation.h"
 #include "model/model.h"
 #include "output.h"
-#include "prompt_cache.h"
 #include "run_report.h"
-#include "session_state.h"
-#include "stop_matcher.h"
+#include "runtime/generation.h"
+#include "runtime/prompt_cache.h"
+#include "runtime/session_state.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace tkv::cli {
 namespace {
+
+using runtime::generate_text;
+using runtime::GenerateOptions;
+using runtime::GenerateResult;
+using runtime::InferenceSession;
+using runtime::prompt_cache_needs_save;
+using runtime::PromptCacheUse;
+using runtime::restore_prompt_cache;
+using runtime::save_session;
+using runtime::StopReason;
 
 struct RunFlags {
   ModelFlags model;
@@ -99,7 +108,7 @@ int run_main(std::span<const std::string> args) {
          " tokens (raise -c, or use --kv-window)");
 
   InferenceSession session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
-  session.set_prefill_progress(progress);
+  session.set_prefill_observer(prefill_progress_bar(progress));
   sample::Sampler sampler(sampler_config);
   if (f.verbose)
     std::fprintf(stderr, "model: %s\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
@@ -155,13 +164,12 @@ int run_main(std::span<const std::string> args) {
   GenerateOptions gen;
   gen.max_tokens = f.n_predict;
   gen.stop_at_eog = !f.ignore_eos;
-  StopMatcher matcher(f.stops);
-  const GenerateResult result = generate(session, sampler, gen, [&](int32_t id) {
-    write_stdout(matcher.push(decoder.push(id)));
-    return !matcher.stopped();
-  });
-  write_stdout(matcher.push(decoder.flush()));
-  write_stdout(matcher.flush());
+  const runtime::TextGenerateResult text =
+      generate_text(session, sampler, gen, f.stops, decoder, [](std::string_view piece) {
+        write_stdout(piece);
+        return true;
+      });
+  const GenerateResult& result = text.generation;
   if (result.n_generated > 0) write_stdout("\n");
   // Time to first token: prefill plus sampling the first token (the
   // prompt-cache save in between is not part of it).

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "flags.h"
-#include "generation.h"
 #include "kv/kv_config.h"
+#include "runtime/generation.h"
 #include "sample/sampler.h"
 
 namespace tkv::model {
@@ -65,6 +65,14 @@ struct ContextFlags {
  private:
   mutable bool warned_ = false;
 };
+
+// Prefill progress on stderr: kAuto draws it on a terminal once a prefill has
+// taken a second; kAlways (--progress) prints it whatever stderr is and
+// however short the prompt; kOff (-q) never.
+enum class PrefillProgress { kOff, kAuto, kAlways };
+
+// The progress bar for InferenceSession::set_prefill_observer (empty for kOff).
+runtime::PrefillObserver prefill_progress_bar(PrefillProgress mode);
 
 // -q / --quiet, --progress: prefill progress on stderr (run, chat).
 struct ProgressFlags {

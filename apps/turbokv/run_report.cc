@@ -26,8 +26,8 @@ std::string secs(double s) {
 
 }  // namespace
 
-std::string run_summary(const InferenceSession& session, const sample::SamplerConfig& sampling,
-                        int threads, const RunFigures& f) {
+std::string run_summary(const runtime::InferenceSession& session,
+                        const sample::SamplerConfig& sampling, int threads, const RunFigures& f) {
   const kv::KvStats kv = session.cache().stats();
   std::string s = str("prompt ", f.prompt_tokens, " tok (", f.cached_tokens, " cached)");
   s += str(" | prefill ", f.prefilled, " tok in ", secs(f.prefill_seconds), ", ",
@@ -35,7 +35,7 @@ std::string run_summary(const InferenceSession& session, const sample::SamplerCo
   if (f.generated > 0) s += str(" | TTFT ", secs(f.time_to_first_token));
   s += str(" | decode ", f.decoded, " tok in ", secs(f.decode_seconds), ", ",
            rate(f.decoded, f.decode_seconds));
-  s += str(" | generated ", f.generated, " (", stop_reason_name(f.stop), ")");
+  s += str(" | generated ", f.generated, " (", runtime::stop_reason_name(f.stop), ")");
   s += str(" | peak RSS ", format_bytes(peak_rss_bytes()));
   s += str(" | model ", format_bytes(session.model().weight_bytes()));
   s += str(" | KV ", format_bytes(kv.persistent_bytes), " persistent, ",
@@ -52,8 +52,9 @@ std::string run_summary(const InferenceSession& session, const sample::SamplerCo
   return s;
 }
 
-void print_run_summary(const InferenceSession& session, const sample::SamplerConfig& sampling,
-                       int threads, const RunFigures& figures) {
+void print_run_summary(const runtime::InferenceSession& session,
+                       const sample::SamplerConfig& sampling, int threads,
+                       const RunFigures& figures) {
   end_stdout_line();
   std::fprintf(stderr, "%s\n", run_summary(session, sampling, threads, figures).c_str());
 }

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "generation.h"
+#include "runtime/generation.h"
 #include "sample/sampler.h"
 
 namespace tkv::cli {
@@ -20,16 +20,18 @@ struct RunFigures {
   int64_t generated = 0;
   int64_t decoded = 0;  // single-token evals (generated tokens fed back)
   double decode_seconds = 0;
-  StopReason stop = StopReason::kLength;
+  runtime::StopReason stop = runtime::StopReason::kLength;
 };
 
 // "prompt 12 tok (0 cached) | prefill 12 tok in 0.05 s, 240.0 tok/s | TTFT 0.06 s |
 //  decode 99 tok in 0.40 s, 247.5 tok/s | generated 100 (length) | peak RSS 1.2 GiB |
 //  model 1.1 MiB | KV 512.0 KiB persistent, 12.0 KiB peak scratch | kv k=f16 v=f16 ... |
 //  sampling greedy | threads 2"
-std::string run_summary(const InferenceSession& session, const sample::SamplerConfig& sampling,
-                        int threads, const RunFigures& figures);
-void print_run_summary(const InferenceSession& session, const sample::SamplerConfig& sampling,
-                       int threads, const RunFigures& figures);
+std::string run_summary(const runtime::InferenceSession& session,
+                        const sample::SamplerConfig& sampling, int threads,
+                        const RunFigures& figures);
+void print_run_summary(const runtime::InferenceSession& session,
+                       const sample::SamplerConfig& sampling, int threads,
+                       const RunFigures& figures);
 
 }  // namespace tkv::cli

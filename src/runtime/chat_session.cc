@@ -1,17 +1,16 @@
-#include "chat_session.h"
+#include "runtime/chat_session.h"
 
-#include <filesystem>
-#include <nlohmann/json.hpp>
+#include <charconv>
+#include <map>
 #include <utility>
 
-#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/timer.h"
-#include "session_state.h"
+#include "runtime/session_state.h"
 #include "tokenizer/stream_decoder.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 namespace {
 
@@ -25,23 +24,13 @@ std::vector<std::string> all_stops(const tok::ChatTemplate& t, std::vector<std::
   return out;
 }
 
-// Message text is bytes: what the user typed, or a reply the model may have
-// cut inside a multi-byte character. JSON holds UTF-8 only, so text that is
-// not valid UTF-8 is stored as hex under "<key>_hex" instead of "<key>".
-void put_text(nlohmann::json& j, const std::string& key, const std::string& bytes) {
-  if (is_valid_utf8(bytes))
-    j[key] = bytes;
-  else
-    j[key + "_hex"] = to_hex(bytes);
-}
-
-std::string get_text(const nlohmann::json& j, const std::string& key) {
-  if (j.contains(key + "_hex")) {
-    const auto bytes = from_hex(j.at(key + "_hex").get<std::string>());
-    if (!bytes) fail(key, "_hex is not hex");
-    return *bytes;
-  }
-  return j.value(key, std::string());
+// Names of the chat's strings in the session file (SessionMeta::strings:
+// any bytes, so a reply cut inside a multi-byte character is kept as is).
+constexpr const char* kTemplateKey = "chat.template";
+constexpr const char* kSystemKey = "chat.system_prompt";
+constexpr const char* kCountKey = "chat.n_messages";
+std::string message_key(size_t i, const char* field) {
+  return str("chat.message.", i, ".", field);
 }
 
 }  // namespace
@@ -109,75 +98,65 @@ ChatReply ChatSession::respond(const std::string& user_text, int64_t max_tokens,
   messages_.push_back({"user", user_text});
 
   tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kContinuation);
-  StopMatcher matcher(stops_);
-  auto show = [&](const std::string& text) {
-    if (text.empty()) return;
-    reply.text += text;
-    emit(text);
-  };
   GenerateOptions options;
   options.max_tokens = max_tokens;
   options.stop_tokens = stop_tokens_;
   options.interrupt = interrupt;
-  reply.generation = generate(session_, sampler_, options, [&](int32_t id) {
-    show(matcher.push(decoder.push(id)));
-    return !matcher.stopped();
-  });
-  show(matcher.push(decoder.flush()));
-  show(matcher.flush());
-  reply.stop_string = matcher.matched();
+  TextGenerateResult result =
+      generate_text(session_, sampler_, options, stops_, decoder, [&](std::string_view text) {
+        reply.text += text;
+        emit(std::string(text));
+        return true;
+      });
+  reply.generation = result.generation;
+  reply.stop_string = std::move(result.stop_string);
   messages_.push_back({"assistant", reply.text});
   return reply;
 }
 
 void ChatSession::save(const std::string& path) const {
-  nlohmann::json extra;
-  extra["chat_template"] = template_.name();
-  put_text(extra, "system_prompt", system_prompt_);
-  nlohmann::json messages = nlohmann::json::array();
-  for (const auto& m : messages_) {
-    nlohmann::json message = {{"role", m.role}};
-    put_text(message, "content", m.content);
-    messages.push_back(std::move(message));
+  std::map<std::string, std::string> strings;
+  strings[kTemplateKey] = template_.name();
+  strings[kSystemKey] = system_prompt_;
+  strings[kCountKey] = std::to_string(messages_.size());
+  for (size_t i = 0; i < messages_.size(); ++i) {
+    strings[message_key(i, "role")] = messages_[i].role;
+    strings[message_key(i, "content")] = messages_[i].content;
   }
-  extra["messages"] = std::move(messages);
-  save_session(path, session_, &extra);
+  save_session(path, session_, strings);
 }
 
 std::string ChatSession::load(const std::string& path) {
-  // Parse the messages before touching the session, so a bad file leaves
-  // the current conversation as it was.
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, ": session file does not exist");
-  const std::string sidecar = session_sidecar_path(path);
-  nlohmann::json extra;
+  // Read the messages before touching the session, so a file without a
+  // conversation leaves the current one as it was; load_session is
+  // transactional itself.
+  const std::map<std::string, std::string> strings = peek_session(path).strings;
+  auto get = [&](const std::string& key) -> const std::string& {
+    const auto it = strings.find(key);
+    if (it == strings.end()) fail(path, ": no chat conversation in it (no ", key, ")");
+    return it->second;
+  };
+  const std::string& count_text = get(kCountKey);
+  size_t count = 0;
+  const auto [end, ec] =
+      std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
+  if (ec != std::errc() || end != count_text.data() + count_text.size() || count > strings.size())
+    fail(path, ": no chat conversation in it (bad message count)");
   std::vector<tok::ChatMessage> messages;
-  std::string system_prompt;
-  const std::string state = read_file(sidecar);
-  try {
-    extra = nlohmann::json::parse(state).at("extra");
-    for (const auto& m : extra.at("messages")) {
-      if (!m.contains("content") && !m.contains("content_hex")) fail("a message without content");
-      messages.push_back({m.at("role").get<std::string>(), get_text(m, "content")});
-    }
-    system_prompt = get_text(extra, "system_prompt");
-  } catch (const nlohmann::json::exception& e) {
-    fail(sidecar, ": no chat conversation in it (", escape_bytes(e.what()), ")");
-  } catch (const Error& e) {
-    fail(sidecar, ": no chat conversation in it (", e.what(), ")");
-  }
+  for (size_t i = 0; i < count; ++i)
+    messages.push_back({get(message_key(i, "role")), get(message_key(i, "content"))});
+  std::string system_prompt = get(kSystemKey);
+  const std::string saved_template = escape_bytes(get(kTemplateKey));  // shown: escaped
   load_session(path, session_);
   messages_ = std::move(messages);
   system_prompt_ = std::move(system_prompt);
   // The repetition penalty looks at the recent history.
   sampler_.reset();
   for (int32_t id : session_.tokens()) sampler_.accept(id);
-  // From the file: escaped before it is shown.
-  const std::string saved_template = escape_bytes(extra.value("chat_template", std::string()));
   if (!saved_template.empty() && saved_template != template_.name())
     return str("the conversation was saved with chat template ", saved_template, ", this is ",
                template_.name(), " (use --chat-template ", saved_template, ")");
   return {};
 }
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -20,12 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "generation.h"
+#include "runtime/generation.h"
 #include "sample/sampler.h"
-#include "stop_matcher.h"
 #include "tokenizer/chat_template.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 struct ChatReply {
   std::string text;           // what was shown (stop strings excluded)
@@ -52,8 +51,8 @@ class ChatSession {
 
   // Starts over: empty cache, only the system prompt remains.
   void clear();
-  // The KV cache and the conversation (messages, token ids) to PATH and
-  // PATH.json; load() continues a saved conversation (same model, same KV
+  // The KV cache and the conversation (messages, token ids) to the session
+  // file PATH (session_state.h); load() continues a saved conversation (same model, same KV
   // settings), tkv::Error otherwise with the current one unchanged; it
   // returns a warning for the user (e.g. another chat template) or "".
   void save(const std::string& path) const;
@@ -77,4 +76,4 @@ class ChatSession {
   std::vector<tok::ChatMessage> messages_;
 };
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

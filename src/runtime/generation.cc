@@ -1,15 +1,13 @@
-#include "generation.h"
-
-#include <unistd.h>
+#include "runtime/generation.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "bench/progress.h"
 #include "common/error.h"
 #include "common/timer.h"
+#include "runtime/stop_matcher.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 namespace {
 
@@ -44,20 +42,10 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
     fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
          " (-c)");
   model::EvalOptions options{.ubatch = ubatch_, .all_logits = false, .on_chunk = {}};
-  // Decode steps (one token) are never shown; a prompt is.
-  const bool show = progress_ != PrefillProgress::kOff && tokens.size() > 1;
-  const bool always = progress_ == PrefillProgress::kAlways;
-  bench::Progress bar({.what = "prefill",
-                       .unit = "tok",
-                       .total = double(tokens.size()),
-                       .delay_seconds = always ? 0.0 : 1.0},
-                      show && (always || ::isatty(STDERR_FILENO) == 1));
-  int64_t shown = 0;
-  if (show)
-    options.on_chunk = [&](int64_t done, int64_t) {
-      bar.add(double(done - shown));
-      shown = done;
-    };
+  // Decode steps (one token) are never observed; a prompt is.
+  std::function<void(int64_t)> on_chunk;
+  if (observer_ && tokens.size() > 1) on_chunk = observer_(int64_t(tokens.size()));
+  if (on_chunk) options.on_chunk = [&](int64_t done, int64_t) { on_chunk(done); };
   model_.eval(
       cache_, tokens, pool_,
       [this](int64_t, std::span<const float> logits) {
@@ -91,6 +79,8 @@ const char* stop_reason_name(StopReason reason) {
       return "context full";
     case StopReason::kInterrupted:
       return "interrupted";
+    case StopReason::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -146,4 +136,27 @@ GenerateResult generate(InferenceSession& session, sample::Sampler& sampler,
   return result;
 }
 
-}  // namespace tkv::cli
+TextGenerateResult generate_text(InferenceSession& session, sample::Sampler& sampler,
+                                 const GenerateOptions& options,
+                                 const std::vector<std::string>& stops, tok::StreamDecoder& decoder,
+                                 const std::function<bool(std::string_view text)>& on_text) {
+  StopMatcher matcher(stops);
+  bool cancelled = false;
+  TextGenerateResult out;
+  out.generation = generate(session, sampler, options, [&](int32_t id) {
+    const std::string text = matcher.push(decoder.push(id));
+    if (!text.empty() && !on_text(text)) cancelled = true;
+    return !matcher.stopped() && !cancelled;
+  });
+  if (cancelled && !matcher.stopped()) {
+    out.generation.reason = StopReason::kCancelled;
+    return out;
+  }
+  // The rest is handed out even if on_text cancels now: nothing more is generated.
+  if (const std::string text = matcher.push(decoder.flush()); !text.empty()) on_text(text);
+  if (const std::string text = matcher.flush(); !text.empty()) on_text(text);
+  out.stop_string = matcher.matched();
+  return out;
+}
+
+}  // namespace tkv::runtime

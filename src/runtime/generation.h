@@ -1,4 +1,4 @@
-// The state of one conversation with a model, shared by `run` and `chat`: the
+// The state of one conversation with a model, shared by every front end: the
 // KV cache (the only copy of the past), the token ids it holds, the logits of
 // the newest token, and the generation loop that samples from them.
 #pragma once
@@ -9,20 +9,24 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sample/sampler.h"
+#include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
-// Prefill progress on stderr: kAuto draws it on a terminal once a prefill has
-// taken a second; kAlways (--progress) prints it whatever stderr is and
-// however short the prompt; kOff (-q) never.
-enum class PrefillProgress { kOff, kAuto, kAlways };
+// Watches a prefill: called at the start of every feed() of more than one
+// token with the number of tokens, it returns the callback told, after each
+// chunk, how many are done (or an empty function). What it returns is
+// destroyed when the feed ends (a progress bar closes its line then).
+using PrefillObserver = std::function<std::function<void(int64_t done)>(int64_t total)>;
 
 class InferenceSession {
  public:
@@ -37,7 +41,7 @@ class InferenceSession {
   const kv::KvCache& cache() const { return cache_; }
   ThreadPool& pool() { return pool_; }
   int ubatch() const { return ubatch_; }
-  void set_prefill_progress(PrefillProgress mode) { progress_ = mode; }
+  void set_prefill_observer(PrefillObserver observer) { observer_ = std::move(observer); }
 
   // Every token fed so far, in order (what the cache has seen).
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -66,7 +70,7 @@ class InferenceSession {
   kv::KvCache cache_;
   ThreadPool pool_;
   int ubatch_;
-  PrefillProgress progress_ = PrefillProgress::kOff;
+  PrefillObserver observer_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   int64_t context_size_;
@@ -78,6 +82,7 @@ enum class StopReason {
   kStopString,   // on_token asked to stop (a stop string matched)
   kContextFull,  // no room to feed the last sampled token
   kInterrupted,  // the interrupt flag was raised (Ctrl-C)
+  kCancelled,    // generate_text's on_text returned false
 };
 const char* stop_reason_name(StopReason reason);
 
@@ -106,4 +111,21 @@ GenerateResult generate(InferenceSession& session, sample::Sampler& sampler,
                         const GenerateOptions& options,
                         const std::function<bool(int32_t token)>& on_token);
 
-}  // namespace tkv::cli
+struct TextGenerateResult {
+  GenerateResult generation;
+  std::string stop_string;  // the stop string that ended it (generation.reason kStopString)
+};
+
+// generate() as text: each token goes through `decoder` (the streaming
+// detokenizer: text appears once its bytes form whole characters, spelled
+// as in the decoded whole) and the stop strings (held back while they could
+// still be starting, never shown, even across token boundaries); on_text
+// receives the text that is safe to show and returns false to cancel
+// (reason kCancelled; the token whose text it was is not fed). What the
+// decoder and the stop matcher still hold is handed out at the end.
+TextGenerateResult generate_text(InferenceSession& session, sample::Sampler& sampler,
+                                 const GenerateOptions& options,
+                                 const std::vector<std::string>& stops, tok::StreamDecoder& decoder,
+                                 const std::function<bool(std::string_view text)>& on_text);
+
+}  // namespace tkv::runtime

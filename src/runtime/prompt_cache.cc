@@ -1,15 +1,14 @@
-#include "prompt_cache.h"
+#include "runtime/prompt_cache.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include <vector>
 
-#include "common/atomic_file.h"
 #include "common/error.h"
-#include "generation.h"
-#include "session_state.h"
+#include "runtime/generation.h"
+#include "runtime/session_state.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& session,
                                     std::span<const int32_t> prompt) {
@@ -18,8 +17,7 @@ PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& s
   if (!std::filesystem::exists(path, ec)) return use;
   // Check the prompt against the saved ids before the (larger) cache is read.
   try {
-    const auto state = nlohmann::json::parse(read_file(session_sidecar_path(path)));
-    const auto saved = state.at("tokens").get<std::vector<int32_t>>();
+    const std::vector<int32_t> saved = peek_session(path).tokens;
     if (saved.empty() || saved.size() + 1 > prompt.size() ||
         !std::equal(saved.begin(), saved.end(), prompt.begin())) {
       use.note = "it holds another prompt";
@@ -27,9 +25,6 @@ PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& s
     }
   } catch (const Error& e) {
     use.note = e.what();
-    return use;
-  } catch (const nlohmann::json::exception& e) {
-    use.note = str(session_sidecar_path(path), ": ", e.what());
     return use;
   }
   try {
@@ -41,4 +36,4 @@ PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& s
   return use;
 }
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -1,4 +1,4 @@
-// `run --prompt-cache FILE`: a long prompt is prefilled once. The cache file
+// A prompt cache (`run --prompt-cache FILE`): a long prompt is prefilled once. The cache file
 // is a session (session_state.h) holding every prompt token but the last;
 // the last one is always evaluated again, because its logits (which the
 // first sampled token needs) are not part of a KV cache.
@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 class InferenceSession;
 
@@ -29,4 +29,4 @@ inline bool prompt_cache_needs_save(const PromptCacheUse& use, size_t prompt_tok
   return prompt_tokens > 1 && use.restored < int64_t(prompt_tokens) - 1;
 }
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -1,34 +1,40 @@
-// Saving and restoring a conversation: the KV cache (KvCache::save, a GGUF
-// session file at PATH) plus a small JSON sidecar at PATH.json with what the
-// cache cannot say about itself: the token ids it holds (a prompt cache
-// needs them to find the shared prefix; a chat needs them to go on) and
-// command-specific state (the chat's messages).
+// Saving and restoring a conversation in one session file (KvCache::save,
+// format 2, docs/KV_FORMAT.md): the KV store, the token ids it holds (a
+// prompt cache needs them to find the shared prefix; a chat needs them to go
+// on) and named byte strings from the caller (a chat's messages), all under
+// the file's checksum, written atomically.
 //
-// The pair is tied together: the sidecar records the session file's checksum
-// and token count, the model fingerprint and the KV settings, and a restore
-// checks all of them before anything changes.
+// Files of session format 1 (turbokv before 0.1: a KV file with a JSON
+// sidecar at PATH.json holding the token ids) are refused with a message
+// naming their version.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <cstdint>
+#include <map>
 #include <string>
 
-namespace tkv::cli {
+#include "kv/kv_cache.h"
+
+namespace tkv::runtime {
 
 class InferenceSession;
 
-std::string session_sidecar_path(const std::string& path);
-
-// Writes PATH and PATH.json. `extra` (optional, valid UTF-8 strings only) is
-// stored under "extra". Both files are written out before either replaces
-// its target, so a failure (tkv::Error naming the file) leaves the previous
-// files as they were.
+// Writes PATH atomically (a failure, tkv::Error naming the file, leaves the
+// previous file as it was). `strings`: any bytes, under any names.
 void save_session(const std::string& path, const InferenceSession& session,
-                  const nlohmann::json* extra = nullptr);
+                  const std::map<std::string, std::string>& strings = {});
 
-// Restores `session` from PATH and PATH.json and returns "extra" (null if
-// absent). Throws tkv::Error naming the file and the reason (missing, other
-// model, other KV settings, files that do not belong together, corrupt);
-// the session is unchanged then.
-nlohmann::json load_session(const std::string& path, InferenceSession& session);
+// What a session file says about itself, read from its metadata without
+// reading its pages or checking its checksum (load_session does that): to
+// decide whether it is worth loading before the session changes. Throws
+// tkv::Error naming the file when it is missing, not a session file, of
+// format 1 or of an unknown version.
+kv::SessionMeta peek_session(const std::string& path);
 
-}  // namespace tkv::cli
+// Restores `session` from PATH and returns the saved strings. Transactional:
+// on tkv::Error naming the file and the reason (missing, older format, other
+// model, other KV settings, corrupt, token ids outside the vocabulary, no
+// room in the pool) the session is exactly as it was.
+std::map<std::string, std::string> load_session(const std::string& path, InferenceSession& session);
+
+}  // namespace tkv::runtime

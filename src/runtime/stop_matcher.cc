@@ -1,9 +1,9 @@
-#include "stop_matcher.h"
+#include "runtime/stop_matcher.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
   for (auto& s : stops)
@@ -54,4 +54,4 @@ std::string StopMatcher::flush() {
   return std::exchange(held_, {});
 }
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tkv::cli {
+namespace tkv::runtime {
 
 class StopMatcher {
  public:
@@ -32,4 +32,4 @@ class StopMatcher {
   std::string matched_;
 };
 
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -109,7 +109,7 @@ TEST(CliRun, PromptCacheSkipsPrefillAndGivesIdenticalOutput) {
   const CliResult first = run_cli(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(std::filesystem::exists(cache));
-  ASSERT_TRUE(std::filesystem::exists(cache + ".json"));
+  EXPECT_FALSE(std::filesystem::exists(cache + ".json")) << "one session file, no sidecar";
   const std::string prompt_field = summary_field(first.err, "prompt");
   const int n_prompt = std::stoi(prompt_field);
   ASSERT_GT(n_prompt, 20);

@@ -1,6 +1,6 @@
 // ChatSession in process: what each turn feeds, for templates of different
 // shapes, on the real stories260K model.
-#include "chat_session.h"
+#include "runtime/chat_session.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
-namespace tkv::cli {
+namespace tkv::runtime {
 namespace {
 
 struct Fixture {
@@ -118,4 +118,4 @@ TEST(ChatSession, StopStringCutsTheShownText) {
 }
 
 }  // namespace
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

@@ -1,12 +1,12 @@
 // Stop strings in streamed text: never shown, not even partially.
-#include "stop_matcher.h"
+#include "runtime/stop_matcher.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace tkv::cli {
+namespace tkv::runtime {
 namespace {
 
 // Feeds `pieces` one at a time; returns everything shown (with a flush at the end).
@@ -71,4 +71,4 @@ TEST(StopMatcher, ResetStartsOver) {
 }
 
 }  // namespace
-}  // namespace tkv::cli
+}  // namespace tkv::runtime

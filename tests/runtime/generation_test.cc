@@ -1,0 +1,133 @@
+// The generation loop (runtime/generation.h) on the real stories260K model:
+// max tokens, stop strings that straddle token boundaries, cancelling from
+// the text callback.
+#include "runtime/generation.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::runtime {
+namespace {
+
+struct Fixture {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::unique_ptr<InferenceSession> session;
+  std::vector<int32_t> prompt;
+};
+
+Fixture load(const std::string& path) {
+  Fixture f;
+  f.model = model::Model::load(path);
+  f.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_gguf(f.model->gguf()));
+  f.session =
+      std::make_unique<InferenceSession>(*f.model, *f.tokenizer, 256, kv::KvConfig{}, 1, 64);
+  f.prompt = {f.tokenizer->bos()};
+  for (int32_t id : f.tokenizer->encode("Once upon a time", false, false)) f.prompt.push_back(id);
+  return f;
+}
+
+sample::Sampler greedy() {
+  sample::SamplerConfig s;
+  s.temperature = 0;
+  return sample::Sampler(s);
+}
+
+// Greedy text after the prompt, one piece per on_text call.
+struct Streamed {
+  TextGenerateResult result;
+  std::vector<std::string> pieces;
+  std::string text;
+};
+
+Streamed stream(Fixture& f, int64_t max_tokens, const std::vector<std::string>& stops,
+                int cancel_after = -1) {
+  f.session->clear();
+  f.session->feed(f.prompt);
+  sample::Sampler sampler = greedy();
+  tok::StreamDecoder decoder(*f.tokenizer, tok::StreamDecoder::Start::kTextStart);
+  for (int32_t id : f.prompt) decoder.push(id);
+  GenerateOptions options;
+  options.max_tokens = max_tokens;
+  options.stop_at_eog = false;
+  Streamed s;
+  s.result = generate_text(*f.session, sampler, options, stops, decoder, [&](std::string_view t) {
+    s.pieces.emplace_back(t);
+    s.text += t;
+    return cancel_after < 0 || int(s.pieces.size()) < cancel_after;
+  });
+  return s;
+}
+
+TEST(Generation, MaxTokensGeneratesExactlyThatManyAndFeedsAllButTheLast) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  Fixture f = load(path);
+  const Streamed s = stream(f, 7, {});
+  EXPECT_EQ(s.result.generation.reason, StopReason::kLength);
+  EXPECT_EQ(s.result.generation.n_generated, 7);
+  EXPECT_EQ(s.result.generation.n_decoded, 6);
+  EXPECT_EQ(f.session->tokens().size(), f.prompt.size() + 6);
+  EXPECT_FALSE(s.text.empty());
+}
+
+TEST(Generation, StopStringAcrossATokenBoundaryIsNeverShown) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  Fixture f = load(path);
+  const Streamed full = stream(f, 40, {});
+  // A stop string made of the end of one token's text and the start of the
+  // next one's, at its first occurrence in the text.
+  std::string stop;
+  size_t at = 0, offset = 0;
+  for (size_t i = 0; i + 1 < full.pieces.size() && stop.empty();
+       offset += full.pieces[i++].size()) {
+    const std::string& a = full.pieces[i];
+    const std::string& b = full.pieces[i + 1];
+    if (a.size() < 2 || b.size() < 2) continue;
+    const std::string candidate = a.substr(a.size() - 2) + b.substr(0, 2);
+    if (full.text.find(candidate) == offset + a.size() - 2) {
+      stop = candidate;
+      at = offset + a.size() - 2;
+    }
+  }
+  ASSERT_FALSE(stop.empty()) << full.text;
+  const Streamed cut = stream(f, 40, {stop});
+  EXPECT_EQ(cut.result.generation.reason, StopReason::kStopString);
+  EXPECT_EQ(cut.result.stop_string, stop);
+  EXPECT_EQ(cut.text, full.text.substr(0, at));
+  EXPECT_LT(cut.result.generation.n_generated, full.result.generation.n_generated);
+}
+
+TEST(Generation, OnTextReturningFalseCancels) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  Fixture f = load(path);
+  const Streamed s = stream(f, 40, {}, /*cancel_after=*/3);
+  EXPECT_EQ(s.result.generation.reason, StopReason::kCancelled);
+  EXPECT_EQ(s.pieces.size(), 3u);
+  // The token whose text cancelled was not fed back.
+  EXPECT_EQ(int64_t(f.session->tokens().size()),
+            int64_t(f.prompt.size()) + s.result.generation.n_generated - 1);
+  EXPECT_STREQ(stop_reason_name(StopReason::kCancelled), "cancelled");
+}
+
+TEST(Generation, InterruptFlagStopsBeforeSampling) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  Fixture f = load(path);
+  f.session->feed(f.prompt);
+  sample::Sampler sampler = greedy();
+  std::atomic<bool> interrupt{true};
+  GenerateOptions options;
+  options.interrupt = &interrupt;
+  const GenerateResult r = generate(*f.session, sampler, options, [](int32_t) { return true; });
+  EXPECT_EQ(r.reason, StopReason::kInterrupted);
+  EXPECT_EQ(r.n_generated, 0);
+}
+
+}  // namespace
+}  // namespace tkv::runtime
