@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
       tkv::fuzz::fill_session_cache(*cache, 90, 7);
       const std::string tmp = (fs::temp_directory_path() / "turbokv-seed-session").string();
       cache->save(tmp, tkv::fuzz::kSessionFingerprint);
-      put(root / "session", sel ? "seed-k4v2" : "seed-f16",
+      put(root / "session", sel ? "seed-v2-k4v2" : "seed-v2-f16",  // session format 2
+
           std::string(1, char(sel)) + read_all(tmp));
       fs::remove(tmp);
     }
