@@ -22,13 +22,21 @@ inline constexpr int64_t kTokenTile = 16;
 // Tokens sharing one unpacking of a weight block (register tile).
 inline constexpr int kRegTokens = 4;
 
-template <DType T, int NT>
-HWY_INLINE void RowTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+// Rows walked side by side when a tile has one token (matvec): several
+// sequential weight streams keep more memory requests in flight per core.
+inline constexpr int kRowGroup = 4;
+
+// R rows from r times NT tokens from t.
+template <DType T, int R, int NT>
+HWY_INLINE void Tile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[NT];
-  for (int i = 0; i < NT; ++i) xs[i] = a.xq + size_t(t + i) * a.xq_stride;
-  float out[NT];
-  DotRowInt<T, NT>(a.w + size_t(r) * a.row_bytes, nb, xs, out);
-  for (int i = 0; i < NT; ++i) a.y[(t + i) * a.y_stride + r] = out[i];
+  for (int j = 0; j < NT; ++j) xs[j] = a.xq + size_t(t + j) * a.xq_stride;
+  float out[R * NT];
+  DotRowInt<T, R, NT>(rows, nb, xs, out);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r + i] = out[i * NT + j];
 }
 
 template <DType T>
@@ -38,18 +46,24 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   const size_t nb = size_t(a.cols) / (kSuper ? 256 : 32);
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenTile) {
     const int64_t t1 = std::min(a.n, t0 + kTokenTile);
+    if (t1 - t0 == 1) {
+      int64_t r = r0;
+      for (; r + kRowGroup <= r1; r += kRowGroup) Tile<T, kRowGroup, 1>(a, nb, r, t0);
+      for (; r < r1; ++r) Tile<T, 1, 1>(a, nb, r, t0);
+      continue;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;
-      for (; t + kRegTokens <= t1; t += kRegTokens) RowTile<T, kRegTokens>(a, nb, r, t);
+      for (; t + kRegTokens <= t1; t += kRegTokens) Tile<T, 1, kRegTokens>(a, nb, r, t);
       switch (t1 - t) {
         case 3:
-          RowTile<T, 3>(a, nb, r, t);
+          Tile<T, 1, 3>(a, nb, r, t);
           break;
         case 2:
-          RowTile<T, 2>(a, nb, r, t);
+          Tile<T, 1, 2>(a, nb, r, t);
           break;
         case 1:
-          RowTile<T, 1>(a, nb, r, t);
+          Tile<T, 1, 1>(a, nb, r, t);
           break;
         default:
           break;
