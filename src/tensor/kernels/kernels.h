@@ -49,6 +49,9 @@ struct IntDotArgs {
   int64_t y_stride;
 };
 void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+// True when the active target has SIMD integer kernels (x86 AVX2 and up);
+// elsewhere int_dot_rows runs a portable scalar version.
+bool int_kernels_native();
 
 // n values (whole blocks) of `type` -> f32, bit-identical to dequantize_row_ref.
 void dequantize_float(DType type, const uint8_t* src, float* dst, int64_t n);

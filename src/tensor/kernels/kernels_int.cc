@@ -24,7 +24,7 @@ inline constexpr int kRegTokens = 4;
 
 // Rows walked side by side when a tile has one token (matvec): several
 // sequential weight streams keep more memory requests in flight per core.
-inline constexpr int kRowGroup = 4;
+inline constexpr int kIntRowGroup = 4;
 
 // R rows from r times NT tokens from t.
 template <DType T, int R, int NT>
@@ -48,7 +48,7 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
     const int64_t t1 = std::min(a.n, t0 + kTokenTile);
     if (t1 - t0 == 1) {
       int64_t r = r0;
-      for (; r + kRowGroup <= r1; r += kRowGroup) Tile<T, kRowGroup, 1>(a, nb, r, t0);
+      for (; r + kIntRowGroup <= r1; r += kIntRowGroup) Tile<T, kIntRowGroup, 1>(a, nb, r, t0);
       for (; r < r1; ++r) Tile<T, 1, 1>(a, nb, r, t0);
       continue;
     }
@@ -120,6 +120,12 @@ void QuantizeAct(kernels::ActFormat format, const float* x, int64_t cols, uint8_
   }
 }
 
+// Whether this target has SIMD integer kernels (else the portable scalar
+// version runs, correct but slower than the float path's SIMD decoders).
+bool IntKernelsNative() {
+  return HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
+}
+
 void IntDotRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   switch (a.type) {
     case DType::Q8_0:
@@ -159,6 +165,11 @@ HWY_AFTER_NAMESPACE();
 namespace tkv::kernels {
 HWY_EXPORT(IntDotRows);
 HWY_EXPORT(QuantizeAct);
+HWY_EXPORT(IntKernelsNative);
+
+bool int_kernels_native() {
+  return HWY_DYNAMIC_DISPATCH(IntKernelsNative)();
+}
 
 void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
   HWY_DYNAMIC_DISPATCH(QuantizeAct)(format, x, cols, dst);
