@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,25 @@ TEST(IntDot, TheIntegerPathIsActiveOnX86WithAvx2) {
     EXPECT_EQ(integer_path_active(DType::Q4_K), x86_simd) << target;
     EXPECT_FALSE(integer_path_active(DType::F16)) << target;
   });
+}
+
+TEST(IntDot, NonFiniteActivationsGiveNaNNotGarbage) {
+  ThreadPool pool(1);
+  for (DType type : int_types()) {
+    const int64_t rows = 3, cols = 512;
+    const auto wb = test::random_weights(type, rows, cols, 70);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "nan");
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      auto x = test::gaussian(size_t(cols), 71);
+      x[100] = bad;
+      test::for_each_simd_target([&](const std::string& target) {
+        std::vector<float> y(static_cast<size_t>(rows), 0.0f);
+        matmul(w, x.data(), 1, y.data(), pool, MatmulKernel::kInteger);
+        for (float v : y) EXPECT_TRUE(std::isnan(v)) << dtype_name(type) << " on " << target;
+      });
+    }
+  }
 }
 
 TEST(IntDot, ScratchIsAccounted) {

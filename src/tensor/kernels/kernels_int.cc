@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <limits>
 
 #include "hwy/highway.h"
 #include "tensor/kernels/intdot-inl.h"
@@ -76,11 +77,15 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 template <int K>
 HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_RESTRICT q) {
   float amax = 0.0f;
+  bool nan = false;
   for (int k = 0; k < K; ++k) {
     const float a = x[k] < 0 ? -x[k] : x[k];
     amax = amax > a ? amax : a;
+    nan |= x[k] != x[k];
   }
-  *d = amax / 127.0f;
+  // A NaN activation makes the block's scale NaN, so that it reaches the
+  // outputs as on the float path (its quants are 0, never a NaN cast).
+  *d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
   // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer,
   // ties to even; |x * inv| <= 127 up to one rounding, then clamped.
@@ -90,7 +95,7 @@ HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_
     float v = (x[k] * inv + kMagic) - kMagic;
     v = v > 127.0f ? 127.0f : v;
     v = v < -127.0f ? -127.0f : v;
-    qi[k] = int32_t(v);
+    qi[k] = v == v ? int32_t(v) : 0;
   }
   int sum = 0;
   for (int k = 0; k < K; ++k) {
