@@ -196,7 +196,8 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   check_weight(w);
   apply_simd_override();
   if (w.rows == 0) return;
-  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone)
+  if (const auto format = kernels::act_format(w.type);
+      format != kernels::ActFormat::kNone && kernels::int_kernels_native())
     return int_product(w, format, x, 1, y, pool);
   const MatvecRowsFn kernel = matvec_kernel(w.type);
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
@@ -215,8 +216,9 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   apply_simd_override();
   if (n == 0 || w.rows == 0) return;
   const auto format = kernels::act_format(w.type);
-  const bool integer = kernel == MatmulKernel::kInteger ||
-                       (kernel == MatmulKernel::kAuto && n <= kIntMatmulMaxTokens);
+  const bool integer =
+      kernel == MatmulKernel::kInteger ||
+      (kernel == MatmulKernel::kAuto && n <= kIntMatmulMaxTokens && kernels::int_kernels_native());
   if (format != kernels::ActFormat::kNone && integer) return int_product(w, format, x, n, y, pool);
   kernels::matmul_panels(w.type, w.data, w.row_bytes, w.rows, w.cols, dequantizer(w.type), x, n, y,
                          pool);
@@ -238,6 +240,11 @@ void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n) {
 
 size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n) {
   return kernels::act_row_bytes(kernels::act_format(type), cols) * size_t(std::max<int64_t>(n, 0));
+}
+
+bool integer_path_active(DType type) {
+  apply_simd_override();
+  return kernels::act_format(type) != kernels::ActFormat::kNone && kernels::int_kernels_native();
 }
 
 size_t activation_scratch_bytes() {

@@ -24,8 +24,9 @@
 // added chunk by chunk). So for every output
 //   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K).
 //
-// Accuracy contract, integer path (every quantized type: matvec,
-// and matmul up to kIntMatmulMaxTokens tokens or under kInteger). Each token
+// Accuracy contract, integer path (every quantized type: matvec and matmul
+// up to kIntMatmulMaxTokens tokens where integer_path_active, and matmul
+// under kInteger). Each token
 // is quantized per block of K = 32 values (K = 256 for the K-quants) to
 // int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
 // Weight quants times q are summed exactly in integers per block; then the
@@ -40,7 +41,8 @@
 // integer activations).
 //
 // Batch invariance: on the integer path, matmul's token i is bit-identical
-// to matvec(x_i) for every n, row grouping and thread count (one
+// to matvec(x_i) (where integer_path_active; else to matmul of x_i alone
+// under kInteger) for every n, row grouping and thread count (one
 // accumulation order per (row, token)). The float path's matvec and matmul
 // differ from each other in the last bits; each is independent of n and of
 // the thread count.
@@ -97,6 +99,14 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 // Quantizes n f32 values (multiple of the block size) into `type` (used by
 // `turbokv synth --type` and tests). Supported for every type with `supported`.
 void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
+
+// Whether matvec and kAuto matmul of up to kIntMatmulMaxTokens tokens take
+// the integer path for `type` on the active SIMD target: every quantized
+// type on x86 with AVX2 or better. Elsewhere (SSE4, EMU128, NEON, SVE) they
+// keep the float path, whose SIMD decoders are faster there than the
+// portable integer kernel; MatmulKernel::kInteger runs that portable kernel
+// (matmul with n = 1 under kInteger is then the batch-invariant "matvec").
+bool integer_path_active(DType type);
 
 // Bytes of quantized activations the integer-dot path needs for n tokens of
 // `cols` values of a `type` weight (0 for a type that keeps the float path).

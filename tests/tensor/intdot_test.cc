@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -128,7 +129,15 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
       ThreadPool one(1);
       std::vector<float> single(size_t(100 * rows));
       for (int64_t i = 0; i < 100; ++i)
-        matvec(w, x.data() + i * cols, single.data() + i * rows, one);
+        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+      // Where matvec is on the integer path it is that same computation.
+      const bool native = integer_path_active(type);
+      if (native)
+        for (int64_t i = 0; i < 100; i += 33) {
+          std::vector<float> mv(static_cast<size_t>(rows));
+          matvec(w, x.data() + i * cols, mv.data(), one);
+          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(mv[size_t(r)], single[size_t(i * rows + r)]);
+        }
       for (int threads = 1; threads <= 3; ++threads) {
         ThreadPool pool(threads);
         for (int64_t n : kNs) {
@@ -138,17 +147,45 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
             ASSERT_EQ(y[i], single[i])
                 << dtype_name(type) << " on " << target << ", n=" << n << ", " << threads
                 << " threads, token " << i / rows << " row " << i % rows;
-          if (n > kIntMatmulMaxTokens) continue;
+          if (n > kIntMatmulMaxTokens || !native) continue;
           // The default kernel choice is the integer one for small batches.
           std::vector<float> y_auto(y.size(), -1.0f);
           matmul(w, x.data(), n, y_auto.data(), pool);
           ASSERT_EQ(y_auto, y) << dtype_name(type) << " on " << target << ", n=" << n;
         }
+        if (!native) continue;
         std::vector<float> y1(static_cast<size_t>(rows));
         matvec(w, x.data() + 7 * cols, y1.data(), pool);
         for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(y1[size_t(r)], single[size_t(7 * rows + r)]);
       }
     });
+  }
+}
+
+TEST(IntDot, TheIntegerPathIsActiveOnX86WithAvx2) {
+  test::for_each_simd_target([&](const std::string& target) {
+    const bool x86_simd = target == "AVX2" || target.rfind("AVX3", 0) == 0;
+    EXPECT_EQ(integer_path_active(DType::Q4_K), x86_simd) << target;
+    EXPECT_FALSE(integer_path_active(DType::F16)) << target;
+  });
+}
+
+TEST(IntDot, NonFiniteActivationsGiveNaNNotGarbage) {
+  ThreadPool pool(1);
+  for (DType type : int_types()) {
+    const int64_t rows = 3, cols = 512;
+    const auto wb = test::random_weights(type, rows, cols, 70);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "nan");
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      auto x = test::gaussian(size_t(cols), 71);
+      x[100] = bad;
+      test::for_each_simd_target([&](const std::string& target) {
+        std::vector<float> y(static_cast<size_t>(rows), 0.0f);
+        matmul(w, x.data(), 1, y.data(), pool, MatmulKernel::kInteger);
+        for (float v : y) EXPECT_TRUE(std::isnan(v)) << dtype_name(type) << " on " << target;
+      });
+    }
   }
 }
 
@@ -159,7 +196,7 @@ TEST(IntDot, ScratchIsAccounted) {
   const auto x = test::gaussian(size_t(20 * cols), 61);
   const WeightMatrix w = make_weight(DType::Q4_K, wb.data(), rows, cols, "scratch");
   std::vector<float> y(size_t(20 * rows));
-  matmul(w, x.data(), 20, y.data(), pool);
+  matmul(w, x.data(), 20, y.data(), pool, MatmulKernel::kInteger);
   EXPECT_GE(activation_scratch_bytes(), quantized_activation_bytes(DType::Q4_K, cols, 20));
 }
 

@@ -118,24 +118,29 @@ HWY_INLINE __m256i DotU8S8(__m256i u, __m256i s) {
 
 // 32-value types whose weights are signed int8 values times d: the sign
 // trick turns s8 x s8 into |w| (u8) x sign(w) x (s8).
-template <class Unpack, int NT>
-HWY_INLINE void DotSigned32(const uint8_t* row, size_t block_bytes, size_t nb,
+template <class Unpack, int R, int NT>
+HWY_INLINE void DotSigned32(const uint8_t* const* rows, size_t block_bytes, size_t nb,
                             const ActBlock32* const* x, float* out, const Unpack& unpack) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * block_bytes;
-    if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
-    const float dw = HalfAt(blk);
-    const __m256i w = unpack(blk);
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    for (int t = 0; t < NT; ++t) {
-      const ActBlock32& a = x[t][b];
-      const __m256i sx = _mm256_sign_epi8(Load256(a.q), w);
-      acc[t] = AccLanes(acc[t], dw * a.d, DotU8S8(aw, sx));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * block_bytes;
+      if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
+      const float dw = HalfAt(blk);
+      const __m256i w = unpack(blk);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+      for (int t = 0; t < NT; ++t) {
+        const ActBlock32& a = x[t][b];
+        const __m256i sx = _mm256_sign_epi8(Load256(a.q), w);
+        acc[r][t] = AccLanes(acc[r][t], dw * a.d, DotU8S8(aw, sx));
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
 }
 
 struct UnpackQ4_0 {
@@ -186,26 +191,31 @@ struct UnpackQ8_0 {
 };
 
 // Q4_1 / Q5_1: w = d q + m with unsigned q: sum = d dx sum(q x) + m dx sum(x).
-template <class Unpack, int NT>
-HWY_INLINE void DotOffset32(const uint8_t* row, size_t block_bytes, size_t nb,
+template <class Unpack, int R, int NT>
+HWY_INLINE void DotOffset32(const uint8_t* const* rows, size_t block_bytes, size_t nb,
                             const ActBlock32* const* x, float* out, const Unpack& unpack) {
-  __m256 acc[NT];
-  float offs[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), offs[t] = 0.0f;
+  __m256 acc[R][NT];
+  float offs[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), offs[r][t] = 0.0f;
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * block_bytes;
-    if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
-    const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
-    const __m256i q = unpack(blk);
-    for (int t = 0; t < NT; ++t) {
-      const ActBlock32& a = x[t][b];
-      const __m256i lanes =
-          _mm256_madd_epi16(_mm256_maddubs_epi16(q, Load256(a.q)), _mm256_set1_epi16(1));
-      acc[t] = AccLanes(acc[t], dw * a.d, lanes);
-      offs[t] = ScalarMulAdd(mw * a.d, float(a.sum), offs[t]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * block_bytes;
+      if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
+      const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
+      const __m256i q = unpack(blk);
+      for (int t = 0; t < NT; ++t) {
+        const ActBlock32& a = x[t][b];
+        const __m256i lanes =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(q, Load256(a.q)), _mm256_set1_epi16(1));
+        acc[r][t] = AccLanes(acc[r][t], dw * a.d, lanes);
+        offs[r][t] = ScalarMulAdd(mw * a.d, float(a.sum), offs[r][t]);
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]) + offs[t];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]) + offs[r][t];
 }
 
 HWY_INLINE float Hsum4(__m128 r) {
@@ -218,65 +228,73 @@ HWY_INLINE float Hsum4(__m128 r) {
 // the mins go through the activation block sums into a 4-lane accumulator,
 // lane i = m_2i S_2i + m_2i+1 S_2i+1 (S_g = sum of group g's activations).
 // Q5_K is the same with a fifth bit per value from qh (kFive).
-template <bool kFive, int NT>
-HWY_INLINE void DotQ45_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+template <bool kFive, int R, int NT>
+HWY_INLINE void DotQ45_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
+                         float* out) {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  __m256 acc[NT];
-  __m128 accm[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+  __m256 acc[R][NT];
+  __m128 accm[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), accm[r][t] = _mm_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15);
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(Block);
-    PrefetchRow(blk + kIntPrefetchAhead);
-    PrefetchRow(blk + kIntPrefetchAhead + 64);
-    if constexpr (kFive) PrefetchRow(blk + kIntPrefetchAhead + 128);
-    const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
-    alignas(16) uint8_t scm[16];
-    K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
-    // int16 lanes 0..7: scales, 8..15: mins.
-    const __m256i sm16 =
-        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
-    const __m128i mins16 = _mm256_extracti128_si256(sm16, 1);
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
-    const uint8_t* qs = blk + offsetof(Block, qs);
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (kFive) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i bits = Load256(qs + 32 * j);
-      __m256i ql = _mm256_and_si256(bits, m4);
-      __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if constexpr (kFive) {
-        // Bit 2j of qh[l] is value 64j + l's fifth bit, bit 2j + 1 value 64j + 32 + l's.
-        const __m256i one = _mm256_set1_epi8(1);
-        ql = _mm256_or_si256(
-            ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
-        qh = _mm256_or_si256(
-            qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * sizeof(Block);
+      PrefetchRow(blk + kIntPrefetchAhead);
+      PrefetchRow(blk + kIntPrefetchAhead + 64);
+      if constexpr (kFive) PrefetchRow(blk + kIntPrefetchAhead + 128);
+      const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
+      alignas(16) uint8_t scm[16];
+      K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
+      // int16 lanes 0..7: scales, 8..15: mins.
+      const __m256i sm16 =
+          _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
+      const __m128i mins16 = _mm256_extracti128_si256(sm16, 1);
+      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
+      const uint8_t* qs = blk + offsetof(Block, qs);
+      __m256i hbits = _mm256_setzero_si256();
+      if constexpr (kFive) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
+      __m256i sumi[NT];
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i bits = Load256(qs + 32 * j);
+        __m256i ql = _mm256_and_si256(bits, m4);
+        __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if constexpr (kFive) {
+          // Bit 2j of qh[l] is value 64j + l's fifth bit, bit 2j + 1 value 64j + 32 + l's.
+          const __m256i one = _mm256_set1_epi8(1);
+          ql = _mm256_or_si256(
+              ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
+          qh = _mm256_or_si256(
+              qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+        }
+        // Broadcast int16 lane 2j / 2j + 1 of `scales`.
+        const __m256i sl =
+            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0404 * j)));
+        const __m256i sh =
+            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0302 + 0x0404 * j)));
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q8 = x[t][b].q + 64 * j;
+          const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, Load256(q8)));
+          const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, Load256(q8 + 32)));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+        }
       }
-      // Broadcast int16 lane 2j / 2j + 1 of `scales`.
-      const __m256i sl = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0404 * j)));
-      const __m256i sh = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0302 + 0x0404 * j)));
       for (int t = 0; t < NT; ++t) {
-        const int8_t* q8 = x[t][b].q + 64 * j;
-        const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, Load256(q8)));
-        const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, Load256(q8 + 32)));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+        const ActBlock256& a = x[t][b];
+        acc[r][t] = AccLanes(acc[r][t], dw * a.d, sumi[t]);
+        const __m256i bs = Load256(a.bsums);
+        const __m128i s32 =
+            _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        accm[r][t] = _mm_fmadd_ps(_mm_set1_ps(dminw * a.d),
+                                  _mm_cvtepi32_ps(_mm_madd_epi16(mins16, s32)), accm[r][t]);
       }
-    }
-    for (int t = 0; t < NT; ++t) {
-      const ActBlock256& a = x[t][b];
-      acc[t] = AccLanes(acc[t], dw * a.d, sumi[t]);
-      const __m256i bs = Load256(a.bsums);
-      const __m128i s32 =
-          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dminw * a.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins16, s32)),
-                             accm[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]) - Hsum4(accm[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]) - Hsum4(accm[r][t]);
 }
 
 // int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
@@ -285,143 +303,166 @@ HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
   return _mm256_set_m128i(_mm_set1_epi16(s[i + 1]), _mm_set1_epi16(s[i]));
 }
 
-template <int NT>
-HWY_INLINE void DotQ6_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+template <int R, int NT>
+HWY_INLINE void DotQ6_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
+                        float* out) {
+  __m256 acc[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
   const __m256i m32 = _mm256_set1_epi8(32);
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(BlockQ6_K);
-    PrefetchRow(blk + kIntPrefetchAhead);
-    PrefetchRow(blk + kIntPrefetchAhead + 64);
-    PrefetchRow(blk + kIntPrefetchAhead + 128);
-    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-    const float dw = HalfAt(blk + offsetof(BlockQ6_K, d));
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
-      const __m256i hb = Load256(w->qh + 32 * h);
-      __m256i q[4];
-      q[0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-      for (int k = 0; k < 4; ++k) {
-        const __m256i s16 = GroupScales(w->scales, 8 * h + 2 * k);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i q8 = Load256(x[t][b].q + 128 * h + 32 * k);
-          // (q - 32) x per pair: q x - 32 x, both within int16.
-          const __m256i p16 =
-              _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8), _mm256_maddubs_epi16(m32, q8));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * sizeof(BlockQ6_K);
+      PrefetchRow(blk + kIntPrefetchAhead);
+      PrefetchRow(blk + kIntPrefetchAhead + 64);
+      PrefetchRow(blk + kIntPrefetchAhead + 128);
+      const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+      const float dw = HalfAt(blk + offsetof(BlockQ6_K, d));
+      __m256i sumi[NT];
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
+        const __m256i hb = Load256(w->qh + 32 * h);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+        q[1] =
+            _mm256_or_si256(_mm256_and_si256(l1, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+        q[2] =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+        q[3] =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+        for (int k = 0; k < 4; ++k) {
+          const __m256i s16 = GroupScales(w->scales, 8 * h + 2 * k);
+          for (int t = 0; t < NT; ++t) {
+            const __m256i q8 = Load256(x[t][b].q + 128 * h + 32 * k);
+            // (q - 32) x per pair: q x - 32 x, both within int16.
+            const __m256i p16 =
+                _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8), _mm256_maddubs_epi16(m32, q8));
+            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+          }
         }
       }
+      for (int t = 0; t < NT; ++t) acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
     }
-    for (int t = 0; t < NT; ++t) acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
   }
-  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
 }
 
 // q2_K / q3_K: 2-bit quants (q3_K: minus 4 where the hmask bit is clear)
 // in 16-value groups with integer scales; q2_K's 4-bit mins go through the
 // activations' 16-value sums into a second 8-lane accumulator.
-template <bool kThree, int NT>
-HWY_INLINE void DotQ23_K(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
+template <bool kThree, int R, int NT>
+HWY_INLINE void DotQ23_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
+                         float* out) {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
-  __m256 acc[NT], accm[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
+  __m256 acc[R][NT], accm[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = accm[r][t] = _mm256_setzero_ps();
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(Block);
-    PrefetchRow(blk + kIntPrefetchAhead);
-    PrefetchRow(blk + kIntPrefetchAhead + 64);
-    const Block* w = reinterpret_cast<const Block*>(blk);
-    const float dw = HalfAt(blk + offsetof(Block, d));
-    alignas(16) int8_t sc[16];
-    __m256i mins16 = _mm256_setzero_si256();
-    __m256i hmask = _mm256_setzero_si256();
-    if constexpr (kThree) {
-      Q3KScales(w->scales, sc);
-      hmask = Load256(w->hmask);
-    } else {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
-      mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
-    }
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bits = Load256(w->qs + 32 * h);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const int c = 4 * h + j;
-        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-        __m256i q4 = _mm256_setzero_si256();  // q3_K: 4 where the high bit is clear
-        if constexpr (kThree)
-          q4 = _mm256_slli_epi16(
-              _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
-        const __m256i s16 =
-            _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-        for (int t = 0; t < NT; ++t) {
-          const __m256i q8 = Load256(x[t][b].q + 32 * c);
-          __m256i p16 = _mm256_maddubs_epi16(q, q8);
-          if constexpr (kThree) p16 = _mm256_sub_epi16(p16, _mm256_maddubs_epi16(q4, q8));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * sizeof(Block);
+      PrefetchRow(blk + kIntPrefetchAhead);
+      PrefetchRow(blk + kIntPrefetchAhead + 64);
+      const Block* w = reinterpret_cast<const Block*>(blk);
+      const float dw = HalfAt(blk + offsetof(Block, d));
+      alignas(16) int8_t sc[16];
+      __m256i mins16 = _mm256_setzero_si256();
+      __m256i hmask = _mm256_setzero_si256();
+      if constexpr (kThree) {
+        Q3KScales(w->scales, sc);
+        hmask = Load256(w->hmask);
+      } else {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+        _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
+        mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+      }
+      __m256i sumi[NT];
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i bits = Load256(w->qs + 32 * h);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * h + j;
+          const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+          __m256i q4 = _mm256_setzero_si256();  // q3_K: 4 where the high bit is clear
+          if constexpr (kThree)
+            q4 = _mm256_slli_epi16(
+                _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
+          const __m256i s16 =
+              _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+          for (int t = 0; t < NT; ++t) {
+            const __m256i q8 = Load256(x[t][b].q + 32 * c);
+            __m256i p16 = _mm256_maddubs_epi16(q, q8);
+            if constexpr (kThree) p16 = _mm256_sub_epi16(p16, _mm256_maddubs_epi16(q4, q8));
+            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
+        if constexpr (!kThree) {
+          const float dminw = HalfAt(blk + offsetof(BlockQ2_K, dmin));
+          accm[r][t] = AccLanes(accm[r][t], dminw * x[t][b].d,
+                                _mm256_madd_epi16(mins16, Load256(x[t][b].bsums)));
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
-      if constexpr (!kThree) {
-        const float dminw = HalfAt(blk + offsetof(BlockQ2_K, dmin));
-        accm[t] =
-            AccLanes(accm[t], dminw * x[t][b].d, _mm256_madd_epi16(mins16, Load256(x[t][b].bsums)));
-      }
-    }
   }
-  for (int t = 0; t < NT; ++t) out[t] = kThree ? Hsum8(acc[t]) : Hsum8(acc[t]) - Hsum8(accm[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t)
+      out[r * NT + t] = kThree ? Hsum8(acc[r][t]) : Hsum8(acc[r][t]) - Hsum8(accm[r][t]);
 }
 
 // IQ4_XS: 8 groups of 32 signed levels with scale ls - 32 (vpmaddwd).
-template <int NT>
-HWY_INLINE void DotIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* const* x, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+template <int R, int NT>
+HWY_INLINE void DotIQ4_XS(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
+                          float* out) {
+  __m256 acc[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
   const __m256i table = _mm256_set_m128i(t128, t128);
   for (size_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * sizeof(BlockIQ4_XS);
-    PrefetchRow(blk + kIntPrefetchAhead);
-    PrefetchRow(blk + kIntPrefetchAhead + 64);
-    const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
-    const float dw = HalfAt(blk);
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * sizeof(BlockIQ4_XS);
+      PrefetchRow(blk + kIntPrefetchAhead);
+      PrefetchRow(blk + kIntPrefetchAhead + 64);
+      const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
+      const float dw = HalfAt(blk);
+      __m256i sumi[NT];
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      const int ls =
-          ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
-      const __m256i sc = _mm256_set1_epi16(short(ls - 32));
-      const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
-      const __m256i av = _mm256_sign_epi8(v, v);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i sx = _mm256_sign_epi8(Load256(x[t][b].q + 32 * g), v);
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(av, sx)));
+      for (int g = 0; g < 8; ++g) {
+        const int ls =
+            ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
+        const __m256i sc = _mm256_set1_epi16(short(ls - 32));
+        const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
+        const __m256i av = _mm256_sign_epi8(v, v);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i sx = _mm256_sign_epi8(Load256(x[t][b].q + 32 * g), v);
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(av, sx)));
+        }
       }
+      for (int t = 0; t < NT; ++t) acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
     }
-    for (int t = 0; t < NT; ++t) acc[t] = AccLanes(acc[t], dw * x[t][b].d, sumi[t]);
   }
-  for (int t = 0; t < NT; ++t) out[t] = Hsum8(acc[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
 }
 
-template <DType T, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
+// out[r * NT + t] = <row r, token t> for R rows and NT tokens.
+template <DType T, int R, int NT>
+HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t nb, const void* const* x, float* out) {
   const ActBlock32* x32[NT];
   const ActBlock256* x256[NT];
   for (int t = 0; t < NT; ++t) {
@@ -429,27 +470,27 @@ HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, f
     x256[t] = static_cast<const ActBlock256*>(x[t]);
   }
   if constexpr (T == DType::Q8_0) {
-    DotSigned32<UnpackQ8_0, NT>(row, sizeof(BlockQ8_0), nb, x32, out, UnpackQ8_0());
+    DotSigned32<UnpackQ8_0, R, NT>(rows, sizeof(BlockQ8_0), nb, x32, out, UnpackQ8_0());
   } else if constexpr (T == DType::Q4_0) {
-    DotSigned32<UnpackQ4_0, NT>(row, sizeof(BlockQ4_0), nb, x32, out, UnpackQ4_0());
+    DotSigned32<UnpackQ4_0, R, NT>(rows, sizeof(BlockQ4_0), nb, x32, out, UnpackQ4_0());
   } else if constexpr (T == DType::IQ4_NL) {
-    DotSigned32<UnpackIQ4_NL, NT>(row, sizeof(BlockIQ4_NL), nb, x32, out, UnpackIQ4_NL());
+    DotSigned32<UnpackIQ4_NL, R, NT>(rows, sizeof(BlockIQ4_NL), nb, x32, out, UnpackIQ4_NL());
   } else if constexpr (T == DType::Q5_0) {
-    DotSigned32<UnpackQ5_0, NT>(row, sizeof(BlockQ5_0), nb, x32, out, UnpackQ5_0());
+    DotSigned32<UnpackQ5_0, R, NT>(rows, sizeof(BlockQ5_0), nb, x32, out, UnpackQ5_0());
   } else if constexpr (T == DType::Q4_1) {
-    DotOffset32<UnpackQ4_1, NT>(row, sizeof(BlockQ4_1), nb, x32, out, UnpackQ4_1());
+    DotOffset32<UnpackQ4_1, R, NT>(rows, sizeof(BlockQ4_1), nb, x32, out, UnpackQ4_1());
   } else if constexpr (T == DType::Q5_1) {
-    DotOffset32<UnpackQ5_1, NT>(row, sizeof(BlockQ5_1), nb, x32, out, UnpackQ5_1());
+    DotOffset32<UnpackQ5_1, R, NT>(rows, sizeof(BlockQ5_1), nb, x32, out, UnpackQ5_1());
   } else if constexpr (T == DType::Q4_K) {
-    DotQ45_K<false, NT>(row, nb, x256, out);
+    DotQ45_K<false, R, NT>(rows, nb, x256, out);
   } else if constexpr (T == DType::Q5_K) {
-    DotQ45_K<true, NT>(row, nb, x256, out);
+    DotQ45_K<true, R, NT>(rows, nb, x256, out);
   } else if constexpr (T == DType::IQ4_XS) {
-    DotIQ4_XS<NT>(row, nb, x256, out);
+    DotIQ4_XS<R, NT>(rows, nb, x256, out);
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    DotQ23_K<T == DType::Q3_K, NT>(row, nb, x256, out);
+    DotQ23_K<T == DType::Q3_K, R, NT>(rows, nb, x256, out);
   } else if constexpr (T == DType::Q6_K) {
-    DotQ6_K<NT>(row, nb, x256, out);
+    DotQ6_K<R, NT>(rows, nb, x256, out);
   }
 }
 
@@ -646,21 +687,23 @@ HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* 
   return acc.Sum();
 }
 
-template <DType T, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* row, size_t nb, const void* const* x, float* out) {
-  for (int t = 0; t < NT; ++t) {
+template <DType T, int R, int NT>
+HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t nb, const void* const* x, float* out) {
+  for (int i = 0; i < R * NT; ++i) {
+    const int t = i % NT;
+    const uint8_t* row = rows[i / NT];
     const auto* x32 = static_cast<const ActBlock32*>(x[t]);
     const auto* x256 = static_cast<const ActBlock256*>(x[t]);
     if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      out[t] = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
+      out[i] = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
     } else if constexpr (T == DType::IQ4_XS) {
-      out[t] = DotRowIQ4_XS(row, nb, x256);
+      out[i] = DotRowIQ4_XS(row, nb, x256);
     } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-      out[t] = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
+      out[i] = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
     } else if constexpr (T == DType::Q6_K) {
-      out[t] = DotRowQ6_K(row, nb, x256);
+      out[i] = DotRowQ6_K(row, nb, x256);
     } else {
-      out[t] = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
+      out[i] = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
     }
   }
 }

@@ -29,8 +29,10 @@ struct MatvecArgs {
   float* y;
 };
 void matvec_rows_float(const MatvecArgs& a, int64_t r0, int64_t r1);  // F32 F16 BF16
-void matvec_rows_q32(const MatvecArgs& a, int64_t r0, int64_t r1);    // 32-value blocks
-void matvec_rows_qk(const MatvecArgs& a, int64_t r0, int64_t r1);     // 256-value blocks
+// The quantized types' float-path matvec (targets without SIMD integer
+// kernels: SSE4, EMU128, NEON, SVE).
+void matvec_rows_q32(const MatvecArgs& a, int64_t r0, int64_t r1);  // 32-value blocks
+void matvec_rows_qk(const MatvecArgs& a, int64_t r0, int64_t r1);   // 256-value blocks
 
 // Integer-dot products (kernels_int.cc) for the types with an integer
 // kernel (act_format in act_blocks.h): y[t * y_stride + r] = <row r, token t>
@@ -49,6 +51,9 @@ struct IntDotArgs {
   int64_t y_stride;
 };
 void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+// True when the active target has SIMD integer kernels (x86 AVX2 and up);
+// elsewhere int_dot_rows runs a portable scalar version.
+bool int_kernels_native();
 
 // n values (whole blocks) of `type` -> f32, bit-identical to dequantize_row_ref.
 void dequantize_float(DType type, const uint8_t* src, float* dst, int64_t n);
@@ -61,12 +66,6 @@ using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 // dequantized once per call, panel by panel, with `dequantize`.
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
-
-// All 65536 f16 values as f32 (exact, NaN/Inf/subnormals included). The
-// AVX-512 matvec kernels read block scales through it: one load that the FMA
-// or multiply then broadcasts for free, instead of a convert and a shuffle
-// on the two vector ports the kernel is bound by. 256 KiB, stays in L2.
-const float* f16_table();
 
 // Name of the SIMD target the dispatcher picks now ("AVX3_DL", "AVX2", ...).
 const char* active_target_name();

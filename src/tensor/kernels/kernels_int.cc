@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <limits>
 
 #include "hwy/highway.h"
 #include "tensor/kernels/intdot-inl.h"
@@ -22,13 +23,21 @@ inline constexpr int64_t kTokenTile = 16;
 // Tokens sharing one unpacking of a weight block (register tile).
 inline constexpr int kRegTokens = 4;
 
-template <DType T, int NT>
-HWY_INLINE void RowTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+// Rows walked side by side when a tile has one token (matvec): several
+// sequential weight streams keep more memory requests in flight per core.
+inline constexpr int kIntRowGroup = 4;
+
+// R rows from r times NT tokens from t.
+template <DType T, int R, int NT>
+HWY_INLINE void Tile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[NT];
-  for (int i = 0; i < NT; ++i) xs[i] = a.xq + size_t(t + i) * a.xq_stride;
-  float out[NT];
-  DotRowInt<T, NT>(a.w + size_t(r) * a.row_bytes, nb, xs, out);
-  for (int i = 0; i < NT; ++i) a.y[(t + i) * a.y_stride + r] = out[i];
+  for (int j = 0; j < NT; ++j) xs[j] = a.xq + size_t(t + j) * a.xq_stride;
+  float out[R * NT];
+  DotRowInt<T, R, NT>(rows, nb, xs, out);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r + i] = out[i * NT + j];
 }
 
 template <DType T>
@@ -38,18 +47,24 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   const size_t nb = size_t(a.cols) / (kSuper ? 256 : 32);
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenTile) {
     const int64_t t1 = std::min(a.n, t0 + kTokenTile);
+    if (t1 - t0 == 1) {
+      int64_t r = r0;
+      for (; r + kIntRowGroup <= r1; r += kIntRowGroup) Tile<T, kIntRowGroup, 1>(a, nb, r, t0);
+      for (; r < r1; ++r) Tile<T, 1, 1>(a, nb, r, t0);
+      continue;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;
-      for (; t + kRegTokens <= t1; t += kRegTokens) RowTile<T, kRegTokens>(a, nb, r, t);
+      for (; t + kRegTokens <= t1; t += kRegTokens) Tile<T, 1, kRegTokens>(a, nb, r, t);
       switch (t1 - t) {
         case 3:
-          RowTile<T, 3>(a, nb, r, t);
+          Tile<T, 1, 3>(a, nb, r, t);
           break;
         case 2:
-          RowTile<T, 2>(a, nb, r, t);
+          Tile<T, 1, 2>(a, nb, r, t);
           break;
         case 1:
-          RowTile<T, 1>(a, nb, r, t);
+          Tile<T, 1, 1>(a, nb, r, t);
           break;
         default:
           break;
@@ -62,11 +77,15 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 template <int K>
 HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_RESTRICT q) {
   float amax = 0.0f;
+  bool nan = false;
   for (int k = 0; k < K; ++k) {
     const float a = x[k] < 0 ? -x[k] : x[k];
     amax = amax > a ? amax : a;
+    nan |= x[k] != x[k];
   }
-  *d = amax / 127.0f;
+  // A NaN activation makes the block's scale NaN, so that it reaches the
+  // outputs as on the float path (its quants are 0, never a NaN cast).
+  *d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
   // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer,
   // ties to even; |x * inv| <= 127 up to one rounding, then clamped.
@@ -76,7 +95,7 @@ HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_
     float v = (x[k] * inv + kMagic) - kMagic;
     v = v > 127.0f ? 127.0f : v;
     v = v < -127.0f ? -127.0f : v;
-    qi[k] = int32_t(v);
+    qi[k] = v == v ? int32_t(v) : 0;
   }
   int sum = 0;
   for (int k = 0; k < K; ++k) {
@@ -104,6 +123,12 @@ void QuantizeAct(kernels::ActFormat format, const float* x, int64_t cols, uint8_
       }
     }
   }
+}
+
+// Whether this target has SIMD integer kernels (else the portable scalar
+// version runs, correct but slower than the float path's SIMD decoders).
+bool IntKernelsNative() {
+  return HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
 }
 
 void IntDotRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
@@ -145,6 +170,11 @@ HWY_AFTER_NAMESPACE();
 namespace tkv::kernels {
 HWY_EXPORT(IntDotRows);
 HWY_EXPORT(QuantizeAct);
+HWY_EXPORT(IntKernelsNative);
+
+bool int_kernels_native() {
+  return HWY_DYNAMIC_DISPATCH(IntKernelsNative)();
+}
 
 void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
   HWY_DYNAMIC_DISPATCH(QuantizeAct)(format, x, cols, dst);

@@ -20,7 +20,6 @@
 
 #include "hwy/cache_control.h"
 #include "tensor/kernels/decode-inl.h"
-#include "tensor/kernels/dot_avx512-inl.h"
 #include "tensor/kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -49,51 +48,26 @@ HWY_INLINE void DotRowsQ(const uint8_t* w, size_t row_bytes, size_t n_blocks, co
                          float* y) {
   using Dec = Decoder<T>;
   using Block = typename Dec::Block;
-  using Fast = FastDot<T>;
   constexpr size_t kValues = Block::kValues, kBytes = sizeof(Block);
   const DF df;
   VF acc0[R], acc1[R];
   for (int64_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(df);
   // One prefetch per cache line of each row, not one per (small) block.
   constexpr size_t kPrefetchEvery = kBytes >= 64 ? 1 : 64 / kBytes;
-  if constexpr (Fast::kEnabled) {
-    // Blocks are prepared in runs (see dot_avx512-inl.h), then accumulated.
-    const float* lut = kernels::f16_table();
-    constexpr size_t kRun = Fast::kScratch == 0 ? 64 : 8;
-    alignas(64) float scratch[R][kRun * (Fast::kScratch == 0 ? 1 : Fast::kScratch)];
-    for (size_t b0 = 0; b0 < n_blocks; b0 += kRun) {
-      const size_t run = n_blocks - b0 < kRun ? n_blocks - b0 : kRun;
-      if constexpr (Fast::kScratch != 0) {
-        for (int64_t r = 0; r < R; ++r)
-          for (size_t b = 0; b < run; ++b)
-            Fast::Prepare(w + size_t(r) * row_bytes + (b0 + b) * kBytes, lut,
-                          scratch[r] + b * Fast::kScratch);
-      }
-      for (size_t b = 0; b < run; ++b) {
-        const float* xb = x + (b0 + b) * kValues;
-        ForRows<R>([&](auto r) HWY_ATTR {
-          const uint8_t* blk = w + size_t(r) * row_bytes + (b0 + b) * kBytes;
-          if ((b0 + b) % kPrefetchEvery == 0) hwy::Prefetch(blk + kPrefetchAhead);
-          Fast::Accumulate(blk, scratch[r] + b * Fast::kScratch, xb, lut, acc0[r], acc1[r]);
-        });
-      }
-    }
-  } else {
-    for (size_t b = 0; b < n_blocks; ++b) {
-      const float* xb = x + b * kValues;
-      ForRows<R>([&](auto r) HWY_ATTR {
-        const uint8_t* blk = w + size_t(r) * row_bytes + b * kBytes;
-        if (b % kPrefetchEvery == 0) hwy::Prefetch(blk + kPrefetchAhead);
-        Dec::Decode(blk, [&](size_t i, VF wv) HWY_ATTR {
-          const VF xv = hn::LoadU(df, xb + i * kLanes);
-          if (i & 1) {
-            acc1[r] = hn::MulAdd(wv, xv, acc1[r]);
-          } else {
-            acc0[r] = hn::MulAdd(wv, xv, acc0[r]);
-          }
-        });
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const float* xb = x + b * kValues;
+    ForRows<R>([&](auto r) HWY_ATTR {
+      const uint8_t* blk = w + size_t(r) * row_bytes + b * kBytes;
+      if (b % kPrefetchEvery == 0) hwy::Prefetch(blk + kPrefetchAhead);
+      Dec::Decode(blk, [&](size_t i, VF wv) HWY_ATTR {
+        const VF xv = hn::LoadU(df, xb + i * kLanes);
+        if (i & 1) {
+          acc1[r] = hn::MulAdd(wv, xv, acc1[r]);
+        } else {
+          acc0[r] = hn::MulAdd(wv, xv, acc0[r]);
+        }
       });
-    }
+    });
   }
   for (int64_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[r], acc1[r])));
 }
