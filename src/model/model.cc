@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
 #include "tensor/matmul.h"
@@ -14,44 +15,43 @@ namespace {
 // logits are wanted: enough tokens to reuse each weight block several times,
 // few enough that the buffer stays small (16 x 128K vocab = 8 MiB).
 constexpr int kLogitsRows = 16;
-// The FFN runs a chunk kFfnRows tokens at a time: its hidden activations
+// The FFN runs kFfnRows rows at a time: its hidden activations
 // (2 x rows x n_ff floats) are the largest scratch of a prefill, 32 MiB for
 // a 512-token chunk of a 2048 x 8192 model, and 128 rows already reuse each
 // weight block enough for the matmul to stay compute bound.
 constexpr int kFfnRows = 128;
 
-// out = in W^T for T tokens: matvec for one token (bandwidth bound, streams
-// each row once), matmul for a chunk (each weight block reused T times).
-void project(const WeightMatrix& w, const float* in, int T, float* out, ThreadPool& pool) {
-  if (T == 1) {
-    matvec(w, in, out, pool);
-  } else {
-    matmul(w, in, T, out, pool);
-  }
+// out = in W^T for `rows` rows (row strides w.cols and w.rows). exact: the
+// matvec-identical kernels (the integer-dot matmul for quantized weights,
+// one matvec per row for float weights); else the f32 GEMM, whose per-row
+// result does not depend on `rows` either.
+void product(const WeightMatrix& w, const float* in, int rows, float* out, bool exact,
+             ThreadPool& pool) {
+  if (rows <= 0) return;
+  if (!exact) return matmul(w, in, rows, out, pool, MatmulKernel::kFloat);
+  if (rows > 1 && quantized_activation_bytes(w.type, w.cols, 1) > 0)
+    return matmul(w, in, rows, out, pool, MatmulKernel::kInteger);
+  for (int i = 0; i < rows; ++i) matvec(w, in + size_t(i) * w.cols, out + size_t(i) * w.rows, pool);
+}
+
+// The rows [0, n_exact) take the exact kernels, [n_exact, n_rows) the GEMM.
+void project(const WeightMatrix& w, const float* in, int n_exact, int n_rows, float* out,
+             ThreadPool& pool) {
+  product(w, in, n_exact, out, true, pool);
+  product(w, in + size_t(n_exact) * w.cols, n_rows - n_exact, out + size_t(n_exact) * w.rows, false,
+          pool);
+}
+
+// The status of an item whose check or allocation threw `e`.
+ItemStatus failed(ItemStatus::Code code, const std::exception& e) {
+  ItemStatus st;
+  st.code = code;
+  st.message = e.what();
+  st.error = std::current_exception();
+  return st;
 }
 
 }  // namespace
-
-// Activations of one chunk of up to `ubatch` tokens, row-major, token-major.
-struct Model::Scratch {
-  int ubatch = 0;
-  std::vector<float> x;                   // residual stream, ubatch x n_embd
-  std::vector<float> xb;                  // normed input / block output, ubatch x n_embd
-  std::vector<float> q;                   // ubatch x n_heads x head_dim
-  std::vector<float> k, v;                // ubatch x n_kv_heads x head_dim
-  std::vector<float> att;                 // attention output, ubatch x n_heads x head_dim
-  std::vector<float> gate, up;            // min(ubatch, kFfnRows) x n_ff
-  std::vector<float> logits;              // rows x n_vocab, grown on first use
-  std::vector<float> rope_cos, rope_sin;  // ubatch x n_rot/2
-
-  uint64_t bytes() const {
-    size_t n = 0;
-    for (const auto* b : {&x, &xb, &q, &k, &v, &att, &gate, &up, &logits, &rope_cos, &rope_sin}) {
-      n += b->size();
-    }
-    return n * sizeof(float);
-  }
-};
 
 Model::~Model() = default;
 
@@ -77,30 +77,10 @@ kv::KvShape Model::kv_shape(int ctx) const {
 
 uint64_t Model::scratch_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return scratch_ ? scratch_->bytes() : 0;
+  return context_.activation_bytes();
 }
 
-void Model::ensure_scratch(int ubatch) const {
-  if (scratch_ && scratch_->ubatch >= ubatch) return;
-  const ModelConfig& c = config_;
-  auto s = std::make_unique<Scratch>();
-  const size_t T = size_t(ubatch);
-  s->ubatch = ubatch;
-  s->x.resize(T * c.n_embd);
-  s->xb.resize(T * std::max(c.n_embd, c.q_dim()));
-  s->q.resize(T * c.q_dim());
-  s->k.resize(T * c.kv_dim());
-  s->v.resize(T * c.kv_dim());
-  s->att.resize(T * c.q_dim());
-  s->gate.resize(size_t(std::min(ubatch, kFfnRows)) * c.n_ff);
-  s->up.resize(size_t(std::min(ubatch, kFfnRows)) * c.n_ff);
-  s->rope_cos.resize(T * (c.n_rot / 2));
-  s->rope_sin.resize(T * (c.n_rot / 2));
-  scratch_ = std::move(s);
-}
-
-void Model::eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool& pool,
-                 const LogitsSink& sink, const EvalOptions& opts) const {
+void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const {
   const ModelConfig& c = config_;
   const kv::KvShape& shape = cache.shape();
   if (shape.n_layers != c.n_layers || shape.n_heads != c.n_heads ||
@@ -109,7 +89,6 @@ void Model::eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool
          " heads x ", shape.head_dim, ") does not match the model (", c.n_layers, " layers, ",
          c.n_heads, "/", c.n_kv_heads, " heads x ", c.head_dim, ")");
   }
-  if (opts.ubatch < 1) fail("ubatch must be at least 1 (got ", opts.ubatch, ")");
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
       fail("token id ", tokens[i], " at index ", i, " is outside the vocabulary (", c.n_vocab,
@@ -122,16 +101,30 @@ void Model::eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool
     fail("context too long: ", n, " tokens at position ", pos0, " would need ", pos0 + n,
          " positions, the context holds ", shape.max_tokens, " (raise -c)");
   }
+}
+
+void Model::eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool& pool,
+                 const LogitsSink& sink, const EvalOptions& opts) const {
+  check_item(cache, tokens);
+  if (opts.ubatch < 1) fail("ubatch must be at least 1 (got ", opts.ubatch, ")");
+  const int64_t n = int64_t(tokens.size());
   if (n == 0) return;
 
   std::lock_guard<std::mutex> lock(mu_);
-  const int ubatch = int(std::min<int64_t>(opts.ubatch, n));
-  ensure_scratch(ubatch);
-  for (int64_t done = 0; done < n; done += ubatch) {
-    const int T = int(std::min<int64_t>(ubatch, n - done));
-    const bool last_chunk = done + T == n;
-    forward_chunk(cache, tokens.data() + done, T, pos0 + done, pool,
-                  (opts.all_logits || last_chunk) ? sink : LogitsSink(), opts.all_logits);
+  context_.sequence_scratch_ = true;
+  BatchLogitsSink batch_sink;
+  if (sink) batch_sink = [&](size_t, int64_t pos, std::span<const float> l) { sink(pos, l); };
+  for (int64_t done = 0; done < n; done += opts.ubatch) {
+    const int64_t T = std::min<int64_t>(opts.ubatch, n - done);
+    BatchItem item;
+    item.sequence = &cache;
+    item.tokens = tokens.subspan(size_t(done), size_t(T));
+    item.logits = opts.all_logits           ? Logits::kAll
+                  : (sink && done + T == n) ? Logits::kLast
+                                            : Logits::kNone;
+    const auto status =
+        eval_batch(context_, std::span<const BatchItem>(&item, 1), pool, batch_sink);
+    if (!status[0].ok()) std::rethrow_exception(status[0].error);
     if (opts.on_chunk) opts.on_chunk(done + T, n);
   }
 }
@@ -148,72 +141,139 @@ std::vector<float> Model::eval_last(kv::KvCache& cache, std::span<const int32_t>
   return out;
 }
 
-// One chunk of T tokens at positions pos0 .. pos0+T-1 through the whole network.
-void Model::forward_chunk(kv::KvCache& cache, const int32_t* tokens, int T, int64_t pos0,
-                          ThreadPool& pool, const LogitsSink& sink, bool all_logits) const {
-  Scratch& s = *scratch_;
-  const int E = config_.n_embd;
+std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const BatchItem> items,
+                                          ThreadPool& pool, const BatchLogitsSink& sink) const {
+  const ModelConfig& c = config_;
+  const int E = c.n_embd;
+  std::vector<ItemStatus> status(items.size());
+  ctx.live_.clear();
+  ctx.logits_slot_.assign(items.size(), -1);
 
-  // Embedding lookup: row `token` of token_embd, dequantized.
+  // Checks and page allocation, item by item: a failure leaves its sequence
+  // as it was and the item out of the batch. Small items first, so that the
+  // rows taking the exact kernels are contiguous.
+  std::vector<ExecutionContext::LiveItem> small, large;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    int64_t pos0 = 0;
+    try {
+      if (it.sequence == nullptr) fail("batch item ", i, " has no sequence");
+      for (size_t j = 0; j < i; ++j) {
+        if (items[j].sequence == it.sequence)
+          fail("batch item ", i, " holds the same sequence as item ", j);
+      }
+      check_item(*it.sequence, it.tokens);
+      if (it.tokens.empty()) continue;
+      pos0 = it.sequence->n_tokens();
+      if (it.tokens.size() > size_t(std::numeric_limits<int>::max() / 2))
+        fail("batch item ", i, " has too many tokens (", it.tokens.size(), ")");
+      it.sequence->begin_chunk(int(it.tokens.size()));
+    } catch (const kv::KvBudgetExceeded& e) {
+      status[i] = failed(ItemStatus::Code::kBudgetExceeded, e);
+      continue;
+    } catch (const kv::KvOutOfMemory& e) {
+      status[i] = failed(ItemStatus::Code::kOutOfMemory, e);
+      continue;
+    } catch (const Error& e) {
+      status[i] = failed(ItemStatus::Code::kInvalid, e);
+      continue;
+    }
+    ExecutionContext::LiveItem live;
+    live.index = i;
+    live.n_rows = int(it.tokens.size());
+    live.pos0 = pos0;
+    live.exact = int64_t(it.tokens.size()) <= kIntMatmulMaxTokens;
+    (live.exact ? small : large).push_back(live);
+  }
+  int n_rows = 0, n_exact = 0;
+  for (auto* group : {&small, &large}) {
+    for (auto& live : *group) {
+      live.row0 = n_rows;
+      n_rows += live.n_rows;
+      ctx.live_.push_back(live);
+    }
+    if (group == &small) n_exact = n_rows;
+  }
+  if (n_rows == 0) return status;
+
+  ctx.reserve(c, n_rows, kFfnRows);
+  // Embedding lookup (row `token` of token_embd, dequantized) and the RoPE
+  // angles of each row's position: once per call, not per layer.
   const WeightMatrix& emb = weights_.token_embd;
-  for (int t = 0; t < T; ++t) {
-    dequantize_row(emb.type, emb.row(tokens[t]), s.x.data() + size_t(t) * E, E);
+  const size_t pairs = size_t(c.n_rot / 2);
+  for (const auto& live : ctx.live_) {
+    const BatchItem& it = items[live.index];
+    for (int t = 0; t < live.n_rows; ++t) {
+      dequantize_row(emb.type, emb.row(it.tokens[size_t(t)]),
+                     ctx.x_.data() + size_t(live.row0 + t) * E, E);
+    }
+    ops::rope_angles(rope_, live.pos0, live.n_rows, ctx.rope_cos_.data() + live.row0 * pairs,
+                     ctx.rope_sin_.data() + live.row0 * pairs);
   }
-  // RoPE angles depend only on the position: once per chunk, not per layer.
-  ops::rope_angles(rope_, pos0, T, s.rope_cos.data(), s.rope_sin.data());
 
-  cache.begin_chunk(T);
-  for (int l = 0; l < config_.n_layers; ++l) {
-    attention_block(cache, l, T, pool);
-    ffn_block(l, T, pool);
-    check_finite(s.x.data(), int64_t(T) * E, l, "output");
+  for (int l = 0; l < c.n_layers; ++l) {
+    attention_block(ctx, items, l, n_exact, n_rows, pool);
+    ffn_block(ctx, l, n_exact, n_rows, pool);
+    check_finite(ctx.x_.data(), int64_t(n_rows) * E, l, "output");
   }
-  cache.end_chunk();
+  for (const auto& live : ctx.live_) items[live.index].sequence->end_chunk();
 
-  if (sink) emit_logits(T, pos0, pool, sink, all_logits);
+  emit_logits(ctx, items, pool, sink);
+  ctx.note_peak();
+  return status;
 }
 
-// x += Attention(RMSNorm(x)) for layer l; K/V go into the cache, attention
-// reads them back from it.
-void Model::attention_block(kv::KvCache& cache, int l, int T, ThreadPool& pool) const {
-  Scratch& s = *scratch_;
+// x += Attention(RMSNorm(x)) for layer l; each item's K/V go into its
+// sequence, and its queries attend over that sequence's pages.
+void Model::attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int l,
+                            int n_exact, int n_rows, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[size_t(l)];
   const int E = c.n_embd, D = c.head_dim;
+  const int T = n_rows;
+  float* q = ctx.q_.data();
+  float* k = ctx.k_.data();
+  float* v = ctx.v_.data();
 
-  ops::rmsnorm_rows(s.x.data(), L.attn_norm.data(), s.xb.data(), T, E, c.rms_eps, pool);
-  project(L.wq, s.xb.data(), T, s.q.data(), pool);
-  project(L.wk, s.xb.data(), T, s.k.data(), pool);
-  project(L.wv, s.xb.data(), T, s.v.data(), pool);
+  ops::rmsnorm_rows(ctx.x_.data(), L.attn_norm.data(), ctx.xb_.data(), T, E, c.rms_eps, pool);
+  project(L.wq, ctx.xb_.data(), n_exact, T, q, pool);
+  project(L.wk, ctx.xb_.data(), n_exact, T, k, pool);
+  project(L.wv, ctx.xb_.data(), n_exact, T, v, pool);
   if (c.qkv_bias) {  // qwen2
-    ops::add_bias_rows(s.q.data(), L.bq.data(), T, c.q_dim());
-    ops::add_bias_rows(s.k.data(), L.bk.data(), T, c.kv_dim());
-    ops::add_bias_rows(s.v.data(), L.bv.data(), T, c.kv_dim());
+    ops::add_bias_rows(q, L.bq.data(), T, c.q_dim());
+    ops::add_bias_rows(k, L.bk.data(), T, c.kv_dim());
+    ops::add_bias_rows(v, L.bv.data(), T, c.kv_dim());
   }
   if (c.qk_norm) {  // qwen3: every head of q and k RMS-normalized on its own, before RoPE
-    ops::rmsnorm_rows(s.q.data(), L.q_norm.data(), s.q.data(), int64_t(T) * c.n_heads, D, c.rms_eps,
-                      pool);
-    ops::rmsnorm_rows(s.k.data(), L.k_norm.data(), s.k.data(), int64_t(T) * c.n_kv_heads, D,
-                      c.rms_eps, pool);
+    ops::rmsnorm_rows(q, L.q_norm.data(), q, int64_t(T) * c.n_heads, D, c.rms_eps, pool);
+    ops::rmsnorm_rows(k, L.k_norm.data(), k, int64_t(T) * c.n_kv_heads, D, c.rms_eps, pool);
   }
   const size_t pairs = size_t(c.n_rot / 2);
   for (int t = 0; t < T; ++t) {
-    const float* cos_row = s.rope_cos.data() + t * pairs;
-    const float* sin_row = s.rope_sin.data() + t * pairs;
-    ops::rope_apply(rope_, s.q.data() + size_t(t) * c.q_dim(), c.n_heads, D, cos_row, sin_row);
-    ops::rope_apply(rope_, s.k.data() + size_t(t) * c.kv_dim(), c.n_kv_heads, D, cos_row, sin_row);
+    const float* cos_row = ctx.rope_cos_.data() + t * pairs;
+    const float* sin_row = ctx.rope_sin_.data() + t * pairs;
+    ops::rope_apply(rope_, q + size_t(t) * c.q_dim(), c.n_heads, D, cos_row, sin_row);
+    ops::rope_apply(rope_, k + size_t(t) * c.kv_dim(), c.n_kv_heads, D, cos_row, sin_row);
   }
 
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
-  check_finite(s.k.data(), int64_t(T) * c.kv_dim(), l, "keys");
-  check_finite(s.v.data(), int64_t(T) * c.kv_dim(), l, "values");
-  cache.write(l, s.k.data(), s.v.data(), &pool);
-  cache.attend(l, s.q.data(), s.att.data(), pool);
+  check_finite(k, int64_t(T) * c.kv_dim(), l, "keys");
+  check_finite(v, int64_t(T) * c.kv_dim(), l, "values");
+  for (const auto& live : ctx.live_) {
+    kv::KvCache& seq = *items[live.index].sequence;
+    const size_t r = size_t(live.row0);
+    seq.write(l, k + r * c.kv_dim(), v + r * c.kv_dim(), &pool);
+    float* out = ctx.att_.data() + r * c.q_dim();
+    if (ctx.sequence_scratch_) {
+      seq.attend(l, q + r * c.q_dim(), out, pool);
+    } else {
+      seq.attend(l, q + r * c.q_dim(), out, pool, ctx.attention_);
+    }
+  }
 
-  project(L.wo, s.att.data(), T, s.xb.data(), pool);
-  ops::add(s.x.data(), s.xb.data(), int64_t(T) * E);
+  project(L.wo, ctx.att_.data(), n_exact, T, ctx.xb_.data(), pool);
+  ops::add(ctx.x_.data(), ctx.xb_.data(), int64_t(T) * E);
 }
-
 void Model::check_finite(const float* values, int64_t n, int layer, const char* what) const {
   // NaN and Inf are the values whose exponent bits are all ones. Counting
   // them is an integer sum (vectorizes even on baseline SSE2, no float
@@ -231,53 +291,97 @@ void Model::check_finite(const float* values, int64_t n, int layer, const char* 
 }
 
 // x += W_down (silu(W_gate h) * W_up h), h = RMSNorm(x), for layer l.
-void Model::ffn_block(int l, int T, ThreadPool& pool) const {
-  Scratch& s = *scratch_;
+void Model::ffn_block(ExecutionContext& ctx, int l, int n_exact, int n_rows,
+                      ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[size_t(l)];
   const int E = c.n_embd;
+  float* gate = ctx.gate_.data();
+  float* up = ctx.up_.data();
 
-  ops::rmsnorm_rows(s.x.data(), L.ffn_norm.data(), s.xb.data(), T, E, c.rms_eps, pool);
-  for (int t0 = 0; t0 < T; t0 += kFfnRows) {
-    const int rows = std::min(kFfnRows, T - t0);
-    float* h = s.xb.data() + size_t(t0) * E;  // normed input in, FFN output out
-    project(L.w_gate, h, rows, s.gate.data(), pool);
-    project(L.w_up, h, rows, s.up.data(), pool);
-    const int64_t n_hidden = int64_t(rows) * c.n_ff;
+  ops::rmsnorm_rows(ctx.x_.data(), L.ffn_norm.data(), ctx.xb_.data(), n_rows, E, c.rms_eps, pool);
+  // At most kFfnRows rows at a time, never mixing exact and GEMM rows.
+  for (int t0 = 0; t0 < n_rows;) {
+    const bool exact = t0 < n_exact;
+    const int rows = std::min(kFfnRows, (exact ? n_exact : n_rows) - t0);
+    float* h = ctx.xb_.data() + size_t(t0) * E;  // normed input in, FFN output out
+    product(L.w_gate, h, rows, gate, exact, pool);
+    product(L.w_up, h, rows, up, exact, pool);
+    // Row by row: the kernel's vector body and its scalar tail may round
+    // exp() differently, so where a row is split must not depend on its
+    // neighbours in the batch.
+    const size_t F = size_t(c.n_ff);
     if (rows == 1) {
-      ops::silu_mul(s.gate.data(), s.up.data(), n_hidden);
+      ops::silu_mul(gate, up, c.n_ff);
     } else {
-      pool.parallel_for(n_hidden, 4096, [&](int64_t b, int64_t e, int) {
-        ops::silu_mul(s.gate.data() + b, s.up.data() + b, e - b);
+      pool.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) ops::silu_mul(gate + r * F, up + r * F, c.n_ff);
       });
     }
-    project(L.w_down, s.gate.data(), rows, h, pool);
+    product(L.w_down, gate, rows, h, exact, pool);
+    t0 += rows;
   }
-  ops::add(s.x.data(), s.xb.data(), int64_t(T) * E);
+  ops::add(ctx.x_.data(), ctx.xb_.data(), int64_t(n_rows) * E);
 }
 
-// Final RMSNorm and output projection for the rows the caller wants: the
-// last one, or all of them a few at a time.
-void Model::emit_logits(int T, int64_t pos0, ThreadPool& pool, const LogitsSink& sink,
-                        bool all_logits) const {
-  Scratch& s = *scratch_;
+// Final RMSNorm and output projection for the rows the items want: the last
+// row of each kLast item and every row of each kAll item, gathered (exact
+// rows first) and projected kLogitsRows at a time.
+void Model::emit_logits(ExecutionContext& ctx, std::span<const BatchItem> items, ThreadPool& pool,
+                        const BatchLogitsSink& sink) const {
   const ModelConfig& c = config_;
   const int E = c.n_embd;
   const size_t V = size_t(c.n_vocab);
-  const int first = all_logits ? 0 : T - 1;
-  const int rows = T - first;
-  ops::rmsnorm_rows(s.x.data() + size_t(first) * E, weights_.output_norm.data(), s.xb.data(), rows,
-                    E, c.rms_eps, pool);
+  struct Wanted {
+    size_t item;
+    int row;  // in x
+    int64_t position;
+    bool exact;
+    int slot;  // in last_logits_, or -1
+  };
+  std::vector<Wanted> wanted;
+  int n_last = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // exact rows first
+    for (const auto& live : ctx.live_) {
+      const Logits want = items[live.index].logits;
+      if (want == Logits::kNone) continue;
+      const bool last = want == Logits::kLast;
+      const bool exact = last || live.exact;
+      if (exact != (pass == 0)) continue;
+      const int first = last ? live.n_rows - 1 : 0;
+      for (int t = first; t < live.n_rows; ++t) {
+        wanted.push_back({live.index, live.row0 + t, live.pos0 + t, exact, last ? n_last++ : -1});
+      }
+    }
+  }
+  if (wanted.empty()) return;
+  ctx.n_vocab_ = c.n_vocab;
+  if (ctx.last_logits_.size() < size_t(n_last) * V) ctx.last_logits_.resize(size_t(n_last) * V);
   // Sized by the rows actually wanted: a prefill that only needs its last
   // token's logits never holds kLogitsRows x n_vocab floats.
-  const size_t want = size_t(std::min(rows, kLogitsRows)) * V;
-  if (s.logits.size() < want) s.logits.resize(want);
-  for (int r0 = 0; r0 < rows; r0 += kLogitsRows) {
-    const int g = std::min(kLogitsRows, rows - r0);
-    project(weights_.output, s.xb.data() + size_t(r0) * E, g, s.logits.data(), pool);
-    for (int i = 0; i < g; ++i) {
-      sink(pos0 + first + r0 + i, std::span<const float>(s.logits.data() + i * V, V));
+  const size_t want_floats = size_t(std::min<size_t>(wanted.size(), kLogitsRows)) * V;
+  if (ctx.logits_.size() < want_floats) ctx.logits_.resize(want_floats);
+
+  // Gather the wanted rows' final norms into xb (wanted.size() <= rows).
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    ops::rmsnorm(ctx.x_.data() + size_t(wanted[i].row) * E, weights_.output_norm.data(),
+                 ctx.xb_.data() + i * E, E, c.rms_eps);
+  }
+  for (size_t r0 = 0; r0 < wanted.size();) {
+    const bool exact = wanted[r0].exact;
+    size_t g = 1;
+    while (g < size_t(kLogitsRows) && r0 + g < wanted.size() && wanted[r0 + g].exact == exact) ++g;
+    product(weights_.output, ctx.xb_.data() + r0 * E, int(g), ctx.logits_.data(), exact, pool);
+    for (size_t i = 0; i < g; ++i) {
+      const Wanted& w = wanted[r0 + i];
+      const std::span<const float> row(ctx.logits_.data() + i * V, V);
+      if (w.slot >= 0) {
+        std::copy(row.begin(), row.end(), ctx.last_logits_.begin() + size_t(w.slot) * V);
+        ctx.logits_slot_[w.item] = w.slot;
+      }
+      if (sink) sink(w.item, w.position, row);
     }
+    r0 += g;
   }
 }
 

@@ -1,30 +1,60 @@
 // A loaded llama-family model and its forward pass.
 //
 // The model is immutable after load(): weights are used in place from the
-// memory-mapped GGUF file, and every per-sequence state lives in the caller's
-// kv::KvCache (the only place K and V are kept). eval() feeds tokens through
-// the network in chunks of up to `ubatch` tokens:
+// memory-mapped GGUF file, every per-sequence state lives in the caller's
+// kv::KvCache (the only place K and V are kept) and every per-call buffer in
+// the caller's ExecutionContext (model/context.h). eval_batch() runs a batch
+// of items -- (sequence, tokens) pairs: decode tokens of many sequences and
+// prefill chunks of others, mixed -- through the network together:
 //
-//   for each chunk of T tokens at positions p .. p+T-1:
-//     x = token_embd[tokens]                                    T x n_embd
-//     for each layer:
-//       h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
-//       (qwen3: rmsnorm of each q and k head) ; rope(q), rope(k)
-//       cache.write(layer, k, v) ; a = cache.attend(layer, q)
-//       x += a Wo
-//       h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown
-//     logits = rmsnorm(x) Woutput   (only for the rows the caller asked for)
+//   rows = the tokens of every item, one row each       n_rows x n_embd
+//   x = token_embd[rows]
+//   for each layer:
+//     h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   all rows at once
+//     (qwen3: rmsnorm of each q and k head) ; rope(q), rope(k) at each row's position
+//     for each item: seq.write(layer, k, v) ; a = seq.attend(layer, q)  over its own pages
+//     x += a Wo
+//     h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown            all rows at once
+//   logits = rmsnorm(x) Woutput   (only for the rows the items asked for)
 //
-// T = 1 (decode) uses matvec, larger chunks matmul (weights reused per token).
+// so B decoding sequences are one B-row product per weight matrix: the
+// weights are streamed once per step, not once per sequence.
+//
+// Kernels and batch invariance. A sequence's logits are bit-identical
+// whether its item runs alone or in any batch, with any other items, at any
+// place in the list: which kernel a row takes depends only on its own item.
+//  - Rows of a "small" item (at most tkv::kIntMatmulMaxTokens = 16 tokens:
+//    decode, short chunks) take the matvec-identical path: for quantized
+//    weights one integer-dot matmul over all such rows of the batch (its
+//    token i is bit-identical to matvec(x_i), tensor/matmul.h); for
+//    F32/F16/BF16 weights one matvec per row (the float matmul's
+//    accumulation order differs from matvec's, so batching them would make a
+//    decode step depend on the batch; each row then streams the weights).
+//  - Rows of a larger item (prefill chunks) take the f32 GEMM
+//    (MatmulKernel::kFloat), whose per-row result does not depend on how many
+//    rows it is given.
+//  - The logits of an item's last token (Logits::kLast) always take the
+//    matvec-identical path; every-token logits (Logits::kAll) of a large item
+//    take the GEMM.
+//  - Attention runs per item on its own sequence; its splits depend on that
+//    sequence's length and the thread count only. RMSNorm, RoPE, SiLU and the
+//    residual adds are per row.
+// What is NOT invariant: the chunking of a prompt. Prefilling 1000 tokens in
+// chunks of 512 or of 64 gives logits that differ in the last bits (an
+// item's size decides GEMM vs matvec kernels, and attention sums a chunk's
+// queries over its key tiles in an order that depends on where the chunk
+// starts), and the thread count of the pool changes attention's split-K.
+// A scheduler that wants reproducible outputs keeps its chunk size and
+// thread count fixed; it never has to care what else is in the batch.
 //
 // Every layer's output (the residual stream x) and its K/V rows are checked
-// for NaN/Inf, T x n_embd values per layer, next to the layer's matrix work
-// of T x n_embd x (several n_embd): a non-finite activation means the
-// weights are broken, and the error names the layer instead of letting the
-// NaN reach the logits or the KV codecs.
+// for NaN/Inf, n_rows x n_embd values per layer, next to the layer's matrix
+// work: a non-finite activation means the weights are broken, and the error
+// names the layer instead of letting the NaN reach the logits or the codecs.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,6 +66,7 @@
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
+#include "model/context.h"
 #include "model/ops.h"
 #include "model/weights.h"
 
@@ -55,6 +86,49 @@ struct EvalOptions {
   // and their total (prefill progress); may be empty.
   std::function<void(int64_t done, int64_t total)> on_chunk;
 };
+
+// What an item of a batch wants back.
+enum class Logits {
+  kNone,  // nothing (a prefill chunk that is not the prompt's last)
+  kLast,  // the logits after the item's last token (decode, a prompt's last chunk)
+  kAll,   // the logits after every token of the item (perplexity, KL)
+};
+
+// One item of a batch: `tokens` are appended to `sequence` (positions
+// sequence->n_tokens() onwards). An item is one step of one sequence: a
+// decode token, or one prefill chunk. A scheduler gives a long prompt to
+// eval_batch one chunk per call (e.g. 512 tokens, or fewer so that the
+// decoding items of the same batch are not stalled); the rows of all items
+// of one call are held at once, so the chunk size bounds the context's
+// memory. A sequence appears at most once per batch.
+struct BatchItem {
+  kv::KvCache* sequence = nullptr;
+  std::span<const int32_t> tokens;
+  Logits logits = Logits::kLast;
+};
+
+// The outcome of one item of a batch. A failed item changed nothing in its
+// sequence; the other items of the batch went on.
+struct ItemStatus {
+  enum class Code {
+    kOk,
+    kInvalid,         // a token outside the vocabulary, another model's cache shape,
+                      // a sequence past its max_tokens, no sequence, a sequence twice
+    kBudgetExceeded,  // the pool's byte budget cannot hold the item's pages
+    kOutOfMemory,     // the system could not provide memory for its pages
+  };
+  Code code = Code::kOk;
+  std::string message;       // the error's one-line message, empty when ok
+  std::exception_ptr error;  // the exception itself (for callers that rethrow it)
+  bool ok() const { return code == Code::kOk; }
+};
+
+// Receives the logits (n_vocab values) that item `item` of the batch
+// produced after `position`; called for every row an item asked for (an
+// item's rows in order, items in no particular order), the span only valid
+// during the call.
+using BatchLogitsSink =
+    std::function<void(size_t item, int64_t position, std::span<const float> logits)>;
 
 class Model {
  public:
@@ -79,12 +153,32 @@ class Model {
   // (ctx <= 0: the trained context length).
   kv::KvShape kv_shape(int ctx = 0) const;
 
+  // Runs every item of `items` through the network together (see the top of
+  // this file), with `ctx` holding every buffer and `pool` running the
+  // products and attention. Returns one status per item, in order: an item
+  // that fails its checks or its page allocation (begin_chunk) is left out
+  // of the batch with its error, its sequence unchanged, and the others run.
+  // Delivers the logits each item asked for to `sink` (may be empty) and
+  // keeps each kLast item's in ctx.logits(item). An item with no tokens is
+  // ok and does nothing. Throws tkv::Error only for a model whose
+  // activations turn non-finite (broken weights), after which the batch's
+  // sequences must be cleared.
+  //
+  // Threads: any number of threads may call eval_batch on one Model at the
+  // same time, each with its own ExecutionContext and ThreadPool, on
+  // different sequences (they may share a kv::PagePool).
+  std::vector<ItemStatus> eval_batch(ExecutionContext& ctx, std::span<const BatchItem> items,
+                                     ThreadPool& pool, const BatchLogitsSink& sink = {}) const;
+
   // Appends `tokens` to the sequence in `cache` (positions cache.n_tokens()
-  // onwards) and delivers logits to `sink` as EvalOptions says. Throws
-  // tkv::Error (before touching the cache) for a token id outside the
-  // vocabulary, a cache of another shape, or a sequence that would outgrow
-  // the cache's max_tokens. Concurrent calls on one Model are serialized (they
-  // share the scratch buffers; the thread pool is not reentrant either).
+  // onwards) in chunks of opts.ubatch (one single-item eval_batch each) and
+  // delivers logits to `sink` as EvalOptions says. Throws tkv::Error (before
+  // touching the cache) for a token id outside the vocabulary, a cache of
+  // another shape, or a sequence that would outgrow the cache's max_tokens,
+  // and kv::KvBudgetExceeded when a chunk's pages do not fit (the chunks
+  // before it stay in the cache). Uses a context inside the model:
+  // concurrent calls are serialized (callers that run in parallel use
+  // eval_batch with their own contexts).
   void eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool& pool,
             const LogitsSink& sink, const EvalOptions& opts = {}) const;
 
@@ -92,22 +186,22 @@ class Model {
   std::vector<float> eval_last(kv::KvCache& cache, std::span<const int32_t> tokens,
                                ThreadPool& pool, int ubatch = 512) const;
 
-  // Bytes of scratch activations currently allocated (grows to fit the largest
-  // ubatch used so far, then stays).
+  // Bytes of scratch activations of eval()'s internal context (grows to fit
+  // the largest ubatch used so far, then stays). A caller's own
+  // ExecutionContext reports its bytes itself.
   uint64_t scratch_bytes() const;
 
  private:
-  struct Scratch;
   Model() = default;
-  void ensure_scratch(int ubatch) const;
-  void forward_chunk(kv::KvCache& cache, const int32_t* tokens, int T, int64_t pos0,
-                     ThreadPool& pool, const LogitsSink& sink, bool all_logits) const;
-  void attention_block(kv::KvCache& cache, int layer, int T, ThreadPool& pool) const;
+  // Throws tkv::Error unless `tokens` may be appended to `cache`.
+  void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
+  void attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int layer,
+                       int n_exact, int n_rows, ThreadPool& pool) const;
   // tkv::Error naming the layer when values[0, n) holds a NaN or an Inf.
   void check_finite(const float* values, int64_t n, int layer, const char* what) const;
-  void ffn_block(int layer, int T, ThreadPool& pool) const;
-  void emit_logits(int T, int64_t pos0, ThreadPool& pool, const LogitsSink& sink,
-                   bool all_logits) const;
+  void ffn_block(ExecutionContext& ctx, int layer, int n_exact, int n_rows, ThreadPool& pool) const;
+  void emit_logits(ExecutionContext& ctx, std::span<const BatchItem> items, ThreadPool& pool,
+                   const BatchLogitsSink& sink) const;
 
   gguf::GgufFile file_;
   ModelConfig config_;
@@ -115,8 +209,8 @@ class Model {
   ops::RopeFrequencies rope_;
   std::string fingerprint_;
 
-  mutable std::mutex mu_;  // guards scratch_ (one eval at a time)
-  mutable std::unique_ptr<Scratch> scratch_;
+  mutable std::mutex mu_;  // guards context_ (one eval() at a time)
+  mutable ExecutionContext context_;
 };
 
 // 32 hex digits: a hash of every metadata key and value and of the tensor

@@ -1,0 +1,75 @@
+#include "model/context.h"
+
+#include <algorithm>
+
+#include "tensor/matmul.h"
+
+namespace tkv::model {
+
+namespace {
+
+template <class... V>
+size_t total_floats(const V&... v) {
+  return (v.size() + ...);
+}
+
+}  // namespace
+
+uint64_t ExecutionContext::activation_bytes() const {
+  return total_floats(x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, last_logits_, rope_cos_,
+                      rope_sin_) *
+         sizeof(float);
+}
+
+uint64_t ExecutionContext::bytes() const {
+  return activation_bytes() + attention_.bytes() + act_scratch_bytes_;
+}
+
+uint64_t ExecutionContext::peak_bytes() const {
+  return std::max(peak_, bytes());
+}
+
+void ExecutionContext::note_peak() {
+  act_scratch_bytes_ = tkv::activation_scratch_bytes();
+  peak_ = std::max(peak_, activation_bytes() + attention_.peak_bytes() + act_scratch_bytes_);
+}
+
+void ExecutionContext::reset_peak() {
+  attention_.reset_peak();
+  peak_ = bytes();
+}
+
+void ExecutionContext::release() {
+  for (auto* b : {&x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &last_logits_,
+                  &rope_cos_, &rope_sin_}) {
+    std::vector<float>().swap(*b);
+  }
+  attention_.release();
+  capacity_ = 0;
+  live_.clear();
+  logits_slot_.clear();
+}
+
+void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows) {
+  if (rows <= capacity_) return;
+  const size_t T = size_t(rows), F = size_t(std::min(rows, ffn_rows));
+  x_.resize(T * c.n_embd);
+  xb_.resize(T * std::max(c.n_embd, c.q_dim()));
+  q_.resize(T * c.q_dim());
+  k_.resize(T * c.kv_dim());
+  v_.resize(T * c.kv_dim());
+  att_.resize(T * c.q_dim());
+  gate_.resize(F * c.n_ff);
+  up_.resize(F * c.n_ff);
+  rope_cos_.resize(T * (c.n_rot / 2));
+  rope_sin_.resize(T * (c.n_rot / 2));
+  capacity_ = rows;
+}
+
+std::span<const float> ExecutionContext::logits(size_t item) const {
+  if (item >= logits_slot_.size() || logits_slot_[item] < 0) return {};
+  return std::span<const float>(last_logits_.data() + size_t(logits_slot_[item]) * n_vocab_,
+                                size_t(n_vocab_));
+}
+
+}  // namespace tkv::model
