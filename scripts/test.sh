@@ -9,7 +9,10 @@
 #                  targets (see cmake/TurbokvOptions.cmake): runs the whole
 #                  suite except the no_asan tests;
 #   build/fuzz     clang + libFuzzer: every fuzz target for FUZZ_SECONDS
-#                  (default 20) from its kept corpus (scripts/fuzz.sh).
+#                  (default 20) from its kept corpus (scripts/fuzz.sh);
+#   build/aarch64  cross-built for 64-bit ARM: the SIMD kernel tests, the
+#                  stories260K end-to-end test and `turbokv run` under
+#                  qemu-user (scripts/test-aarch64.sh).
 # Shared fixtures come from $TURBOKV_MODELS (default ../shared/models);
 # tests that need an absent fixture skip and say why.
 set -euo pipefail
@@ -37,4 +40,6 @@ phase "tests (ASan+UBSan)"
 ctest --test-dir build/asan --output-on-failure -j"$JOBS" -LE no_asan
 phase "fuzz (${FUZZ_SECONDS:-20} s per target)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+phase "aarch64: cross build + kernel and end-to-end tests under qemu-user"
+JOBS="$JOBS" scripts/test-aarch64.sh
 phase "turbokv: all tests passed"
