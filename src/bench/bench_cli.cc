@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bench/args.h"
+#include "bench/batch_protocol.h"
 #include "bench/bench_run.h"
 #include "bench/cell.h"
 #include "bench/child_process.h"
@@ -103,6 +104,18 @@ std::vector<Flag> protocol_flags(const std::string& sub) {
     f.push_back({{"--warmup"}, "N", "untimed steps before timing (default speed 2, kernel 3)", s});
     f.push_back({{"--steps"}, "N", "timed steps per depth, >= 3 (default speed 5, kernel 9)", s});
   }
+  if (sub == "batch") {
+    f.push_back({{"--batch"}, "LIST", "batch sizes (default 1,2,4,8,16)", sub});
+    f.push_back({{"--depth"}, "N", "tokens each sequence is prefilled to first (default 0)", sub});
+    f.push_back({{"--warmup"}, "N", "untimed decode steps per batch size (default 2)", sub});
+    f.push_back({{"--steps"}, "N", "timed decode steps per batch size, >= 3 (default 5)", sub});
+    f.push_back({{"--kv-budget"},
+                 "SIZE",
+                 "pool budget of the capacity count, 0 = skip it (default 1G)",
+                 sub});
+    f.push_back(
+        {{"--fit-tokens"}, "N", "tokens per sequence of the capacity count (default 4096)", sub});
+  }
   if (sub == "recall" || all) {
     const std::string s = "recall";
     f.push_back(
@@ -196,6 +209,11 @@ std::string description(const std::string& sub) {
   if (sub == "speed")
     d = "Prefill tokens/s and time to first token per context, and decode ms/token\n"
         "by depth, per KV configuration and thread count.";
+  if (sub == "batch")
+    d = "Aggregate decode tok/s of B sequences decoding together (one batched forward\n"
+        "per step) for each --batch size, per KV configuration; and how many\n"
+        "--fit-tokens sequences one pool of --kv-budget holds, allocated until it\n"
+        "refuses one.";
   if (sub == "recall")
     d = "Facts planted at controlled depths of a filler text, then one question per\n"
         "fact; exact-match answers per configuration, plus a multi-turn\n"
@@ -305,7 +323,8 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   const kv::KvConfig defaults = kv_defaults(a);
 
   ModelInfo info;
-  const bool need_model = on("memory") || on("speed") || on("recall") || on("quality");
+  const bool need_model =
+      on("memory") || on("speed") || on("batch") || on("recall") || on("quality");
   if (need_model) {
     if (!a.has("--model")) fail(command, ": -m MODEL is required");
     o.model = *a.get("--model");
@@ -343,6 +362,26 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     const CommonOptions c = with_kv({"--kv"}, kDefaultKv);
     sections.push_back({"speed", plan_speed(c, *s, info), [s](std::vector<Json> rows) {
                           return summarize_speed(*s, std::move(rows));
+                        }});
+  }
+  if (sub == "batch") {
+    auto b = std::make_shared<BatchOptions>();
+    if (a.has("--batch")) b->batch = parse_ints(*a.get("--batch"), "--batch", 1, 4096);
+    if (a.has("--depth")) b->depth = parse_token_count(*a.get("--depth"), "--depth");
+    b->warmup = a.get_int("--warmup", 2, 0, 1000);
+    b->steps = a.get_int("--steps", 5, 3, 100000);
+    if (const auto v = a.get("--kv-budget")) {
+      try {
+        b->fit_budget = parse_bytes(*v);
+      } catch (const Error& e) {
+        fail("--kv-budget: ", e.what());
+      }
+    }
+    if (a.has("--fit-tokens"))
+      b->fit_tokens = parse_token_count(*a.get("--fit-tokens"), "--fit-tokens");
+    const CommonOptions c = with_kv({"--kv"}, "f16,k4v2");
+    sections.push_back({"batch", plan_batch(c, *b, info), [b](std::vector<Json> rows) {
+                          return summarize_batch(*b, std::move(rows));
                         }});
   }
   if (on("recall")) {
@@ -465,6 +504,7 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       "subcommands:\n"
       "  memory        peak RSS, model, KV and scratch bytes per KV configuration and context\n"
       "  speed         prefill tok/s, time to first token, decode ms/token by depth\n"
+      "  batch         aggregate decode tok/s of B sequences together; sequences per pool budget\n"
       "  recall        planted facts at controlled depths, exact-match answers; multi-turn window\n"
       "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
       "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
@@ -484,9 +524,10 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       fail("bench cell: usage: bench cell --request JSON");
     return cell_main(rest[1]);
   }
-  if (sub != "memory" && sub != "speed" && sub != "recall" && sub != "quality" && sub != "kernel" &&
-      sub != "all")
-    fail("bench: unknown subcommand '", sub, "' (memory, speed, recall, quality, kernel, all)");
+  if (sub != "memory" && sub != "speed" && sub != "batch" && sub != "recall" && sub != "quality" &&
+      sub != "kernel" && sub != "all")
+    fail("bench: unknown subcommand '", sub,
+         "' (memory, speed, batch, recall, quality, kernel, all)");
   if (cell_argv.empty()) cell_argv = {self_executable(), "bench", "cell"};
   return run_bench(sub, rest, cell_argv);
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "bench/child_process.h"
+#include "bench/batch_protocol.h"
 #include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
 #include "bench/plots.h"
@@ -47,7 +48,7 @@ std::string git(const std::string& dir, const std::vector<std::string>& args) {
   return r.exit_code == 0 ? trim(r.out) : std::string();
 }
 
-constexpr const char* kSections[] = {"memory", "speed", "recall", "quality", "kernel"};
+constexpr const char* kSections[] = {"memory", "speed", "batch", "recall", "quality", "kernel"};
 
 }  // namespace
 
@@ -96,6 +97,7 @@ Json make_report(const ReportHeader& h) {
 std::string section_markdown(const std::string& name, const Json& section) {
   if (name == "memory") return memory_markdown(section);
   if (name == "speed") return speed_markdown(section);
+  if (name == "batch") return batch_markdown(section);
   if (name == "recall") return recall_markdown(section);
   if (name == "quality") return quality_markdown(section);
   if (name == "kernel") return kernel_markdown(section);
