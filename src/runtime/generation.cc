@@ -27,19 +27,55 @@ InferenceSession::InferenceSession(const model::Model& model, const tok::Tokeniz
                                    int ctx, const kv::KvConfig& kv, int threads, int ubatch)
     : model_(model),
       tokenizer_(tokenizer),
-      cache_(shape_for(model, ctx, kv), kv),
-      pool_(threads),
+      cache_(std::make_unique<kv::KvCache>(shape_for(model, ctx, kv), kv)),
+      own_threads_(std::make_unique<ThreadPool>(threads)),
+      threads_(own_threads_.get()),
       ubatch_(ubatch),
       context_size_(ctx) {}
 
+InferenceSession::InferenceSession(const model::Model& model, const tok::Tokenizer& tokenizer,
+                                   int ctx, const kv::KvConfig& kv,
+                                   std::shared_ptr<kv::PagePool> pages, ThreadPool& threads,
+                                   int ubatch)
+    : model_(model),
+      tokenizer_(tokenizer),
+      cache_(std::make_unique<kv::KvCache>(shape_for(model, ctx, kv), kv, std::move(pages))),
+      threads_(&threads),
+      ubatch_(ubatch),
+      context_size_(ctx) {}
+
+InferenceSession::InferenceSession(const InferenceSession& from, std::unique_ptr<kv::KvCache> cache)
+    : model_(from.model_),
+      tokenizer_(from.tokenizer_),
+      cache_(std::move(cache)),
+      threads_(from.threads_),
+      ubatch_(from.ubatch_),
+      observer_(from.observer_),
+      tokens_(from.tokens_),
+      context_size_(from.context_size_) {}
+
+std::unique_ptr<InferenceSession> InferenceSession::fork() const {
+  // The fork computes on this session's threads, whoever owns them: forks
+  // of a session with its own pool must not outlive it.
+  return std::unique_ptr<InferenceSession>(new InferenceSession(*this, cache_->fork()));
+}
+
+void InferenceSession::truncate(int64_t n) {
+  if (n < 0 || n > int64_t(tokens_.size()))
+    fail("truncate: ", n, " is outside [0, ", tokens_.size(), "]");
+  cache_->truncate(n);
+  tokens_.resize(size_t(n));
+  logits_.clear();
+}
+
 int64_t InferenceSession::room() const {
-  return cache_.shape().max_tokens - cache_.n_tokens();
+  return cache_->shape().max_tokens - cache_->n_tokens();
 }
 
 void InferenceSession::feed(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
   if (int64_t(tokens.size()) > room())
-    fail("context full: ", cache_.n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
+    fail("context full: ", cache_->n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
          " (-c)");
   model::EvalOptions options{.ubatch = ubatch_, .all_logits = false, .on_chunk = {}};
   // Decode steps (one token) are never observed; a prompt is.
@@ -47,7 +83,7 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
   if (observer_ && tokens.size() > 1) on_chunk = observer_(int64_t(tokens.size()));
   if (on_chunk) options.on_chunk = [&](int64_t done, int64_t) { on_chunk(done); };
   model_.eval(
-      cache_, tokens, pool_,
+      *cache_, tokens, *threads_,
       [this](int64_t, std::span<const float> logits) {
         logits_.assign(logits.begin(), logits.end());
       },
@@ -56,13 +92,13 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
 }
 
 void InferenceSession::clear() {
-  cache_.clear();
+  cache_->clear();
   tokens_.clear();
   logits_.clear();
 }
 
 void InferenceSession::restore_tokens(std::vector<int32_t> tokens) {
-  TKV_CHECK(int64_t(tokens.size()) == cache_.n_tokens());
+  TKV_CHECK(int64_t(tokens.size()) == cache_->n_tokens());
   tokens_ = std::move(tokens);
   logits_.clear();
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,14 +33,24 @@ class InferenceSession {
  public:
   // A cache of `ctx` tokens with `kv` settings; throws tkv::Error for
   // settings the cache rejects (bad page size, override of a missing layer).
+  // The cache has a private page pool of kv.budget_bytes and the session
+  // its own thread pool of `threads`.
   InferenceSession(const model::Model& model, const tok::Tokenizer& tokenizer, int ctx,
                    const kv::KvConfig& kv, int threads, int ubatch);
+  // A sequence of an engine: pages from the shared `pages` pool (which has
+  // the budget), compute on the shared `threads` (one feed at a time on it).
+  // KvBudgetExceeded when the pool cannot hold the sinks and residual ring.
+  InferenceSession(const model::Model& model, const tok::Tokenizer& tokenizer, int ctx,
+                   const kv::KvConfig& kv, std::shared_ptr<kv::PagePool> pages, ThreadPool& threads,
+                   int ubatch);
+  InferenceSession(const InferenceSession&) = delete;
+  InferenceSession& operator=(const InferenceSession&) = delete;
 
   const model::Model& model() const { return model_; }
   const tok::Tokenizer& tokenizer() const { return tokenizer_; }
-  kv::KvCache& cache() { return cache_; }
-  const kv::KvCache& cache() const { return cache_; }
-  ThreadPool& pool() { return pool_; }
+  kv::KvCache& cache() { return *cache_; }
+  const kv::KvCache& cache() const { return *cache_; }
+  ThreadPool& pool() { return *threads_; }
   int ubatch() const { return ubatch_; }
   void set_prefill_observer(PrefillObserver observer) { observer_ = std::move(observer); }
 
@@ -61,14 +72,24 @@ class InferenceSession {
 
   // Forgets everything (empty cache and history).
   void clear();
+  // A new session holding the same tokens, sharing every page of the cache
+  // (copy-on-write, KvCache::fork) and this session's pools. Its logits are
+  // empty until its first feed. KvBudgetExceeded, this session unchanged,
+  // when the pool cannot hold the new sinks and ring.
+  std::unique_ptr<InferenceSession> fork() const;
+  // Keeps the first n tokens (KvCache::truncate); the logits are cleared.
+  void truncate(int64_t n);
   // After cache().load(): the ids the restored cache holds.
   void restore_tokens(std::vector<int32_t> tokens);
 
  private:
+  InferenceSession(const InferenceSession& from, std::unique_ptr<kv::KvCache> cache);
+
   const model::Model& model_;
-  tok::Tokenizer tokenizer_;
-  kv::KvCache cache_;
-  ThreadPool pool_;
+  const tok::Tokenizer& tokenizer_;  // outlives the session (the caller's)
+  std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<ThreadPool> own_threads_;  // null when the threads are shared
+  ThreadPool* threads_;
   int ubatch_;
   PrefillObserver observer_;
   std::vector<int32_t> tokens_;
