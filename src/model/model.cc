@@ -22,16 +22,16 @@ constexpr int kLogitsRows = 16;
 constexpr int kFfnRows = 128;
 
 // out = in W^T for `rows` rows (row strides w.cols and w.rows). exact: the
-// matvec-identical kernels (the integer-dot matmul for quantized weights,
-// one matvec per row for float weights); else the f32 GEMM, whose per-row
+// matvec-identical kernels (matvec_batch: the integer-dot path for
+// quantized weights, matvec's accumulation order for float weights, the
+// weights streamed once for all rows); else the f32 GEMM, whose per-row
 // result does not depend on `rows` either.
 void product(const WeightMatrix& w, const float* in, int rows, float* out, bool exact,
              ThreadPool& pool) {
   if (rows <= 0) return;
   if (!exact) return matmul(w, in, rows, out, pool, MatmulKernel::kFloat);
-  if (rows > 1 && quantized_activation_bytes(w.type, w.cols, 1) > 0)
-    return matmul(w, in, rows, out, pool, MatmulKernel::kInteger);
-  for (int i = 0; i < rows; ++i) matvec(w, in + size_t(i) * w.cols, out + size_t(i) * w.rows, pool);
+  if (rows == 1) return matvec(w, in, out, pool);
+  matvec_batch(w, in, rows, out, pool);
 }
 
 // The rows [0, n_exact) take the exact kernels, [n_exact, n_rows) the GEMM.

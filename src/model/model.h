@@ -27,9 +27,10 @@
 //    decode, short chunks) take the matvec-identical path: for quantized
 //    weights one integer-dot matmul over all such rows of the batch (its
 //    token i is bit-identical to matvec(x_i), tensor/matmul.h); for
-//    F32/F16/BF16 weights one matvec per row (the float matmul's
-//    accumulation order differs from matvec's, so batching them would make a
-//    decode step depend on the batch; each row then streams the weights).
+//    F32/F16/BF16 weights tkv::matvec_batch, a kernel with matvec's exact
+//    per-row accumulation order (the float GEMM's order differs from
+//    matvec's in the last bits, so it would make a decode step depend on
+//    the batch). Either way the weights are streamed once for all rows.
 //  - Rows of a larger item (prefill chunks) take the f32 GEMM
 //    (MatmulKernel::kFloat), whose per-row result does not depend on how many
 //    rows it is given.

@@ -14,6 +14,7 @@
 #include "hwy/targets.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/kernels/matvec_batch.h"
 #include "tensor/reference.h"
 
 namespace tkv {
@@ -206,6 +207,25 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
     kernel(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
+  });
+}
+
+void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  check_weight(w);
+  if (n < 0) fail("matvec_batch: negative token count ", n);
+  apply_simd_override();
+  if (n == 0 || w.rows == 0) return;
+  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone)
+    return int_product(w, format, x, n, y, pool);
+  TKV_CHECK(kernels::family_of(w.type) == Family::kFloat);
+  const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
+  if (w.total_bytes() <= kInlineBytes || pool.size() == 1)
+    return kernels::matvec_rows_float_batch(args, n, w.rows, 0, w.rows);
+  const int64_t per_task = rows_per_task(w, pool.size());
+  const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
+  pool.run(n_tasks, [&](int64_t t, int) {
+    kernels::matvec_rows_float_batch(args, n, w.rows, t * per_task,
+                                     std::min(w.rows, (t + 1) * per_task));
   });
 }
 
