@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/vec_math.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/ops.h"
@@ -78,7 +79,7 @@ void BM_Decode(benchmark::State& state) {
       state.ResumeTiming();
     }
     auto logits = m.eval_last(cache, std::span<const int32_t>(&token, 1), pool);
-    token = int32_t(tkv::model::ops::argmax(logits.data(), int64_t(logits.size())));
+    token = int32_t(tkv::argmax(logits.data(), int64_t(logits.size())));
   }
   state.counters["tok/s"] =
       benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);

@@ -1,4 +1,5 @@
 #include "bench/cell_env.h"
+#include "common/vec_math.h"
 
 #include <algorithm>
 
@@ -61,7 +62,7 @@ std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint
 
 int32_t argmax(std::span<const float> logits) {
   TKV_CHECK(!logits.empty());
-  return int32_t(model::ops::argmax(logits.data(), int64_t(logits.size())));
+  return int32_t(tkv::argmax(logits.data(), int64_t(logits.size())));
 }
 
 Json model_facts(const CellModel& m) {

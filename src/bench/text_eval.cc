@@ -6,27 +6,17 @@
 
 #include "bench/stats.h"
 #include "common/error.h"
+#include "common/vec_math.h"
 #include "kv/kv_cache.h"
 
 namespace tkv::bench {
 
 namespace {
 
-// log-softmax of `logits` into `out` (double accumulation).
+// log-softmax of `logits` into `out` (the normalizer summed in double).
 void log_softmax(std::span<const float> logits, float* out) {
-  float mx = logits[0];
-  for (float x : logits) mx = std::max(mx, x);
-  double sum = 0;
-  for (float x : logits) sum += std::exp(double(x) - mx);
-  const double lse = double(mx) + std::log(sum);
+  const double lse = log_sum_exp(logits.data(), int64_t(logits.size()));
   for (size_t i = 0; i < logits.size(); ++i) out[i] = float(double(logits[i]) - lse);
-}
-
-size_t argmax_of(const float* v, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (v[i] > v[best]) best = i;
-  return best;
 }
 
 }  // namespace
@@ -96,7 +86,7 @@ std::vector<WindowScores> evaluate_text(
           double kl = 0;
           for (size_t i = 0; i < V; ++i) kl += std::exp(double(b[i])) * (double(b[i]) - logp[i]);
           ws.kl.push_back(std::max(0.0, kl));  // rounding can leave -1e-12
-          ws.top1_agree.push_back(argmax_of(b, V) == argmax_of(logp.data(), V));
+          ws.top1_agree.push_back(argmax(b, int64_t(V)) == argmax(logp.data(), int64_t(V)));
         },
         eo);
     if (on_window) on_window(w, ws);

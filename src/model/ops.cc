@@ -85,50 +85,6 @@ void Add(float* HWY_RESTRICT y, const float* HWY_RESTRICT x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
-float MaxValue(const float* HWY_RESTRICT x, int64_t n) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  float m = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  if (n >= N) {
-    auto vm = hn::Set(d, m);
-    for (; i + N <= n; i += N) vm = hn::Max(vm, hn::LoadU(d, x + i));
-    m = hn::GetLane(hn::MaxOfLanes(d, vm));
-  }
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-// Sum of exp(x[i] - shift); when `out` is set, also stores each term there.
-float SumExp(const float* x, int64_t n, float shift, float* out) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  const auto vshift = hn::Set(d, shift);
-  auto acc = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vshift));
-    if (out) hn::StoreU(e, d, out + i);
-    acc = hn::Add(acc, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, acc));
-  for (; i < n; ++i) {
-    const float e = std::exp(x[i] - shift);
-    if (out) out[i] = e;
-    sum += e;
-  }
-  return sum;
-}
-
-void Scale(float* HWY_RESTRICT x, int64_t n, float s) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = int64_t(hn::Lanes(d));
-  const auto vs = hn::Set(d, s);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vs), d, x + i);
-  for (; i < n; ++i) x[i] *= s;
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace tkv::model::ops
 HWY_AFTER_NAMESPACE();
@@ -140,9 +96,6 @@ HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(ScaleMul);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(Add);
-HWY_EXPORT(MaxValue);
-HWY_EXPORT(SumExp);
-HWY_EXPORT(Scale);
 
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   const float ss = HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
@@ -173,29 +126,6 @@ void add(float* y, const float* x, int64_t n) {
 
 void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) add(y + r * n, bias, n);
-}
-
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  const float m = HWY_DYNAMIC_DISPATCH(MaxValue)(x, n);
-  const float sum = HWY_DYNAMIC_DISPATCH(SumExp)(x, n, m, x);
-  HWY_DYNAMIC_DISPATCH(Scale)(x, n, 1.0f / sum);
-}
-
-float log_sum_exp(const float* x, int64_t n) {
-  if (n <= 0) return -std::numeric_limits<float>::infinity();
-  const float m = HWY_DYNAMIC_DISPATCH(MaxValue)(x, n);
-  if (!std::isfinite(m)) return m;
-  const float sum = HWY_DYNAMIC_DISPATCH(SumExp)(x, n, m, nullptr);
-  return m + std::log(sum);
-}
-
-int64_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
-  }
-  return best;
 }
 
 RopeFrequencies RopeFrequencies::make(const ModelConfig& config,

@@ -1,5 +1,6 @@
 // The small element-wise operations of the forward pass: RMSNorm, RoPE,
-// SwiGLU's SiLU(gate) * up, residual add, softmax.
+// SwiGLU's SiLU(gate) * up, residual add (softmax, argmax and log-sum-exp
+// are common/vec_math.h).
 //
 // They are cheap next to the weight products (O(width) per token against
 // O(width^2)), but at 8K-wide FFN activations a scalar loop with a libm exp()
@@ -33,15 +34,6 @@ void add(float* y, const float* x, int64_t n);
 
 // Adds the same `bias` (n values) to each of `rows` rows of n values.
 void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
-
-// x <- softmax(x) in place (max-subtracted, so any finite input is safe).
-void softmax(float* x, int64_t n);
-
-// log(sum(exp(x[i]))), computed stably; with it log p_i = x_i - log_sum_exp.
-float log_sum_exp(const float* x, int64_t n);
-
-// Index of the largest value (the first one on ties); n >= 1.
-int64_t argmax(const float* x, int64_t n);
 
 // RoPE rotation speeds of one model: inv_freq[i] for dimension pair i < n_rot/2.
 struct RopeFrequencies {

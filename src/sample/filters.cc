@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "sample/softmax_kernels.h"
+#include "common/vec_math.h"
 
 namespace tkv::sample {
 
@@ -107,7 +107,7 @@ void top_p_bucketed(CandidateList& c, float p) {
 }  // namespace
 
 float check_logits(const float* logits, int n_vocab) {
-  const LogitScan s = scan_logits(logits, size_t(n_vocab));
+  const MaxScan s = scan_max(logits, size_t(n_vocab));
   if (s.has_nan_or_inf) {
     for (int i = 0; i < n_vocab; ++i)
       if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
@@ -147,13 +147,6 @@ void apply_repetition_penalty(float* logits, int n_vocab, std::span<const int32_
     float& l = logits[id];
     l = l > 0 ? l / penalty : l * penalty;
   }
-}
-
-int32_t argmax(const float* logits, int n_vocab) {
-  const float m = scan_logits(logits, size_t(n_vocab)).max;
-  for (int i = 0; i < n_vocab; ++i)
-    if (logits[i] == m) return i;
-  TKV_CHECK(false);
 }
 
 void select_top_k(const float* logits, int n_vocab, int k, CandidateList& out) {

@@ -18,7 +18,7 @@
 // Cost on a vocabulary of n tokens: top-k selects with a k-element heap in
 // one pass (O(n), no copy of the vocabulary); top-p without a top-k before
 // it buckets the weights by magnitude and sorts only the bucket where its cut
-// falls; exp and max run vectorized (softmax_kernels.h).
+// falls; exp and max run vectorized (common/vec_math.h).
 #pragma once
 
 #include <cstddef>
@@ -62,8 +62,6 @@ float check_logits(const float* logits, int n_vocab);
 // each id must be in [0, n_vocab).
 void apply_repetition_penalty(float* logits, int n_vocab, std::span<const int32_t> recent,
                               float penalty);
-// Lowest id among the largest logits.
-int32_t argmax(const float* logits, int n_vocab);
 // The k best candidates straight from the logits, sorted (k >= n: all, sorted).
 void select_top_k(const float* logits, int n_vocab, int k, CandidateList& out);
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/vec_math.h"
 
 namespace tkv::sample {
 
@@ -54,7 +55,7 @@ int32_t Sampler::filter(const float* logits, int n_vocab, CandidateList& c,
     logits = work.data();
   }
   // Greedy: the filters below never remove the top candidate, so skip them.
-  if (config_.temperature <= 0) return argmax(logits, n_vocab);
+  if (config_.temperature <= 0) return int32_t(argmax(logits, n_vocab));
   if (config_.top_k > 0)
     select_top_k(logits, n_vocab, config_.top_k, c);
   else

@@ -97,33 +97,6 @@ TEST(Ops, AddAndBias) {
   }
 }
 
-TEST(Ops, SoftmaxAndLogSumExp) {
-  for (int64_t n : kSizes) {
-    auto x = random_vector(n, 9, 10.0f);
-    x[0] = 500.0f;  // would overflow a naive exp
-    const auto orig = x;
-    ops::softmax(x.data(), n);
-    double m = orig[0];
-    for (float v : orig) m = std::max(m, double(v));
-    double sum = 0;
-    for (float v : orig) sum += std::exp(double(v) - m);
-    double total = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double expect = std::exp(double(orig[size_t(i)]) - m) / sum;
-      ASSERT_NEAR(x[size_t(i)], expect, 1e-6) << "n=" << n;
-      total += x[size_t(i)];
-    }
-    EXPECT_NEAR(total, 1.0, 1e-5);
-    EXPECT_NEAR(ops::log_sum_exp(orig.data(), n), m + std::log(sum), 1e-4);
-  }
-}
-
-TEST(Ops, ArgmaxTakesFirstOfTies) {
-  const float x[] = {1, 5, 3, 5, -2};
-  EXPECT_EQ(ops::argmax(x, 5), 1);
-  EXPECT_EQ(ops::argmax(x, 1), 0);
-}
-
 ModelConfig rope_config(RopeStyle style, int head_dim, int n_rot, float base) {
   ModelConfig c;
   c.head_dim = head_dim;

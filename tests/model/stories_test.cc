@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
+#include "common/vec_math.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/ops.h"
@@ -35,7 +36,7 @@ std::vector<int32_t> greedy(const Model& m, kv::KvCache& cache, ThreadPool& pool
                             std::vector<int32_t> ids, int steps) {
   std::vector<float> logits = m.eval_last(cache, ids, pool);
   for (int i = 0; i < steps; ++i) {
-    const int32_t next = int32_t(ops::argmax(logits.data(), int64_t(logits.size())));
+    const int32_t next = int32_t(tkv::argmax(logits.data(), int64_t(logits.size())));
     if (next == 1) break;
     ids.push_back(next);
     if (i + 1 < steps) logits = m.eval_last(cache, std::span<const int32_t>(&ids.back(), 1), pool);
@@ -127,7 +128,7 @@ TEST_F(Stories, LogitsMatchReference) {
       worst = std::max(worst, std::fabs(logits.back()[i] - last[i]));
     EXPECT_LE(worst, tol) << "case of " << ids.size() << " ids";
     for (size_t p = 0; p < ids.size(); ++p) {
-      EXPECT_EQ(ops::argmax(logits[p].data(), int64_t(logits[p].size())), argmax[p])
+      EXPECT_EQ(tkv::argmax(logits[p].data(), int64_t(logits[p].size())), argmax[p])
           << "position " << p;
     }
     // eval_last gives the same last row as the all-logits path.
@@ -143,7 +144,7 @@ TEST_F(Stories, ChunkedPrefillAndThreadCountsAgree) {
   // is the next reference id, whatever the chunking or thread count.
   const auto base = all_logits(*model_, reference_ids_, 512, 1);
   for (size_t p = 0; p + 1 < reference_ids_.size(); ++p) {
-    ASSERT_EQ(ops::argmax(base[p].data(), 512), reference_ids_[p + 1]) << "position " << p;
+    ASSERT_EQ(tkv::argmax(base[p].data(), 512), reference_ids_[p + 1]) << "position " << p;
   }
   struct Run {
     int ubatch, threads;

@@ -6,6 +6,7 @@
 
 #include "common/atomic_file.h"
 #include "common/test_util.h"
+#include "common/vec_math.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/ops.h"
@@ -46,9 +47,9 @@ TEST(TkvTestModel, GreedyContinuationIsConfident) {
   double sum_p = 0;
   for (int i = 0; i < 64; ++i) {
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
-    const int32_t next = int32_t(ops::argmax(logits.data(), int64_t(logits.size())));
+    const int32_t next = int32_t(tkv::argmax(logits.data(), int64_t(logits.size())));
     sum_p += std::exp(double(logits[size_t(next)]) -
-                      ops::log_sum_exp(logits.data(), int64_t(logits.size())));
+                      tkv::log_sum_exp(logits.data(), int64_t(logits.size())));
     ids.push_back(next);
     logits = m->eval_last(cache, std::span<const int32_t>(&ids.back(), 1), pool);
   }
@@ -82,7 +83,7 @@ TEST(TkvTestModel, HeldOutPerplexityIsSane) {
         cache, ids, pool,
         [&](int64_t pos, std::span<const float> logits) {
           if (pos + 1 >= int64_t(ids.size())) return;
-          const float lse = ops::log_sum_exp(logits.data(), int64_t(logits.size()));
+          const float lse = tkv::log_sum_exp(logits.data(), int64_t(logits.size()));
           nll += double(lse) - double(logits[size_t(ids[size_t(pos) + 1])]);
         },
         opts);

@@ -3,7 +3,7 @@
 #include "sample/filters.h"
 
 #include "common/error.h"
-#include "sample/softmax_kernels.h"
+#include "common/vec_math.h"
 
 #include <gtest/gtest.h>
 
@@ -199,23 +199,6 @@ TEST(SampleFilters, RepetitionPenaltyAndArgmax) {
   apply_repetition_penalty(l.data(), 5, recent, 2.0f);
   EXPECT_EQ(l, (std::vector<float>{1.5f, -4.0f, 0.0f, 3.0f, 1.0f}));
   EXPECT_EQ(argmax(l.data(), 5), 3);
-}
-
-TEST(SampleFilters, ExpWeightsMatchStdExpAndZeroTheMasked) {
-  std::vector<float> x(37);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = -float(i) * 3.1f;
-  x[5] = -std::numeric_limits<float>::infinity();
-  std::vector<float> w(x.size());
-  const double total = exp_weights(x.data(), x.size(), 0.0f, 1.0f, w.data());
-  double want_total = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double want = x[i] < -87.0f ? 0.0 : std::exp(double(x[i]));
-    EXPECT_NEAR(w[i], want, 2e-7 * want) << i;
-    want_total += want;
-  }
-  EXPECT_EQ(w[5], 0.0f);
-  EXPECT_EQ(w[36], 0.0f);  // -111.6: below the underflow cut
-  EXPECT_NEAR(total, want_total, 1e-6 * want_total);
 }
 
 }  // namespace
