@@ -13,6 +13,7 @@
 #include "kv/kv_cache.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "tensor/matmul.h"
 #include "test_models.h"
 
 namespace tkv::model {
@@ -283,6 +284,44 @@ TEST_P(Batch, ThreadsWithOwnContextsAgreeWithOne) {
   for (size_t i = 0; i < kThreads; ++i) {
     ASSERT_EQ(parallel[i].size(), size_t(kSteps));
     for (int s = 0; s < kSteps; ++s) EXPECT_TRUE(same_bits(serial[i][s], parallel[i][s]));
+  }
+}
+
+// The float small-batch product equals matvec token by token, bit for bit,
+// whatever the column count (vector steps, one extra vector, scalar tail),
+// the batch size and the thread count.
+TEST(MatvecBatch, FloatWeightsEqualMatvecPerToken) {
+  for (const DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (const int64_t cols : {64, 72, 172, 1000}) {
+      const int64_t rows = 37;
+      std::vector<float> wf(size_t(rows * cols));
+      uint32_t s = 5;
+      for (auto& v : wf) {
+        s = s * 1664525u + 1013904223u;
+        v = float(int32_t(s >> 9) - (1 << 22)) / float(1 << 22);
+      }
+      std::vector<uint8_t> bytes(row_bytes(type, cols) * size_t(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, wf.data() + r * cols, bytes.data() + size_t(r) * row_bytes(type, cols),
+                     cols);
+      const WeightMatrix w = make_weight(type, bytes.data(), rows, cols);
+      for (const int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        for (const int64_t n : {1, 3, 4, 9}) {
+          std::vector<float> x(size_t(n * cols)), y(size_t(n * rows)), one(static_cast<size_t>(rows));
+          for (auto& v : x) {
+            s = s * 1664525u + 1013904223u;
+            v = float(int32_t(s >> 9) - (1 << 22)) / float(1 << 21);
+          }
+          matvec_batch(w, x.data(), n, y.data(), pool);
+          for (int64_t t = 0; t < n; ++t) {
+            matvec(w, x.data() + t * cols, one.data(), pool);
+            EXPECT_TRUE(same_bits(one, std::span<const float>(y.data() + t * rows, size_t(rows))))
+                << dtype_name(type) << " cols " << cols << " n " << n << " token " << t;
+          }
+        }
+      }
+    }
   }
 }
 
