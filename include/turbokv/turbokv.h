@@ -158,6 +158,26 @@ TKV_API void tkv_sequence_free(tkv_sequence* seq);
  * Serialized per engine. */
 TKV_API tkv_status tkv_eval(tkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
                             const float** logits);
+/* The logits of the sequence's last eval (NULL before one, and after
+ * truncate, clear, load or fork), valid until the next call on `seq`. */
+TKV_API tkv_status tkv_sequence_logits(const tkv_sequence* seq, const float** logits);
+
+/* One item of tkv_eval_batch; `status` is set per item. */
+typedef struct tkv_batch_item {
+  tkv_sequence* sequence;
+  const int32_t* tokens;
+  size_t n_tokens;
+  tkv_status status; /* out: TKV_OK, TKV_ERR_BUDGET, TKV_ERR_CONTEXT_FULL, ... */
+} tkv_batch_item;
+
+/* Appends each item's tokens to its sequence in one batched forward (every
+ * weight matmul once over all rows; attention per sequence); afterwards
+ * tkv_sequence_logits gives each one's logits, the same as tkv_eval alone.
+ * Returns TKV_OK when the batch ran (see each item's status; a failed item
+ * keeps the ubatch rounds it finished), an error when it could not start.
+ * Serialized per engine. */
+TKV_API tkv_status tkv_eval_batch(tkv_engine* engine, tkv_batch_item* items, size_t n_items);
+
 /* Samples from the last eval's logits, streams text to `on_text` (may be
  * NULL), feeds each token back; `result` may be NULL. Serialized per engine. */
 TKV_API tkv_status tkv_generate(tkv_sequence* seq, const tkv_generate_params* params,

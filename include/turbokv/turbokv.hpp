@@ -114,6 +114,18 @@ struct PoolStats {
 class Sequence;
 class Sampler;
 
+// One item of Engine::eval_batch: tokens to append to a sequence.
+struct BatchEntry {
+  Sequence* sequence = nullptr;
+  std::span<const int32_t> tokens;
+};
+
+struct BatchOutcome {
+  bool ok = true;
+  bool budget_exceeded = false;  // the pool could not hold the item's pages
+  std::string message;           // why it failed (one line), empty when ok
+};
+
 class TKV_API Engine {
  public:
   // Loads and validates the model (Error naming the file otherwise).
@@ -136,6 +148,16 @@ class TKV_API Engine {
   // A new empty sequence; BudgetExceeded when the pool cannot hold its
   // sinks and residual ring.
   Sequence new_sequence();
+
+  // Appends each entry's tokens to its sequence in one batched forward:
+  // every weight matmul runs once over the rows of all entries (decode
+  // tokens of many sequences and prefill chunks mixed; long inputs in
+  // rounds of ubatch tokens), attention per sequence. Each sequence's
+  // logits() are then what eval() alone would give. One outcome per entry:
+  // a failed entry (no room, budget, a sequence twice or of another
+  // engine) leaves the others running and keeps the rounds it finished.
+  // Serialized per engine like eval.
+  std::vector<BatchOutcome> eval_batch(std::span<const BatchEntry> entries);
 
   struct Impl;
 

@@ -261,6 +261,35 @@ tkv_status tkv_eval(tkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
   });
 }
 
+tkv_status tkv_sequence_logits(const tkv_sequence* seq, const float** logits) {
+  TKV_REQUIRE(seq && logits);
+  const std::span<const float> l = seq->sequence.logits();
+  *logits = l.empty() ? nullptr : l.data();
+  return TKV_OK;
+}
+
+tkv_status tkv_eval_batch(tkv_engine* engine, tkv_batch_item* items, size_t n_items) {
+  TKV_REQUIRE(engine && (items || n_items == 0));
+  for (size_t i = 0; i < n_items; ++i)
+    TKV_REQUIRE(items[i].sequence && (items[i].tokens || items[i].n_tokens == 0));
+  return guarded(TKV_ERR_INVALID_ARGUMENT, [&] {
+    std::vector<turbokv::BatchEntry> entries;
+    for (size_t i = 0; i < n_items; ++i)
+      entries.push_back({&items[i].sequence->sequence, {items[i].tokens, items[i].n_tokens}});
+    const std::vector<turbokv::BatchOutcome> out = engine->engine.eval_batch(entries);
+    for (size_t i = 0; i < n_items; ++i) {
+      items[i].status = TKV_OK;
+      if (out[i].ok) continue;
+      const bool full = out[i].message.rfind("context full", 0) == 0;
+      items[i].status = out[i].budget_exceeded ? TKV_ERR_BUDGET
+                        : full                 ? TKV_ERR_CONTEXT_FULL
+                                               : TKV_ERR_INVALID_ARGUMENT;
+      failure(items[i].status, out[i].message.c_str());
+    }
+    return TKV_OK;
+  });
+}
+
 tkv_status tkv_generate(tkv_sequence* seq, const tkv_generate_params* params,
                         tkv_text_callback on_text, void* user_data, tkv_generate_result* result) {
   TKV_REQUIRE(seq && params && (params->stops || params->n_stops == 0));

@@ -10,7 +10,9 @@
 #include "common/thread_pool.h"
 #include "kv/kv_config.h"
 #include "kv/page_pool.h"
+#include "model/context.h"
 #include "model/model.h"
+#include "runtime/batch.h"
 #include "runtime/generation.h"
 #include "runtime/session_state.h"
 #include "sample/sampler.h"
@@ -67,6 +69,7 @@ struct Engine::Impl {
   std::shared_ptr<tkv::kv::PagePool> pages;
   std::unique_ptr<tkv::ThreadPool> threads;
   std::mutex compute;  // one eval at a time: the thread pool is not reentrant
+  tkv::model::ExecutionContext batch_context;  // eval_batch's activations (under `compute`)
 };
 
 struct Sequence::Impl {
@@ -146,6 +149,33 @@ Sequence Engine::new_sequence() {
         *impl_->model, *impl_->tokenizer, impl_->context, impl_->kv, impl_->pages, *impl_->threads,
         impl_->ubatch);
     return Sequence(std::move(seq));
+  });
+}
+
+std::vector<BatchOutcome> Engine::eval_batch(std::span<const BatchEntry> entries) {
+  return translated([&] {
+    std::vector<tkv::runtime::BatchFeed> feeds;
+    std::vector<BatchOutcome> out(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const BatchEntry& e = entries[i];
+      if (e.sequence && e.sequence->impl_->engine != impl_) {
+        out[i] = {.ok = false, .budget_exceeded = false, .message = "a sequence of another engine"};
+        feeds.push_back({});  // refused by feed_batch too ("no sequence"), message kept
+        continue;
+      }
+      feeds.push_back(
+          {.session = e.sequence ? e.sequence->impl_->session.get() : nullptr, .tokens = e.tokens});
+    }
+    const std::lock_guard<std::mutex> lock(impl_->compute);
+    const std::vector<tkv::model::ItemStatus> status = tkv::runtime::feed_batch(
+        *impl_->model, impl_->batch_context, feeds, *impl_->threads, impl_->ubatch);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!out[i].ok || status[i].ok()) continue;
+      out[i] = {.ok = false,
+                .budget_exceeded = status[i].code == tkv::model::ItemStatus::Code::kBudgetExceeded,
+                .message = status[i].message};
+    }
+    return out;
   });
 }
 

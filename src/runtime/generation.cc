@@ -91,6 +91,13 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
+void InferenceSession::record_fed(std::span<const int32_t> tokens,
+                                  std::span<const float> last_logits) {
+  TKV_CHECK(int64_t(tokens_.size() + tokens.size()) == cache_->n_tokens());
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  if (!last_logits.empty()) logits_.assign(last_logits.begin(), last_logits.end());
+}
+
 void InferenceSession::clear() {
   cache_->clear();
   tokens_.clear();

@@ -70,6 +70,10 @@ class InferenceSession {
   // first feed and right after restore().
   const std::vector<float>& logits() const { return logits_; }
 
+  // After Model::eval_batch appended `tokens` to cache() (feed_batch,
+  // runtime/batch.h): records them, and `last_logits` when not empty.
+  void record_fed(std::span<const int32_t> tokens, std::span<const float> last_logits);
+
   // Forgets everything (empty cache and history).
   void clear();
   // A new session holding the same tokens, sharing every page of the cache

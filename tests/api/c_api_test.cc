@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,70 @@ TEST(CApi, PoolBudgetIsSharedBySequences) {
   for (tkv_sequence* s : seqs) tkv_sequence_free(s);
   ASSERT_EQ(tkv_pool_usage(h.engine, &used, nullptr), TKV_OK);
   EXPECT_EQ(used, 0u);
+}
+
+TEST(CApi, BatchGivesEachSequenceTheLogitsItGetsAlone) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  EngineHandle h;
+  tkv_engine_params params = tkv_engine_default_params();
+  params.threads = 1;
+  params.context = 64;
+  params.ubatch = 4;  // the longer prompts take several rounds
+  params.kv_cache_type = "k4v2";
+  ASSERT_EQ(tkv_engine_load(path.c_str(), &params, &h.engine), TKV_OK) << tkv_last_error();
+  const std::vector<std::vector<int32_t>> prompts = {
+      tokenize(h.engine, "Once upon a time"), tokenize(h.engine, "The dog"),
+      tokenize(h.engine, "Lily and Ben went to the park to play with a big red ball")};
+  const int32_t n_vocab = tkv_n_vocab(h.engine);
+  std::vector<tkv_sequence*> alone, batched;
+  std::vector<tkv_batch_item> items;
+  for (const auto& p : prompts) {
+    tkv_sequence* a = nullptr;
+    tkv_sequence* b = nullptr;
+    ASSERT_EQ(tkv_sequence_new(h.engine, &a), TKV_OK);
+    ASSERT_EQ(tkv_sequence_new(h.engine, &b), TKV_OK);
+    ASSERT_EQ(tkv_eval(a, p.data(), p.size(), nullptr), TKV_OK);
+    alone.push_back(a);
+    batched.push_back(b);
+    items.push_back({b, p.data(), p.size(), TKV_ERR_INTERNAL});
+  }
+  // One more item that does not fit the context: refused alone.
+  const std::vector<int32_t> too_long(100, prompts[0].back());
+  tkv_sequence* c = nullptr;
+  ASSERT_EQ(tkv_sequence_new(h.engine, &c), TKV_OK);
+  items.push_back({c, too_long.data(), too_long.size(), TKV_OK});
+  ASSERT_EQ(tkv_eval_batch(h.engine, items.data(), items.size()), TKV_OK) << tkv_last_error();
+  EXPECT_EQ(items.back().status, TKV_ERR_CONTEXT_FULL);
+  EXPECT_EQ(tkv_sequence_length(c), 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(items[i].status, TKV_OK);
+    EXPECT_EQ(tkv_sequence_length(batched[i]), int64_t(prompts[i].size()));
+    const float* la = nullptr;
+    const float* lb = nullptr;
+    ASSERT_EQ(tkv_sequence_logits(alone[i], &la), TKV_OK);
+    ASSERT_EQ(tkv_sequence_logits(batched[i], &lb), TKV_OK);
+    ASSERT_TRUE(la && lb);
+    EXPECT_EQ(std::memcmp(la, lb, size_t(n_vocab) * sizeof(float)), 0) << "bit-identical";
+  }
+  // A decode step for all three at once, then the same alone.
+  std::vector<int32_t> next(prompts.size(), prompts[0].front());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    items[i] = {batched[i], &next[i], 1, TKV_ERR_INTERNAL};
+    ASSERT_EQ(tkv_eval(alone[i], &next[i], 1, nullptr), TKV_OK);
+  }
+  ASSERT_EQ(tkv_eval_batch(h.engine, items.data(), prompts.size()), TKV_OK);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const float* la = nullptr;
+    const float* lb = nullptr;
+    tkv_sequence_logits(alone[i], &la);
+    tkv_sequence_logits(batched[i], &lb);
+    ASSERT_TRUE(la && lb);
+    EXPECT_EQ(std::memcmp(la, lb, size_t(n_vocab) * sizeof(float)), 0) << i;
+  }
+  for (auto* s : alone) tkv_sequence_free(s);
+  for (auto* s : batched) tkv_sequence_free(s);
+  tkv_sequence_free(c);
 }
 
 }  // namespace
