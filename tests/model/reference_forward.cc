@@ -1,9 +1,11 @@
 #include "reference_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "gguf/gguf.h"
+#include "tensor/matmul.h"
 #include "tensor/reference.h"
 
 namespace tkv::test {
@@ -12,12 +14,33 @@ namespace {
 
 using Vec = std::vector<double>;
 
+// x as the integer-dot kernels see it (tensor/matmul.h): each block of
+// `block` values rounded to d * q, d = amax / 127, q an integer in
+// [-127, 127]. The kernels quantize their f32 activations; this reference
+// quantizes its double ones, so a value within float rounding of a
+// rounding boundary may land one step apart (rare: the tolerance covers it).
+Vec quantize_activations(const Vec& x, int64_t block) {
+  Vec out(x.size());
+  for (size_t b0 = 0; b0 < x.size(); b0 += size_t(block)) {
+    double amax = 0;
+    for (size_t i = b0; i < b0 + size_t(block); ++i) amax = std::max(amax, std::fabs(x[i]));
+    const double d = amax / 127.0;
+    for (size_t i = b0; i < b0 + size_t(block); ++i)
+      out[i] = amax > 0 ? d * std::nearbyint(x[i] / d) : 0.0;
+  }
+  return out;
+}
+
 // A dense matrix, row-major: rows x cols.
 struct Mat {
   int64_t rows = 0, cols = 0;
   Vec w;
+  // > 0: the forward pass multiplies this matrix on the integer path, with
+  // activations quantized per block of this many values.
+  int64_t act_block = 0;
   // y = W x
-  Vec mul(const Vec& x) const {
+  Vec mul(const Vec& x_in) const {
+    const Vec x = act_block > 0 ? quantize_activations(x_in, act_block) : x_in;
     Vec y(size_t(rows), 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       double s = 0;
@@ -46,6 +69,7 @@ Mat load_mat(const gguf::GgufFile& f, const std::string& name) {
   m.cols = t.shape.at(0);
   m.rows = t.shape.at(1);
   m.w = load_values(t);
+  if (integer_path_active(t.type)) m.act_block = int64_t(traits(t.type).block_size);
   return m;
 }
 
