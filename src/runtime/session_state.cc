@@ -46,8 +46,8 @@ kv::SessionMeta peek_session(const std::string& path) {
   const std::optional<int64_t> n = f.get_int("turbokv.session.n_tokens");
   if (n && *n > 0 && !f.get_ints("turbokv.session.tokens"))
     fail(path,
-         ": holds no token ids (an older session whose ids were in a .json sidecar): save the "
-         "session again");
+         ": session format version 2 without token ids (an older turbokv kept them in a .json "
+         "sidecar) is no longer read: save the session again");
   if (!n || *n != int64_t(meta.tokens.size()))
     fail(path, ": not a usable session file: the token ids do not match its token count");
   return meta;

@@ -4,9 +4,9 @@
 // on) and named byte strings from the caller (a chat's messages), all under
 // the file's checksum, written atomically.
 //
-// Files of session format 1 (turbokv before 0.1: a KV file with a JSON
-// sidecar at PATH.json holding the token ids) are refused with a message
-// naming their version.
+// Sessions of older turbokv builds (a KV file of format 1, or of format 2
+// without token ids, next to a JSON sidecar PATH.json that held them) are
+// refused with a message naming their version.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ void save_session(const std::string& path, const InferenceSession& session,
 // reading its pages or checking its checksum (load_session does that): to
 // decide whether it is worth loading before the session changes. Throws
 // tkv::Error naming the file when it is missing, not a session file, of
-// format 1 or of an unknown version.
+// an older format (see above) or of an unknown version.
 kv::SessionMeta peek_session(const std::string& path);
 
 // Restores `session` from PATH and returns the saved strings. Transactional:

@@ -145,7 +145,7 @@ TEST(Session, RefusedLoadsLeaveTheSessionAsItWas) {
   // A KV file without token ids (what an older turbokv wrote next to a sidecar).
   const std::string no_ids = temp_file("no_ids.session");
   saved->cache().save(no_ids, f.model->fingerprint());
-  expect_refused_unchanged(*s, no_ids, "holds no token ids");
+  expect_refused_unchanged(*s, no_ids, "version 2 without token ids");
   // Not a session file at all.
   const std::string junk = temp_file("junk.session");
   std::ofstream(junk) << "not a session";
