@@ -86,8 +86,11 @@ HWY_INLINE void Unroll(F&& f) {
 // lane (higher bits are ignored, so codes can be used straight after a
 // shift; codebooks of fewer entries are replicated to 16 by the caller).
 // One permute on AVX-512, two permutes and a blend on AVX2, a gather on the
-// narrow targets.
-template <class D>
+// narrow targets. kEntries <= 8 (tq1..tq3): the replicated table's two
+// halves are equal, so AVX2 needs only the one permute of the low half --
+// the same value, a third of the work (the value kernels run one lookup
+// per token and 8 coordinates).
+template <class D, int kEntries = 16>
 class Codebook16 {
  public:
   using V = hn::Vec<D>;
@@ -112,7 +115,9 @@ class Codebook16 {
       return V{_mm256_permutex2var_ps(lo_.raw, idx.raw, hi_.raw)};
     }
 #elif HWY_TARGET == HWY_AVX2
-    if constexpr (kPermute8x2) {
+    if constexpr (kPermute8x2 && kEntries <= 8) {
+      return V{_mm256_permutevar8x32_ps(lo_.raw, idx.raw)};
+    } else if constexpr (kPermute8x2) {
       const __m256 a = _mm256_permutevar8x32_ps(lo_.raw, idx.raw);
       const __m256 b = _mm256_permutevar8x32_ps(hi_.raw, idx.raw);
       return V{_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx.raw, 28)))};
@@ -134,6 +139,7 @@ class Codebook16 {
   static constexpr bool kPermute16 = false;
   static constexpr bool kPermute8x2 = false;
 #endif
+  static_assert(kEntries >= 1 && kEntries <= 16 && 16 % kEntries == 0);
   const float* table_;
   V lo_, hi_;
 };

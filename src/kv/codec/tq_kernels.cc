@@ -80,7 +80,7 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
   const hn::Rebind<hwy::float16_t, D> dh;
   const int N = int(hn::Lanes(df));
   const int dim = geo.head_dim;
-  const simd::Codebook16<D> cb(df, table16);
+  const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
   const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
   const TqPlane& p0 = geo.plane[0];
   const TqPlane& p1 = geo.plane[1];
@@ -256,7 +256,7 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
   using VU = hn::Vec<decltype(du)>;
   const int N = int(hn::Lanes(df));
   const int dim = geo.head_dim;
-  const simd::Codebook16<D> cb(df, table16);
+  const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
   const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
   const TqPlane& p0 = geo.plane[0];
   const TqPlane& p1 = geo.plane[1];
@@ -287,7 +287,9 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
   }
 
   V a[GH][MB];
+#pragma GCC unroll 16
   for (int g = 0; g < GH; ++g)
+#pragma GCC unroll 16
     for (int m = 0; m < MB; ++m) a[g][m] = hn::LoadU(df, acc + size_t(g) * dim + i0 + m * N);
 
   HWY_ALIGN float w[GH * kTqTileTokens];
@@ -299,33 +301,36 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
     TileWeights<GH>(df, p, stride, begin, norms, tile_first, lo, hi, w);
     for (int s = lo; s < hi; ++s) {
       const int k = s - tile_first;
-      const uint8_t* tk = tile + 4 * k;
-      simd::Unroll<MB>([&](auto mc) HWY_ATTR {
-        constexpr int m = decltype(mc)::value;
-        uint32_t word0;
-        std::memcpy(&word0, tk + off0[m], 4);
+      // Token k's u32 lanes (tile offsets are multiples of 16 bytes). Read as
+      // u32, not bytes: a byte load may alias the accumulators, and GCC then
+      // stores every one of them to the stack on every token.
+      const uint32_t* HWY_RESTRICT tk = reinterpret_cast<const uint32_t*>(tile) + k;
+#pragma GCC unroll 16
+      for (int m = 0; m < MB; ++m) {
+        const uint32_t word0 = tk[off0[m] / 4];
         VU codes;
         if constexpr (kTwoWords) {
-          uint32_t word1;
-          std::memcpy(&word1, tk + off0[m] + 64, 4);
+          const uint32_t word1 = tk[off0[m] / 4 + 16];
           codes = hn::IfThenElse(upper, hn::Set(du, word1), hn::Set(du, word0));
         } else {
           codes = hn::Set(du, word0);
         }
         codes = hn::operator>>(codes, sh0[m]);
         if constexpr (kBits == 3) {
-          uint32_t word1;
-          std::memcpy(&word1, tk + off1[m], 4);
+          const uint32_t word1 = tk[off1[m] / 4];
           const VU high = hn::ShiftLeft<2>(hn::operator>>(hn::Set(du, word1), sh1[m]));
           codes = BitSelect(bit2, high, codes);
         }
         const V c = cb(codes);
+#pragma GCC unroll 16
         for (int g = 0; g < GH; ++g)
           a[g][m] = hn::MulAdd(hn::Set(df, w[g * kTqTileTokens + k]), c, a[g][m]);
-      });
+      }
     }
   }
+#pragma GCC unroll 16
   for (int g = 0; g < GH; ++g)
+#pragma GCC unroll 16
     for (int m = 0; m < MB; ++m) hn::StoreU(a[g][m], df, acc + size_t(g) * dim + i0 + m * N);
 }
 
