@@ -215,8 +215,13 @@ void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, Th
   if (n < 0) fail("matvec_batch: negative token count ", n);
   apply_simd_override();
   if (n == 0 || w.rows == 0) return;
-  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone)
-    return int_product(w, format, x, n, y, pool);
+  if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone) {
+    if (kernels::int_kernels_native()) return int_product(w, format, x, n, y, pool);
+    // Where matvec takes the float path for this type (no native integer
+    // kernels on this target), so must every token here: one matvec each.
+    for (int64_t i = 0; i < n; ++i) matvec(w, x + i * w.cols, y + i * w.rows, pool);
+    return;
+  }
   TKV_CHECK(kernels::family_of(w.type) == Family::kFloat);
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
   if (w.total_bytes() <= kInlineBytes || pool.size() == 1)

@@ -79,9 +79,11 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool);
 // y[i * rows + r] = matvec(w, x_i)[r], bit for bit, for i in [0, n): the
 // small-batch product of batched decode, whose rows must not depend on the
 // batch. Quantized weights take the integer path (as matmul under
-// kInteger); F32/F16/BF16 weights a kernel with matvec's exact per-row
-// accumulation order that reads each weight row from memory once for all
-// n tokens (matmul's float GEMM accumulates in another order).
+// kInteger) where it is native (integer_path_active), else one matvec per
+// token (the float path matvec takes there); F32/F16/BF16 weights a kernel
+// with matvec's exact per-row accumulation order that reads each weight row
+// from memory once for all n tokens (matmul's float GEMM accumulates in
+// another order).
 void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
 // Which kernel matmul runs for a type with an integer-dot kernel (every

@@ -3,16 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/test_util.h"
+#include "hwy/targets.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tensor/matmul.h"
 #include "test_models.h"
 
 namespace tkv::model {
@@ -83,7 +86,33 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   EXPECT_EQ(c.qk_norm, spec.arch == "qwen3");
   EXPECT_EQ(c.sliding_window, spec.sliding_window);
   EXPECT_EQ(m->weights().rope_freq_factors.empty(), spec.llama3_factor == 0.0f);
-  EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3) << GetParam().preset << " " << GetParam().type;
+  const DType wtype = m->weights().layers[0].wq.type;
+  if (!integer_path_active(wtype)) {
+    EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3) << GetParam().preset << " " << GetParam().type;
+    return;
+  }
+  // Quantized weights on the integer path: the reference quantizes its
+  // activations as the kernels do, but it computes them in double and the
+  // forward pass in f32, so a value within rounding of a quantization
+  // boundary may land one step apart now and then (each such step moves a
+  // logit by ~1e-2). The forward pass's logic is checked exactly on a target
+  // where these types take the float path.
+  EXPECT_LE(max_logit_error(path, 24, 7, 2), 0.1) << GetParam().preset << " " << GetParam().type;
+  bool checked_float_path = false;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    if (integer_path_active(wtype)) continue;
+    EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3)
+        << GetParam().preset << " " << GetParam().type << " on " << hwy::TargetName(target);
+    checked_float_path = true;
+    break;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  // (Every build compiles a target without native integer kernels, unless
+  // TURBOKV_SIMD has narrowed the process to one target.)
+  if (!std::getenv("TURBOKV_SIMD")) {
+    EXPECT_TRUE(checked_float_path) << "no float-path target";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
