@@ -12,6 +12,11 @@ struct TqGeometry;
 
 namespace tkv::kv::kernels {
 
+// ---- rotation (rotation_kernels.cc) ----
+// In-place unnormalized Walsh-Hadamard transform of n (a power of two)
+// values, Sylvester order; bit-identical on every target.
+void fwht(float* x, int n);
+
 // ---- row-major f32 / f16 (one head vector of `dim` values per slot) ----
 // out = f16(x) (round to nearest even); false if any result is Inf/NaN.
 bool encode_f16_row(const float* x, int n, uint16_t* out);

@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "kv/codec/codec.h"
+#include "kv/codec/kernels.h"
 #include "kv/codec/rng.h"
 
 namespace tkv::kv {
@@ -24,21 +25,6 @@ namespace {
 
 bool is_pow2(int n) {
   return n > 0 && (n & (n - 1)) == 0;
-}
-
-// In-place unnormalized Walsh-Hadamard transform (Sylvester order).
-void fwht(float* x, int n) {
-  for (int len = 1; len < n; len <<= 1) {
-    for (int i = 0; i < n; i += 2 * len) {
-      float* a = x + i;
-      float* b = x + i + len;
-      for (int j = 0; j < len; ++j) {
-        const float u = a[j], v = b[j];
-        a[j] = u + v;
-        b[j] = u - v;
-      }
-    }
-  }
 }
 
 // Rows of a dim x dim Gaussian matrix (Box-Muller on a splitmix64 stream),
@@ -119,9 +105,9 @@ void Rotation::apply(const float* x, float* y) const {
     const float* d1 = signs_.data();
     const float* d2 = d1 + d;
     for (int i = 0; i < d; ++i) y[i] = x[i] * d1[i];
-    fwht(y, d);
+    kernels::fwht(y, d);
     for (int i = 0; i < d; ++i) y[i] *= d2[i];
-    fwht(y, d);
+    kernels::fwht(y, d);
     return;
   }
   // y = sum_i x_i * (column i of R) = sum_i x_i * (row i of R^T).
@@ -136,9 +122,9 @@ void Rotation::apply_transpose(const float* y, float* x) const {
     const float* d2 = d1 + d;
     if (x != y)
       for (int i = 0; i < d; ++i) x[i] = y[i];
-    fwht(x, d);
+    kernels::fwht(x, d);
     for (int i = 0; i < d; ++i) x[i] *= d2[i];
-    fwht(x, d);
+    kernels::fwht(x, d);
     for (int i = 0; i < d; ++i) x[i] *= d1[i];
     return;
   }
