@@ -31,7 +31,6 @@ class ExecutionContext {
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
   ExecutionContext(ExecutionContext&&) = default;
-  ExecutionContext& operator=(ExecutionContext&&) = default;
 
   // Bytes held now: activations and logits, the attention scratch, and the
   // matmul's quantized-activation buffer of the thread that last ran
