@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/vec_math.h"
 #include "common/test_util.h"
 #include "kv/kv_cache.h"
 #include "model/context.h"
@@ -43,7 +44,7 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 }
 
 int32_t argmax_of(std::span<const float> l) {
-  return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  return int32_t(tkv::argmax(l.data(), int64_t(l.size())));
 }
 
 // One item alone through eval_batch; returns its kLast logits.
