@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +25,14 @@ std::string model_path(const std::string& relative) {
   const fs::path p = fs::path(models_dir()) / relative;
   std::error_code ec;
   return fs::is_regular_file(p, ec) ? p.string() : std::string();
+}
+
+std::vector<float> random_vector(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
 }
 
 bool fixtures_required() {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@ std::string models_dir();
 std::string model_path(const std::string& relative);
 // Path of the built `turbokv` binary (for CLI tests).
 std::string turbokv_binary();
+// n values from N(0, scale^2), seeded (the same values for the same seed).
+std::vector<float> random_vector(int64_t n, uint32_t seed, float scale = 1.0f);
 // A fresh, empty temporary directory for this test (removed at exit).
 std::string temp_dir();
 // True when TURBOKV_REQUIRE_FIXTURES=1 (CI): a missing fixture then fails

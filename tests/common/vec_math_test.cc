@@ -15,13 +15,7 @@
 namespace tkv {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using ::tkv::test::random_vector;
 
 // Sizes around the vector widths (4, 8, 16 lanes) and a real vocabulary.
 const int64_t kSizes[] = {1, 3, 8, 15, 16, 17, 63, 64, 100, 8192, 128256};
