@@ -286,6 +286,10 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
     }
   }
 
+  // Every loop over the accumulators is unrolled in full (pragmas, not
+  // lambdas): then each a[g][m] has a constant index and lives in a
+  // register; otherwise GCC keeps the array on the stack and stores every
+  // accumulator on every token, which bounds the kernel on AVX2.
   V a[GH][MB];
 #pragma GCC unroll 16
   for (int g = 0; g < GH; ++g)
@@ -301,23 +305,23 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
     TileWeights<GH>(df, p, stride, begin, norms, tile_first, lo, hi, w);
     for (int s = lo; s < hi; ++s) {
       const int k = s - tile_first;
-      // Token k's u32 lanes (tile offsets are multiples of 16 bytes). Read as
-      // u32, not bytes: a byte load may alias the accumulators, and GCC then
-      // stores every one of them to the stack on every token.
-      const uint32_t* HWY_RESTRICT tk = reinterpret_cast<const uint32_t*>(tile) + k;
+      const uint8_t* tk = tile + 4 * k;
 #pragma GCC unroll 16
       for (int m = 0; m < MB; ++m) {
-        const uint32_t word0 = tk[off0[m] / 4];
+        uint32_t word0;
+        std::memcpy(&word0, tk + off0[m], 4);
         VU codes;
         if constexpr (kTwoWords) {
-          const uint32_t word1 = tk[off0[m] / 4 + 16];
+          uint32_t word1;
+          std::memcpy(&word1, tk + off0[m] + 64, 4);
           codes = hn::IfThenElse(upper, hn::Set(du, word1), hn::Set(du, word0));
         } else {
           codes = hn::Set(du, word0);
         }
         codes = hn::operator>>(codes, sh0[m]);
         if constexpr (kBits == 3) {
-          const uint32_t word1 = tk[off1[m] / 4];
+          uint32_t word1;
+          std::memcpy(&word1, tk + off1[m], 4);
           const VU high = hn::ShiftLeft<2>(hn::operator>>(hn::Set(du, word1), sh1[m]));
           codes = BitSelect(bit2, high, codes);
         }
