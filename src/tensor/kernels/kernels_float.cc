@@ -8,44 +8,12 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "tensor/kernels/float_rows-inl.h"
 #include "tensor/kernels/rowdot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
-
-// How each float type loads N values at element offset k of a row.
-struct F32Row {
-  static constexpr size_t kBytes = 4;
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + k);
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) {
-    float v;
-    std::memcpy(&v, row + 4 * k, 4);
-    return v;
-  }
-};
-struct F16Row {
-  static constexpr size_t kBytes = 2;
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + k));
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) { return HalfAt(row + 2 * k); }
-};
-struct BF16Row {
-  static constexpr size_t kBytes = 2;
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    const hn::Rebind<hwy::bfloat16_t, DF> db;
-    return hn::PromoteTo(DF(), hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(row) + k));
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * k, 2);
-    return bf16_to_f32(h);
-  }
-};
 
 template <class Src, int64_t R>
 HWY_INLINE void DotRowsF(const uint8_t* w, size_t row_bytes, size_t cols, const float* x,

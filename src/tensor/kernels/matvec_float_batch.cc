@@ -14,43 +14,13 @@
 
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
+#include "tensor/kernels/float_rows-inl.h"
 #include "tensor/kernels/matvec_batch.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
 namespace batch {
-
-// How each float type loads N values at element offset k of a row (the same
-// exact conversions as kernels_float.cc).
-struct F32Row {
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    return hn::LoadU(DF(), reinterpret_cast<const float*>(row) + k);
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) {
-    float v;
-    std::memcpy(&v, row + 4 * k, 4);
-    return v;
-  }
-};
-struct F16Row {
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + k));
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) { return HalfAt(row + 2 * k); }
-};
-struct BF16Row {
-  static HWY_INLINE VF Load(const uint8_t* row, size_t k) {
-    const hn::Rebind<hwy::bfloat16_t, DF> db;
-    return hn::PromoteTo(DF(), hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(row) + k));
-  }
-  static HWY_INLINE float At(const uint8_t* row, size_t k) {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * k, 2);
-    return bf16_to_f32(h);
-  }
-};
 
 // R rows (row r at rows + r * row_bytes) against N tokens (x_t = x + t *
 // cols; result (r, t) to y[t * y_stride + r]). Every (row, token) pair has
@@ -144,11 +114,11 @@ void MatvecRowsFloatBatch(const kernels::MatvecArgs& a, int64_t n, int64_t y_str
                           int64_t r1) {
   switch (a.type) {
     case DType::F32:
-      return batch::RowsTokens<batch::F32Row>(a, n, y_stride, r0, r1);
+      return batch::RowsTokens<F32Row>(a, n, y_stride, r0, r1);
     case DType::F16:
-      return batch::RowsTokens<batch::F16Row>(a, n, y_stride, r0, r1);
+      return batch::RowsTokens<F16Row>(a, n, y_stride, r0, r1);
     case DType::BF16:
-      return batch::RowsTokens<batch::BF16Row>(a, n, y_stride, r0, r1);
+      return batch::RowsTokens<BF16Row>(a, n, y_stride, r0, r1);
     default:
       HWY_ABORT("matvec_rows_float_batch: type %u", unsigned(a.type));
   }
