@@ -114,15 +114,7 @@ void Progress::draw_locked() {
         str(units_.what, " ", int64_t(done_cost_), "/", int64_t(total_cost_), " ", units_.unit,
             ", ", rate, " ", units_.unit, "/s, left ",
             left < 0 ? std::string("?") : str(left > 0 ? "~" : "", format_duration(left)));
-    if (tty_) {
-      const int filled = int(frac * kBarWidth + 0.5);
-      std::fprintf(stderr, "\r\033[K|%s%s| %3d%% %s", std::string(size_t(filled), '#').c_str(),
-                   std::string(size_t(kBarWidth - filled), '.').c_str(), int(frac * 100 + 0.5),
-                   line.c_str());
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    std::fflush(stderr);
+    print_line(frac, line, "");
     return;
   }
   const std::string left =
@@ -132,13 +124,19 @@ void Progress::draw_locked() {
           : str("?");
   const std::string line = str("[", done_cells_, "/", total_cells_, "] ", label_, "  elapsed ",
                                format_duration(elapsed), ", left ", left);
+  print_line(frac, line, "bench ");
+}
+
+// On a terminal: the bar and `line`, redrawn in place; otherwise `line` on
+// a line of its own after `plain_prefix`.
+void Progress::print_line(double frac, const std::string& line, const char* plain_prefix) const {
   if (tty_) {
     const int filled = int(frac * kBarWidth + 0.5);
     std::fprintf(stderr, "\r\033[K|%s%s| %3d%% %s", std::string(size_t(filled), '#').c_str(),
                  std::string(size_t(kBarWidth - filled), '.').c_str(), int(frac * 100 + 0.5),
                  line.c_str());
   } else {
-    std::fprintf(stderr, "bench %s\n", line.c_str());
+    std::fprintf(stderr, "%s%s\n", plain_prefix, line.c_str());
   }
   std::fflush(stderr);
 }

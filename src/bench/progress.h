@@ -44,6 +44,7 @@ class Progress {
 
  private:
   void draw_locked();
+  void print_line(double frac, const std::string& line, const char* plain_prefix) const;
   void ticker();
 
   const double total_cost_;
