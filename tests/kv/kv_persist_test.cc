@@ -20,15 +20,7 @@ struct Fixture {
   ThreadPool pool{2};
 
   void feed(kv::KvCache& cache, int64_t from, int n, std::vector<float>* outs) {
-    cache.begin_chunk(n);
-    for (int l = 0; l < shape.n_layers; ++l) {
-      std::vector<float> out(size_t(n) * 4 * 64);
-      cache.write(l, in.layers[l].k.data() + size_t(from) * 2 * 64,
-                  in.layers[l].v.data() + size_t(from) * 2 * 64);
-      cache.attend(l, in.q[l].data() + size_t(from) * 4 * 64, out.data(), pool);
-      if (outs) outs->insert(outs->end(), out.begin(), out.end());
-    }
-    cache.end_chunk();
+    feed_chunk(cache, in, pool, from, n, outs);
   }
 };
 

@@ -33,15 +33,7 @@ struct Fixture {
   ThreadPool pool{2};
 
   void feed(kv::KvCache& cache, int64_t from, int n, std::vector<float>* outs = nullptr) {
-    cache.begin_chunk(n);
-    for (int l = 0; l < kShape.n_layers; ++l) {
-      std::vector<float> out(size_t(n) * 4 * 64);
-      cache.write(l, in.layers[l].k.data() + size_t(from) * 2 * 64,
-                  in.layers[l].v.data() + size_t(from) * 2 * 64);
-      cache.attend(l, in.q[l].data() + size_t(from) * 4 * 64, out.data(), pool);
-      if (outs) outs->insert(outs->end(), out.begin(), out.end());
-    }
-    cache.end_chunk();
+    feed_chunk(cache, in, pool, from, n, outs);
   }
   // Outputs of tokens [from, from + n), one at a time.
   std::vector<float> decode(kv::KvCache& cache, int64_t from, int n) {

@@ -80,4 +80,20 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
   return result;
 }
 
+void feed_chunk(kv::KvCache& cache, const RandomInputs& in, ThreadPool& pool, int64_t from, int n,
+                std::vector<float>* outs) {
+  const kv::KvShape& s = cache.shape();
+  const size_t kv_stride = size_t(s.n_kv_heads) * s.head_dim;
+  const size_t q_stride = size_t(s.n_heads) * s.head_dim;
+  cache.begin_chunk(n);
+  for (int l = 0; l < s.n_layers; ++l) {
+    std::vector<float> out(size_t(n) * q_stride);
+    cache.write(l, in.layers[l].k.data() + size_t(from) * kv_stride,
+                in.layers[l].v.data() + size_t(from) * kv_stride);
+    cache.attend(l, in.q[l].data() + size_t(from) * q_stride, out.data(), pool);
+    if (outs) outs->insert(outs->end(), out.begin(), out.end());
+  }
+  cache.end_chunk();
+}
+
 }  // namespace tkv::test

@@ -39,6 +39,12 @@ class RandomInputs {
   std::vector<std::vector<float>> q;  // per layer: [pos][n_heads][hd]
 };
 
+// Feeds tokens [from, from + n) of `in` to `cache` as one chunk (every
+// layer written, then attended with its queries); appends each layer's
+// outputs, in layer order, to `outs` when given.
+void feed_chunk(kv::KvCache& cache, const RandomInputs& in, ThreadPool& pool, int64_t from, int n,
+                std::vector<float>* outs = nullptr);
+
 // Runs the scenario; when `check` is set, compares with the reference.
 // `in` needs as many rows as tokens are written in all.
 ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool check = true);

@@ -8,25 +8,17 @@
 #include <memory>
 
 #include "model/model.h"
+#include "runtime_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::runtime {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<tok::Tokenizer> tokenizer;
-  std::unique_ptr<InferenceSession> session;
-};
+using Fixture = ModelFixture;
 
 Fixture load(const std::string& path) {
-  Fixture f;
-  f.model = model::Model::load(path);
-  f.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_gguf(f.model->gguf()));
-  f.session =
-      std::make_unique<InferenceSession>(*f.model, *f.tokenizer, 512, kv::KvConfig{}, 1, 64);
-  return f;
+  return load_model_fixture(path, 512);
 }
 
 sample::SamplerConfig greedy() {

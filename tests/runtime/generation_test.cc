@@ -10,28 +10,17 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::runtime {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<tok::Tokenizer> tokenizer;
-  std::unique_ptr<InferenceSession> session;
-  std::vector<int32_t> prompt;
-};
+using Fixture = ModelFixture;
 
 Fixture load(const std::string& path) {
-  Fixture f;
-  f.model = model::Model::load(path);
-  f.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_gguf(f.model->gguf()));
-  f.session =
-      std::make_unique<InferenceSession>(*f.model, *f.tokenizer, 256, kv::KvConfig{}, 1, 64);
-  f.prompt = {f.tokenizer->bos()};
-  for (int32_t id : f.tokenizer->encode("Once upon a time", false, false)) f.prompt.push_back(id);
-  return f;
+  return load_model_fixture(path, 256, "Once upon a time");
 }
 
 sample::Sampler greedy() {

@@ -15,26 +15,17 @@
 #include "model/model.h"
 #include "runtime/chat_session.h"
 #include "runtime/generation.h"
+#include "runtime_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::runtime {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<tok::Tokenizer> tokenizer;
-  std::vector<int32_t> prompt;
-};
+using Fixture = ModelFixture;
 
 Fixture load(const std::string& path) {
-  Fixture f;
-  f.model = model::Model::load(path);
-  f.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_gguf(f.model->gguf()));
-  f.prompt = {f.tokenizer->bos()};
-  for (int32_t id : f.tokenizer->encode("Once upon a time there was a", false, false))
-    f.prompt.push_back(id);
-  return f;
+  return load_model_fixture(path, 0, "Once upon a time there was a");
 }
 
 kv::KvConfig k4v2() {
