@@ -1,0 +1,217 @@
+// The continuous-batching scheduler of `turbokv serve`: many conversations
+// decode together on one model, one compressed page pool and one worker.
+//
+// One worker thread owns the ExecutionContext and the ThreadPool and loops:
+//   1. drop cancelled jobs (their pages go back to the pool);
+//   2. admit queued jobs while fewer than `parallel` run and the pool's
+//      budget allows: each starts from the longest cached prefix of its
+//      prompt (prefix_cache.h: forked pages, copy-on-write) or empty;
+//   3. one Model::eval_batch with every decoding sequence's last token plus
+//      prefill chunks of admitting ones (at most one chunk per sequence and
+//      at most `prefill_tokens_per_step` prefill tokens per step, so a long
+//      prompt arriving slows the other streams' steps instead of freezing
+//      them for its whole prefill);
+//   4. sample each sequence from its logits, stream its text (TextStream:
+//      the same decoder + stop strings as `turbokv run`), finish the ones
+//      that stopped: their sequences go to the prefix cache.
+//
+// Reproducibility: a greedy job gives the same tokens whether it runs alone
+// or with any others. Model::eval_batch is batch-invariant (model.h); what
+// is not is the chunking of a prompt and the thread count, so prompts are
+// cut on a fixed grid of absolute positions (multiples of prefill_chunk,
+// whatever the load: a chunk that does not fit a step waits for the next
+// one, it is never cut shorter) and the thread count is fixed.
+//
+// Threads: submit(), stats() and drain() may be called from any thread; a
+// JobStream is read by one consumer thread (the HTTP handler), cancel() from
+// any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kv/kv_config.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::server {
+
+struct SchedulerOptions {
+  int parallel = 4;         // sequences decoding at once (--parallel)
+  int queue_capacity = 64;  // jobs waiting beyond `parallel`; submit() past it: QueueFull
+  int context = 4096;       // tokens per sequence (-c; not divided by `parallel`)
+  // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
+  // absolute positions (the last one shorter). Fixed for the scheduler's
+  // life: it decides the bits of the prefill (model.h).
+  int prefill_chunk = 64;
+  // Prefill tokens per step over all admitting sequences (>= prefill_chunk):
+  // bounds how much a step with prefill work is slower than a decode step.
+  int prefill_tokens_per_step = 64;
+  kv::KvConfig kv;                   // codecs, page size; kv.budget_bytes is not used
+  uint64_t budget_bytes = 0;         // the page pool's byte budget (--kv-budget), 0 = unlimited
+  int threads = 1;                   // the worker's ThreadPool (counts the worker itself)
+  bool prefix_cache = true;          // keep finished sequences for reuse (off under kv.window > 0)
+  std::string cache_dir;             // disk tier of the prefix cache ("" = none)
+  uint64_t cache_dir_max_bytes = 0;  // bound of cache_dir's session files, 0 = unbounded
+  // Where warnings go (a cache dir that cannot be written, a corrupt cache
+  // file); default: "turbokv: warning: ..." on stderr.
+  std::function<void(const std::string&)> on_warning;
+};
+
+// submit() refused the job because the queue is full (HTTP 503 +
+// Retry-After). Other tkv::Error from submit() are the request's fault
+// (HTTP 400), except NotAccepting.
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+// submit() after drain() started (HTTP 503).
+class NotAccepting : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Job {
+  std::vector<int32_t> prompt;  // token ids, BOS included when the model wants one
+  sample::SamplerConfig sampling;
+  int64_t max_tokens = -1;           // < 0: until a stop or the context is full
+  std::vector<std::string> stops;    // stop strings (not shown, not in the text)
+  std::vector<int32_t> stop_tokens;  // end the reply like EOG tokens (end-of-turn ids)
+  // < 0: no logprobs; 0: the chosen token's logprob; N > 0: also the N most
+  // likely tokens of the model's distribution (log-softmax of the logits,
+  // before temperature and filters).
+  int top_logprobs = -1;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// One generated token with its logprobs (Job::top_logprobs >= 0).
+struct GeneratedToken {
+  int32_t token = 0;
+  float logprob = 0;              // of `token` (0 when not asked)
+  std::vector<TokenLogprob> top;  // most likely first (top_logprobs entries)
+};
+
+enum class FinishReason {
+  kStop,       // an EOG / stop token (not shown) or a stop string
+  kLength,     // max_tokens, or the context is full
+  kCancelled,  // JobStream::cancel(), or drain() ran out of grace
+  kError,      // see Event::error
+};
+const char* finish_reason_name(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+struct JobTimings {
+  double queued_seconds = 0;       // submit -> admitted
+  double first_token_seconds = 0;  // submit -> first token sampled (TTFT)
+  double total_seconds = 0;        // submit -> finished
+};
+
+struct Event {
+  enum class Kind {
+    kText,  // text + tokens: the next piece of the reply
+    kDone,  // the last event of a job (also after an error)
+  };
+  Kind kind = Kind::kText;
+  // kText: text safe to show (may be empty when the token's bytes are held
+  // back: a split UTF-8 character, a possible stop string) and the tokens
+  // sampled since the previous event (their text may come in a later one).
+  std::string text;
+  std::vector<GeneratedToken> tokens;
+  // kDone:
+  FinishReason finish = FinishReason::kStop;
+  std::string error;          // kError: one line (budget, NaN, context, ...)
+  bool budget_error = false;  // kError because the KV budget can never hold it
+  std::string stop_string;    // the stop string that matched, if any
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // prompt tokens reused from the prefix cache
+  int64_t completion_tokens = 0;  // tokens generated (stop tokens not counted)
+  JobTimings timings;
+};
+
+// The consumer's end of one job: events in order, ending with one kDone.
+class JobStream {
+ public:
+  // Waits up to `timeout` for the next event; nullopt on timeout (check the
+  // client, call again). After the kDone event, returns nullopt at once.
+  std::optional<Event> next(std::chrono::milliseconds timeout);
+  // Asks the worker to stop the job (client gone): it finishes with
+  // kCancelled at the next step and its pages are freed. Idempotent.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Worker side.
+  void push(Event event);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool done_ = false;      // kDone pushed
+  bool consumed_ = false;  // kDone handed out
+  std::atomic<bool> cancelled_{false};
+};
+
+struct SchedulerStats {
+  uint64_t kv_bytes_in_use = 0;  // the page pool's live bytes (running + cached)
+  uint64_t kv_budget = 0;        // 0 = unlimited
+  uint64_t kv_shared_bytes = 0;  // held by more than one sequence (forked prefixes)
+  int64_t kv_pages = 0;
+  int active = 0;  // sequences admitted (prefilling or decoding)
+  int queued = 0;
+  int cached_prefixes = 0;    // in RAM
+  uint64_t cached_bytes = 0;  // pool bytes only the cached prefixes hold
+  int disk_prefixes = 0;
+  uint64_t disk_bytes = 0;
+  uint64_t prefix_hits = 0;  // jobs that reused a cached prefix
+  uint64_t prefix_tokens_reused = 0;
+  uint64_t disk_loads = 0;     // prefixes read back from the cache dir
+  uint64_t prompt_tokens = 0;  // of finished jobs
+  uint64_t completion_tokens = 0;
+  uint64_t jobs_finished = 0;
+};
+
+class Scheduler {
+ public:
+  // Validates the options (tkv::Error naming the bad one), indexes
+  // options.cache_dir (session files of this model, read lazily) and starts
+  // the worker. `model` and `tokenizer` outlive the scheduler.
+  Scheduler(const model::Model& model, const tok::Tokenizer& tokenizer, SchedulerOptions options);
+  ~Scheduler();  // drain(0) unless drain() ran
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a job. Throws QueueFull when the queue is full, NotAccepting
+  // after drain(), tkv::Error for a job that can never run (empty prompt,
+  // a token outside the vocabulary, a prompt longer than the context, bad
+  // sampler settings, an empty stop string).
+  std::shared_ptr<JobStream> submit(Job job);
+
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+  // Stops admitting (submit: NotAccepting, queued jobs finish kCancelled),
+  // lets running jobs finish for up to `grace`, cancels the rest, writes the
+  // cached prefixes to the cache dir and stops the worker. Idempotent.
+  void drain(std::chrono::milliseconds grace);
+
+ private:
+  struct Impl;  // the queue, the worker thread and its step logic
+  SchedulerOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tkv::server
