@@ -15,13 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "cli/common_flags.h"
 #include "command_registry.h"
 #include "common/error.h"
 #include "common/sys_info.h"
-#include "common_flags.h"
 #include "line_reader.h"
 #include "model/model.h"
 #include "output.h"
+#include "prefill_progress.h"
 #include "runtime/chat_session.h"
 
 namespace tkv::cli {

@@ -5,9 +5,9 @@
 #include <span>
 #include <string>
 
+#include "cli/flags.h"
 #include "command_registry.h"
 #include "common/error.h"
-#include "flags.h"
 #include "gguf/gguf.h"
 #include "gguf/inspect.h"
 #include "model_summary.h"

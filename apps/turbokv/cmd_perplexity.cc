@@ -5,9 +5,9 @@
 #include <string>
 
 #include "bench/perplexity.h"
+#include "cli/common_flags.h"
+#include "cli/flags.h"
 #include "command_registry.h"
-#include "common_flags.h"
-#include "flags.h"
 
 namespace tkv::cli {
 namespace {

@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "cli/common_flags.h"
 #include "command_registry.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common/timer.h"
-#include "common_flags.h"
 #include "model/model.h"
 #include "output.h"
+#include "prefill_progress.h"
 #include "run_report.h"
 #include "runtime/generation.h"
 #include "runtime/prompt_cache.h"

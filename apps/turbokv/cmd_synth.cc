@@ -7,13 +7,13 @@
 #include <span>
 #include <string>
 
+#include "cli/flags.h"
 #include "command_registry.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common/thread_pool.h"
 #include "common/timer.h"
-#include "flags.h"
 #include "model/synth.h"
 #include "output.h"
 

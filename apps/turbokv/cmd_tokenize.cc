@@ -3,11 +3,11 @@
 #include <span>
 #include <string>
 
+#include "cli/flags.h"
 #include "command_registry.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/escape.h"
-#include "flags.h"
 #include "gguf/gguf.h"
 #include "output.h"
 #include "tokenizer/tokenizer.h"

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 
+#include "cli/common_flags.h"
 #include "common/error.h"
 #include "common/sys_info.h"
-#include "common_flags.h"
 #include "output.h"
 
 namespace tkv::cli {

@@ -1,13 +1,10 @@
-#include "common_flags.h"
-
-#include <unistd.h>
+#include "cli/common_flags.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
 
-#include "bench/progress.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common/thread_pool.h"
@@ -103,23 +100,6 @@ PrefillProgress ProgressFlags::mode() const {
   if (quiet && progress) fail("-q and --progress contradict each other: give one");
   if (quiet) return PrefillProgress::kOff;
   return progress ? PrefillProgress::kAlways : PrefillProgress::kAuto;
-}
-
-runtime::PrefillObserver prefill_progress_bar(PrefillProgress mode) {
-  if (mode == PrefillProgress::kOff) return {};
-  const bool always = mode == PrefillProgress::kAlways;
-  return [always](int64_t total) -> std::function<void(int64_t)> {
-    auto bar = std::make_shared<bench::Progress>(
-        bench::Progress::Units{.what = "prefill",
-                               .unit = "tok",
-                               .total = double(total),
-                               .delay_seconds = always ? 0.0 : 1.0},
-        always || ::isatty(STDERR_FILENO) == 1);
-    return [bar, shown = int64_t(0)](int64_t done) mutable {
-      bar->add(double(done - shown));
-      shown = done;
-    };
-  };
 }
 
 // ---- KV cache -------------------------------------------------------------

@@ -18,9 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "flags.h"
+#include "cli/flags.h"
 #include "kv/kv_config.h"
-#include "runtime/generation.h"
 #include "sample/sampler.h"
 
 namespace tkv::model {
@@ -68,11 +67,9 @@ struct ContextFlags {
 
 // Prefill progress on stderr: kAuto draws it on a terminal once a prefill has
 // taken a second; kAlways (--progress) prints it whatever stderr is and
-// however short the prompt; kOff (-q) never.
+// however short the prompt; kOff (-q) never. The app draws the bar
+// (apps/turbokv/prefill_progress.h).
 enum class PrefillProgress { kOff, kAuto, kAlways };
-
-// The progress bar for InferenceSession::set_prefill_observer (empty for kOff).
-runtime::PrefillObserver prefill_progress_bar(PrefillProgress mode);
 
 // -q / --quiet, --progress: prefill progress on stderr (run, chat).
 struct ProgressFlags {

@@ -1,4 +1,4 @@
-#include "flags.h"
+#include "cli/flags.h"
 
 #include <algorithm>
 #include <cerrno>

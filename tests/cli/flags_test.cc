@@ -1,5 +1,5 @@
 // The flag parser of the turbokv binary, in process.
-#include "flags.h"
+#include "cli/flags.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // sliding-window attention.
 #include <gtest/gtest.h>
 
-#include "common_flags.h"
+#include "cli/common_flags.h"
 
 namespace tkv::cli {
 namespace {
