@@ -1,0 +1,110 @@
+// The request side of the OpenAI-compatible protocol: the bodies of
+// POST /v1/chat/completions and POST /v1/completions parsed and validated
+// into one typed GenerationRequest, or an ApiError that the front end sends
+// back as an OpenAI error object (api_response.h, error_body).
+//
+// The rules follow the OpenAI API reference:
+//   - a field sent as JSON null is the same as a field left out;
+//   - wrong JSON types and values out of range are 400s whose message and
+//     `param` name the field ("Invalid type for 'temperature': expected a
+//     number, but got a string instead.");
+//   - fields OpenAI defines that turbokv does not implement (tools,
+//     response_format, logit_bias, echo, ...) are 400s naming the field,
+//     unless they carry their "off" value (tools: [], logit_bias: {},
+//     echo: false, best_of: 1, tool_choice: "none", response_format:
+//     {"type": "text"}, modalities: ["text"]);
+//   - any other field is "Unrecognized request argument supplied: NAME".
+// Extensions (llama-server's names): top_k (>= 0, 0 = off) and min_p
+// ([0, 1], 0 = off).
+//
+// Parsing never throws and never reads outside the body, whatever the bytes
+// (tests/fuzz/server_request_fuzz.cc); JSON nested deeper than
+// kMaxJsonDepth is refused before it is built.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sample/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace tkv::server {
+
+// An OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+// `type` follows the HTTP status (error_type_for_status); `param` names the
+// request field at fault and `code` is a machine-readable reason, both
+// empty (sent as null) when they do not apply.
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;
+  std::string code;
+};
+
+// OpenAI's error type for an HTTP status: 401 -> "authentication_error",
+// 403 -> "permission_error", 404 -> "not_found_error", 429 ->
+// "rate_limit_error", 5xx -> "server_error", anything else (400, 413, ...)
+// -> "invalid_request_error".
+std::string error_type_for_status(int status);
+
+// An ApiError with the type that belongs to `status`.
+ApiError make_api_error(int status, std::string message, std::string param = {},
+                        std::string code = {});
+
+enum class Endpoint { kChatCompletions, kCompletions };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;  // as sent; empty when left out
+
+  // Chat: the conversation, roles normalized to system / user / assistant
+  // ("developer" becomes "system"); content parts joined with "\n".
+  std::vector<tok::ChatMessage> messages;
+
+  // Completions: the prompt text, or (prompt_is_tokens) token ids as sent
+  // (each >= 0; the front end checks them against the vocabulary).
+  std::string prompt;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+
+  // max_tokens (chat: max_completion_tokens wins when both are sent), >= 1.
+  // Left out: generate until a stop or the end of the context (the front end
+  // caps any value by the context).
+  std::optional<int32_t> max_tokens;
+
+  double temperature = 1.0;  // [0, 2]; 0 is greedy
+  double top_p = 1.0;        // (0, 1]
+  int32_t top_k = 0;         // >= 0, 0 = off (extension)
+  double min_p = 0.0;        // [0, 1], 0 = off (extension)
+  std::optional<int64_t> seed;
+  std::vector<std::string> stop;  // at most 4, none empty
+
+  // Chat: logprobs (bool) and top_logprobs (0..20, only with logprobs).
+  // Completions: logprobs N (0..5) sets logprobs = true, top_logprobs = N.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage (needs stream)
+};
+
+constexpr int kMaxJsonDepth = 64;
+constexpr int kMaxStopStrings = 4;
+constexpr int kMaxChatTopLogprobs = 20;
+constexpr int kMaxCompletionLogprobs = 5;
+
+// Parse and validate a request body. Never throws.
+std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view body);
+std::variant<GenerationRequest, ApiError> parse_completion_request(std::string_view body);
+
+// The sampler settings a request asks for. `seed_if_unset` is used when the
+// request has no seed (the front end passes a fresh random number). No
+// repetition penalty (OpenAI has none).
+sample::SamplerConfig sampler_config(const GenerationRequest& request, uint64_t seed_if_unset);
+
+}  // namespace tkv::server
