@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "common/timer.h"
-#include "runtime/stop_matcher.h"
+#include "runtime/text_stream.h"
 
 namespace tkv::runtime {
 
@@ -76,7 +76,7 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
   if (int64_t(tokens.size()) > room())
     fail("context full: ", cache_->n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
-         " (-c)");
+         " (the context size)");
   model::EvalOptions options{.ubatch = ubatch_, .all_logits = false, .on_chunk = {}};
   // Decode steps (one token) are never observed; a prompt is.
   std::function<void(int64_t)> on_chunk;
@@ -183,22 +183,21 @@ TextGenerateResult generate_text(InferenceSession& session, sample::Sampler& sam
                                  const GenerateOptions& options,
                                  const std::vector<std::string>& stops, tok::StreamDecoder& decoder,
                                  const std::function<bool(std::string_view text)>& on_text) {
-  StopMatcher matcher(stops);
+  TextStream stream(decoder, stops);
   bool cancelled = false;
   TextGenerateResult out;
   out.generation = generate(session, sampler, options, [&](int32_t id) {
-    const std::string text = matcher.push(decoder.push(id));
+    const std::string text = stream.push(id);
     if (!text.empty() && !on_text(text)) cancelled = true;
-    return !matcher.stopped() && !cancelled;
+    return !stream.stopped() && !cancelled;
   });
-  if (cancelled && !matcher.stopped()) {
+  if (cancelled && !stream.stopped()) {
     out.generation.reason = StopReason::kCancelled;
     return out;
   }
   // The rest is handed out even if on_text cancels now: nothing more is generated.
-  if (const std::string text = matcher.push(decoder.flush()); !text.empty()) on_text(text);
-  if (const std::string text = matcher.flush(); !text.empty()) on_text(text);
-  out.stop_string = matcher.matched();
+  if (const std::string text = stream.flush(); !text.empty()) on_text(text);
+  out.stop_string = stream.stop_string();
   return out;
 }
 
