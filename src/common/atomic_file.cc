@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 
@@ -17,6 +20,18 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
   f_ = std::fopen(tmp_path_.c_str(), "wb");
   if (!f_) fail(path, ": cannot create: ", std::strerror(errno));
+  if (const char* fault = std::getenv("TURBOKV_FAULT_CACHE_WRITE")) {
+    const std::string_view f(fault);
+    if (f == "fail") fault_fail_ = true;
+    if (f.starts_with("pause:")) fault_pause_ms_ = std::atoi(fault + 6);
+  }
+}
+
+void AtomicFileWriter::maybe_pause() {
+  if (fault_pause_ms_ < 0) return;
+  std::fflush(f_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(fault_pause_ms_));
+  fault_pause_ms_ = -1;
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -26,12 +41,16 @@ AtomicFileWriter::~AtomicFileWriter() {
 
 void AtomicFileWriter::write(const void* data, size_t n) {
   if (n == 0) return;
+  if (fault_fail_)
+    fail(path_, ": write failed: ", std::strerror(ENOSPC), " (TURBOKV_FAULT_CACHE_WRITE=fail)");
   if (std::fwrite(data, 1, n, f_) != n) fail(path_, ": write failed: ", std::strerror(errno));
   written_ += n;
+  if (written_ >= 4096) maybe_pause();
 }
 
 void AtomicFileWriter::finish() {
   if (!f_) return;
+  maybe_pause();
   if (std::fflush(f_) != 0) fail(path_, ": write failed: ", std::strerror(errno));
   if (::fsync(::fileno(f_)) != 0) fail(path_, ": fsync failed: ", std::strerror(errno));
   const int rc = std::fclose(f_);

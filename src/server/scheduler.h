@@ -50,7 +50,7 @@ namespace tkv::server {
 struct SchedulerOptions {
   int parallel = 4;         // sequences decoding at once (--parallel)
   int queue_capacity = 64;  // jobs waiting beyond `parallel`; submit() past it: QueueFull
-  int context = 4096;       // tokens per sequence (-c; not divided by `parallel`)
+  int context = 4096;  // tokens per sequence (-c; not divided by `parallel`); <= 0: the model's
   // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
   // absolute positions (the last one shorter). Fixed for the scheduler's
   // life: it decides the bits of the prefill (model.h).
@@ -94,7 +94,7 @@ struct Job {
   int top_logprobs = -1;
 };
 
-struct TokenLogprob {
+struct TopToken {
   int32_t token = 0;
   float logprob = 0;
 };
@@ -102,17 +102,17 @@ struct TokenLogprob {
 // One generated token with its logprobs (Job::top_logprobs >= 0).
 struct GeneratedToken {
   int32_t token = 0;
-  float logprob = 0;              // of `token` (0 when not asked)
-  std::vector<TokenLogprob> top;  // most likely first (top_logprobs entries)
+  float logprob = 0;          // of `token` (0 when not asked)
+  std::vector<TopToken> top;  // most likely first (top_logprobs entries)
 };
 
-enum class FinishReason {
+enum class JobFinish {
   kStop,       // an EOG / stop token (not shown) or a stop string
   kLength,     // max_tokens, or the context is full
   kCancelled,  // JobStream::cancel(), or drain() ran out of grace
   kError,      // see Event::error
 };
-const char* finish_reason_name(FinishReason reason);  // "stop", "length", "cancelled", "error"
+const char* job_finish_name(JobFinish reason);  // "stop", "length", "cancelled", "error"
 
 struct JobTimings {
   double queued_seconds = 0;       // submit -> admitted
@@ -132,7 +132,7 @@ struct Event {
   std::string text;
   std::vector<GeneratedToken> tokens;
   // kDone:
-  FinishReason finish = FinishReason::kStop;
+  JobFinish finish = JobFinish::kStop;
   std::string error;          // kError: one line (budget, NaN, context, ...)
   bool budget_error = false;  // kError because the KV budget can never hold it
   std::string stop_string;    // the stop string that matched, if any
@@ -173,7 +173,7 @@ struct SchedulerStats {
   int active = 0;  // sequences admitted (prefilling or decoding)
   int queued = 0;
   int cached_prefixes = 0;    // in RAM
-  uint64_t cached_bytes = 0;  // pool bytes only the cached prefixes hold
+  uint64_t cached_bytes = 0;  // pool bytes the cached prefixes share with no running sequence
   int disk_prefixes = 0;
   uint64_t disk_bytes = 0;
   uint64_t prefix_hits = 0;  // jobs that reused a cached prefix
@@ -202,6 +202,9 @@ class Scheduler {
 
   SchedulerStats stats() const;
   const SchedulerOptions& options() const { return options_; }
+  // Tokens per sequence (options.context, or the model's trained context
+  // when that is <= 0): a prompt may have at most this many.
+  int context_size() const { return options_.context; }
 
   // Stops admitting (submit: NotAccepting, queued jobs finish kCancelled),
   // lets running jobs finish for up to `grace`, cancels the rest, writes the

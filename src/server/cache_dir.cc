@@ -1,0 +1,192 @@
+#include "server/cache_dir.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <utility>
+
+#include "common/error.h"
+#include "kv/page_pool.h"
+#include "runtime/session_state.h"
+
+namespace tkv::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPrefix = "prefix-";
+constexpr const char* kSuffix = ".tkvs";
+constexpr const char* kKeyName = "turbokv.prefix_cache.key";
+
+bool is_cache_file(const std::string& name) {
+  return name.starts_with(kPrefix) && name.ends_with(kSuffix);
+}
+
+// What a killed writer leaves: "<file>.staging.PID" (KvCache::save) and
+// "<...>.tmp.PID" (AtomicFileWriter).
+bool is_debris(const std::string& name) {
+  return name.starts_with(kPrefix) && !name.ends_with(kSuffix) &&
+         (name.find(".staging.") != std::string::npos || name.find(".tmp.") != std::string::npos);
+}
+
+}  // namespace
+
+CacheDir::CacheDir(std::string dir, uint64_t max_bytes, std::string key, int block_tokens,
+                   Warn warn)
+    : dir_(std::move(dir)),
+      max_bytes_(max_bytes),
+      key_(std::move(key)),
+      warn_(std::move(warn)),
+      index_(block_tokens) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_, ec)) {
+    usable_ = false;
+    warn_(str("prefix cache: cannot use --cache-dir ", dir_, ": ",
+              ec ? ec.message() : "not a directory", "; prefixes are kept in memory only"));
+    return;
+  }
+  index();
+}
+
+void CacheDir::index() {
+  std::vector<std::pair<fs::file_time_type, File>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_debris(name)) {
+      fs::remove(e.path(), ec);
+      continue;
+    }
+    if (!is_cache_file(name) || !e.is_regular_file(ec)) continue;
+    File f;
+    f.path = e.path().string();
+    try {
+      kv::SessionMeta meta = runtime::peek_session(f.path);
+      const auto k = meta.strings.find(kKeyName);
+      if (k == meta.strings.end() || k->second != key_) continue;  // another model or setting
+      f.tokens = std::move(meta.tokens);
+    } catch (const Error& err) {
+      warn_(str("prefix cache: ", err.what(), "; deleted"));
+      fs::remove(f.path, ec);
+      continue;
+    }
+    f.bytes = e.file_size(ec);
+    found.emplace_back(e.last_write_time(ec), std::move(f));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [time, f] : found) add(std::move(f));
+  trim(0);
+}
+
+void CacheDir::add(File file) {
+  file.order = next_order_++;
+  const uint64_t id = next_id_++;
+  index_.add(id, file.tokens);
+  total_bytes_ += file.bytes;
+  files_.emplace(id, std::move(file));
+}
+
+void CacheDir::remove(uint64_t id, bool delete_file) {
+  const auto it = files_.find(id);
+  if (it == files_.end()) return;
+  index_.remove(id, it->second.tokens);
+  total_bytes_ -= it->second.bytes;
+  if (delete_file) {
+    std::error_code ec;
+    fs::remove(it->second.path, ec);
+  }
+  files_.erase(it);
+}
+
+void CacheDir::trim(uint64_t keep_id) {
+  while (max_bytes_ > 0 && total_bytes_ > max_bytes_) {
+    uint64_t oldest = 0;
+    for (const auto& [id, f] : files_)
+      if (id != keep_id && (oldest == 0 || f.order < files_.at(oldest).order)) oldest = id;
+    if (oldest == 0) oldest = keep_id;
+    if (oldest == 0) return;
+    remove(oldest, true);
+    if (oldest == keep_id) return;
+  }
+}
+
+CacheDir::Match CacheDir::find(std::span<const int32_t> prompt) const {
+  Match best;
+  for (uint64_t id : index_.candidates(prompt)) {
+    const File& f = files_.at(id);
+    const int64_t n = common_prefix(f.tokens, prompt);
+    if (n > best.tokens) best = {f.path, n};
+  }
+  return best;
+}
+
+bool CacheDir::covers(std::span<const int32_t> tokens) const {
+  for (uint64_t id : index_.candidates(tokens))
+    if (common_prefix(files_.at(id).tokens, tokens) == int64_t(tokens.size())) return true;
+  return false;
+}
+
+bool CacheDir::load(const std::string& path, runtime::InferenceSession& session) {
+  uint64_t id = 0;
+  for (const auto& [i, f] : files_)
+    if (f.path == path) id = i;
+  if (id == 0) return false;
+  try {
+    runtime::load_session(path, session);
+    return true;
+  } catch (const kv::KvBudgetExceeded&) {
+    throw;
+  } catch (const kv::KvOutOfMemory&) {
+    throw;
+  } catch (const Error& err) {
+    warn_(str("prefix cache: ", err.what(), "; deleted"));
+    remove(id, true);
+    return false;
+  }
+}
+
+void CacheDir::warn_write(const std::string& why) {
+  if (warned_write_) return;
+  warned_write_ = true;
+  warn_(str("prefix cache: cannot write to ", dir_, ": ", why,
+            "; prefixes that do not fit in memory are dropped"));
+}
+
+bool CacheDir::store(const runtime::InferenceSession& session) {
+  if (!usable_) return false;
+  const std::vector<int32_t>& tokens = session.tokens();
+  if (tokens.empty()) return false;
+  if (covers(tokens)) return true;
+  if (max_bytes_ > 0 && session.cache().stats().persistent_bytes > max_bytes_) return false;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::string name =
+      str(kPrefix, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), "-", next_id_,
+          kSuffix);
+  File f;
+  f.path = (fs::path(dir_) / name).string();
+  try {
+    runtime::save_session(f.path, session, {{kKeyName, key_}});
+  } catch (const Error& err) {
+    warn_write(err.what());
+    return false;
+  }
+  std::error_code ec;
+  f.bytes = fs::file_size(f.path, ec);
+  f.tokens = tokens;
+  // Files holding a prefix of these tokens are redundant now.
+  std::vector<uint64_t> redundant;
+  for (const auto& [id, old] : files_)
+    if (old.tokens.size() <= tokens.size() &&
+        common_prefix(old.tokens, tokens) == int64_t(old.tokens.size()))
+      redundant.push_back(id);
+  for (uint64_t id : redundant) remove(id, true);
+  const uint64_t id = next_id_;
+  add(std::move(f));
+  trim(id);
+  return files_.count(id) != 0;
+}
+
+}  // namespace tkv::server

@@ -1,0 +1,109 @@
+#include "server/prefix_cache.h"
+
+#include <utility>
+
+#include "common/error.h"
+
+namespace tkv::server {
+
+PrefixCache::PrefixCache(int block_tokens, int grid, CacheDir* disk)
+    : index_(block_tokens), grid_(grid), disk_(disk) {
+  TKV_CHECK(grid >= 1);
+}
+
+PrefixCache::~PrefixCache() = default;
+
+int64_t PrefixCache::reuse_point(int64_t common, size_t prompt_len) const {
+  const int64_t limit = std::min<int64_t>(common, int64_t(prompt_len) - 1);
+  return limit <= 0 ? 0 : limit / grid_ * grid_;
+}
+
+PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSession& make) {
+  uint64_t best_id = 0;
+  int64_t best = 0;
+  for (uint64_t id : index_.candidates(prompt)) {
+    const int64_t r =
+        reuse_point(common_prefix(entries_.at(id).session->tokens(), prompt), prompt.size());
+    if (r > best) {
+      best = r;
+      best_id = id;
+    }
+  }
+  bool from_disk = false;
+  if (disk_) {
+    const CacheDir::Match m = disk_->find(prompt);
+    if (!m.path.empty() && reuse_point(m.tokens, prompt.size()) > best) {
+      std::unique_ptr<runtime::InferenceSession> loaded = make();
+      if (disk_->load(m.path, *loaded)) {
+        ++disk_loads_;
+        const uint64_t id = next_id_;
+        insert(std::move(loaded), /*on_disk=*/true);
+        if (entries_.count(id)) {
+          best_id = id;
+          best =
+              reuse_point(common_prefix(entries_.at(id).session->tokens(), prompt), prompt.size());
+          from_disk = true;
+        }
+      }
+    }
+  }
+  if (best_id == 0 || best == 0) return {};
+  Entry& e = entries_.at(best_id);
+  e.last_use = ++clock_;
+  return {.session = e.session.get(), .reuse = best, .from_disk = from_disk};
+}
+
+void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session, bool on_disk) {
+  const std::vector<int32_t>& tokens = session->tokens();
+  if (int64_t(tokens.size()) < index_.block_tokens()) return;
+  std::vector<uint64_t> redundant;
+  for (uint64_t id : index_.candidates(tokens)) {
+    const std::vector<int32_t>& held = entries_.at(id).session->tokens();
+    const int64_t common = common_prefix(held, tokens);
+    if (common == int64_t(tokens.size())) {  // already held, maybe with more after
+      entries_.at(id).last_use = ++clock_;
+      return;
+    }
+    if (common == int64_t(held.size())) redundant.push_back(id);
+  }
+  for (uint64_t id : redundant) remove(id);
+  const uint64_t id = next_id_++;
+  index_.add(id, tokens);
+  entries_.emplace(id, Entry{std::move(session), ++clock_, on_disk});
+}
+
+void PrefixCache::remove(uint64_t id) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  index_.remove(id, it->second.session->tokens());
+  entries_.erase(it);
+}
+
+bool PrefixCache::evict_lru() {
+  if (entries_.empty()) return false;
+  auto oldest = entries_.begin();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  if (disk_ && !oldest->second.on_disk) disk_->store(*oldest->second.session);
+  remove(oldest->first);
+  return true;
+}
+
+void PrefixCache::persist_all() {
+  if (!disk_) return;
+  for (auto& [id, e] : entries_)
+    if (!e.on_disk) e.on_disk = disk_->store(*e.session);
+}
+
+void PrefixCache::clear() {
+  entries_.clear();
+  index_ = PrefixIndex(index_.block_tokens());
+}
+
+uint64_t PrefixCache::exclusive_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [id, e] : entries_) bytes += e.session->cache().stats().exclusive_bytes;
+  return bytes;
+}
+
+}  // namespace tkv::server

@@ -1,0 +1,64 @@
+#include "server/prefix_index.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace tkv::server {
+
+namespace {
+
+// splitmix64's finalizer: every input bit reaches every output bit.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  return int64_t(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+}
+
+PrefixIndex::PrefixIndex(int block_tokens) : block_(block_tokens) {
+  TKV_CHECK(block_tokens >= 1);
+}
+
+std::vector<uint64_t> PrefixIndex::chain(std::span<const int32_t> tokens) const {
+  std::vector<uint64_t> hashes;
+  uint64_t h = 0x7475726b6f6b76ull;  // any fixed start
+  for (size_t end = size_t(block_); end <= tokens.size(); end += size_t(block_)) {
+    for (size_t i = end - size_t(block_); i < end; ++i) h = mix(h ^ uint32_t(tokens[i]));
+    hashes.push_back(h);
+  }
+  return hashes;
+}
+
+void PrefixIndex::add(uint64_t id, std::span<const int32_t> tokens) {
+  for (uint64_t h : chain(tokens)) ids_[h].push_back(id);
+}
+
+void PrefixIndex::remove(uint64_t id, std::span<const int32_t> tokens) {
+  for (uint64_t h : chain(tokens)) {
+    auto it = ids_.find(h);
+    if (it == ids_.end()) continue;
+    std::erase(it->second, id);
+    if (it->second.empty()) ids_.erase(it);
+  }
+}
+
+std::vector<uint64_t> PrefixIndex::candidates(std::span<const int32_t> prompt) const {
+  const std::vector<uint64_t>* deepest = nullptr;
+  for (uint64_t h : chain(prompt)) {
+    const auto it = ids_.find(h);
+    if (it == ids_.end()) break;
+    deepest = &it->second;
+  }
+  return deepest ? *deepest : std::vector<uint64_t>{};
+}
+
+}  // namespace tkv::server

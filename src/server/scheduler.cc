@@ -1,0 +1,361 @@
+// The scheduler's public side (submit, stats, drain), the job streams, and
+// the worker's loop and admission; one step of the batch is in
+// scheduler_step.cc.
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "common/error.h"
+#include "server/scheduler_impl.h"
+
+namespace tkv::server {
+
+const char* job_finish_name(JobFinish reason) {
+  switch (reason) {
+    case JobFinish::kStop:
+      return "stop";
+    case JobFinish::kLength:
+      return "length";
+    case JobFinish::kCancelled:
+      return "cancelled";
+    case JobFinish::kError:
+      return "error";
+  }
+  return "?";
+}
+
+// ---- JobStream ----
+
+std::optional<Event> JobStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (consumed_) return std::nullopt;
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  if (e.kind == Event::Kind::kDone) consumed_ = true;
+  return e;
+}
+
+void JobStream::push(Event event) {
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    if (event.kind == Event::Kind::kDone) done_ = true;
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+// ---- the worker's state ----
+
+namespace {
+
+SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
+  if (o.context <= 0) o.context = model.kv_shape(0).max_tokens;
+  if (o.parallel < 1) fail("scheduler: parallel sequences must be >= 1 (got ", o.parallel, ")");
+  if (o.queue_capacity < 0) fail("scheduler: queue capacity must be >= 0");
+  if (o.context < 1) fail("scheduler: context must be >= 1 token");
+  if (o.prefill_chunk < 1) fail("scheduler: prefill chunk must be >= 1 token");
+  if (o.prefill_tokens_per_step < o.prefill_chunk)
+    fail("scheduler: prefill tokens per step (", o.prefill_tokens_per_step,
+         ") must be at least the prefill chunk (", o.prefill_chunk, ")");
+  if (o.threads < 1) fail("scheduler: threads must be >= 1");
+  if (!o.on_warning)
+    o.on_warning = [](const std::string& m) {
+      std::fprintf(stderr, "turbokv: warning: %s\n", m.c_str());
+    };
+  return o;
+}
+
+}  // namespace
+
+Active::Active(Pending p, const tok::Tokenizer& tokenizer)
+    : pending(std::move(p)),
+      sampler(pending.job.sampling),
+      decoder(tokenizer, tok::StreamDecoder::Start::kTextStart),
+      text(decoder, pending.job.stops) {
+  // The repetition penalty sees the prompt, and the decoder too: the reply
+  // is spelled as it is in the decoded whole (what `turbokv run` prints).
+  for (int32_t id : pending.job.prompt) {
+    sampler.accept(id);
+    decoder.push(id);
+  }
+  queued_seconds = pending.since_submit.seconds();
+}
+
+Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenizer_,
+                      const SchedulerOptions& options_)
+    : model(model_),
+      tokenizer(tokenizer_),
+      options(options_),
+      pages(std::make_shared<kv::PagePool>(options_.budget_bytes)),
+      threads(options_.threads) {
+  // The estimate's figures, from an empty sequence outside the pool.
+  {
+    const kv::KvCache probe(model.kv_shape(options.context), options.kv);
+    const kv::KvStats s = probe.stats();
+    const kv::KvShape shape = model.kv_shape(options.context);
+    fixed_bytes = s.persistent_bytes;
+    bytes_per_token = (s.k_bytes_per_token_head + s.v_bytes_per_token_head) *
+                      double(shape.n_kv_heads) * double(shape.n_layers);
+  }
+  const bool cacheable = options.prefix_cache && options.kv.window == 0;
+  if (cacheable && !options.cache_dir.empty()) {
+    const kv::KvShape shape = model.kv_shape(options.context);
+    const std::string key = str(model.fingerprint(), " ", options.kv.describe(),
+                                " ctx=", shape.max_tokens, " seed=", options.kv.seed);
+    disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
+                                      options.kv.page_tokens, options.on_warning);
+  }
+  if (cacheable)
+    prefixes =
+        std::make_unique<PrefixCache>(options.kv.page_tokens, options.prefill_chunk, disk.get());
+  figures.kv_budget = options.budget_bytes;
+}
+
+uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
+  const int64_t page = options.kv.page_tokens;
+  const int64_t pages_needed = (std::max<int64_t>(tokens, 0) + page - 1) / page;
+  return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
+}
+
+std::unique_ptr<runtime::InferenceSession> Scheduler::Impl::new_session() const {
+  // The session's own ThreadPool reference is not used: the worker feeds it
+  // through eval_batch on `threads`.
+  return std::make_unique<runtime::InferenceSession>(model, tokenizer, options.context, options.kv,
+                                                     pages, const_cast<ThreadPool&>(threads),
+                                                     options.prefill_chunk);
+}
+
+void Scheduler::Impl::warn(const std::string& message) const {
+  options.on_warning(message);
+}
+
+void Scheduler::Impl::publish() {
+  figures.active = int(active.size());
+  const kv::PoolStats p = pages->stats();
+  figures.kv_bytes_in_use = p.bytes_in_use;
+  figures.kv_shared_bytes = p.shared_bytes;
+  figures.kv_pages = p.pages;
+  if (cache_changed) {
+    figures.cached_prefixes = prefixes ? prefixes->size() : 0;
+    figures.cached_bytes = prefixes ? prefixes->exclusive_bytes() : 0;
+    figures.disk_prefixes = disk ? disk->files() : 0;
+    figures.disk_bytes = disk ? disk->bytes() : 0;
+    figures.disk_loads = prefixes ? prefixes->disk_loads() : 0;
+    cache_changed = false;
+  }
+  const std::lock_guard<std::mutex> lock(mu);
+  const int queued = counters.queued;
+  counters = figures;
+  counters.queued = queued;
+}
+
+void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string error, bool budget) {
+  Event done;
+  done.kind = Event::Kind::kDone;
+  done.finish = reason;
+  done.error = std::move(error);
+  done.budget_error = budget;
+  done.prompt_tokens = int64_t(p.job.prompt.size());
+  done.timings.queued_seconds = done.timings.total_seconds = p.since_submit.seconds();
+  p.stream->push(std::move(done));
+}
+
+// ---- admission ----
+
+void Scheduler::Impl::admit() {
+  while (int(active.size()) < options.parallel) {
+    Pending p;
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      if (queue.empty()) return;
+      p = std::move(queue.front());
+      queue.pop_front();
+      counters.queued = int(queue.size());
+    }
+    if (p.stream->cancelled()) {
+      fail_pending(p, JobFinish::kCancelled, {}, false);
+      continue;
+    }
+    const int64_t prompt_len = int64_t(p.job.prompt.size());
+    PrefixCache::Hit hit;
+    std::unique_ptr<runtime::InferenceSession> session;
+    bool budget_blocked = false;
+    try {
+      if (prefixes) {
+        hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
+        if (hit.session) cache_changed = true;
+      }
+    } catch (const kv::KvBudgetExceeded&) {
+      hit = {};  // reading a file back did not fit: start cold
+    } catch (const kv::KvOutOfMemory&) {
+      hit = {};
+    }
+    // The budget: the job's pages (beyond what it shares) next to the
+    // running jobs' estimates; cached prefixes give way (evicted on demand).
+    const int64_t planned = std::min<int64_t>(
+        options.context, p.job.max_tokens < 0 ? options.context : prompt_len + p.job.max_tokens);
+    const uint64_t need = estimate_bytes(planned - hit.reuse);
+    if (options.budget_bytes > 0) {
+      if (estimate_bytes(prompt_len - hit.reuse) > options.budget_bytes) {
+        fail_pending(
+            p, JobFinish::kError,
+            str("the KV budget of ", options.budget_bytes, " bytes cannot hold this ", prompt_len,
+                "-token prompt (about ", estimate_bytes(prompt_len - hit.reuse), " bytes)"),
+            true);
+        continue;
+      }
+      uint64_t reserved = 0;
+      for (const auto& a : active) reserved += a->reserved_bytes;
+      budget_blocked = !active.empty() && reserved + need > options.budget_bytes;
+    }
+    while (!budget_blocked && !session) {
+      try {
+        if (hit.session) {
+          session = hit.session->fork();
+          session->truncate(hit.reuse);
+        } else {
+          session = new_session();
+        }
+      } catch (const kv::KvBudgetExceeded&) {
+        // Room for the sequence's sinks and ring: cached prefixes go first.
+        // (The hit's entry may be the one evicted: then start cold.)
+        session.reset();
+        const bool evicted = prefixes && prefixes->size() > 0 && prefixes->evict_lru();
+        cache_changed = true;
+        if (evicted) {
+          hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
+          continue;
+        }
+        if (!active.empty()) {
+          budget_blocked = true;
+          break;
+        }
+        fail_pending(
+            p, JobFinish::kError,
+            str("the KV budget of ", options.budget_bytes, " bytes cannot hold a new sequence"),
+            true);
+        break;
+      }
+    }
+    if (budget_blocked) {  // wait for running jobs to finish; keep the order
+      const std::lock_guard<std::mutex> lock(mu);
+      queue.push_front(std::move(p));
+      counters.queued = int(queue.size());
+      return;
+    }
+    if (!session) continue;  // failed above
+    auto a = std::make_unique<Active>(std::move(p), tokenizer);
+    a->session = std::move(session);
+    a->cached_tokens = hit.reuse;
+    a->reserved_bytes = need;
+    if (hit.reuse > 0) {
+      ++figures.prefix_hits;
+      figures.prefix_tokens_reused += uint64_t(hit.reuse);
+    }
+    active.push_back(std::move(a));
+  }
+}
+
+// ---- the worker loop ----
+
+void Scheduler::Impl::run() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      wake.wait(lock, [&] { return stopping || !queue.empty() || !active.empty(); });
+      // Draining: queued jobs are not started.
+      if (!accepting)
+        while (!queue.empty()) {
+          Pending p = std::move(queue.front());
+          queue.pop_front();
+          lock.unlock();
+          fail_pending(p, JobFinish::kCancelled, {}, false);
+          lock.lock();
+        }
+      counters.queued = int(queue.size());
+      const bool past_grace = cancel_at && std::chrono::steady_clock::now() >= *cancel_at;
+      if (past_grace)
+        for (auto& a : active) a->pending.stream->cancel();
+      if (stopping && queue.empty() && active.empty()) break;
+    }
+    // Cancelled jobs (client gone, drain past its grace) free their pages.
+    for (auto& a : active)
+      if (a->pending.stream->cancelled()) finish(*a, JobFinish::kCancelled);
+    std::erase_if(active, [](const auto& a) { return !a->session; });
+    admit();
+    step();
+    publish();
+  }
+  if (prefixes) {
+    prefixes->persist_all();
+    prefixes->clear();
+  }
+  cache_changed = true;
+  publish();
+}
+
+// ---- Scheduler ----
+
+Scheduler::Scheduler(const model::Model& model, const tok::Tokenizer& tokenizer,
+                     SchedulerOptions options)
+    : options_(resolved(model, std::move(options))),
+      impl_(std::make_unique<Impl>(model, tokenizer, options_)) {
+  impl_->publish();
+  impl_->thread = std::thread([this] { impl_->run(); });
+}
+
+Scheduler::~Scheduler() {
+  drain(std::chrono::milliseconds(0));
+}
+
+std::shared_ptr<JobStream> Scheduler::submit(Job job) {
+  if (job.prompt.empty()) fail("prompt: no tokens");
+  const int32_t n_vocab = impl_->tokenizer.n_vocab();
+  for (int32_t id : job.prompt)
+    if (id < 0 || id >= n_vocab)
+      fail("prompt: token id ", id, " is outside the vocabulary (0..", n_vocab - 1, ")");
+  if (options_.kv.window == 0 && int64_t(job.prompt.size()) > options_.context)
+    fail("prompt: ", job.prompt.size(), " tokens do not fit the context of ", options_.context,
+         " tokens");
+  sample::validate(job.sampling);
+  for (const std::string& s : job.stops)
+    if (s.empty()) fail("stop: a stop string is empty");
+  job.top_logprobs = std::min(job.top_logprobs, n_vocab);
+  Pending p{.job = std::move(job), .stream = std::make_shared<JobStream>(), .since_submit = {}};
+  std::shared_ptr<JobStream> stream = p.stream;
+  {
+    const std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->accepting) throw NotAccepting("the server is shutting down");
+    if (int(impl_->queue.size()) >= options_.queue_capacity)
+      throw QueueFull(str("queue full: ", impl_->queue.size(), " requests waiting"));
+    impl_->queue.push_back(std::move(p));
+    impl_->counters.queued = int(impl_->queue.size());
+  }
+  impl_->wake.notify_one();
+  return stream;
+}
+
+SchedulerStats Scheduler::stats() const {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->counters;
+}
+
+void Scheduler::drain(std::chrono::milliseconds grace) {
+  std::call_once(impl_->drained, [&] {
+    {
+      const std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->accepting = false;
+      impl_->stopping = true;
+      impl_->cancel_at = std::chrono::steady_clock::now() + grace;
+    }
+    impl_->wake.notify_one();
+    if (impl_->thread.joinable()) impl_->thread.join();
+  });
+}
+
+}  // namespace tkv::server

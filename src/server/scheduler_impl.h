@@ -1,0 +1,101 @@
+// The scheduler's inside (scheduler.h): the state shared between the
+// public side (submit, stats, drain: any thread, under `mu`) and the worker
+// thread (everything else: sequences, prefix cache, disk tier, the model's
+// context and thread pool, owned by the worker alone). scheduler.cc holds
+// the public side and admission, scheduler_step.cc one step of the batch.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "common/timer.h"
+#include "kv/page_pool.h"
+#include "model/context.h"
+#include "runtime/generation.h"
+#include "runtime/text_stream.h"
+#include "sample/sampler.h"
+#include "server/cache_dir.h"
+#include "server/prefix_cache.h"
+#include "server/scheduler.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace tkv::server {
+
+// A job between submit() and admission.
+struct Pending {
+  Job job;
+  std::shared_ptr<JobStream> stream;
+  Stopwatch since_submit;
+};
+
+// An admitted job: its sequence and the state of its reply.
+struct Active {
+  explicit Active(Pending p, const tok::Tokenizer& tokenizer);
+
+  Pending pending;
+  std::unique_ptr<runtime::InferenceSession> session;
+  sample::Sampler sampler;
+  tok::StreamDecoder decoder;  // has seen the prompt: the reply is spelled as in the whole
+  runtime::TextStream text;
+  int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  bool decoding = false;      // the prompt is in; next_token is to be fed
+  int32_t next_token = 0;
+  int64_t generated = 0;
+  uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
+  double queued_seconds = 0;
+  double first_token_seconds = 0;
+  Event out;  // the kText event being filled this step
+};
+
+struct Scheduler::Impl {
+  Impl(const model::Model& model, const tok::Tokenizer& tokenizer, const SchedulerOptions& options);
+
+  // Public side, under mu.
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<Pending> queue;
+  bool accepting = true;
+  bool stopping = false;  // drain(): finish, then exit
+  std::optional<std::chrono::steady_clock::time_point> cancel_at;
+  SchedulerStats counters;  // the worker's figures, copied under mu after each step
+  std::once_flag drained;
+  std::thread thread;
+
+  // Worker side.
+  const model::Model& model;
+  const tok::Tokenizer& tokenizer;
+  const SchedulerOptions& options;
+  std::shared_ptr<kv::PagePool> pages;
+  ThreadPool threads;
+  model::ExecutionContext ctx;
+  std::unique_ptr<CacheDir> disk;
+  std::unique_ptr<PrefixCache> prefixes;        // null: prefix caching off
+  std::vector<std::unique_ptr<Active>> active;  // in admission order
+  // Estimate of a sequence's pool bytes: fixed (sinks, residual ring) plus
+  // whole pages per token (admission only; the pool has the final word).
+  uint64_t fixed_bytes = 0;
+  double bytes_per_token = 0;
+  SchedulerStats figures;  // worker's running totals
+  bool cache_changed = true;
+
+  void run();    // the worker loop
+  void admit();  // scheduler.cc
+  bool step();   // scheduler_step.cc: false when nothing ran
+  void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
+  void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
+  uint64_t estimate_bytes(int64_t tokens) const;
+  std::unique_ptr<runtime::InferenceSession> new_session() const;
+  void publish();  // copies the figures into counters (takes mu)
+  void warn(const std::string& message) const;
+};
+
+}  // namespace tkv::server

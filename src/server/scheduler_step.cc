@@ -1,0 +1,180 @@
+// One step of the scheduler's batch: every decoding sequence's next token
+// and prefill chunks of admitting ones through one Model::eval_batch, then
+// sampling, streaming and finishing (scheduler.h).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <span>
+#include <utility>
+
+#include "common/error.h"
+#include "common/vec_math.h"
+#include "server/scheduler_impl.h"
+
+namespace tkv::server {
+
+namespace {
+
+// The chosen token's logprob and the n most likely tokens under the model's
+// distribution (log-softmax of the raw logits).
+GeneratedToken with_logprobs(int32_t id, std::span<const float> logits, int n) {
+  GeneratedToken t{.token = id, .logprob = 0, .top = {}};
+  if (n < 0) return t;
+  const double lse = log_sum_exp(logits.data(), int64_t(logits.size()));
+  t.logprob = float(double(logits[size_t(id)]) - lse);
+  if (n == 0) return t;
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  };
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), by_logit);
+  for (int i = 0; i < n; ++i)
+    t.top.push_back({order[size_t(i)], float(double(logits[size_t(order[size_t(i)])]) - lse)});
+  return t;
+}
+
+}  // namespace
+
+void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, bool budget) {
+  Pending& p = a.pending;
+  if (reason == JobFinish::kStop || reason == JobFinish::kLength) {
+    a.out.text += a.text.flush();
+  }
+  if (!a.out.text.empty() || !a.out.tokens.empty()) {
+    a.out.kind = Event::Kind::kText;
+    p.stream->push(std::exchange(a.out, {}));
+  }
+  Event done;
+  done.kind = Event::Kind::kDone;
+  done.finish = reason;
+  done.error = std::move(error);
+  done.budget_error = budget;
+  done.stop_string = a.text.stop_string();
+  done.prompt_tokens = int64_t(p.job.prompt.size());
+  done.cached_tokens = a.cached_tokens;
+  done.completion_tokens = a.generated;
+  done.timings.queued_seconds = a.queued_seconds;
+  done.timings.first_token_seconds = a.first_token_seconds;
+  done.timings.total_seconds = p.since_submit.seconds();
+  p.stream->push(std::move(done));
+
+  figures.prompt_tokens += uint64_t(p.job.prompt.size());
+  figures.completion_tokens += uint64_t(a.generated);
+  ++figures.jobs_finished;
+  // A reply that ended normally keeps its pages for the next prompt that
+  // starts the same way; cancelled and failed ones free them now.
+  if (prefixes && (reason == JobFinish::kStop || reason == JobFinish::kLength) && a.session) {
+    prefixes->insert(std::move(a.session));
+    cache_changed = true;
+  }
+  a.session.reset();
+}
+
+bool Scheduler::Impl::step() {
+  if (active.empty()) return false;
+  const int64_t grid = options.prefill_chunk;
+  std::vector<model::BatchItem> items;
+  std::vector<Active*> owner;
+  // Decoding sequences first: each one token.
+  for (auto& a : active)
+    if (a->decoding) {
+      items.push_back({.sequence = &a->session->cache(),
+                       .tokens = std::span<const int32_t>(&a->next_token, 1),
+                       .logits = model::Logits::kLast});
+      owner.push_back(a.get());
+    }
+  // Then prefill chunks in admission order, each the next cell of the grid
+  // [k*C, (k+1)*C) (cut by the prompt's end), as many as the step's cap takes.
+  int64_t prefill_left = options.prefill_tokens_per_step;
+  for (auto& a : active) {
+    if (a->decoding) continue;
+    const std::vector<int32_t>& prompt = a->pending.job.prompt;
+    const int64_t at = a->session->cache().n_tokens();
+    const int64_t end = std::min<int64_t>(int64_t(prompt.size()), (at / grid + 1) * grid);
+    const int64_t n = end - at;
+    if (n > prefill_left) break;  // the rest wait their turn (the order is kept)
+    prefill_left -= n;
+    items.push_back(
+        {.sequence = &a->session->cache(),
+         .tokens = std::span<const int32_t>(prompt).subspan(size_t(at), size_t(n)),
+         .logits = end == int64_t(prompt.size()) ? model::Logits::kLast : model::Logits::kNone});
+    owner.push_back(a.get());
+  }
+  if (items.empty()) return false;
+
+  std::vector<model::ItemStatus> status;
+  try {
+    status = model.eval_batch(ctx, items, threads);
+  } catch (const Error& e) {
+    // Non-finite activations: the batch's sequences are unusable.
+    for (Active* a : owner) finish(*a, JobFinish::kError, e.what());
+    std::erase_if(active, [](const auto& a) { return !a->session; });
+    return true;
+  }
+
+  for (size_t b = 0; b < items.size(); ++b) {
+    Active& a = *owner[b];
+    const model::ItemStatus& s = status[b];
+    if (!s.ok()) {
+      const bool budget = s.code == model::ItemStatus::Code::kBudgetExceeded ||
+                          s.code == model::ItemStatus::Code::kOutOfMemory;
+      // Out of pages: cached prefixes give way and the item runs again next
+      // step (it changed nothing); with nothing left to evict it fails.
+      if (budget && prefixes && prefixes->evict_lru()) {
+        cache_changed = true;
+        continue;
+      }
+      finish(a, JobFinish::kError, budget ? str("KV budget exhausted: ", s.message) : s.message,
+             budget);
+      continue;
+    }
+    const bool last = items[b].logits == model::Logits::kLast;
+    a.session->record_fed(items[b].tokens, {});  // logits are read from ctx below
+    if (!last) continue;
+    const std::span<const float> logits = ctx.logits(b);
+    const Job& job = a.pending.job;
+    if (!a.decoding) {
+      a.decoding = true;
+    }
+    if (job.max_tokens >= 0 && a.generated >= job.max_tokens) {
+      finish(a, JobFinish::kLength);
+      continue;
+    }
+    int32_t id = 0;
+    try {
+      id = a.sampler.sample(logits.data(), int(logits.size()));
+    } catch (const Error& e) {
+      finish(a, JobFinish::kError, e.what());
+      continue;
+    }
+    a.sampler.accept(id);
+    if (a.generated == 0) a.first_token_seconds = a.pending.since_submit.seconds();
+    if (tokenizer.is_eog(id) ||
+        std::find(job.stop_tokens.begin(), job.stop_tokens.end(), id) != job.stop_tokens.end()) {
+      finish(a, JobFinish::kStop);
+      continue;
+    }
+    ++a.generated;
+    a.out.tokens.push_back(with_logprobs(id, logits, job.top_logprobs));
+    a.out.text += a.text.push(id);
+    if (a.text.stopped()) {
+      finish(a, JobFinish::kStop);
+      continue;
+    }
+    if ((job.max_tokens >= 0 && a.generated >= job.max_tokens) || a.session->room() < 1) {
+      finish(a, JobFinish::kLength);
+      continue;
+    }
+    if (!a.out.text.empty()) {
+      a.out.kind = Event::Kind::kText;
+      a.pending.stream->push(std::exchange(a.out, {}));
+    }
+    a.next_token = id;
+  }
+  std::erase_if(active, [](const auto& a) { return !a->session; });
+  return true;
+}
+
+}  // namespace tkv::server
