@@ -1,0 +1,407 @@
+#include "server/http_generation.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/error.h"
+#include "common/timer.h"
+#include "server/api_response.h"
+
+namespace tkv::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a response waits for the next event before it looks at its
+// connection again: a client that went away is noticed within this.
+constexpr std::chrono::milliseconds kPollInterval{200};
+
+uint64_t random_u64() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+
+// Seconds a client is told to wait after a 503.
+constexpr const char* kRetryAfterSeconds = "1";
+
+void send_unavailable(httplib::Response& res, const std::string& message) {
+  send_api_error(res, make_api_error(503, message));
+  res.set_header("Retry-After", kRetryAfterSeconds);
+}
+
+// The prompt of a request as token ids, or the 400 that says why not.
+std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest& request,
+                                                        const ServedModel& model) {
+  const tok::Tokenizer& tokenizer = *model.tokenizer;
+  const bool chat = request.endpoint == Endpoint::kChatCompletions;
+  const char* param = chat ? "messages" : "prompt";
+  std::vector<int32_t> ids;
+  if (!chat && request.prompt_is_tokens) {
+    for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
+      const int32_t id = request.prompt_tokens[i];
+      if (id < 0 || id >= tokenizer.n_vocab())
+        return make_api_error(
+            400,
+            str("Invalid token in 'prompt' at index ", i, ": ", id,
+                " is outside the vocabulary of ", tokenizer.n_vocab(), " tokens."),
+            param);
+    }
+    ids = request.prompt_tokens;
+  } else {
+    std::string text;
+    try {
+      text = chat ? model.chat_template.apply(request.messages, /*add_generation_prompt=*/true)
+                  : request.prompt;
+    } catch (const Error& e) {
+      return make_api_error(400,
+                            str("The chat template (", model.chat_template.name(),
+                                ") cannot render these messages: ", e.what()),
+                            param);
+    }
+    // As `turbokv run` and `turbokv chat` do: BOS when the vocabulary asks
+    // for it, special-token text (template markers) as their tokens.
+    if (tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken) ids.push_back(tokenizer.bos());
+    for (int32_t id : tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true))
+      ids.push_back(id);
+  }
+  if (ids.empty()) return make_api_error(400, "The prompt is empty.", param);
+  // At least one token must fit after the prompt.
+  if (!model.windowed && int64_t(ids.size()) >= model.context)
+    return make_api_error(
+        400,
+        str("This model's maximum context length is ", model.context, " tokens. However, your ",
+            chat ? "messages" : "prompt", " resulted in ", ids.size(),
+            " tokens, which leaves no room for the completion. Please reduce "
+            "the length of the ",
+            param, "."),
+        param, "context_length_exceeded");
+  return ids;
+}
+
+// The scheduler's job for a request whose prompt is `ids`.
+Job make_job(const GenerationRequest& request, const ServedModel& model, std::vector<int32_t> ids) {
+  Job job;
+  const int64_t room = model.windowed ? -1 : model.context - int64_t(ids.size());
+  job.prompt = std::move(ids);
+  job.sampling = sampler_config(request, random_u64());
+  // max_tokens capped by the room the context leaves; left out: the room.
+  if (request.max_tokens) {
+    job.max_tokens = *request.max_tokens;
+    if (room >= 0 && job.max_tokens > room) job.max_tokens = room;
+  } else {
+    job.max_tokens = room;
+  }
+  if (request.endpoint == Endpoint::kChatCompletions) {
+    // The template's end-of-turn markers end the reply, as in `turbokv chat`.
+    job.stops = model.chat_template.stop_strings();
+    job.stop_tokens = model.chat_template.stop_tokens(*model.tokenizer);
+  }
+  for (const std::string& s : request.stop) job.stops.push_back(s);
+  job.top_logprobs = request.logprobs ? request.top_logprobs : -1;
+  return job;
+}
+
+FinishReason api_finish(JobFinish finish) {
+  return finish == JobFinish::kStop ? FinishReason::kStop : FinishReason::kLength;
+}
+
+// One response's state, shared by the handler and its content provider
+// (which httplib runs after the handler returned, on the same thread).
+class Exchange {
+ public:
+  Exchange(GenerationRoutes& routes, const GenerationRequest& request,
+           std::shared_ptr<JobStream> stream, ResponseMeta meta, int64_t prompt_bytes)
+      : in_flight_(routes),
+        routes_(routes),
+        stream_(std::move(stream)),
+        meta_(std::move(meta)),
+        chat_(request.endpoint == Endpoint::kChatCompletions),
+        logprobs_(request.logprobs),
+        include_usage_(request.include_usage),
+        prompt_bytes_(prompt_bytes),
+        last_event_(Clock::now()) {}
+
+  // The client is gone before the job ended: stop it.
+  ~Exchange() {
+    if (!done_) stream_->cancel();
+  }
+
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  bool done() const { return done_; }
+  const Event& done_event() const { return done_event_; }
+
+  // Waits for the next event (up to kPollInterval); false on timeout.
+  bool poll() {
+    std::optional<Event> event = stream_->next(kPollInterval);
+    if (!event) return false;
+    take(std::move(*event));
+    return true;
+  }
+
+  // ---- streamed (server-sent events) ----
+
+  // One call of the chunked content provider: sends what the job produced
+  // since the last call. false ends the response (client gone: the job is
+  // cancelled by the destructor).
+  bool pump_stream(httplib::DataSink& sink) {
+    if (!sent_role_ && chat_) {
+      StreamPiece role;
+      role.first = true;
+      sent_role_ = true;
+      if (!write(sink, sse_event(chat_chunk_json(meta_, role, include_usage_)))) return false;
+    }
+    if (!poll()) return sink.is_writable();
+    if (!pending_text_.empty() || !pending_logprobs_.empty() || done_) {
+      StreamPiece piece;
+      piece.text = std::move(pending_text_);
+      piece.logprobs_requested = logprobs_;
+      piece.logprobs = std::move(pending_logprobs_);
+      piece.text_offset_start = prompt_bytes_ + text_sent_;
+      pending_text_.clear();
+      pending_logprobs_.clear();
+      text_sent_ += int64_t(piece.text.size());
+      if (done_ && !failed()) piece.finish_reason = api_finish(done_event_.finish);
+      if (!piece.text.empty() || !piece.logprobs.empty() ||
+          piece.finish_reason != FinishReason::kNone) {
+        const Json chunk = chat_ ? chat_chunk_json(meta_, piece, include_usage_)
+                                 : completion_chunk_json(meta_, piece, include_usage_);
+        if (!write(sink, sse_event(chunk))) return false;
+      }
+    }
+    if (!done_) return true;
+    if (failed()) {
+      // The status line is long gone: the error goes in the stream, as
+      // OpenAI sends errors that happen mid-stream.
+      if (!write(sink, sse_event(error_json(job_error())))) return false;
+    } else if (include_usage_) {
+      const Json chunk = chat_ ? chat_usage_chunk_json(meta_, usage())
+                               : completion_usage_chunk_json(meta_, usage());
+      if (!write(sink, sse_event(chunk))) return false;
+    }
+    if (!write(sink, std::string(sse_done()))) return false;
+    sink.done();
+    return true;
+  }
+
+  // ---- whole body ----
+
+  // The body (or error) once the job is done.
+  void respond_whole(httplib::Response& res) {
+    if (failed()) return send_api_error(res, job_error());
+    res.status = 200;
+    res.set_content(to_json_text(whole_body()), "application/json");
+  }
+
+  // The content provider of a whole body whose job is still running: waits
+  // for it (watching the connection), then writes the body at once.
+  bool pump_whole(httplib::DataSink& sink) {
+    while (!done_) {
+      if (!poll() && !sink.is_writable()) return false;
+    }
+    // The status (200) is already out: a job that failed now can only say so
+    // in the body.
+    const std::string body = to_json_text(failed() ? error_json(job_error()) : whole_body());
+    if (!write(sink, body)) return false;
+    sink.done();
+    return true;
+  }
+
+  // The job stopped for a reason that is not the request's answer.
+  bool failed() const {
+    return done_ &&
+           (done_event_.finish == JobFinish::kError || done_event_.finish == JobFinish::kCancelled);
+  }
+
+ private:
+  void take(Event event) {
+    if (event.kind == Event::Kind::kText) {
+      pending_text_ += event.text;
+      text_ += event.text;
+      if (!event.tokens.empty()) {
+        // Inter-token latency: the time since the previous tokens, spread
+        // over the tokens this event brings.
+        const Clock::time_point now = Clock::now();
+        if (seen_tokens_) {
+          const double gap = std::chrono::duration<double>(now - last_event_).count();
+          for (size_t i = 0; i < event.tokens.size(); ++i)
+            routes_.metrics().observe_per_token(gap / double(event.tokens.size()));
+        }
+        seen_tokens_ = true;
+        last_event_ = now;
+      }
+      if (logprobs_)
+        for (const GeneratedToken& t : event.tokens) {
+          TokenLogprob entry = token_logprob(t);
+          pending_logprobs_.push_back(entry);
+          logprobs_all_.push_back(std::move(entry));
+        }
+      return;
+    }
+    done_ = true;
+    done_event_ = std::move(event);
+    record_metrics();
+  }
+
+  TokenLogprob token_logprob(const GeneratedToken& t) const {
+    const tok::Tokenizer& tokenizer = *routes_.model().tokenizer;
+    TokenLogprob entry;
+    entry.token = tokenizer.token_to_piece(t.token, /*render_special=*/true);
+    entry.logprob = t.logprob;
+    for (const auto& alt : t.top)
+      entry.top.push_back({tokenizer.token_to_piece(alt.token, true), alt.logprob});
+    return entry;
+  }
+
+  void record_metrics() {
+    const Event& e = done_event_;
+    ServerMetrics& m = routes_.metrics();
+    m.add_prompt_tokens(uint64_t(e.prompt_tokens));
+    m.add_generated_tokens(uint64_t(e.completion_tokens));
+    if (e.cached_tokens > 0) m.add_prefix_cache_hit(uint64_t(e.cached_tokens));
+    m.observe_queue_wait(e.timings.queued_seconds);
+    if (e.completion_tokens > 0) m.observe_ttft(e.timings.first_token_seconds);
+  }
+
+  Usage usage() const {
+    Usage u;
+    u.prompt_tokens = done_event_.prompt_tokens;
+    u.completion_tokens = done_event_.completion_tokens;
+    u.cached_tokens = done_event_.cached_tokens;
+    return u;
+  }
+
+  ApiError job_error() const {
+    const Event& e = done_event_;
+    if (e.finish == JobFinish::kCancelled)
+      return make_api_error(503, "The server is shutting down; the request was cancelled.");
+    if (e.budget_error)
+      return make_api_error(400,
+                            str("The request does not fit the server's KV cache budget: ", e.error),
+                            "", "kv_budget_exceeded");
+    return make_api_error(500, str("The generation failed: ", e.error));
+  }
+
+  Json whole_body() const {
+    CompletionChoice choice;
+    choice.text = text_;
+    choice.finish_reason = api_finish(done_event_.finish);
+    choice.logprobs_requested = logprobs_;
+    choice.logprobs = logprobs_all_;
+    return chat_ ? chat_completion_json(meta_, choice, usage())
+                 : text_completion_json(meta_, choice, usage(), prompt_bytes_);
+  }
+
+  static bool write(httplib::DataSink& sink, const std::string& data) {
+    return sink.write(data.data(), data.size());
+  }
+
+  GenerationRoutes::InFlight in_flight_;
+  GenerationRoutes& routes_;
+  std::shared_ptr<JobStream> stream_;
+  ResponseMeta meta_;
+  bool chat_, logprobs_, include_usage_;
+  int64_t prompt_bytes_;
+
+  bool sent_role_ = false;
+  bool done_ = false;
+  Event done_event_;
+  std::string text_;          // the whole reply so far
+  std::string pending_text_;  // not yet streamed
+  int64_t text_sent_ = 0;
+  std::vector<TokenLogprob> pending_logprobs_, logprobs_all_;
+  bool seen_tokens_ = false;
+  Clock::time_point last_event_;
+};
+
+}  // namespace
+
+void send_api_error(httplib::Response& res, const ApiError& error) {
+  res.status = error.status;
+  res.set_content(to_json_text(error_json(error)), "application/json");
+}
+
+GenerationRoutes::GenerationRoutes(const ServedModel& model, Scheduler& scheduler,
+                                   ServerMetrics& metrics)
+    : model_(model), scheduler_(scheduler), metrics_(metrics), next_id_(random_u64()) {}
+
+GenerationRoutes::InFlight::InFlight(GenerationRoutes& routes) : routes_(routes) {
+  std::lock_guard<std::mutex> lock(routes_.mu_);
+  ++routes_.in_flight_;
+}
+
+GenerationRoutes::InFlight::~InFlight() {
+  std::lock_guard<std::mutex> lock(routes_.mu_);
+  if (--routes_.in_flight_ == 0) routes_.idle_cv_.notify_all();
+}
+
+bool GenerationRoutes::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
+}
+
+void GenerationRoutes::handle(Endpoint endpoint, const httplib::Request& req,
+                              httplib::Response& res) {
+  if (draining_.load()) return send_unavailable(res, "The server is shutting down.");
+  std::variant<GenerationRequest, ApiError> parsed = endpoint == Endpoint::kChatCompletions
+                                                         ? parse_chat_request(req.body)
+                                                         : parse_completion_request(req.body);
+  if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
+  const GenerationRequest& request = std::get<GenerationRequest>(parsed);
+
+  std::variant<std::vector<int32_t>, ApiError> ids = prompt_ids(request, model_);
+  if (const ApiError* error = std::get_if<ApiError>(&ids)) return send_api_error(res, *error);
+
+  std::shared_ptr<JobStream> stream;
+  try {
+    stream = scheduler_.submit(make_job(request, model_, std::move(std::get<0>(ids))));
+  } catch (const QueueFull& e) {
+    return send_unavailable(res, str("The server is busy (", e.what(), "); retry later."));
+  } catch (const NotAccepting&) {
+    return send_unavailable(res, "The server is shutting down.");
+  } catch (const Error& e) {
+    return send_api_error(res, make_api_error(400, e.what()));
+  }
+
+  ResponseMeta meta;
+  meta.id = response_id(endpoint, next_id_.fetch_add(1));
+  meta.model = model_.id;
+  meta.created = int64_t(std::time(nullptr));
+  const int64_t prompt_bytes =
+      request.endpoint == Endpoint::kCompletions && !request.prompt_is_tokens
+          ? int64_t(request.prompt.size())
+          : 0;
+  auto exchange =
+      std::make_shared<Exchange>(*this, request, std::move(stream), std::move(meta), prompt_bytes);
+
+  if (request.stream) {
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [exchange](size_t, httplib::DataSink& sink) { return exchange->pump_stream(sink); });
+    return;
+  }
+  // A whole body: wait here until the first event, so that a job that ends
+  // at once (an error, a finished short reply) still gets its own status.
+  // The wait for the rest watches the connection in a content provider.
+  while (!exchange->poll()) {
+  }
+  if (exchange->done()) return exchange->respond_whole(res);
+  res.status = 200;
+  res.set_chunked_content_provider("application/json", [exchange](size_t, httplib::DataSink& sink) {
+    return exchange->pump_whole(sink);
+  });
+}
+
+}  // namespace tkv::server

@@ -1,0 +1,229 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <cctype>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "server/api_response.h"
+#include "server/http_generation.h"
+
+namespace tkv::server {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {
+    {"/v1/chat/completions", "POST"},
+    {"/v1/completions", "POST"},
+    {"/v1/models", "GET"},
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
+// The metrics label of a request: its route, or "other" (so that clients
+// probing random paths cannot grow the label set).
+std::string endpoint_label(const std::string& path) {
+  const Route* r = find_route(path);
+  return r ? r->path : "other";
+}
+
+// The messages of errors httplib itself detects (before any handler runs).
+std::string message_for_status(int status, const Request& req) {
+  switch (status) {
+    case 400:
+      return "The request could not be parsed as HTTP.";
+    case 404:
+      return str("Unknown request URL: ", req.method, " ", req.path, ".");
+    case 413:
+      return "The request body is too large.";
+    case 414:
+      return "The request URL is too long.";
+    default:
+      return str("HTTP error ", status, ".");
+  }
+}
+
+ServerGauges gauges_of(const SchedulerStats& s) {
+  ServerGauges g;
+  g.kv_bytes_in_use = s.kv_bytes_in_use;
+  g.kv_budget_bytes = s.kv_budget;
+  g.kv_shared_bytes = s.kv_shared_bytes;
+  g.kv_pages = uint64_t(s.kv_pages);
+  g.sequences_active = uint64_t(s.active);
+  g.requests_queued = uint64_t(s.queued);
+  g.cached_prefixes_ram = uint64_t(s.cached_prefixes);
+  g.cached_prefix_bytes_ram = s.cached_bytes;
+  g.cached_prefixes_disk = uint64_t(s.disk_prefixes);
+  g.cached_prefix_bytes_disk = s.disk_bytes;
+  return g;
+}
+
+// "Bearer KEY" -> KEY (the scheme is case-insensitive); "" otherwise.
+std::string bearer_token(const std::string& authorization) {
+  static const std::string kScheme = "bearer ";
+  if (authorization.size() < kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return {};
+  return authorization.substr(kScheme.size());
+}
+
+}  // namespace
+
+bool keys_equal(const std::string& presented, const std::string& expected) {
+  // Every byte of the presented key is compared (against the expected one
+  // cycled), and the lengths fold into the result, so the time depends on
+  // the presented length only.
+  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  if (expected.empty()) return presented.empty();
+  for (size_t i = 0; i < presented.size(); ++i)
+    diff |= static_cast<unsigned char>(presented[i] ^ expected[i % expected.size()]);
+  return diff == 0;
+}
+
+HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& metrics,
+                       HttpOptions options)
+    : model_(std::move(model)),
+      scheduler_(scheduler),
+      metrics_(metrics),
+      options_(std::move(options)),
+      http_(std::make_unique<httplib::Server>()),
+      generation_(std::make_unique<GenerationRoutes>(model_, scheduler_, metrics_)) {
+  // cpp-httplib writes to sockets without MSG_NOSIGNAL: a client that
+  // closes its connection mid-response must cost an EPIPE, not the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  const int threads = options_.threads > 0
+                          ? options_.threads
+                          : scheduler_.options().parallel + scheduler_.options().queue_capacity + 4;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(options_.read_timeout_seconds, 0);
+  http_->set_write_timeout(options_.write_timeout_seconds, 0);
+  http_->set_keep_alive_timeout(options_.keep_alive_seconds);
+  add_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::add_routes() {
+  httplib::Server& http = *http_;
+
+  // Before the body is read: the key, then the route and its method.
+  http.set_pre_routing_handler([this](const Request& req, Response& res) {
+    if (req.path != "/health" && !options_.api_key.empty() &&
+        !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
+      send_api_error(res, make_api_error(401,
+                                         req.has_header("Authorization")
+                                             ? "Incorrect API key provided."
+                                             : "You didn't provide an API key. Send it as "
+                                               "'Authorization: Bearer KEY'.",
+                                         "", "invalid_api_key"));
+      res.set_header("WWW-Authenticate", "Bearer");
+      return HandlerResponse::Handled;
+    }
+    const Route* route = find_route(req.path);
+    if (!route) {
+      send_api_error(res, make_api_error(404, message_for_status(404, req), "", "unknown_url"));
+      return HandlerResponse::Handled;
+    }
+    const bool head_of_get = req.method == "HEAD" && std::string(route->method) == "GET";
+    if (req.method != route->method && !head_of_get) {
+      send_api_error(res, make_api_error(405,
+                                         str("Method ", req.method, " is not allowed for ",
+                                             req.path, "; use ", route->method, "."),
+                                         "", "method_not_allowed"));
+      res.set_header("Allow", route->method);
+      return HandlerResponse::Handled;
+    }
+    return HandlerResponse::Unhandled;
+  });
+
+  http.Post("/v1/chat/completions", [this](const Request& req, Response& res) {
+    generation_->handle(Endpoint::kChatCompletions, req, res);
+  });
+  http.Post("/v1/completions", [this](const Request& req, Response& res) {
+    generation_->handle(Endpoint::kCompletions, req, res);
+  });
+  http.Get("/v1/models", [this](const Request&, Response& res) {
+    res.set_content(to_json_text(model_list_json({{model_.id, model_.created, "turbokv"}})),
+                    "application/json");
+  });
+  http.Get("/health", [](const Request&, Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  http.Get("/metrics", [this](const Request&, Response& res) {
+    res.set_content(render_prometheus(metrics_, gauges_of(scheduler_.stats())),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  // Statuses httplib sets itself (bad HTTP, 413, 414) get an error object
+  // too; a handler's own error already has its body.
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const Request& req, Response& res) {
+        if (!res.body.empty()) return HandlerResponse::Unhandled;
+        send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
+        return HandlerResponse::Handled;
+      }));
+  // A bug must cost one request a 500, not the server.
+  http.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr, "turbokv serve: error: %s %s: %s\n", req.method.c_str(), req.path.c_str(),
+                 what.c_str());
+    send_api_error(res, make_api_error(500, str("Internal server error: ", what)));
+  });
+  http.set_logger([this](const Request& req, const Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+}
+
+int HttpServer::bind() {
+  port_ = options_.port == 0
+              ? http_->bind_to_any_port(options_.host)
+              : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port_ <= 0)
+    fail("cannot listen on ", options_.host, ":", options_.port,
+         " (address in use, or not an address of this machine)");
+  return port_;
+}
+
+void HttpServer::serve() {
+  http_->listen_after_bind();
+}
+
+void HttpServer::stop_admitting() {
+  generation_->stop_admitting();
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
+  return generation_->wait_idle(timeout);
+}
+
+void HttpServer::stop() {
+  http_->stop();
+}
+
+}  // namespace tkv::server
