@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages turbokv needs, skipping those already present.
-# Sourced by demo.sh and test.sh; safe to run on its own.
+# Installs the Debian packages turbokv needs, skipping those already present,
+# and the openai npm client the server's end-to-end tests use (tests/server/
+# node, pinned by its package-lock.json; into its node_modules, which git
+# ignores). Sourced by demo.sh and test.sh; safe to run on its own.
 set -euo pipefail
 
 TURBOKV_PACKAGES=(
@@ -11,6 +13,9 @@ TURBOKV_PACKAGES=(
   gnuplot-nox
   clang libclang-rt-14-dev
 )
+# node runs the server's end-to-end tests; Debian's nodejs comes without npm.
+command -v node >/dev/null 2>&1 || TURBOKV_PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || TURBOKV_PACKAGES+=(npm)
 
 missing=()
 for p in "${TURBOKV_PACKAGES[@]}"; do
@@ -23,4 +28,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The tests' npm packages: `npm ci` when node_modules is absent or was
+# installed from another package-lock.json (the stamp holds its checksum).
+node_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/server/node"
+lock_sum=$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)
+stamp="$node_dir/node_modules/.turbokv-lock-sha256"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
+  echo "turbokv: npm ci in tests/server/node" >&2
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "$lock_sum" >"$stamp"
 fi
