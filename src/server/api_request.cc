@@ -496,8 +496,9 @@ json parse_body(std::string_view body) {
   } catch (const TooDeep&) {
     reject("Invalid JSON body: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels.",
            "", "invalid_json");
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ...",
+    // or out_of_range.406 "number overflow parsing '1e999'".
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
     if (what.size() > 240) what = what.substr(0, 240) + "...";
