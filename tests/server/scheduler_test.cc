@@ -1,0 +1,279 @@
+// The continuous-batching scheduler (server/scheduler.h) on the real
+// stories260K and tkv-test-23M models: batched greedy jobs equal each job
+// alone and the single-session generation loop, logprobs, stop strings,
+// cancellation, the bounded queue, the KV budget and drain.
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "runtime/generation.h"
+#include "scheduler_test_util.h"
+
+namespace tkv::server {
+namespace {
+
+using test::collect;
+using test::greedy_job;
+using test::LoadedModel;
+using test::Outcome;
+using test::prompt_of;
+using test::run_one;
+
+SchedulerOptions small_options(const std::string& kv) {
+  SchedulerOptions o;
+  o.context = 512;
+  o.parallel = 8;
+  o.prefill_chunk = 32;
+  o.prefill_tokens_per_step = 32;
+  o.kv.page_tokens = 32;
+  o.threads = 2;
+  o.prefix_cache = false;
+  EXPECT_TRUE(kv::parse_kv_shorthand(kv, o.kv.k, o.kv.v)) << kv;
+  o.on_warning = [](const std::string& m) { ADD_FAILURE() << "unexpected warning: " << m; };
+  return o;
+}
+
+// The same job through one InferenceSession: prefill in chunks of the
+// scheduler's grid, then runtime::generate_text (what `turbokv run` does).
+Outcome single_session(const LoadedModel& m, const SchedulerOptions& o, const Job& job) {
+  runtime::InferenceSession session(*m.model, *m.tokenizer, o.context, o.kv, o.threads,
+                                    o.prefill_chunk);
+  session.feed(job.prompt);
+  sample::Sampler sampler(job.sampling);
+  for (int32_t id : job.prompt) sampler.accept(id);
+  tok::StreamDecoder decoder(*m.tokenizer, tok::StreamDecoder::Start::kTextStart);
+  for (int32_t id : job.prompt) decoder.push(id);
+  runtime::GenerateOptions g;
+  g.max_tokens = job.max_tokens;
+  Outcome out;
+  runtime::generate(session, sampler, g, [&](int32_t id) {
+    out.tokens.push_back(id);
+    return true;
+  });
+  tok::StreamDecoder text_decoder(*m.tokenizer, tok::StreamDecoder::Start::kTextStart);
+  for (int32_t id : job.prompt) text_decoder.push(id);
+  for (int32_t id : out.tokens) out.text += text_decoder.push(id);
+  out.text += text_decoder.flush();
+  return out;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = tkv::test::model_path("stories260K.gguf");
+    if (!path.empty()) stories_ = new LoadedModel(test::load_model(path));
+  }
+  static void TearDownTestSuite() {
+    delete stories_;
+    stories_ = nullptr;
+  }
+  void SetUp() override {
+    if (!stories_) {
+      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
+    }
+  }
+  static LoadedModel* stories_;
+};
+LoadedModel* SchedulerTest::stories_ = nullptr;
+
+// Eight greedy jobs of different prompt lengths (one chunk, several, a
+// partial last chunk) run at once give exactly the tokens each gives alone,
+// which are the single-session loop's; on an f16 and a k4v2 pool.
+void expect_batch_equals_alone(const LoadedModel& m, const std::string& kv, const std::string& text,
+                               const std::vector<size_t>& lengths, int64_t max_tokens) {
+  SCOPED_TRACE(kv);
+  const SchedulerOptions o = small_options(kv);
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    jobs.push_back(greedy_job(prompt_of(*m.tokenizer, text, lengths[i], 7 * i), max_tokens));
+  std::vector<Outcome> alone;
+  for (const Job& job : jobs) {
+    Scheduler s(*m.model, *m.tokenizer, o);
+    alone.push_back(run_one(s, job));
+    ASSERT_TRUE(alone.back().finished);
+    ASSERT_EQ(alone.back().done.finish, JobFinish::kLength) << alone.back().done.error;
+    const Outcome reference = single_session(m, o, job);
+    EXPECT_EQ(alone.back().tokens, reference.tokens) << "prompt of " << job.prompt.size();
+    EXPECT_EQ(alone.back().text, reference.text);
+  }
+  Scheduler s(*m.model, *m.tokenizer, o);
+  std::vector<std::shared_ptr<JobStream>> streams;
+  for (const Job& job : jobs) streams.push_back(s.submit(job));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Outcome together = collect(*streams[i]);
+    EXPECT_EQ(together.tokens, alone[i].tokens) << "job " << i << ", " << lengths[i] << " tokens";
+    EXPECT_EQ(together.text, alone[i].text) << "job " << i;
+    EXPECT_EQ(together.done.prompt_tokens, int64_t(lengths[i]));
+    EXPECT_EQ(together.done.completion_tokens, max_tokens);
+    EXPECT_EQ(together.done.cached_tokens, 0);
+  }
+}
+
+TEST_F(SchedulerTest, EightConcurrentGreedyJobsEqualEachAloneF16AndK4V2) {
+  const std::vector<size_t> lengths = {5, 17, 32, 33, 70, 131, 200, 96};
+  for (const char* kv : {"f16", "k4v2"})
+    expect_batch_equals_alone(*stories_, kv, test::story_text(), lengths, 40);
+}
+
+TEST(SchedulerModel23M, EightConcurrentGreedyJobsEqualEachAlone) {
+  TKV_REQUIRE_FIXTURE(path, "tkv-test-23M.gguf");
+  const LoadedModel m = test::load_model(path);
+  expect_batch_equals_alone(m, "k4v2", test::heldout_text(), {9, 40, 64, 100, 150, 33, 250, 70},
+                            12);
+}
+
+TEST_F(SchedulerTest, LogprobsAreTheModelsLogSoftmax) {
+  SchedulerOptions o = small_options("f16");
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 10);
+  job.top_logprobs = 3;
+  const Outcome out = run_one(s, job);
+  ASSERT_EQ(out.generated.size(), 10u);
+  for (const GeneratedToken& g : out.generated) {
+    ASSERT_EQ(g.top.size(), 3u);
+    // Greedy picks the most likely token.
+    EXPECT_EQ(g.top[0].token, g.token);
+    EXPECT_FLOAT_EQ(g.top[0].logprob, g.logprob);
+    EXPECT_LE(g.logprob, 0.0f);
+    EXPECT_GE(g.top[0].logprob, g.top[1].logprob);
+    EXPECT_GE(g.top[1].logprob, g.top[2].logprob);
+    double mass = 0;
+    for (const TopToken& t : g.top) mass += std::exp(double(t.logprob));
+    EXPECT_LE(mass, 1.0 + 1e-6);
+  }
+  // Without the request, no logprobs.
+  job.top_logprobs = -1;
+  const Outcome plain = run_one(s, job);
+  EXPECT_EQ(plain.tokens, out.tokens);
+  for (const GeneratedToken& g : plain.generated) EXPECT_TRUE(g.top.empty());
+}
+
+TEST_F(SchedulerTest, StopStringEndsTheReplyAndIsNotShown) {
+  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 12), 60);
+  const Outcome full = run_one(s, job);
+  ASSERT_GT(full.text.size(), 40u);
+  Job stopped = job;
+  const std::string stop = full.text.substr(20, 6);
+  stopped.stops = {stop};
+  const Outcome out = run_one(s, stopped);
+  EXPECT_EQ(out.done.finish, JobFinish::kStop);
+  EXPECT_EQ(out.done.stop_string, stop);
+  EXPECT_EQ(out.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_LT(out.done.completion_tokens, full.done.completion_tokens);
+}
+
+TEST_F(SchedulerTest, CancelledJobEndsAndFreesItsPages) {
+  SchedulerOptions o = small_options("f16");
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  std::shared_ptr<JobStream> stream =
+      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 40), 400));
+  std::optional<Event> first;
+  while (!first) first = stream->next(std::chrono::milliseconds(100));
+  stream->cancel();
+  const Outcome rest = collect(*stream);
+  EXPECT_EQ(rest.done.finish, JobFinish::kCancelled);
+  EXPECT_LT(rest.done.completion_tokens, 400);
+  // Freed at the step after the cancel (the figures follow the step).
+  SchedulerStats st = s.stats();
+  for (int i = 0; i < 1000 && (st.kv_bytes_in_use != 0 || st.active != 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = s.stats();
+  }
+  EXPECT_EQ(st.active, 0);
+  EXPECT_EQ(st.kv_bytes_in_use, 0u);
+}
+
+TEST_F(SchedulerTest, FullQueueIsRefusedWithQueueFull) {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 1;
+  o.queue_capacity = 1;
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  // A job that runs until cancelled (stop tokens cannot end it: nothing but
+  // max_tokens, which the context caps), so the worker is busy with it.
+  Job running = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), -1);
+  std::shared_ptr<JobStream> a = s.submit(running);
+  while (s.stats().active == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::shared_ptr<JobStream> b = s.submit(running);  // waits in the queue
+  EXPECT_THROW(s.submit(running), QueueFull);
+  b->cancel();
+  a->cancel();
+  EXPECT_EQ(collect(*a).done.finish, JobFinish::kCancelled);
+  EXPECT_EQ(collect(*b).done.finish, JobFinish::kCancelled);
+}
+
+TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {
+  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+  EXPECT_THROW(s.submit(greedy_job({}, 4)), Error);
+  EXPECT_THROW(s.submit(greedy_job({1, 99999}, 4)), Error);
+  EXPECT_THROW(s.submit(greedy_job(std::vector<int32_t>(513, 1), 4)), Error);
+  Job empty_stop = greedy_job({1, 2, 3}, 4);
+  empty_stop.stops = {""};
+  EXPECT_THROW(s.submit(empty_stop), Error);
+  Job bad_sampler = greedy_job({1, 2, 3}, 4);
+  bad_sampler.sampling.top_p = 2;
+  EXPECT_THROW(s.submit(bad_sampler), Error);
+  try {
+    s.submit(greedy_job(std::vector<int32_t>(600, 1), 4));
+  } catch (const QueueFull&) {
+    ADD_FAILURE() << "a prompt over the context is not a full queue";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("600 tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(SchedulerTest, DrainFinishesRunningJobsCancelsQueuedOnesAndRefusesNewOnes) {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 1;
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  std::shared_ptr<JobStream> running =
+      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 30));
+  while (s.stats().active == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::shared_ptr<JobStream> queued =
+      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20, 3), 30));
+  s.drain(std::chrono::seconds(600));
+  // The running job had its grace: it finished whole.
+  const Outcome out = collect(*running);
+  EXPECT_EQ(out.done.finish, JobFinish::kLength);
+  EXPECT_EQ(out.done.completion_tokens, 30);
+  const Outcome never = collect(*queued);
+  EXPECT_EQ(never.done.finish, JobFinish::kCancelled);
+  EXPECT_EQ(never.done.completion_tokens, 0);
+  EXPECT_THROW(s.submit(greedy_job({1, 2, 3}, 4)), NotAccepting);
+  s.drain(std::chrono::seconds(0));  // idempotent
+}
+
+TEST_F(SchedulerTest, DrainPastItsGraceCancelsRunningJobs) {
+  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+  std::shared_ptr<JobStream> running =
+      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), -1));
+  std::optional<Event> first;
+  while (!first) first = running->next(std::chrono::milliseconds(100));
+  s.drain(std::chrono::milliseconds(0));
+  const Outcome out = collect(*running);
+  EXPECT_EQ(out.done.finish, JobFinish::kCancelled);
+}
+
+// A prompt the budget can never hold fails at once, naming the budget.
+TEST_F(SchedulerTest, PromptOverTheBudgetFailsWithABudgetError) {
+  SchedulerOptions o = small_options("f16");
+  o.budget_bytes = 64 * 1024;  // stories260K f16: 640 bytes a token, 100 tokens
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  const Outcome out =
+      run_one(s, greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 4));
+  EXPECT_EQ(out.done.finish, JobFinish::kError);
+  EXPECT_TRUE(out.done.budget_error);
+  EXPECT_NE(out.done.error.find("budget"), std::string::npos) << out.done.error;
+  // The scheduler goes on.
+  const Outcome small =
+      run_one(s, greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 4));
+  EXPECT_EQ(small.done.finish, JobFinish::kLength) << small.done.error;
+}
+
+}  // namespace
+}  // namespace tkv::server

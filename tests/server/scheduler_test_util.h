@@ -1,0 +1,98 @@
+// Helpers of the scheduler and prefix-cache tests: the shared model
+// fixtures loaded once, prompts of any length, and a job run to its end.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file.h"
+#include "model/model.h"
+#include "server/scheduler.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::server::test {
+
+struct LoadedModel {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+};
+
+inline LoadedModel load_model(const std::string& path) {
+  LoadedModel m;
+  m.model = model::Model::load(path);
+  m.tokenizer = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_gguf(m.model->gguf()));
+  return m;
+}
+
+// BOS + the first n - 1 tokens of `text` (repeated as needed), shifted by
+// `offset` tokens so that prompts of one text differ.
+inline std::vector<int32_t> prompt_of(const tok::Tokenizer& t, const std::string& text, size_t n,
+                                      size_t offset = 0) {
+  const std::vector<int32_t> ids = t.encode(text, false, false);
+  std::vector<int32_t> out{t.bos()};
+  for (size_t i = 0; out.size() < n; ++i) out.push_back(ids[(offset + i) % ids.size()]);
+  return out;
+}
+
+inline std::string story_text() {
+  return "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+         "park with her dog. One day, she saw a big red ball under a tree. She ran to get it, but "
+         "the ball rolled away. Lily was sad, so her mom gave her a hug and they went home to eat "
+         "a cake together. The next morning the sun was bright and the birds were singing.";
+}
+
+inline std::string heldout_text() {
+  return read_file(tkv::test::models_dir() + "/tkv-test-heldout.txt").substr(0, 60000);
+}
+
+inline Job greedy_job(std::vector<int32_t> prompt, int64_t max_tokens) {
+  Job job;
+  job.prompt = std::move(prompt);
+  job.sampling.temperature = 0;
+  job.max_tokens = max_tokens;
+  return job;
+}
+
+// Everything a job streamed.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<GeneratedToken> generated;
+  std::string text;
+  Event done;
+  bool finished = false;
+};
+
+inline Outcome collect(JobStream& stream) {
+  Outcome o;
+  // Waits without a bound on the model's speed: 10 minutes of silence is a hang.
+  for (int waited = 0; waited < 6000;) {
+    std::optional<Event> e = stream.next(std::chrono::milliseconds(100));
+    if (!e) {
+      ++waited;
+      continue;
+    }
+    if (e->kind == Event::Kind::kDone) {
+      o.done = std::move(*e);
+      o.finished = true;
+      return o;
+    }
+    o.text += e->text;
+    for (const GeneratedToken& g : e->tokens) {
+      o.tokens.push_back(g.token);
+      o.generated.push_back(g);
+    }
+  }
+  ADD_FAILURE() << "no final event";
+  return o;
+}
+
+inline Outcome run_one(Scheduler& s, Job job) {
+  return collect(*s.submit(std::move(job)));
+}
+
+}  // namespace tkv::server::test
