@@ -193,3 +193,64 @@ export async function filler(chars, offset = 0) {
   const text = readFileSync(requireModel('tkv-test-heldout.txt'), 'utf8');
   return text.slice(offset, offset + chars);
 }
+
+// Token ids of `text` as `turbokv tokenize` gives them (special-token text
+// parsed, no BOS).
+export async function tokenize(model, text) {
+  const r = await runTurbokv(['tokenize', '-m', model, '-p', text, '--ids', '--parse-special']);
+  if (r.code !== 0) fail(`turbokv tokenize failed (${r.code}): ${r.stderr}`);
+  return r.stdout.trim() === '' ? [] : r.stdout.trim().split(/\s+/).map(Number);
+}
+
+// Sends a raw request; resolves to { status, headers, json (or null), text }.
+export async function request(server, method, route, { body, headers = {}, key } = {}) {
+  const h = { ...headers };
+  if (key) h.authorization = `Bearer ${key}`;
+  if (body !== undefined && !h['content-type']) h['content-type'] = 'application/json';
+  const res = await fetch(server.baseURL + route, {
+    method,
+    headers: h,
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = null;
+  }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+// The value of an unlabelled Prometheus sample in a /metrics body.
+export function metric(text, name) {
+  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  if (!m) fail(`metric ${name} not in /metrics:\n${text}`);
+  return Number(m[1]);
+}
+
+// Streams a completion (or chat) request with the official client and
+// returns its text, finish_reason, usage and time to first token (ms from
+// the call to the first chunk that carries generated text).
+export async function streamTimed(client, kind, params) {
+  const start = now();
+  const api = kind === 'chat' ? client.chat.completions : client.completions;
+  const stream = await api.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  let ttft = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      const piece = kind === 'chat' ? (choice.delta.content ?? '') : choice.text;
+      if (piece && ttft === null) ttft = now() - start;
+      text += piece;
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  if (ttft === null) ttft = now() - start;
+  return { text, finish, usage, ttft, chunks };
+}

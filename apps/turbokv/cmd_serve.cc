@@ -1,0 +1,269 @@
+// `turbokv serve`: an OpenAI-compatible HTTP server (src/server). Many
+// conversations decode together on one model and one compressed page pool;
+// finished ones stay as a prefix cache (in RAM, and with --cache-dir on
+// disk, across restarts).
+//
+// SIGTERM or SIGINT drains: new requests get 503, running ones finish within
+// the grace period (or are cancelled), cached prefixes are written to
+// --cache-dir, and the process exits 0. A second signal exits at once.
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/common_flags.h"
+#include "command_registry.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tkv::cli {
+namespace {
+
+constexpr const char* kDefaultKv = "k4v2";
+constexpr const char* kDefaultBudget = "1G";
+
+struct ServeFlags {
+  ModelFlags model;
+  ThreadFlags threads;
+  ContextFlags context;
+  KvFlags kv;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key, api_key_file;
+  int parallel = server::SchedulerOptions{}.parallel;
+  int queue = server::SchedulerOptions{}.queue_capacity;
+  std::string cache_dir, cache_dir_max;
+  std::string chat_template;
+  std::string max_body = "8M";
+  int timeout = server::HttpOptions{}.read_timeout_seconds;
+  int drain_grace = 10;
+};
+
+// The API key: --api-key, or the first line of --api-key-file (which keeps
+// it out of the process list).
+std::string api_key(const ServeFlags& f) {
+  if (f.api_key_file.empty()) return f.api_key;
+  if (!f.api_key.empty()) fail("serve: give --api-key or --api-key-file, not both");
+  std::ifstream in(f.api_key_file);
+  std::string key;
+  if (!in || !std::getline(in, key)) fail("--api-key-file: cannot read ", f.api_key_file);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) fail("--api-key-file: ", f.api_key_file, " holds no key on its first line");
+  return key;
+}
+
+uint64_t size_flag(const std::string& flag, const std::string& text) {
+  try {
+    return parse_bytes(text);
+  } catch (const Error& e) {
+    fail(flag, ": ", e.what());
+  }
+}
+
+// The name /v1/models lists: the file name without .gguf.
+std::string model_id(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
+    name.resize(name.size() - 5);
+  return name;
+}
+
+int64_t modification_time(const std::string& path) {
+  struct stat st = {};
+  return ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_mtime) : int64_t(std::time(nullptr));
+}
+
+// Waits for SIGINT or SIGTERM (blocked in every thread, see serve_main), or
+// for `stop` to be raised by the thread that serves HTTP; returns the signal
+// or 0.
+int wait_for_signal(const sigset_t& signals, const std::atomic<bool>& stop) {
+  const timespec poll = {0, 200 * 1000 * 1000};
+  while (!stop.load()) {
+    const int sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig > 0) return sig;
+  }
+  return 0;
+}
+
+int serve_main(std::span<const std::string> args) {
+  ServeFlags f;
+  f.kv.shorthand = kDefaultKv;
+  f.kv.budget = kDefaultBudget;
+  FlagParser flags(
+      "serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
+      "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
+      "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
+      "together (continuous batching); finished prompts stay cached for reuse.\n"
+      "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
+      "sequences). SIGTERM / Ctrl-C drains and exits 0. docs/SERVER.md has the details.");
+  f.model.add_to(flags);
+  flags.section("HTTP");
+  flags.add_string({"--host"}, "ADDR",
+                   "address to listen on (default 127.0.0.1: this machine only)", &f.host);
+  flags.add_int({"--port"}, "N", "port (default 8080; 0 = any free port, printed)", &f.port, 0,
+                65535);
+  flags.add_string({"--api-key"}, "KEY",
+                   "require 'Authorization: Bearer KEY' on every route but /health", &f.api_key);
+  flags.add_string({"--api-key-file"}, "FILE", "read the key from the first line of FILE",
+                   &f.api_key_file);
+  flags.add_string({"--max-body"}, "SIZE", "largest request body (default 8M; larger: 413)",
+                   &f.max_body);
+  flags.add_int({"--timeout"}, "S",
+                "drop a client that sends or reads nothing for S seconds (default 30)", &f.timeout,
+                1, 3600);
+  flags.section("serving");
+  flags.add_int({"-np", "--parallel"}, "N",
+                "sequences decoding at once (default 4); -c is each one's context", &f.parallel, 1,
+                1024);
+  flags.add_int({"--queue"}, "N", "requests waiting beyond --parallel (default 64; full: 503)",
+                &f.queue, 0, 1 << 20);
+  flags.add_string({"--cache-dir"}, "DIR",
+                   "keep cached prefixes in DIR as session files, across restarts", &f.cache_dir);
+  flags.add_string({"--cache-dir-max"}, "SIZE",
+                   "bound of --cache-dir; the oldest files go first (default none)",
+                   &f.cache_dir_max);
+  flags.add_string({"--chat-template"}, "NAME",
+                   "override the model's chat template: chatml, llama2, llama3, mistral-v7,\n"
+                   "gemma, phi3, ... (default: recognized from the model's metadata)",
+                   &f.chat_template);
+  flags.add_int({"--drain-grace"}, "S",
+                "on SIGTERM, let running requests finish for S seconds (default 10)",
+                &f.drain_grace, 0, 3600);
+  flags.section("compute");
+  f.threads.add_to(flags);
+  f.context.add_to(flags);
+  f.kv.add_to(flags);
+  if (!flags.parse(args)) return 0;
+
+  // Everything the flags alone decide, before the model is mapped.
+  kv::KvConfig kv_config = f.kv.config();
+  const std::string key = api_key(f);
+  server::HttpOptions http;
+  http.host = f.host;
+  http.port = f.port;
+  http.api_key = key;
+  http.max_body_bytes = size_flag("--max-body", f.max_body);
+  if (http.max_body_bytes == 0) fail("--max-body: must be larger than 0");
+  http.read_timeout_seconds = http.write_timeout_seconds = f.timeout;
+  server::SchedulerOptions sched;
+  sched.parallel = f.parallel;
+  sched.queue_capacity = f.queue;
+  sched.budget_bytes = kv_config.budget_bytes;
+  kv_config.budget_bytes = 0;  // the scheduler's pool has the budget
+  sched.cache_dir = f.cache_dir;
+  if (!f.cache_dir_max.empty()) {
+    if (f.cache_dir.empty()) fail("--cache-dir-max: needs --cache-dir");
+    sched.cache_dir_max_bytes = size_flag("--cache-dir-max", f.cache_dir_max);
+  }
+  if (flags.was_set("-ub")) {
+    sched.prefill_chunk = f.context.ubatch;
+    sched.prefill_tokens_per_step = std::max(sched.prefill_tokens_per_step, f.context.ubatch);
+  }
+  std::optional<tok::ChatTemplate> forced_template;
+  if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
+
+  const auto model = f.model.load("serve");
+  if (const std::string note = f.kv.apply_model_window(model->config().sliding_window, kv_config);
+      !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  server::ServedModel served;
+  served.id = model_id(f.model.path);
+  served.created = modification_time(f.model.path);
+  served.tokenizer = &tokenizer;
+  served.chat_template =
+      forced_template ? *forced_template : tok::ChatTemplate::for_tokenizer(tokenizer);
+  if (!served.chat_template.warning().empty())
+    std::fprintf(stderr, "turbokv: warning: %s\n", served.chat_template.warning().c_str());
+  served.context = f.context.context_for(*model);
+  served.windowed = kv_config.window > 0;
+  sched.context = int(served.context);
+  sched.kv = kv_config;
+  sched.threads = f.threads.count();
+
+  // SIGINT and SIGTERM are taken by sigtimedwait in this thread only: block
+  // them before any thread starts (threads inherit the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerMetrics metrics;
+  server::Scheduler scheduler(*model, tokenizer, sched);
+  server::HttpServer server(served, scheduler, metrics, http);
+  const int port = server.bind();
+  std::printf(
+      "turbokv serve: listening on http://%s:%d (model %s, template %s, context %lld, "
+      "parallel %d, kv %s, budget %s%s%s)\n",
+      f.host.c_str(), port, served.id.c_str(), served.chat_template.name().c_str(),
+      static_cast<long long>(served.context), sched.parallel, kv_config.describe().c_str(),
+      sched.budget_bytes ? format_bytes(sched.budget_bytes).c_str() : "none",
+      sched.cache_dir.empty() ? "" : ", cache dir ", sched.cache_dir.c_str());
+  std::fflush(stdout);
+
+  std::atomic<bool> serve_ended{false};
+  std::thread http_thread([&] {
+    server.serve();
+    serve_ended.store(true);
+  });
+  const int sig = wait_for_signal(signals, serve_ended);
+  if (sig != 0) {
+    std::fprintf(stderr, "turbokv serve: %s: draining (up to %d s)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", f.drain_grace);
+    // A second signal: leave now, without waiting for anything.
+    std::thread([signals] {
+      int again = 0;
+      sigwait(&signals, &again);
+      std::fprintf(stderr, "turbokv serve: second signal: exiting now\n");
+      std::_Exit(1);
+    }).detach();
+  } else
+    std::fprintf(stderr, "turbokv serve: the HTTP server stopped unexpectedly\n");
+  server.stop_admitting();
+  scheduler.drain(std::chrono::seconds(f.drain_grace));
+  // The drained jobs' last events are out of the scheduler; let the
+  // responses carrying them finish writing.
+  if (!server.wait_idle(std::chrono::seconds(f.timeout)))
+    std::fprintf(stderr, "turbokv serve: some responses did not finish; closing them\n");
+  server.stop();
+  // serve() returns once every connection is closed, and an idle keep-alive
+  // connection is only closed after its timeout: do not wait for those.
+  // Nothing is left to write (the drain wrote the cached prefixes).
+  for (int i = 0; i < 50 && !serve_ended.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::fprintf(stderr, "turbokv serve: stopped\n");
+  if (!serve_ended.load()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(sig != 0 ? 0 : 1);
+  }
+  http_thread.join();
+  return sig != 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tkv::cli
+
+TKV_REGISTER_COMMAND(serve, "an OpenAI-compatible HTTP server (continuous batching, prefix cache)",
+                     tkv::cli::serve_main);
