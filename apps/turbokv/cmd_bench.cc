@@ -1,7 +1,7 @@
-// `turbokv bench`: the benchmark protocols (src/bench). Bench parses its own
-// flags (bench_cli.h): --kv, --ctx and --threads take lists there, which the
-// shared single-value flag groups cannot express. Each measurement re-runs
-// this binary as `turbokv bench cell --request JSON` in a child process.
+// `turbokv bench`: the benchmark protocols (src/bench). bench_cli.h declares
+// its flags with the shared flag groups (src/cli); --kv, --ctx and --threads
+// take lists there. Each measurement re-runs this binary as
+// `turbokv bench cell --request JSON` in a child process.
 #include <span>
 #include <string>
 #include <vector>

@@ -171,9 +171,7 @@ int chat_main(std::span<const std::string> args) {
   tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
   if (!template_name.empty()) chat_template = tok::ChatTemplate::by_name(template_name);
   const auto model = model_flags.load("chat");
-  if (const std::string note =
-          kv_flags.apply_model_window(model->config().sliding_window, kv_config);
-      !note.empty())
+  if (const std::string note = kv_flags.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   if (template_name.empty()) chat_template = tok::ChatTemplate::for_tokenizer(tokenizer);

@@ -8,6 +8,7 @@
 #include "cli/common_flags.h"
 #include "cli/flags.h"
 #include "command_registry.h"
+#include "model/model.h"
 
 namespace tkv::cli {
 namespace {
@@ -43,6 +44,9 @@ int perplexity_command(std::span<const std::string> args) {
   opts.threads = threads.count();
   opts.ubatch = context.ubatch;
   opts.config = kv.config();
+  opts.check_model = [&](const model::Model& m) {
+    kv.check_layers(opts.config, m.config().n_layers);
+  };
   return bench::run_perplexity(opts);
 }
 

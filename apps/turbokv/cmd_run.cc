@@ -91,8 +91,7 @@ int run_main(std::span<const std::string> args) {
   const std::string prompt = f.prompt_file.empty() ? f.prompt : read_input_file(f.prompt_file);
 
   const auto model = f.model.load("run");
-  if (const std::string note = f.kv.apply_model_window(model->config().sliding_window, kv_config);
-      !note.empty())
+  if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const int ctx = f.context.context_for(*model);

@@ -8,7 +8,6 @@
 #include <iostream>
 #include <memory>
 
-#include "bench/args.h"
 #include "bench/batch_protocol.h"
 #include "bench/bench_run.h"
 #include "bench/cell.h"
@@ -20,9 +19,12 @@
 #include "bench/report.h"
 #include "bench/speed_protocol.h"
 #include "bench/units.h"
+#include "cli/common_flags.h"
+#include "cli/flags.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 #include "common/thread_pool.h"
+#include "model/model.h"
 
 namespace tkv::bench {
 
@@ -32,161 +34,180 @@ const char* kDefaultKv = "f16,k8v8,q8_0,q4_0h,k4v4,k4v2,k3v2";
 const char* kDefaultRecallKv = "f16,k8v8,q4_0h,k4v4,k4v2,k3v2,k4v2:w1024";
 const char* kDefaultMultiTurnKv = "f16,k4v2";
 
-using Flag = Args::Flag;
-
-std::vector<Flag> common_flags() {
-  return {
-      {{"--model", "-m"}, "PATH", "GGUF model file (required except for kernel)", "model"},
-      {{"--threads", "-t"},
-       "LIST",
-       "worker threads; speed and kernel run each, the others the first\n"
-       "(default: physical cores)",
-       "compute"},
-      {{"--ubatch", "-ub"}, "N", "tokens per prefill chunk (default 512)", "compute"},
-      {{"--kv"},
-       "LIST",
-       "KV configurations CODECS[:POLICY], e.g. f16,k4v2,tq4/tq2:s4+r64;\n"
-       "in `bench all` every protocol runs them unless its own list is given",
-       "KV cache"},
-      {{"--kv-sinks"},
-       "N",
-       "sinks for configurations without a policy (default 4 when quantized)",
-       "KV cache"},
-      {{"--kv-residual"},
-       "N",
-       "residual f16 tokens for configurations without a policy (default 64 when quantized)",
-       "KV cache"},
-      {{"--kv-window"}, "W", "window for configurations without a policy (0 = none)", "KV cache"},
-      {{"--kv-page"}, "N", "tokens per page (default 64)", "KV cache"},
-      {{"--kv-layer-override"}, "SPEC", "per-layer codecs, e.g. 0,-1:k8v4", "KV cache"},
-      {{"--mem-limit"},
-       "SIZE",
-       "memory limit per cell, e.g. 16G; a cell over it is an oom row",
-       "run"},
-      {{"--cell-timeout"},
-       "S",
-       "stop a cell after S seconds: a timeout row (default 0 = never)",
-       "run"},
-      {{"--out", "-o"},
-       "DIR",
-       "write report.json, report.md and PNG plots there, updated after every cell",
-       "run"},
-      {{"--quiet", "-q"}, "", "no progress bar", "run"},
-  };
-}
+// Every flag of every bench subcommand. The model, -ub and KV flags are the
+// shared groups of the other commands (cli/common_flags.h); -t, -c and the
+// depths take lists here.
+struct BenchFlags {
+  cli::ModelFlags model;
+  cli::ContextFlags context;  // -ub only: bench's -c is a list
+  cli::KvFlags kv;            // the list form: --kv LIST
+  std::string threads, mem_limit, out;
+  float cell_timeout = 0;
+  bool quiet = false;
+  // memory, speed, batch
+  std::string skip, ctx, depths, batch, depth, fit_tokens;
+  int decode_tokens = 4;
+  int warmup = -1, steps = -1;  // -1: the protocol's default
+  // recall
+  std::string recall_kv, recall_ctx, fact_depths, seeds, filler, fact_template, question_template,
+      chat, multi_turn_kv;
+  int facts = 5, answer_tokens = 0, turns = 6, multi_turn_window = 1024;
+  bool keep_prompts = false, no_multi_turn = false;
+  // quality
+  std::string quality_kv, text, baseline = "f16";
+  int window_tokens = 0, windows = 4;  // window_tokens 0: min(1024, trained)
+  // kernel
+  std::string kernel_kv, kernel_depths, kernel_threads, head_dims;
+  int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
+};
 
 // A subcommand accepts the flags that `bench all` passes to its protocol, so
 // a command line of `bench all` narrows to one protocol by changing the
 // subcommand.
-std::vector<Flag> protocol_flags(const std::string& sub) {
-  std::vector<Flag> f;
+void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags) {
   const bool all = sub == "all";
-  if (all)  // listed right after the common "run" flags
-    f.push_back(
-        {{"--skip"}, "LIST", "protocols to leave out (memory,speed,recall,quality,kernel)", "run"});
-  if (sub == "memory" || sub == "speed" || all)
-    f.push_back({{"--ctx", "-c"},
-                 "LIST",
-                 "contexts, e.g. 4k,8k (memory: each; speed: time to first token)",
-                 all ? "memory and speed" : sub});
-  if (sub == "memory" || all)
-    f.push_back({{"--decode-tokens"},
-                 "N",
-                 "tokens decoded after the prefill (default 4)",
-                 all ? "memory" : sub});
-  if (sub == "speed" || all)
-    f.push_back({{"--depths"},
-                 "LIST",
-                 "decode depths (default 0,1k,4k,16k,32k capped by --ctx)",
-                 all ? "speed" : sub});
+  std::string current;
+  // Starts a help section when the title changes (flags of one protocol
+  // stay together).
+  auto in = [&](const std::string& title) {
+    if (title != current) flags.section(title);
+    current = title;
+  };
+  f.model.add_to(flags);
+  flags.set_help("-m", "GGUF model file (required except for kernel)");
+  current = "model";
+  in("compute");
+  flags.add_string({"-t", "--threads"}, "LIST",
+                   "worker threads; speed and kernel run each, the others the first\n"
+                   "(default: physical cores)",
+                   &f.threads);
+  f.context.add_ubatch_to(flags);
+  f.kv.add_to(flags, cli::KvFlags::Form::kList);
+  current = "KV cache";
+  in("run");
+  flags.add_string({"--mem-limit"}, "SIZE",
+                   "memory limit per cell, e.g. 16G; a cell over it is an oom row", &f.mem_limit);
+  flags.add_float({"--cell-timeout"}, "S",
+                  "stop a cell after S seconds: a timeout row (default 0 = never)", &f.cell_timeout,
+                  0, 1e7);
+  flags.add_string({"-o", "--out"}, "DIR",
+                   "write report.json, report.md and PNG plots there, updated after every cell",
+                   &f.out);
+  flags.add_bool({"-q", "--quiet"}, "no progress bar", &f.quiet);
+  if (all)
+    flags.add_string({"--skip"}, "LIST",
+                     "protocols to leave out (memory,speed,recall,quality,kernel)", &f.skip);
+  if (sub == "memory" || sub == "speed" || all) {
+    in(all ? "memory and speed" : sub);
+    flags.add_string({"-c", "--ctx"}, "LIST",
+                     "contexts, e.g. 4k,8k (memory: each; speed: time to first token)", &f.ctx);
+  }
+  if (sub == "memory" || all) {
+    in(all ? "memory" : sub);
+    flags.add_int({"--decode-tokens"}, "N", "tokens decoded after the prefill (default 4)",
+                  &f.decode_tokens, 0, 1 << 20);
+  }
+  if (sub == "speed" || all) {
+    in(all ? "speed" : sub);
+    flags.add_string({"--depths"}, "LIST",
+                     "decode depths (default 0,1k,4k,16k,32k capped by --ctx)", &f.depths);
+  }
   if (sub == "speed" || sub == "kernel" || all) {
-    const std::string s = all ? "speed and kernel" : sub;
-    f.push_back({{"--warmup"}, "N", "untimed steps before timing (default speed 2, kernel 3)", s});
-    f.push_back({{"--steps"}, "N", "timed steps per depth, >= 3 (default speed 5, kernel 9)", s});
+    in(all ? "speed and kernel" : sub);
+    flags.add_int({"--warmup"}, "N", "untimed steps before timing (default speed 2, kernel 3)",
+                  &f.warmup, 0, 1000);
+    flags.add_int({"--steps"}, "N", "timed steps per depth, >= 3 (default speed 5, kernel 9)",
+                  &f.steps, 3, 100000);
   }
   if (sub == "batch") {
-    f.push_back({{"--batch"}, "LIST", "batch sizes (default 1,2,4,8,16)", sub});
-    f.push_back({{"--depth"}, "N", "tokens each sequence is prefilled to first (default 0)", sub});
-    f.push_back({{"--warmup"}, "N", "untimed decode steps per batch size (default 2)", sub});
-    f.push_back({{"--steps"}, "N", "timed decode steps per batch size, >= 3 (default 5)", sub});
-    f.push_back({{"--kv-budget"},
-                 "SIZE",
-                 "pool budget of the capacity count, 0 = skip it (default 1G)",
-                 sub});
-    f.push_back(
-        {{"--fit-tokens"}, "N", "tokens per sequence of the capacity count (default 4096)", sub});
+    in(sub);
+    flags.add_string({"--batch"}, "LIST", "batch sizes (default 1,2,4,8,16)", &f.batch);
+    flags.add_string({"--depth"}, "N", "tokens each sequence is prefilled to first (default 0)",
+                     &f.depth);
+    flags.add_int({"--warmup"}, "N", "untimed decode steps per batch size (default 2)", &f.warmup,
+                  0, 1000);
+    flags.add_int({"--steps"}, "N", "timed decode steps per batch size, >= 3 (default 5)", &f.steps,
+                  3, 100000);
+    flags.add_string({"--fit-tokens"}, "N",
+                     "tokens per sequence of the capacity count (default 4096)", &f.fit_tokens);
+    // The capacity count's pool, not the decode cells' (they run unbudgeted).
+    flags.set_help("--kv-budget", "pool budget of the capacity count, 0 = skip it (default 1G)");
   }
   if (sub == "recall" || all) {
-    const std::string s = "recall";
-    f.push_back(
-        {{"--recall-kv"},
-         "LIST",
-         "recall configurations (default: --kv, else " + std::string(kDefaultRecallKv) + ")",
-         s});
+    in("recall");
+    flags.add_string(
+        {"--recall-kv"}, "LIST",
+        "recall configurations (default: --kv, else " + std::string(kDefaultRecallKv) + ")",
+        &f.recall_kv);
     if (!all)
-      f.push_back({{"--ctx", "-c"}, "N", "prompt tokens (default min(3200, trained - 64))", s});
-    f.push_back({{"--recall-ctx"},
-                 "N",
-                 "prompt tokens" +
-                     std::string(all ? " (default min(3200, trained - 64))" : " (same as --ctx)"),
-                 s});
-    f.push_back({{"--facts"}, "N", "facts per prompt (default 5)", s});
-    f.push_back(
-        {{"--fact-depths"}, "LIST", "depths of the facts in [0,1] (default evenly spread)", s});
-    f.push_back({{"--seeds"}, "LIST", "seeds (default 1,2,3)", s});
-    f.push_back({{"--filler"},
-                 "FILE",
-                 std::string("filler text (default ") + kHeldoutText +
-                     " in $TURBOKV_MODELS, else next to the model)",
-                 s});
-    f.push_back({{"--fact-template"}, "TEXT", "fact sentence, with {name} and {code}", s});
-    f.push_back({{"--question-template"}, "TEXT", "question, with {name}", s});
-    f.push_back({{"--chat"}, "NAME|auto", "wrap prompts in a chat template (instruct models)", s});
-    f.push_back({{"--answer-tokens"}, "N", "greedy tokens per answer (default 8; chat 32)", s});
-    f.push_back({{"--keep-prompts"}, "", "store every document's text in report.json", s});
-    f.push_back({{"--no-multi-turn"}, "", "skip the multi-turn window variant", s});
-    f.push_back({{"--turns"}, "N", "turns of the multi-turn variant (default 6)", s});
-    f.push_back(
-        {{"--multi-turn-window"}, "W", "window cap the conversation outgrows (default 1024)", s});
-    f.push_back({{"--multi-turn-kv"},
-                 "LIST",
-                 "configurations of the multi-turn variant (default: --kv, else " +
-                     std::string(kDefaultMultiTurnKv) + ")",
-                 s});
+      flags.add_string({"-c", "--ctx"}, "N", "prompt tokens (default min(3200, trained - 64))",
+                       &f.ctx);
+    flags.add_string({"--recall-ctx"}, "N",
+                     "prompt tokens" + std::string(all ? " (default min(3200, trained - 64))"
+                                                       : " (same as --ctx)"),
+                     &f.recall_ctx);
+    flags.add_int({"--facts"}, "N", "facts per prompt (default 5)", &f.facts, 1, 64);
+    flags.add_string({"--fact-depths"}, "LIST",
+                     "depths of the facts in [0,1] (default evenly spread)", &f.fact_depths);
+    flags.add_string({"--seeds"}, "LIST", "seeds (default 1,2,3)", &f.seeds);
+    flags.add_string({"--filler"}, "FILE",
+                     std::string("filler text (default ") + kHeldoutText +
+                         " in $TURBOKV_MODELS, else next to the model)",
+                     &f.filler);
+    flags.add_string({"--fact-template"}, "TEXT", "fact sentence, with {name} and {code}",
+                     &f.fact_template);
+    flags.add_string({"--question-template"}, "TEXT", "question, with {name}",
+                     &f.question_template);
+    flags.add_string({"--chat"}, "NAME|auto", "wrap prompts in a chat template (instruct models)",
+                     &f.chat);
+    flags.add_int({"--answer-tokens"}, "N", "greedy tokens per answer (default 8; chat 32)",
+                  &f.answer_tokens, 1, 512);
+    flags.add_bool({"--keep-prompts"}, "store every document's text in report.json",
+                   &f.keep_prompts);
+    flags.add_bool({"--no-multi-turn"}, "skip the multi-turn window variant", &f.no_multi_turn);
+    flags.add_int({"--turns"}, "N", "turns of the multi-turn variant (default 6)", &f.turns, 2,
+                  1000);
+    flags.add_int({"--multi-turn-window"}, "W",
+                  "window cap the conversation outgrows (default 1024)", &f.multi_turn_window, 16,
+                  1 << 30);
+    flags.add_string({"--multi-turn-kv"}, "LIST",
+                     "configurations of the multi-turn variant (default: --kv, else " +
+                         std::string(kDefaultMultiTurnKv) + ")",
+                     &f.multi_turn_kv);
   }
   if (sub == "quality" || all) {
-    const std::string s = "quality";
-    f.push_back({{"--quality-kv"},
-                 "LIST",
-                 "quality configurations (default: --kv, else " + default_quality_kv_list() + ")",
-                 s});
-    f.push_back({{"--text", "-f"},
-                 "FILE",
-                 std::string("text to score (default ") + kHeldoutText +
-                     " in $TURBOKV_MODELS, else next to the model)",
-                 s});
-    f.push_back({{"--window-tokens"}, "N", "tokens per window (default 1024)", s});
-    f.push_back({{"--windows"}, "N", "windows (default 4)", s});
-    f.push_back({{"--baseline"}, "f16|f32", "reference cache for KL (default f16)", s});
+    in("quality");
+    flags.add_string(
+        {"--quality-kv"}, "LIST",
+        "quality configurations (default: --kv, else " + default_quality_kv_list() + ")",
+        &f.quality_kv);
+    flags.add_string({"-f", "--text"}, "FILE",
+                     std::string("text to score (default ") + kHeldoutText +
+                         " in $TURBOKV_MODELS, else next to the model)",
+                     &f.text);
+    flags.add_int({"--window-tokens"}, "N", "tokens per window (default 1024)", &f.window_tokens, 4,
+                  1 << 24);
+    flags.add_int({"--windows"}, "N", "windows (default 4)", &f.windows, 1, 1 << 20);
+    flags.add_string({"--baseline"}, "f16|f32", "reference cache for KL (default f16)",
+                     &f.baseline);
   }
   if (sub == "kernel" || all) {
-    const std::string s = "kernel";
-    f.push_back({{"--kernel-kv"},
-                 "LIST",
-                 "kernel configurations (default: --kv, else " + default_kernel_kv_list() + ")",
-                 s});
-    f.push_back({{"--kernel-depths"}, "LIST", "depths (default 1k,4k,16k,32k)", s});
-    if (!all) f.push_back({{"--depths"}, "LIST", "depths (same as --kernel-depths)", s});
-    f.push_back({{"--kernel-threads"},
-                 "LIST",
-                 all ? "threads (default 1,2)" : "threads (default --threads, else 1,2)",
-                 s});
-    f.push_back({{"--head-dims"}, "LIST", "head dims (default 64,128)", s});
-    f.push_back({{"--kv-heads"}, "N", "KV heads (default 8)", s});
-    f.push_back({{"--gqa"}, "N", "query heads per KV head (default 4)", s});
-    f.push_back({{"--fill-ubatch"}, "N", "chunk size of the cache fill (default 1024)", s});
+    in("kernel");
+    flags.add_string({"--kernel-kv"}, "LIST",
+                     "kernel configurations (default: --kv, else " + default_kernel_kv_list() + ")",
+                     &f.kernel_kv);
+    flags.add_string({"--kernel-depths"}, "LIST", "depths (default 1k,4k,16k,32k)",
+                     &f.kernel_depths);
+    if (!all) flags.add_string({"--depths"}, "LIST", "depths (same as --kernel-depths)", &f.depths);
+    flags.add_string({"--kernel-threads"}, "LIST",
+                     all ? "threads (default 1,2)" : "threads (default --threads, else 1,2)",
+                     &f.kernel_threads);
+    flags.add_string({"--head-dims"}, "LIST", "head dims (default 64,128)", &f.head_dims);
+    flags.add_int({"--kv-heads"}, "N", "KV heads (default 8)", &f.kv_heads, 1, 1024);
+    flags.add_int({"--gqa"}, "N", "query heads per KV head (default 4)", &f.gqa, 1, 64);
+    flags.add_int({"--fill-ubatch"}, "N", "chunk size of the cache fill (default 1024)",
+                  &f.fill_ubatch, 1, 1 << 20);
   }
-  return f;
 }
 
 std::string synopsis(const std::string& sub) {
@@ -234,16 +255,6 @@ std::string description(const std::string& sub) {
   return d + kExitStatus;
 }
 
-kv::KvConfig kv_defaults(const Args& a) {
-  kv::KvConfig c;
-  c.sinks = a.get_int("--kv-sinks", -1, 0, 1024);
-  c.residual = a.get_int("--kv-residual", -1, 0, 65536);
-  c.window = a.get_int("--kv-window", 0, 0, 1 << 30);
-  c.page_tokens = a.get_int("--kv-page", 64, 16, 4096);
-  if (const auto o = a.get("--kv-layer-override")) c.overrides = kv::parse_layer_overrides(*o);
-  return c;
-}
-
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> out;
@@ -270,11 +281,11 @@ void require_readable(const std::string& path, const std::string& flag) {
 
 // The text file of `flag`: as given, else kHeldoutText in $TURBOKV_MODELS or
 // next to the model.
-std::string text_file(const Args& a, const std::string& flag, const std::string& model,
-                      const std::string& command) {
-  if (const auto v = a.get(flag)) {
-    require_readable(*v, flag);
-    return *v;
+std::string text_file(bool given, const std::string& value, const std::string& flag,
+                      const std::string& model, const std::string& command) {
+  if (given) {
+    require_readable(value, flag);
+    return value;
   }
   const std::string found = find_heldout_text(model);
   if (found.empty())
@@ -283,120 +294,114 @@ std::string text_file(const Args& a, const std::string& flag, const std::string&
   return found;
 }
 
-// The first of `flags` that was given, else `fallback`.
-std::string first_of(const Args& a, std::initializer_list<const char*> flags,
-                     const std::string& fallback) {
-  for (const char* f : flags)
-    if (const auto v = a.get(f)) return *v;
-  return fallback;
-}
-
 int run_bench(const std::string& sub, const std::vector<std::string>& args,
               const std::vector<std::string>& cell_argv) {
-  std::vector<Flag> flags = common_flags();
-  for (auto& f : protocol_flags(sub)) flags.push_back(std::move(f));
   const std::string command = "bench " + sub;
-  Args a(command, flags);
-  if (!a.parse(args)) {
-    std::cout << a.help(synopsis(sub), description(sub));
-    return 0;
-  }
+  BenchFlags f;
+  cli::FlagParser flags(command, synopsis(sub), description(sub));
+  declare_flags(sub, f, flags);
+  if (!flags.parse(args)) return 0;
+  const auto given = [&](const char* name) { return flags.was_set(name); };
   const bool all = sub == "all";
+  const std::vector<std::string> skip =
+      given("--skip") ? split_list(f.skip, "--skip") : std::vector<std::string>{};
   auto on = [&](const std::string& p) {
     if (!all) return sub == p;
-    if (const auto skip = a.get("--skip"))
-      for (const auto& s : split_list(*skip, "--skip"))
-        if (s == p) return false;
-    return true;
+    return std::find(skip.begin(), skip.end(), p) == skip.end();
   };
 
   CommonOptions o;
-  const std::vector<int> threads = a.has("--threads")
-                                       ? parse_ints(*a.get("--threads"), "--threads", 1, 1024)
-                                       : std::vector<int>{physical_core_count()};
+  const std::vector<int> threads = given("--threads") ? parse_ints(f.threads, "--threads", 1, 1024)
+                                                      : std::vector<int>{physical_core_count()};
   o.threads = threads.front();
-  o.ubatch = a.get_int("--ubatch", 512, 1, 1 << 20);
-  o.mem_limit = a.has("--mem-limit") ? parse_bytes(*a.get("--mem-limit")) : 0;
-  o.cell_timeout = a.get_double("--cell-timeout", 0, 0, 1e7);
-  o.out_dir = a.get_or("--out", all ? "report-bench" : "");  // /report*/ is git-ignored
-  o.quiet = a.has("--quiet");
-  const kv::KvConfig defaults = kv_defaults(a);
+  o.ubatch = f.context.ubatch;
+  if (given("--mem-limit")) {
+    try {
+      o.mem_limit = parse_bytes(f.mem_limit);
+    } catch (const Error& e) {
+      fail("--mem-limit: ", e.what());
+    }
+  }
+  o.cell_timeout = f.cell_timeout;
+  o.out_dir = given("--out") ? f.out : all ? "report-bench" : "";  // /report*/ is git-ignored
+  o.quiet = f.quiet;
+  // The KV flags of the cells. In bench batch, --kv-budget is the capacity
+  // count's pool (0 = skip it); its decode cells run without a budget.
+  cli::KvFlags cell_kv = f.kv;
+  if (sub == "batch") cell_kv.budget.clear();
+  // Checked before the model loads.
+  const std::string kv_list = cell_kv.list();
+  const kv::KvConfig kv_defaults = cell_kv.config();
 
   ModelInfo info;
   const bool need_model =
       on("memory") || on("speed") || on("batch") || on("recall") || on("quality");
   if (need_model) {
-    if (!a.has("--model")) fail(command, ": -m MODEL is required");
-    o.model = *a.get("--model");
-    info = probe_model(o.model);
+    o.model = f.model.path;
+    info = model_info(*f.model.load(command), o.model);
+    cell_kv.check_layers(kv_defaults, info.n_layers);
   }
   const int64_t trained = info.n_ctx_train > 0 ? info.n_ctx_train : 4096;
 
   std::vector<Section> sections;
-  // --kv applies to every protocol; a protocol's own list overrides it.
-  auto with_kv = [&](std::initializer_list<const char*> flags, const std::string& fallback) {
+  // --kv (or -ctk/-ctv) applies to every protocol; a protocol's own list
+  // (`own`, when given) overrides it.
+  auto with_kv = [&](const char* own, const std::string& own_list, const std::string& fallback) {
     CommonOptions c = o;
-    c.kv = parse_bench_kv_list(first_of(a, flags, fallback), defaults);
+    if (own && given(own))
+      c.kv = cell_kv.configs(own_list, own);
+    else
+      c.kv = cell_kv.configs(kv_list.empty() && !given("--kv") ? fallback : kv_list);
     return c;
   };
   if (on("memory")) {
     auto m = std::make_shared<MemoryOptions>();
-    m->ctx =
-        a.has("--ctx") ? parse_token_counts(*a.get("--ctx"), "--ctx") : capped(m->ctx, trained);
-    m->decode_tokens = a.get_int("--decode-tokens", 4, 0, 1 << 20);
-    const CommonOptions c = with_kv({"--kv"}, kDefaultKv);
+    m->ctx = given("--ctx") ? parse_token_counts(f.ctx, "--ctx") : capped(m->ctx, trained);
+    m->decode_tokens = f.decode_tokens;
+    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv);
     sections.push_back({"memory", plan_memory(c, *m, info), [m](std::vector<Json> rows) {
                           return summarize_memory(*m, std::move(rows));
                         }});
   }
   if (on("speed")) {
     auto s = std::make_shared<SpeedOptions>();
-    s->ctx =
-        a.has("--ctx") ? parse_token_counts(*a.get("--ctx"), "--ctx") : capped(s->ctx, trained);
+    s->ctx = given("--ctx") ? parse_token_counts(f.ctx, "--ctx") : capped(s->ctx, trained);
     const int64_t max_ctx = *std::max_element(s->ctx.begin(), s->ctx.end());
-    s->depths = a.has("--depths") ? parse_token_counts(*a.get("--depths"), "--depths")
-                                  : capped(s->depths, max_ctx);
+    s->depths =
+        given("--depths") ? parse_token_counts(f.depths, "--depths") : capped(s->depths, max_ctx);
     s->threads = threads;
-    s->warmup = a.get_int("--warmup", 2, 0, 1000);
-    s->steps = a.get_int("--steps", 5, 3, 100000);
-    const CommonOptions c = with_kv({"--kv"}, kDefaultKv);
+    s->warmup = f.warmup >= 0 ? f.warmup : 2;
+    s->steps = f.steps >= 0 ? f.steps : 5;
+    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv);
     sections.push_back({"speed", plan_speed(c, *s, info), [s](std::vector<Json> rows) {
                           return summarize_speed(*s, std::move(rows));
                         }});
   }
   if (sub == "batch") {
     auto b = std::make_shared<BatchOptions>();
-    if (a.has("--batch")) b->batch = parse_ints(*a.get("--batch"), "--batch", 1, 4096);
-    if (a.has("--depth")) b->depth = parse_token_count(*a.get("--depth"), "--depth");
-    b->warmup = a.get_int("--warmup", 2, 0, 1000);
-    b->steps = a.get_int("--steps", 5, 3, 100000);
-    if (const auto v = a.get("--kv-budget")) {
-      try {
-        b->fit_budget = parse_bytes(*v);
-      } catch (const Error& e) {
-        fail("--kv-budget: ", e.what());
-      }
-    }
-    if (a.has("--fit-tokens"))
-      b->fit_tokens = parse_token_count(*a.get("--fit-tokens"), "--fit-tokens");
-    const CommonOptions c = with_kv({"--kv"}, "f16,k4v2");
+    if (given("--batch")) b->batch = parse_ints(f.batch, "--batch", 1, 4096);
+    if (given("--depth")) b->depth = parse_token_count(f.depth, "--depth");
+    b->warmup = f.warmup >= 0 ? f.warmup : 2;
+    b->steps = f.steps >= 0 ? f.steps : 5;
+    if (given("--kv-budget")) b->fit_budget = f.kv.budget_bytes();
+    if (given("--fit-tokens")) b->fit_tokens = parse_token_count(f.fit_tokens, "--fit-tokens");
+    const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"batch", plan_batch(c, *b, info), [b](std::vector<Json> rows) {
                           return summarize_batch(*b, std::move(rows));
                         }});
   }
   if (on("recall")) {
     auto r = std::make_shared<RecallOptions>();
-    if (a.has("--recall-ctx"))
-      r->ctx = parse_token_count(*a.get("--recall-ctx"), "--recall-ctx");
-    else if (!all && a.has("--ctx"))
-      r->ctx = parse_token_count(*a.get("--ctx"), "--ctx");
-    r->facts = a.get_int("--facts", 5, 1, 64);
-    if (a.has("--fact-depths"))
-      r->depths = parse_fractions(*a.get("--fact-depths"), "--fact-depths", 0, 1);
-    if (a.has("--seeds")) r->seeds = parse_ints(*a.get("--seeds"), "--seeds", 0, 1 << 30);
-    r->templates.fact = a.get_or("--fact-template", r->templates.fact);
-    if (a.has("--question-template")) {
-      r->templates.question = *a.get("--question-template");
+    if (given("--recall-ctx"))
+      r->ctx = parse_token_count(f.recall_ctx, "--recall-ctx");
+    else if (!all && given("--ctx"))
+      r->ctx = parse_token_count(f.ctx, "--ctx");
+    r->facts = f.facts;
+    if (given("--fact-depths")) r->depths = parse_fractions(f.fact_depths, "--fact-depths", 0, 1);
+    if (given("--seeds")) r->seeds = parse_ints(f.seeds, "--seeds", 0, 1 << 30);
+    if (given("--fact-template")) r->templates.fact = f.fact_template;
+    if (given("--question-template")) {
+      r->templates.question = f.question_template;
       r->question_template_set = true;
     }
     if (r->templates.fact.find("{name}") == std::string::npos ||
@@ -404,18 +409,18 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
       fail("--fact-template must contain {name} and {code}");
     if (r->templates.question.find("{name}") == std::string::npos)
       fail("--question-template must contain {name}");
-    r->chat = a.get_or("--chat", "");
-    r->answer_tokens = a.get_int("--answer-tokens", 0, 1, 512);
-    r->keep_prompts = a.has("--keep-prompts");
-    r->multi_turn = !a.has("--no-multi-turn");
-    r->turns = a.get_int("--turns", 6, 2, 1000);
-    r->multi_turn_window = a.get_int("--multi-turn-window", 1024, 16, 1 << 30);
+    r->chat = f.chat;
+    r->answer_tokens = f.answer_tokens;
+    r->keep_prompts = f.keep_prompts;
+    r->multi_turn = !f.no_multi_turn;
+    r->turns = f.turns;
+    r->multi_turn_window = f.multi_turn_window;
     finalize_recall_options(*r, info);
-    r->filler_file = text_file(a, "--filler", o.model, command);
+    r->filler_file = text_file(given("--filler"), f.filler, "--filler", o.model, command);
     if (r->ctx > trained)
       std::fprintf(stderr, "bench recall: warning: --ctx %lld is beyond the model's trained %lld\n",
                    (long long)r->ctx, (long long)trained);
-    CommonOptions c = with_kv({"--recall-kv", "--kv"}, kDefaultRecallKv);
+    CommonOptions c = with_kv("--recall-kv", f.recall_kv, kDefaultRecallKv);
     std::vector<PlannedCell> cells;
     {
       RecallOptions single = *r;
@@ -424,7 +429,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     }
     if (r->multi_turn) {
       RecallOptions mt = *r;
-      CommonOptions cm = with_kv({"--multi-turn-kv", "--kv"}, kDefaultMultiTurnKv);
+      CommonOptions cm = with_kv("--multi-turn-kv", f.multi_turn_kv, kDefaultMultiTurnKv);
       std::vector<PlannedCell> m = plan_recall(cm, mt, info);
       for (auto& cell : m)
         if (cell.identity.value("multi_turn", false)) cells.push_back(std::move(cell));
@@ -436,13 +441,13 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   if (on("quality")) {
     auto q = std::make_shared<QualityOptions>();
     q->window_tokens =
-        a.get_int("--window-tokens", int(std::min<int64_t>(1024, trained)), 4, 1 << 24);
-    q->windows = a.get_int("--windows", 4, 1, 1 << 20);
-    q->baseline = a.get_or("--baseline", "f16");
+        f.window_tokens > 0 ? f.window_tokens : int(std::min<int64_t>(1024, trained));
+    q->windows = f.windows;
+    q->baseline = f.baseline;
     if (q->baseline != "f16" && q->baseline != "f32")
       fail("--baseline ", q->baseline, ": use f16 or f32");
-    q->text_file = text_file(a, "--text", o.model, command);
-    const CommonOptions c = with_kv({"--quality-kv", "--kv"}, default_quality_kv_list());
+    q->text_file = text_file(given("--text"), f.text, "--text", o.model, command);
+    const CommonOptions c = with_kv("--quality-kv", f.quality_kv, default_quality_kv_list());
     sections.push_back({"quality", plan_quality(c, *q, info), [q](std::vector<Json> rows) {
                           return summarize_quality(*q, std::move(rows));
                         }});
@@ -452,22 +457,21 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     // `bench all` runs fewer depths by default: 64K dominates a kernel run.
     if (all) k->depths = {1024, 4096, 16384, 32768};
     // In `bench all`, --depths is speed's.
-    const char* depth_flag = a.has("--kernel-depths")    ? "--kernel-depths"
-                             : !all && a.has("--depths") ? "--depths"
-                                                         : nullptr;
-    if (depth_flag) k->depths = parse_token_counts(*a.get(depth_flag), depth_flag);
-    if (a.has("--kernel-threads"))
-      k->threads = parse_ints(*a.get("--kernel-threads"), "--kernel-threads", 1, 1024);
-    else if (!all && a.has("--threads"))
+    if (given("--kernel-depths"))
+      k->depths = parse_token_counts(f.kernel_depths, "--kernel-depths");
+    else if (!all && given("--depths"))
+      k->depths = parse_token_counts(f.depths, "--depths");
+    if (given("--kernel-threads"))
+      k->threads = parse_ints(f.kernel_threads, "--kernel-threads", 1, 1024);
+    else if (!all && given("--threads"))
       k->threads = threads;
-    if (a.has("--head-dims"))
-      k->head_dims = parse_ints(*a.get("--head-dims"), "--head-dims", 8, 1024);
-    k->kv_heads = a.get_int("--kv-heads", 8, 1, 1024);
-    k->gqa = a.get_int("--gqa", 4, 1, 64);
-    k->warmup = a.get_int("--warmup", 3, 0, 1000);
-    k->steps = a.get_int("--steps", 9, 3, 100000);
-    k->fill_ubatch = a.get_int("--fill-ubatch", 1024, 1, 1 << 20);
-    const CommonOptions c = with_kv({"--kernel-kv", "--kv"}, default_kernel_kv_list());
+    if (given("--head-dims")) k->head_dims = parse_ints(f.head_dims, "--head-dims", 8, 1024);
+    k->kv_heads = f.kv_heads;
+    k->gqa = f.gqa;
+    k->warmup = f.warmup >= 0 ? f.warmup : 3;
+    k->steps = f.steps >= 0 ? f.steps : 9;
+    k->fill_ubatch = f.fill_ubatch;
+    const CommonOptions c = with_kv("--kernel-kv", f.kernel_kv, default_kernel_kv_list());
     sections.push_back({"kernel", plan_kernel(c, *k), [k](std::vector<Json> rows) {
                           return summarize_kernel(*k, std::move(rows));
                         }});

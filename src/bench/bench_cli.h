@@ -4,7 +4,9 @@
 //   turbokv bench memory|speed|recall|quality|kernel|all [flags]
 //   turbokv bench cell --request JSON        (internal: one measurement)
 //
-// Bench has its own flag parser: --kv, --ctx, --threads take lists here.
+// The flags are declared on the CLI's parser with its shared groups (model,
+// -ub, the KV flags in their list form); --kv, --ctx and --threads take
+// lists here.
 // Bad input throws tkv::Error (the binary prints it, exit 2). Returns 0, or
 // 1 when a cell failed (not for OOM rows: those are results).
 #pragma once

@@ -1,53 +1,10 @@
 #include "bench/kv_configs.h"
 
-#include <charconv>
-
 #include "common/error.h"
 
 namespace tkv::bench {
 
 namespace {
-
-int parse_policy_number(std::string_view digits, std::string_view item) {
-  int v = 0;
-  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || v < 0)
-    fail("--kv ", item, ": policy part needs a non-negative number (e.g. s4, r64, w1024)");
-  return v;
-}
-
-void apply_policy(std::string_view policy, std::string_view item, kv::KvConfig& c) {
-  if (policy == "none") {
-    c.sinks = 0;
-    c.residual = 0;
-    return;
-  }
-  size_t start = 0;
-  while (start <= policy.size()) {
-    const size_t plus = policy.find('+', start);
-    const std::string_view part =
-        policy.substr(start, plus == std::string_view::npos ? policy.npos : plus - start);
-    if (part.size() < 2)
-      fail("--kv ", item, ": policy '", policy, "' must be 'none' or parts like s4+r64+w1024");
-    const int n = parse_policy_number(part.substr(1), item);
-    switch (part[0]) {
-      case 's':
-        c.sinks = n;
-        break;
-      case 'r':
-        c.residual = n;
-        break;
-      case 'w':
-        c.window = n;
-        break;
-      default:
-        fail("--kv ", item, ": unknown policy part '", part, "' (s = sinks, r = residual, ",
-             "w = window)");
-    }
-    if (plus == std::string_view::npos) break;
-    start = plus + 1;
-  }
-}
 
 kv::CodecSpec codec_from_name(const std::string& name, std::string_view what) {
   const auto spec = kv::parse_codec(name);
@@ -56,44 +13,6 @@ kv::CodecSpec codec_from_name(const std::string& name, std::string_view what) {
 }
 
 }  // namespace
-
-BenchKv parse_bench_kv(std::string_view item, const kv::KvConfig& defaults) {
-  BenchKv out;
-  out.label = std::string(item);
-  out.config = defaults;
-  const size_t colon = item.find(':');
-  const std::string_view codecs = item.substr(0, colon);
-  const size_t slash = codecs.find('/');
-  if (slash != std::string_view::npos) {
-    const auto k = kv::parse_codec(codecs.substr(0, slash));
-    const auto v = kv::parse_codec(codecs.substr(slash + 1));
-    if (!k || !v) fail("--kv ", item, ": unknown codec in '", codecs, "'");
-    out.config.k = *k;
-    out.config.v = *v;
-  } else if (!kv::parse_kv_shorthand(codecs, out.config.k, out.config.v)) {
-    fail("--kv ", item, ": '", codecs, "' is neither a codec (f16, q8_0, q4_0h, tq3, ...) ",
-         "nor a kAvB shorthand (k4v2, k8v8, ...)");
-  }
-  if (colon != std::string_view::npos) apply_policy(item.substr(colon + 1), item, out.config);
-  return out;
-}
-
-std::vector<BenchKv> parse_bench_kv_list(std::string_view list, const kv::KvConfig& defaults) {
-  std::vector<BenchKv> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    const std::string_view item =
-        list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
-    if (item.empty()) fail("--kv: empty item in '", list, "'");
-    out.push_back(parse_bench_kv(item, defaults));
-    for (size_t i = 0; i + 1 < out.size(); ++i)
-      if (out[i].label == out.back().label) fail("--kv: '", item, "' is listed twice");
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 Json kv_config_to_json(const kv::KvConfig& c) {
   Json j;

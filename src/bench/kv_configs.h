@@ -1,14 +1,7 @@
-// The KV configurations a bench run compares, as given to --kv:
-//
-//   ITEM[,ITEM...]      ITEM = CODECS[:POLICY]
-//   CODECS  = a --kv shorthand ("f16", "q4_0h", "k4v2", ...) or K/V codec
-//             names ("tq4/tq2", "q8_0/f16")
-//   POLICY  = "none" (no sinks, no residual) or '+'-joined parts
-//             sN (sinks), rN (residual), wN (window), e.g. "s4+r64", "s1+r0", "w1024"
-//
-// Parts a POLICY leaves out come from the run-wide flags (--kv-sinks,
-// --kv-residual, --kv-window; default: 4 sinks + 64 residual for quantized
-// codecs). The label of a configuration is the item as written.
+// The KV configurations a bench run compares: --kv LIST and a protocol's own
+// list (--recall-kv, ...) are parsed by the shared KV flags (cli/kv_spec.h
+// has the grammar; the label of a configuration is the item as written).
+// Here: their JSON form (how a cell receives its configuration) and labels.
 #pragma once
 
 #include <string>
@@ -16,18 +9,13 @@
 #include <vector>
 
 #include "bench/json.h"
+#include "cli/kv_spec.h"
 #include "kv/kv_config.h"
 
 namespace tkv::bench {
 
-struct BenchKv {
-  std::string label;
-  kv::KvConfig config;
-};
-
-// Throws tkv::Error naming the item and what is wrong with it.
-BenchKv parse_bench_kv(std::string_view item, const kv::KvConfig& defaults);
-std::vector<BenchKv> parse_bench_kv_list(std::string_view list, const kv::KvConfig& defaults);
+// One configuration of a run: its label and KvConfig.
+using BenchKv = cli::KvSpec;
 
 // Lossless round trip through JSON (cells receive their configuration this way).
 Json kv_config_to_json(const kv::KvConfig& config);

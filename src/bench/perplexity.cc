@@ -29,6 +29,7 @@ int run_perplexity(const PerplexityOptions& o) {
   const std::string text = read_input_file(o.text_path);
 
   const auto model = model::Model::load(o.model_path);
+  if (o.check_model) o.check_model(*model);
   const int trained = model->config().n_ctx_train > 0 ? model->config().n_ctx_train : 1024;
   const int window = o.window_tokens > 0 ? o.window_tokens : std::min(1024, trained);
   ThreadPool pool(std::max(1, o.threads));

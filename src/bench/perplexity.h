@@ -2,12 +2,17 @@
 // quality -- perplexity of a text file with every past token read from the
 // (compressed) KV cache, optionally KL divergence and top-1 agreement
 // against a baseline cache. The CLI (apps/turbokv/cmd_perplexity.cc) parses
-// the shared model / thread / KV flags and calls run_perplexity().
+// the shared model / thread / KV flags (src/cli) and calls run_perplexity().
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "kv/kv_config.h"
+
+namespace tkv::model {
+class Model;
+}
 
 namespace tkv::bench {
 
@@ -22,6 +27,9 @@ struct PerplexityOptions {
   std::string baseline;   // "" (perplexity only), "f16" or "f32"
   std::string json_out;   // "" or a file for the result as JSON
   bool progress = true;   // one line per window on stderr
+  // Called once the model is loaded, before `config` is used: the CLI checks
+  // its KV flags against the model there (its errors name the flag).
+  std::function<void(const model::Model&)> check_model;
 };
 
 // Prints the result on stdout; throws tkv::Error for bad input.

@@ -5,8 +5,8 @@
 #include <ctime>
 #include <filesystem>
 
-#include "bench/child_process.h"
 #include "bench/batch_protocol.h"
+#include "bench/child_process.h"
 #include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
 #include "bench/plots.h"

@@ -13,17 +13,6 @@
 
 namespace tkv::cli {
 
-namespace {
-
-constexpr const char* kCodecNames = "f32, f16, q8_0, q8_0h, q4_0, q4_0h, tq1..tq4, tq1r..tq4r";
-
-kv::CodecSpec codec_or_fail(const std::string& flag, const std::string& name) {
-  if (auto spec = kv::parse_codec(name)) return *spec;
-  fail(flag, ": unknown KV codec '", name, "' (known: ", kCodecNames, ")");
-}
-
-}  // namespace
-
 // ---- model ----------------------------------------------------------------
 
 void ModelFlags::add_to(FlagParser& flags) {
@@ -69,6 +58,10 @@ void ContextFlags::add_to(FlagParser& flags) {
   flags.add_int({"-c", "--ctx-size"}, "N",
                 "context length in tokens (default: the model's trained context)", &ctx, 1,
                 1 << 24);
+  add_ubatch_to(flags);
+}
+
+void ContextFlags::add_ubatch_to(FlagParser& flags) {
   flags.add_int({"-ub", "--ubatch", "--ubatch-size"}, "N", "tokens per prefill chunk (default 512)",
                 &ubatch, 1, 1 << 16);
 }
@@ -104,62 +97,136 @@ PrefillProgress ProgressFlags::mode() const {
 
 // ---- KV cache -------------------------------------------------------------
 
-void KvFlags::add_to(FlagParser& flags) {
+void KvFlags::add_to(FlagParser& flags, Form form) {
+  form_ = form;
+  const bool list = form == Form::kList;
   flags.section("KV cache");
   flags.add_string({"-ctk", "--cache-type-k"}, "CODEC",
-                   std::string("codec of the keys: ") + kCodecNames + " (default f16)",
+                   std::string("codec of the keys: ") + kKvCodecNames + " (default f16)" +
+                       (list ? ";\nwith -ctv, the one configuration to run (instead of --kv)" : ""),
                    &cache_type_k);
   flags.add_string({"-ctv", "--cache-type-v"}, "CODEC", "codec of the values (default f16)",
                    &cache_type_v);
-  flags.add_string({"--kv"}, "SPEC",
-                   "both codecs at once: a codec name, or kAvB = tqA keys, tqB values\n"
-                   "(A, B in 1..4; 8 = q8_0h), e.g. k4v2; -ctk/-ctv override a half",
-                   &shorthand);
+  if (list)
+    flags.add_string({"--kv"}, "LIST",
+                     "KV configurations CODECS[:POLICY], e.g. f16,k4v2,tq4/tq2:s4+r64;\n"
+                     "in `bench all` every protocol runs them unless its own list is given",
+                     &shorthand);
+  else
+    flags.add_string({"--kv"}, "SPEC",
+                     "both codecs at once: a codec name, or kAvB = tqA keys, tqB values\n"
+                     "(A, B in 1..4; 8 = q8_0h), e.g. k4v2; -ctk/-ctv override a half",
+                     &shorthand);
+  // The ranges are the cache's own limits, so a bad value is refused here,
+  // naming the flag.
   flags.add_int({"--kv-sinks"}, "N",
-                "first N tokens stay f16 (default 4 with a quantized codec, else 0)", &sinks, 0,
-                1 << 20);
+                list ? "sinks for configurations without a policy (default 4 when quantized)"
+                     : "first N tokens stay f16 (default 4 with a quantized codec, else 0)",
+                &sinks, 0, 1024);
   flags.add_int({"--kv-residual"}, "N",
-                "newest N tokens stay f16 (default 64 with a quantized codec, else 0)", &residual,
-                0, 1 << 24);
+                list ? "residual f16 tokens for configurations without a policy\n"
+                       "(default 64 when quantized)"
+                     : "newest N tokens stay f16 (default 64 with a quantized codec, else 0)",
+                &residual, 0, 65536);
   flags.add_int({"--kv-window"}, "N",
-                "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
-                "memory stays flat and the sequence may run past -c",
+                list ? "window for configurations without a policy (0 = none)"
+                     : "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
+                       "memory stays flat and the sequence may run past -c",
                 &window, 0, 1 << 30);
   flags.add_strings({"--kv-layer-override"}, "SPEC",
                     "per-layer codecs, e.g. 0,-1:k8v4 (repeatable; -1 = last layer)",
                     &layer_overrides);
   flags.add_int({"--kv-page"}, "N", "tokens per page, a multiple of 16 (default 64)", &page, 16,
                 4096);
-  flags.add_string({"--kv-budget"}, "SIZE", "byte budget of the page pool, e.g. 2G (default none)",
+  flags.add_string({"--kv-budget"}, "SIZE",
+                   list ? "byte budget of each cell's page pool, e.g. 2G (default none)"
+                        : "byte budget of the page pool, e.g. 2G (default none)",
                    &budget);
   flags.add_uint64({"--kv-seed"}, "N",
                    "seed of the per-layer rotations, decimal or 0x hex (default 0x74626b76)",
                    &seed);
 }
 
+uint64_t KvFlags::budget_bytes() const {
+  if (budget.empty()) return 0;
+  try {
+    return parse_bytes(budget);
+  } catch (const Error& e) {
+    fail("--kv-budget: ", e.what());
+  }
+}
+
+namespace {
+
+kv::CodecSpec codec_or_fail(const std::string& flag, const std::string& name) {
+  if (auto spec = kv::parse_codec(name)) return *spec;
+  fail(flag, ": unknown KV codec '", name, "' (known: ", kKvCodecNames, ")");
+}
+
+// The one rule between the policy settings that the cache would refuse
+// (its own message speaks of the configuration, these of the flags).
+bool window_too_small(const kv::KvConfig& c) {
+  return c.window > 0 && c.window <= c.effective_residual();
+}
+
+}  // namespace
+
 kv::KvConfig KvFlags::config() const {
   kv::KvConfig c;
-  if (!shorthand.empty() && !kv::parse_kv_shorthand(shorthand, c.k, c.v))
-    fail("--kv: unknown KV spec '", shorthand, "' (a codec name: ", kCodecNames,
-         "; or kAvB, e.g. k4v2, k8v4)");
-  if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);
-  if (!cache_type_v.empty()) c.v = codec_or_fail("-ctv", cache_type_v);
   c.sinks = sinks;
   c.residual = residual;
   c.window = window;
-  for (const auto& text : layer_overrides)
-    for (auto& o : kv::parse_layer_overrides(text)) c.overrides.push_back(o);
+  for (const auto& text : layer_overrides) {
+    try {
+      for (auto& o : kv::parse_layer_overrides(text)) c.overrides.push_back(o);
+    } catch (const Error& e) {
+      fail("--kv-layer-override: ", e.what());
+    }
+  }
+  if (page % 16 != 0) fail("--kv-page ", page, ": must be a multiple of 16 in [16, 4096]");
   c.page_tokens = page;
   if (!budget.empty()) {
-    try {
-      c.budget_bytes = parse_bytes(budget);
-    } catch (const Error& e) {
-      fail("--kv-budget: ", e.what());
-    }
+    c.budget_bytes = budget_bytes();
     if (c.budget_bytes == 0) fail("--kv-budget: must be larger than 0");
   }
   c.seed = seed;
+  if (form_ == Form::kList) return c;
+  if (!shorthand.empty()) c = parse_kv_spec(shorthand, c).config;
+  if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);
+  if (!cache_type_v.empty()) c.v = codec_or_fail("-ctv", cache_type_v);
+  if (window_too_small(c))
+    fail("--kv-window ", c.window, " must be larger than the residual window (",
+         c.effective_residual(), " tokens; set --kv-residual lower)");
   return c;
+}
+
+std::string KvFlags::list() const {
+  if (cache_type_k.empty() && cache_type_v.empty()) return shorthand;
+  if (!shorthand.empty())
+    fail("--kv and -ctk/-ctv: give the configurations as --kv LIST, or one as -ctk/-ctv");
+  if (!cache_type_k.empty()) codec_or_fail("-ctk", cache_type_k);
+  if (!cache_type_v.empty()) codec_or_fail("-ctv", cache_type_v);
+  return (cache_type_k.empty() ? "f16" : cache_type_k) + "/" +
+         (cache_type_v.empty() ? "f16" : cache_type_v);
+}
+
+std::vector<KvSpec> KvFlags::configs(std::string_view list, std::string_view flag) const {
+  std::vector<KvSpec> out = parse_kv_spec_list(list, config(), flag);
+  for (const auto& spec : out)
+    if (window_too_small(spec.config))
+      fail(flag, " ", spec.label, ": window ", spec.config.window,
+           " must be larger than the residual window (", spec.config.effective_residual(),
+           " tokens)");
+  return out;
+}
+
+void KvFlags::check_layers(const kv::KvConfig& config, int n_layers) const {
+  for (const auto& o : config.overrides) {
+    const int l = o.layer < 0 ? n_layers + o.layer : o.layer;
+    if (l < 0 || l >= n_layers)
+      fail("--kv-layer-override: layer ", o.layer, " does not exist (the model has ", n_layers,
+           " layers)");
+  }
 }
 
 std::string KvFlags::apply_model_window(int sliding_window, kv::KvConfig& config) const {
@@ -169,6 +236,11 @@ std::string KvFlags::apply_model_window(int sliding_window, kv::KvConfig& config
   return str("note: the model uses sliding-window attention over ", sliding_window,
              " tokens: KV window ", config.window, ", sinks ", config.effective_sinks(),
              " (set --kv-window to change)");
+}
+
+std::string KvFlags::adapt_to(const model::Model& model, kv::KvConfig& config) const {
+  check_layers(config, model.config().n_layers);
+  return apply_model_window(model.config().sliding_window, config);
 }
 
 // ---- sampling -------------------------------------------------------------

@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/kv_spec.h"
 #include "kv/kv_config.h"
 #include "sample/sampler.h"
 
@@ -57,6 +59,8 @@ struct ContextFlags {
   int ubatch = 512;
 
   void add_to(FlagParser& flags);
+  // -ub alone, for commands whose -c means something else (bench: a list).
+  void add_ubatch_to(FlagParser& flags);
   // The context length to allocate for `model`; warns on stderr (once)
   // when -c is above the model's trained context.
   int context_for(const model::Model& model) const;
@@ -80,25 +84,52 @@ struct ProgressFlags {
   PrefillProgress mode() const;
 };
 
-// KV cache: -ctk / -ctv / --kv and the policies.
+// KV cache: -ctk / -ctv / --kv and the policies. One definition for every
+// command: run, chat and perplexity take one configuration (Form::kOne);
+// the bench protocols compare a list of them (Form::kList: --kv LIST, the
+// policy flags the defaults of every item; cli/kv_spec.h has the grammar).
 struct KvFlags {
-  std::string cache_type_k, cache_type_v, shorthand;
+  enum class Form { kOne, kList };
+
+  std::string cache_type_k, cache_type_v;
+  std::string shorthand;  // --kv as given: one item (kOne) or a list (kList)
   int sinks = -1, residual = -1, window = 0, page = 64;
   std::vector<std::string> layer_overrides;
   std::string budget;
   uint64_t seed = kv::KvConfig{}.seed;
 
-  void add_to(FlagParser& flags);
+  void add_to(FlagParser& flags, Form form = Form::kOne);
   // The KvConfig these flags describe. -ctk / -ctv override the matching half
-  // of --kv. tkv::Error naming the flag for an unknown codec, a bad override
-  // or a bad size.
+  // of --kv; a policy written in --kv (k4v2:s0+r0) wins over --kv-sinks and
+  // --kv-residual. tkv::Error naming the flag for an unknown codec, a bad
+  // override, size or policy. In the kList form: the defaults of the items.
   kv::KvConfig config() const;
+  // --kv-budget in bytes (0 when not given; 0 given is 0); tkv::Error naming
+  // the flag for a bad size.
+  uint64_t budget_bytes() const;
+
+  // kList form: --kv as given, else the one configuration -ctk / -ctv
+  // describe ("q8_0/q4_0"), else "". tkv::Error when both are given.
+  std::string list() const;
+  // kList form: the configurations of `list` (a protocol's own list, list()
+  // or a default), each starting from config(); `flag` names it in errors.
+  std::vector<KvSpec> configs(std::string_view list, std::string_view flag = "--kv") const;
+
+  // Checks `config`'s layer overrides against a model of `n_layers` layers
+  // (tkv::Error naming --kv-layer-override for a layer it does not have).
+  void check_layers(const kv::KvConfig& config, int n_layers) const;
   // Mistral v0.1-style sliding-window attention (attention.sliding_window =
   // W > 0): every query attends to exactly the newest W positions, which is
   // the KV window policy with no sinks, so a model that declares it gets
   // `--kv-window W --kv-sinks 0` unless these flags chose a window (or
   // sinks) themselves. Returns the note to print, or "" when nothing changed.
   std::string apply_model_window(int sliding_window, kv::KvConfig& config) const;
+  // What a command does once the model is loaded: check_layers, then
+  // apply_model_window. Returns the note to print, or "".
+  std::string adapt_to(const model::Model& model, kv::KvConfig& config) const;
+
+ private:
+  Form form_ = Form::kOne;
 };
 
 // Sampling: --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed

@@ -206,6 +206,12 @@ void FlagParser::add_custom(Names names, std::string metavar, std::string help,
   add(names, std::move(metavar), std::move(help), std::move(apply));
 }
 
+void FlagParser::set_help(const std::string& name, std::string help) {
+  Flag* f = find(name);
+  TKV_CHECK(f != nullptr);
+  f->help = std::move(help);
+}
+
 void FlagParser::add_positional(std::string metavar, std::string help, std::string* out,
                                 bool required) {
   positionals_.push_back({std::move(metavar), std::move(help), out, required});

@@ -1,4 +1,6 @@
-// A small command-line flag parser for the turbokv subcommands.
+// A small command-line flag parser for the turbokv subcommands and the bench
+// protocols (one parser: the shared flag groups in cli/common_flags.h declare
+// their flags on it).
 //
 // Each subcommand declares its flags against variables it owns, then parses:
 //
@@ -61,6 +63,10 @@ class FlagParser {
   // apply throws tkv::Error for a bad value.
   void add_custom(Names names, std::string metavar, std::string help,
                   std::function<void(const std::string&, const std::string&)> apply);
+
+  // Replaces a declared flag's help text: a command that gives a shared flag
+  // a meaning of its own says so (bench batch's --kv-budget).
+  void set_help(const std::string& name, std::string help);
 
   // Positional arguments, in order. Required ones missing are an error;
   // surplus positional arguments are an error.

@@ -39,19 +39,20 @@ void validate(const KvShape& s, const KvConfig& c) {
   if (s.max_tokens <= 0) fail("KV cache: context length must be positive");
   if (s.head_dim > kMaxHeadDim) fail("KV cache: head_dim ", s.head_dim, " above ", kMaxHeadDim);
   if (c.page_tokens < 16 || c.page_tokens % 16 != 0 || c.page_tokens > 4096)
-    fail("--kv-page ", c.page_tokens, ": must be a multiple of 16 in [16, 4096]");
+    fail("KV cache: page size ", c.page_tokens, ": must be a multiple of 16 in [16, 4096]");
   if (c.sinks < -1 || c.residual < -1 || c.window < 0)
     fail("KV cache: sinks, residual and window must not be negative");
   if (c.window > 0 && c.window <= c.effective_residual())
-    fail("--kv-window ", c.window, " must be larger than the residual window (",
-         c.effective_residual(), " tokens; set --kv-residual lower)");
-  if (c.effective_sinks() > 1024) fail("--kv-sinks ", c.sinks, ": at most 1024");
-  if (c.effective_residual() > 65536) fail("--kv-residual ", c.residual, ": at most 65536");
+    fail("KV cache: window ", c.window, " must be larger than the residual window (",
+         c.effective_residual(), " tokens)");
+  if (c.effective_sinks() > 1024) fail("KV cache: ", c.sinks, " sinks: at most 1024");
+  if (c.effective_residual() > 65536)
+    fail("KV cache: residual window of ", c.residual, " tokens: at most 65536");
   for (const auto& o : c.overrides) {
     const int l = o.layer < 0 ? s.n_layers + o.layer : o.layer;
     if (l < 0 || l >= s.n_layers)
-      fail("--kv-layer-override: layer ", o.layer, " does not exist (model has ", s.n_layers,
-           " layers)");
+      fail("KV cache: layer override for layer ", o.layer, ": the model has ", s.n_layers,
+           " layers");
   }
 }
 
@@ -126,8 +127,8 @@ void KvCache::begin_chunk(int n_new) {
   // Under a window policy memory stays flat, so the sequence may outgrow
   // the configured context; otherwise the context is a hard limit.
   if (n_new > room())
-    fail("context length exceeded: ", c.n_tokens, " + ", n_new, " tokens > ", c.shape.max_tokens,
-         " (raise -c, or use --kv-window)");
+    fail("context full: ", c.n_tokens, " + ", n_new, " tokens, the context holds ",
+         c.shape.max_tokens, " (a window policy lets a sequence run past it)");
   if (c.R > 0) {  // the chunk's f16 tokens (scratch, no state)
     c.chunk.capacity = round_up_16(n_new);
     c.chunk.head_bytes = c.f16->page_bytes(c.chunk.capacity);

@@ -108,11 +108,11 @@ std::vector<LayerOverride> parse_layer_overrides(std::string_view text) {
     }
     const size_t colon = item.find(':');
     if (colon == std::string::npos)
-      fail("--kv-layer-override '", item, "': expected LAYERS:CODECS, e.g. 0,-1:k8v4");
+      fail("layer override '", item, "': expected LAYERS:CODECS, e.g. 0,-1:k8v4");
     CodecSpec k, v;
     const std::string codecs = item.substr(colon + 1);
     if (!parse_kv_shorthand(codecs, k, v))
-      fail("--kv-layer-override '", item, "': unknown codec pair '", codecs,
+      fail("layer override '", item, "': unknown codec pair '", codecs,
            "' (use e.g. f16, q8_0, k8v4, k4v2)");
     const std::string layers = item.substr(0, colon);
     size_t ls = 0;
@@ -123,14 +123,14 @@ std::vector<LayerOverride> parse_layer_overrides(std::string_view text) {
       int layer = 0;
       auto r = std::from_chars(num.data(), num.data() + num.size(), layer);
       if (num.empty() || r.ec != std::errc() || r.ptr != num.data() + num.size())
-        fail("--kv-layer-override '", item, "': '", num, "' is not a layer index");
+        fail("layer override '", item, "': '", num, "' is not a layer index");
       out.push_back({layer, k, v});
       ls = le + 1;
       if (le == layers.size()) break;
     }
     if (end == text.size()) break;
   }
-  if (out.empty()) fail("--kv-layer-override: nothing to override in '", text, "'");
+  if (out.empty()) fail("layer overrides: nothing to override in '", text, "'");
   return out;
 }
 

@@ -99,7 +99,7 @@ void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens
   const int64_t n = int64_t(tokens.size());
   if (pos0 + n > shape.max_tokens) {
     fail("context too long: ", n, " tokens at position ", pos0, " would need ", pos0 + n,
-         " positions, the context holds ", shape.max_tokens, " (raise -c)");
+         " positions, the context holds ", shape.max_tokens);
   }
 }
 

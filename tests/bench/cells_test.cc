@@ -54,7 +54,7 @@ TEST_F(BenchCells, MemoryKvBytesAreExactlyTheLayoutsAndRssExceedsTheModel) {
     req["decode_tokens"] = 3;
     const Json r = run_cell(req);
     ASSERT_EQ(r["status"], "ok") << kv << ": " << r.dump();
-    const kv::KvConfig c = parse_bench_kv(kv, {}).config;
+    const kv::KvConfig c = cli::parse_kv_spec(kv, {}).config;
     const Json& m = r["model"];
     EXPECT_EQ(r["tokens"], 303);
     EXPECT_EQ(r["kv_persistent_bytes"].get<uint64_t>(),
@@ -166,7 +166,7 @@ TEST_F(BenchCells, QualityTextTooShortIsAFailedResultNotACrash) {
 }
 
 TEST(BenchKernelCell, BytesReadFollowTheLayoutAndTimesArePositive) {
-  Json req = {{"protocol", "kernel"}, {"kv", bench_kv_to_json(parse_bench_kv("f16", {}))},
+  Json req = {{"protocol", "kernel"}, {"kv", bench_kv_to_json(cli::parse_kv_spec("f16", {}))},
               {"head_dim", 64},       {"threads", {1, 2}},
               {"kv_heads", 2},        {"gqa", 2},
               {"depths", {64, 200}},  {"warmup", 1},
@@ -185,7 +185,7 @@ TEST(BenchKernelCell, BytesReadFollowTheLayoutAndTimesArePositive) {
     EXPECT_GT(d["gb_per_s"].get<double>(), 0);
     EXPECT_EQ(d["samples_us"].size(), 3u);
   }
-  req["kv"] = bench_kv_to_json(parse_bench_kv("k4v2", {}));
+  req["kv"] = bench_kv_to_json(cli::parse_kv_spec("k4v2", {}));
   const Json q = run_cell(req);
   ASSERT_EQ(q["status"], "ok") << q.dump();
   EXPECT_LT(q["depths"][2]["kv_bytes_read"].get<uint64_t>(),
@@ -198,7 +198,7 @@ TEST(BenchCellProtocol, UnknownProtocolAndBadRequestsFailCleanly) {
   const Json r = run_cell({{"protocol", "memory"},
                            {"model", "/nonexistent.gguf"},
                            {"ctx", 10},
-                           {"kv", bench_kv_to_json(parse_bench_kv("f16", {}))}});
+                           {"kv", bench_kv_to_json(cli::parse_kv_spec("f16", {}))}});
   EXPECT_EQ(r["status"], "failed");
   EXPECT_NE(r["reason"].get<std::string>().find("nonexistent"), std::string::npos) << r.dump();
 }

@@ -1,11 +1,11 @@
 // Flag values, KV configuration lists, tables and statistics.
 #include <gtest/gtest.h>
 
-#include "bench/args.h"
 #include "bench/kv_configs.h"
 #include "bench/stats.h"
 #include "bench/table.h"
 #include "bench/units.h"
+#include "cli/kv_spec.h"
 #include "common/error.h"
 #include "common/sys_info.h"
 
@@ -36,7 +36,7 @@ TEST(BenchUnits, FractionsAndInts) {
 }
 
 TEST(BenchKvConfigs, ShorthandsPairsAndPolicies) {
-  const auto list = parse_bench_kv_list("f16,k4v2,tq4/tq2:none,k4v2:s1+r0,q4_0h:w1024", {});
+  const auto list = cli::parse_kv_spec_list("f16,k4v2,tq4/tq2:none,k4v2:s1+r0,q4_0h:w1024", {});
   ASSERT_EQ(list.size(), 5u);
   EXPECT_EQ(list[0].label, "f16");
   EXPECT_TRUE(is_f16_baseline(list[0].config));
@@ -54,26 +54,26 @@ TEST(BenchKvConfigs, ShorthandsPairsAndPolicies) {
 TEST(BenchKvConfigs, RunWideDefaultsApplyWhereThePolicyIsSilent) {
   kv::KvConfig defaults;
   defaults.residual = 32;
-  const auto a = parse_bench_kv("k4v2:s2", defaults);
+  const auto a = cli::parse_kv_spec("k4v2:s2", defaults);
   EXPECT_EQ(a.config.effective_sinks(), 2);
   EXPECT_EQ(a.config.effective_residual(), 32);
 }
 
 TEST(BenchKvConfigs, BadItemsAreErrors) {
-  EXPECT_THROW(parse_bench_kv("k9v2", {}), Error);
-  EXPECT_THROW(parse_bench_kv("tq4/zz", {}), Error);
-  EXPECT_THROW(parse_bench_kv("k4v2:x3", {}), Error);
-  EXPECT_THROW(parse_bench_kv("k4v2:s", {}), Error);
-  EXPECT_THROW(parse_bench_kv("k4v2:s-1", {}), Error);
-  EXPECT_THROW(parse_bench_kv_list("f16,,k4v2", {}), Error);
-  EXPECT_THROW(parse_bench_kv_list("f16,f16", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k9v2", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("tq4/zz", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:x3", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:s", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:s-1", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec_list("f16,,k4v2", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec_list("f16,f16", {}), Error);
 }
 
 TEST(BenchKvConfigs, JsonRoundTrip) {
   kv::KvConfig defaults;
   defaults.page_tokens = 32;
   defaults.overrides = kv::parse_layer_overrides("0,-1:k8v4");
-  const BenchKv a = parse_bench_kv("tq3/tq2:s2+r16+w512", defaults);
+  const BenchKv a = cli::parse_kv_spec("tq3/tq2:s2+r16+w512", defaults);
   const BenchKv b = bench_kv_from_json(Json::parse(bench_kv_to_json(a).dump()));
   EXPECT_EQ(b.label, a.label);
   EXPECT_EQ(b.config.describe(), a.config.describe());
@@ -118,52 +118,6 @@ TEST(BenchTable, MarkdownIsAlignedAndEscapesPipes) {
   EXPECT_EQ(fmt_fixed(Json(nullptr), 2), "");
   EXPECT_EQ(fmt_bytes(Json(1024)), format_bytes(1024));
   EXPECT_EQ(fmt_bytes(Json("x")), "");
-}
-
-TEST(BenchArgs, ParsesValuesSwitchesAndRejectsTheRest) {
-  Args a("bench memory", {{{"--model", "-m"}, "PATH", "", ""},
-                          {{"--quiet", "-q"}, "", "", ""},
-                          {{"--ctx"}, "LIST", "", ""}});
-  EXPECT_TRUE(a.parse({"-m", "x.gguf", "--ctx=4k", "-q"}));
-  EXPECT_EQ(a.get_or("--model", ""), "x.gguf");
-  EXPECT_EQ(a.get_or("--ctx", ""), "4k");
-  EXPECT_TRUE(a.has("--quiet"));
-  Args b("bench memory", {{{"--model", "-m"}, "PATH", "", ""}, {{"--quiet"}, "", "", ""}});
-  EXPECT_THROW(b.parse({"--nope"}), Error);
-  EXPECT_THROW(b.parse({"-m"}), Error);
-  EXPECT_THROW(b.parse({"-m", "--quiet"}), Error);  // a flag is not a value
-  EXPECT_THROW(b.parse({"stray"}), Error);
-  EXPECT_THROW(b.parse({"--quiet=1"}), Error);
-  EXPECT_FALSE(b.parse({"--help"}));
-  Args c("x", {{{"--n"}, "N", "", ""}});
-  c.parse({"--n", "12"});
-  EXPECT_EQ(c.get_int("--n", 0, 0, 100), 12);
-  EXPECT_THROW(c.get_int("--n", 0, 0, 10), Error);
-}
-
-// The layout of the other turbokv commands (apps/turbokv/flags.cc): "usage:",
-// lower-case section headings, short aliases first, metavar after the names,
-// help at column 30, continuation lines indented, -h/--help last.
-TEST(BenchArgs, HelpHasTheLayoutOfTheOtherCommands) {
-  Args a("bench memory", {{{"--model", "-m"}, "PATH", "GGUF model file", "model"},
-                          {{"--kv"}, "LIST", "first line\nsecond line", "KV cache"},
-                          {{"--quiet", "-q"}, "", "no progress bar", "run"}});
-  EXPECT_EQ(a.help("turbokv bench memory -m MODEL", "Measures memory."),
-            "usage: turbokv bench memory -m MODEL\n"
-            "\n"
-            "Measures memory.\n"
-            "\n"
-            "model:\n"
-            "  -m, --model PATH            GGUF model file\n"
-            "\n"
-            "KV cache:\n"
-            "  --kv LIST                   first line\n"
-            "                              second line\n"
-            "\n"
-            "run:\n"
-            "  -q, --quiet                 no progress bar\n"
-            "\n"
-            "  -h, --help                  show this help\n");
 }
 
 }  // namespace

@@ -83,6 +83,42 @@ TEST(FlagParser, HelpReturnsFalseAndListsFlags) {
   EXPECT_EQ(out, f.help());
 }
 
+// The layout every command's help shares (run, chat, bench ...): "usage:",
+// lower-case section headings, the names as declared (short first), the
+// metavar after them, help at column 30, continuation lines indented, a long
+// name on a line of its own, -h/--help last.
+TEST(FlagParser, HelpLayout) {
+  std::string model, list, override_spec;
+  bool quiet = false;
+  FlagParser f("bench memory", "turbokv bench memory -m MODEL", "Measures memory.");
+  f.section("model");
+  f.add_string({"-m", "--model"}, "PATH", "GGUF model file", &model);
+  f.section("KV cache");
+  f.add_string({"--kv"}, "LIST", "first line\nsecond line", &list);
+  f.add_string({"--kv-layer-override-spec"}, "SPEC", "per layer", &override_spec);
+  f.section("run");
+  f.add_bool({"-q", "--quiet"}, "no progress bar", &quiet);
+  f.set_help("-m", "GGUF model file (required)");  // a command's own wording
+  EXPECT_EQ(f.help(),
+            "usage: turbokv bench memory -m MODEL\n"
+            "\n"
+            "Measures memory.\n"
+            "\n"
+            "model:\n"
+            "  -m, --model PATH            GGUF model file (required)\n"
+            "\n"
+            "KV cache:\n"
+            "  --kv LIST                   first line\n"
+            "                              second line\n"
+            "  --kv-layer-override-spec SPEC\n"
+            "                              per layer\n"
+            "\n"
+            "run:\n"
+            "  -q, --quiet                 no progress bar\n"
+            "\n"
+            "  -h, --help                  show this help\n");
+}
+
 TEST(FlagParser, ErrorsNameTheFlagAndTheProblem) {
   EXPECT_EQ(parse_error({"--bogus"}), "demo: unknown flag '--bogus' (see turbokv demo --help)");
   EXPECT_EQ(parse_error({"--tmep", "1"}),

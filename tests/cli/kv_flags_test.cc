@@ -2,7 +2,11 @@
 // sliding-window attention.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "cli/common_flags.h"
+#include "common/error.h"
 
 namespace tkv::cli {
 namespace {
@@ -39,6 +43,105 @@ TEST(KvFlagsModelWindow, UserWindowAndSinksWin) {
   EXPECT_FALSE(sinks.apply_model_window(4096, d).empty());
   EXPECT_EQ(d.window, 4096);
   EXPECT_EQ(d.effective_sinks(), 4);  // asked for explicitly
+}
+
+std::string config_error(KvFlags flags) {
+  try {
+    flags.config();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(KvFlags, OneConfigurationFromEveryFlag) {
+  KvFlags flags;
+  FlagParser parser("run", "turbokv run");
+  flags.add_to(parser);
+  ASSERT_TRUE(parser.parse(std::vector<std::string>{"--kv", "k4v2:s2", "-ctv", "q8_0", "--kv-sinks",
+                                                    "8", "--kv-residual", "16", "--kv-page", "32",
+                                                    "--kv-budget", "1M", "--kv-layer-override",
+                                                    "0:k8v8", "--kv-layer-override", "-1:f16"}));
+  const kv::KvConfig c = flags.config();
+  EXPECT_EQ(c.k.name(), "tq4");
+  EXPECT_EQ(c.v.name(), "q8_0");          // -ctv overrides the half
+  EXPECT_EQ(c.effective_sinks(), 2);      // the policy written in --kv wins
+  EXPECT_EQ(c.effective_residual(), 16);  // the flag fills what it leaves out
+  EXPECT_EQ(c.page_tokens, 32);
+  EXPECT_EQ(c.budget_bytes, uint64_t(1) << 20);
+  EXPECT_EQ(c.overrides.size(), 2u);  // repeatable
+}
+
+TEST(KvFlags, ErrorsNameTheFlag) {
+  KvFlags spec;
+  spec.shorthand = "k5v9";
+  EXPECT_EQ(config_error(spec).rfind("--kv: unknown KV spec 'k5v9'", 0), 0u) << config_error(spec);
+  KvFlags ctk;
+  ctk.cache_type_k = "q3";
+  EXPECT_EQ(config_error(ctk).rfind("-ctk: unknown KV codec 'q3'", 0), 0u);
+  KvFlags page;
+  page.page = 24;
+  EXPECT_EQ(config_error(page), "--kv-page 24: must be a multiple of 16 in [16, 4096]");
+  KvFlags window;
+  window.shorthand = "k4v2";
+  window.window = 32;
+  EXPECT_EQ(config_error(window),
+            "--kv-window 32 must be larger than the residual window (64 tokens; set "
+            "--kv-residual lower)");
+  KvFlags layers;
+  layers.layer_overrides = {"0:zz"};
+  EXPECT_EQ(config_error(layers).rfind("--kv-layer-override: layer override '0:zz'", 0), 0u)
+      << config_error(layers);
+  KvFlags budget;
+  budget.budget = "lots";
+  EXPECT_EQ(config_error(budget).rfind("--kv-budget: ", 0), 0u);
+  KvFlags zero;
+  zero.budget = "0";
+  EXPECT_EQ(config_error(zero), "--kv-budget: must be larger than 0");
+
+  KvFlags deep;
+  deep.layer_overrides = {"7:k4v4"};
+  const kv::KvConfig c = deep.config();
+  try {
+    deep.check_layers(c, 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--kv-layer-override: layer 7 does not exist (the model has 2 layers)");
+  }
+  EXPECT_NO_THROW(deep.check_layers(c, 8));
+}
+
+TEST(KvFlags, ListFormItemsStartFromThePolicyFlags) {
+  KvFlags flags;
+  FlagParser parser("bench memory", "turbokv bench memory");
+  flags.add_to(parser, KvFlags::Form::kList);
+  ASSERT_TRUE(
+      parser.parse(std::vector<std::string>{"--kv", "f16,k4v2:s1,tq4/tq2", "--kv-residual", "16"}));
+  const auto list = flags.configs(flags.list());
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1].label, "k4v2:s1");
+  EXPECT_EQ(list[1].config.effective_sinks(), 1);
+  EXPECT_EQ(list[1].config.effective_residual(), 16);
+  EXPECT_EQ(list[2].config.k.name(), "tq4");
+  EXPECT_EQ(list[2].config.v.name(), "tq2");
+  // A protocol's own list names its flag in errors.
+  try {
+    flags.configs("f16,f16", "--recall-kv");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--recall-kv: 'f16' is listed twice");
+  }
+}
+
+TEST(KvFlags, ListFormTakesOneConfigurationAsCtkCtv) {
+  KvFlags flags;
+  FlagParser parser("bench speed", "turbokv bench speed");
+  flags.add_to(parser, KvFlags::Form::kList);
+  ASSERT_TRUE(parser.parse(std::vector<std::string>{"-ctk", "q8_0", "-ctv", "tq2"}));
+  EXPECT_EQ(flags.list(), "q8_0/tq2");
+  EXPECT_EQ(flags.configs(flags.list()).at(0).config.v.name(), "tq2");
+  flags.shorthand = "f16";  // and --kv: which one?
+  EXPECT_THROW(flags.list(), Error);
 }
 
 }  // namespace

@@ -311,25 +311,54 @@ TEST(KvCacheTest, ContextLimitIsAClearError) {
     cache.begin_chunk(101);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("context length exceeded"), std::string::npos);
+    EXPECT_STREQ(e.what(),
+                 "context full: 0 + 101 tokens, the context holds 100 (a window policy lets a "
+                 "sequence run past it)");
   }
+}
+
+// The cache speaks of its own configuration; the command line adds its flag
+// names (cli/common_flags.cc).
+std::string construction_error(const KvShape& s, const KvConfig& c) {
+  try {
+    kv::KvCache cache(s, c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string override_error(const char* text) {
+  try {
+    kv::parse_layer_overrides(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 TEST(KvCacheTest, BadConfigurationsAreRejected) {
   KvConfig c;
   c.page_tokens = 24;
-  EXPECT_THROW(kv::KvCache(shape(4, 2, 64), c), Error);
+  EXPECT_EQ(construction_error(shape(4, 2, 64), c),
+            "KV cache: page size 24: must be a multiple of 16 in [16, 4096]");
   c = KvConfig{};
   c.overrides = kv::parse_layer_overrides("5:k4v4");
-  EXPECT_THROW(kv::KvCache(shape(4, 2, 64), c), Error);
+  EXPECT_EQ(construction_error(shape(4, 2, 64), c),
+            "KV cache: layer override for layer 5: the model has 2 layers");
   c = KvConfig{};
   ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", c.k, c.v));
   c.window = 32;  // not larger than the default residual (64)
-  EXPECT_THROW(kv::KvCache(shape(4, 2, 64), c), Error);
+  EXPECT_EQ(construction_error(shape(4, 2, 64), c),
+            "KV cache: window 32 must be larger than the residual window (64 tokens)");
+  c = KvConfig{};
+  c.sinks = 2000;
+  EXPECT_EQ(construction_error(shape(4, 2, 64), c), "KV cache: 2000 sinks: at most 1024");
   EXPECT_THROW(kv::KvCache(shape(6, 4, 64), KvConfig{}), Error);  // 6 % 4 != 0
-  EXPECT_THROW(kv::parse_layer_overrides("0:k5v2"), Error);
-  EXPECT_THROW(kv::parse_layer_overrides("x:k4v2"), Error);
-  EXPECT_THROW(kv::parse_layer_overrides("0"), Error);
+  EXPECT_EQ(override_error("0:k5v2"),
+            "layer override '0:k5v2': unknown codec pair 'k5v2' (use e.g. f16, q8_0, k8v4, k4v2)");
+  EXPECT_EQ(override_error("x:k4v2"), "layer override 'x:k4v2': 'x' is not a layer index");
+  EXPECT_EQ(override_error("0"), "layer override '0': expected LAYERS:CODECS, e.g. 0,-1:k8v4");
 }
 
 TEST(KvConfigTest, Shorthands) {
