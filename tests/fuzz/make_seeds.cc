@@ -91,6 +91,24 @@ int main(int argc, char** argv) {
         std::string("mistral-v7") + '\0' + "system\x01sys\x02user\x01q"};
     for (size_t i = 0; i < chats.size(); ++i)
       put(root / "chat_template", "seed-" + std::to_string(i), chats[i]);
+
+    // server_request: request bodies (both parsers read every input).
+    const std::vector<std::string> requests = {
+        R"({"model":"m","messages":[{"role":"system","content":"Be terse."},)"
+        R"({"role":"user","content":"Hi"}],"max_tokens":16,"temperature":0.7,"top_p":0.9,)"
+        R"("top_k":40,"min_p":0.05,"seed":42,"stop":["\n\n","END"],"stream":true,)"
+        R"("stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2})",
+        R"({"messages":[{"role":"developer","content":[{"type":"text","text":"a"},)"
+        R"({"type":"image_url","image_url":{"url":"x"}}]},{"role":"assistant","content":null}],)"
+        R"("tools":[],"n":1,"presence_penalty":0,"user":"u","metadata":{"k":"v"}})",
+        R"({"model":"m","prompt":"Once upon a time","max_tokens":8,"logprobs":3,"echo":false,)"
+        R"("stop":"\n","frequency_penalty":0.0,"seed":-1})",
+        R"({"prompt":[[1,2,3]],"stream":false,"best_of":1,"suffix":"","temperature":0})",
+        R"({"prompt":["caf\u00e9 \ud83d\ude42"],"max_completion_tokens":1e3,"x":[{"y":null}]})",
+        R"({"messages":[{"role":"tool","content":"x","tool_call_id":"1"}],"response_format":)"
+        R"({"type":"json_object"},"logit_bias":{"5":1}})"};
+    for (size_t i = 0; i < requests.size(); ++i)
+      put(root / "server_request", "seed-" + std::to_string(i), requests[i]);
   } catch (const tkv::Error& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;
