@@ -160,7 +160,8 @@ class Exchange {
       sent_role_ = true;
       if (!write(sink, sse_event(chat_chunk_json(meta_, role, include_usage_)))) return false;
     }
-    if (!poll()) return sink.is_writable();
+    if (!done_ && !poll()) return sink.is_writable();  // nothing new yet
+    if (!connection_checked_recently() && !sink.is_writable()) return false;
     if (!pending_text_.empty() || !pending_logprobs_.empty() || done_) {
       StreamPiece piece;
       piece.text = std::move(pending_text_);
@@ -206,7 +207,7 @@ class Exchange {
   // for it (watching the connection), then writes the body at once.
   bool pump_whole(httplib::DataSink& sink) {
     while (!done_) {
-      if (!poll() && !sink.is_writable()) return false;
+      if ((!poll() || !connection_checked_recently()) && !sink.is_writable()) return false;
     }
     // The status (200) is already out: a job that failed now can only say so
     // in the body.
@@ -223,6 +224,15 @@ class Exchange {
   }
 
  private:
+  // False at most every kPollInterval: then the caller looks at the
+  // connection (events can keep coming for a client that is gone).
+  bool connection_checked_recently() {
+    const Clock::time_point now = Clock::now();
+    if (now - last_check_ < kPollInterval) return true;
+    last_check_ = now;
+    return false;
+  }
+
   void take(Event event) {
     if (event.kind == Event::Kind::kText) {
       pending_text_ += event.text;
@@ -321,6 +331,7 @@ class Exchange {
   std::vector<TokenLogprob> pending_logprobs_, logprobs_all_;
   bool seen_tokens_ = false;
   Clock::time_point last_event_;
+  Clock::time_point last_check_ = Clock::now();
 };
 
 }  // namespace

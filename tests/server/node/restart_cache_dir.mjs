@@ -19,7 +19,7 @@ main(async () => {
   assert.equal(exit.code, 0, `exit after SIGTERM: ${JSON.stringify(exit)}`);
   const files = readdirSync(dir);
   assert.ok(files.length > 0, 'SIGTERM wrote the cached prefix to --cache-dir');
-  assert.ok(!files.some((f) => f.includes('.tmp.')), `no temporary files left: ${files}`);
+  assert.ok(files.every((f) => f.endsWith('.tkvs')), `only finished cache files: ${files}`);
 
   const second = await startServer(model, ['-t', '2', '--cache-dir', dir]);
   const warm = await streamTimed(second.client(), 'completions', params);
