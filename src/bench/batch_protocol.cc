@@ -51,6 +51,8 @@ Json measure_batch(const CellModel& m, const kv::KvConfig& config, int B, int64_
     const auto prompt = synthetic_prompt(prompt_len, model, uint64_t(3 + i));
     next.push_back(prefill(model, ctx, *seqs.back(), prompt, m.ubatch, *m.pool));
   }
+  // Its own greedy loop, not the runtime's: each step is one timed
+  // eval_batch of the B sequences, the figure this protocol measures.
   std::vector<double> ms;
   std::vector<model::BatchItem> items(static_cast<size_t>(B));
   for (int s = 0; s < warmup + steps; ++s) {

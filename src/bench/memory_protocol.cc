@@ -34,6 +34,9 @@ Json memory_cell(const Json& req) {
   const uint64_t model_scratch_prefill = model.scratch_bytes();
 
   // Decode, greedy, with the peak reset so that it is measured on its own.
+  // Its own loop, not runtime::generate: exactly --decode-tokens tokens go
+  // through the cache, each a timed single-token eval, and nothing but the
+  // cache and the logits is held around what is measured.
   const bool peak_reset = reset_peak_rss();
   cache.reset_peak_scratch();
   Stopwatch decode_clock;

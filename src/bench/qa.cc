@@ -1,24 +1,15 @@
 #include "bench/qa.h"
 
-#include <unistd.h>
+#include <algorithm>
+#include <memory>
 
-#include <atomic>
-#include <filesystem>
-
-#include "bench/cell_env.h"
 #include "bench/recall_prompt.h"
 #include "common/error.h"
+#include "sample/sampler.h"
 
 namespace tkv::bench {
 
 namespace {
-
-std::string session_path() {
-  static std::atomic<int> counter{0};
-  return (std::filesystem::temp_directory_path() / ("turbokv-bench-" + std::to_string(::getpid()) +
-                                                    "-" + std::to_string(counter++) + ".session"))
-      .string();
-}
 
 bool answer_complete(const std::string& text) {
   const size_t d = text.find_first_of("0123456789");
@@ -30,36 +21,39 @@ bool answer_complete(const std::string& text) {
   return nl != std::string::npos && text.find_first_not_of(" \n") < nl;
 }
 
-Answer greedy_answer(const model::Model& model, ThreadPool& pool, const tok::Tokenizer& tok,
-                     kv::KvCache& cache, std::span<const int32_t> rest, const AskOptions& opts) {
+Answer greedy_answer(runtime::InferenceSession& session, std::span<const int32_t> rest,
+                     const AskOptions& opts) {
   Answer a;
-  std::vector<float> logits = model.eval_last(cache, rest, pool, opts.ubatch);
-  a.prompt_tokens = cache.n_tokens();
+  session.feed(rest);
+  a.prompt_tokens = session.cache().n_tokens();
+  sample::SamplerConfig greedy;
+  greedy.temperature = 0;
+  sample::Sampler sampler(greedy);
+  runtime::GenerateOptions go;
+  go.max_tokens = opts.max_answer_tokens;
   std::vector<int32_t> generated;
-  for (int i = 0; i < opts.max_answer_tokens; ++i) {
-    const int32_t next = argmax(logits);
-    if (tok.is_eog(next)) break;
-    generated.push_back(next);
-    a.text = tok.decode(generated);
-    if (answer_complete(a.text) || cache.n_tokens() >= cache.shape().max_tokens) break;
-    logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), pool, 1);
-  }
+  // The whole answer is decoded after each token (the digits are read from
+  // the text as a whole); an answer ends once it is complete.
+  runtime::generate(session, sampler, go, [&](int32_t id) {
+    generated.push_back(id);
+    a.text = session.tokenizer().decode(generated);
+    return !answer_complete(a.text);
+  });
   a.digits = first_digit_run(a.text);
   return a;
 }
 
 }  // namespace
 
-std::vector<Answer> answer_prompts(const model::Model& model, ThreadPool& pool,
-                                   const tok::Tokenizer& tok, kv::KvCache& cache,
+std::vector<Answer> answer_prompts(runtime::InferenceSession& session,
                                    const std::vector<std::vector<int32_t>>& prompts,
                                    const AskOptions& opts) {
   if (prompts.empty()) return {};
-  const size_t have = size_t(cache.n_tokens());
+  const std::vector<int32_t>& held = session.tokens();
+  const size_t have = held.size();
   size_t common = prompts[0].size();
   for (const auto& p : prompts) {
-    if (p.size() < have ||
-        !std::equal(p.begin(), p.begin() + std::ptrdiff_t(have), prompts[0].begin()))
+    if (p.size() < have || !std::equal(held.begin(), held.end(), p.begin()))
       fail("recall: a question prompt does not extend the context already in the cache");
     size_t i = have;
     while (i < common && i < p.size() && p[i] == prompts[0][i]) ++i;
@@ -68,29 +62,18 @@ std::vector<Answer> answer_prompts(const model::Model& model, ThreadPool& pool,
   // Leave at least one token per prompt to evaluate (its logits start the answer).
   for (const auto& p : prompts) common = std::min(common, p.size() - 1);
   if (common > have)
-    model.eval_last(cache, std::span<const int32_t>(prompts[0].data() + have, common - have), pool,
-                    opts.ubatch);
+    session.feed(std::span<const int32_t>(prompts[0].data() + have, common - have));
 
   std::vector<Answer> out;
   if (prompts.size() == 1) {
-    out.push_back(greedy_answer(model, pool, tok, cache,
-                                std::span<const int32_t>(prompts[0]).subspan(common), opts));
+    out.push_back(
+        greedy_answer(session, std::span<const int32_t>(prompts[0]).subspan(common), opts));
     return out;
   }
-  const std::string path = session_path();
-  cache.save(path, model.fingerprint());
-  try {
-    for (const auto& p : prompts) {
-      kv::KvCache q(cache.shape(), cache.config());
-      q.load(path, model.fingerprint());
-      out.push_back(
-          greedy_answer(model, pool, tok, q, std::span<const int32_t>(p).subspan(common), opts));
-    }
-  } catch (...) {
-    std::filesystem::remove(path);
-    throw;
+  for (const auto& p : prompts) {
+    const std::unique_ptr<runtime::InferenceSession> question = session.fork();
+    out.push_back(greedy_answer(*question, std::span<const int32_t>(p).subspan(common), opts));
   }
-  std::filesystem::remove(path);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The multi-turn recall cell (see recall_protocol.h): a conversation that
 // grows past a window cap, one planted fact per turn, then a question per
 // fact answered from the final cache state.
+#include <memory>
 #include <set>
 
 #include "bench/cell_env.h"
@@ -9,6 +10,7 @@
 #include "bench/recall_prompt.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "kv/page_pool.h"
 
 namespace tkv::bench {
 
@@ -42,7 +44,9 @@ Json recall_multi_turn_cell(const Json& req) {
   for (const int seed : req.at("seeds").get<std::vector<int>>()) {
     const uint64_t s = mix_seed(uint64_t(seed), 0x6d74);
     const std::vector<FactSpec> specs = make_facts(turns, s);
-    kv::KvCache cache(model.kv_shape(int(ctx) + 64), config);  // room for questions
+    runtime::InferenceSession session(model, tok, int(ctx) + 64, config,  // room for questions
+                                      std::make_shared<kv::PagePool>(config.budget_bytes), *m.pool,
+                                      m.ubatch);
     std::vector<std::string> texts;
     std::vector<int64_t> fact_pos;
     std::vector<int32_t> tokens;
@@ -58,9 +62,8 @@ Json recall_multi_turn_cell(const Json& req) {
         fail("recall multi-turn: turn ", t + 1, " changed the tokens of earlier turns");
       // The turn arrives as its own evaluation, the cache carrying the
       // conversation so far (as in a chat).
-      model.eval_last(
-          cache, std::span<const int32_t>(now.data() + tokens.size(), now.size() - tokens.size()),
-          *m.pool, m.ubatch);
+      session.feed(
+          std::span<const int32_t>(now.data() + tokens.size(), now.size() - tokens.size()));
       tokens = std::move(now);
     }
     std::vector<std::vector<int32_t>> prompts;
@@ -70,9 +73,8 @@ Json recall_multi_turn_cell(const Json& req) {
     prompts.push_back(
         format.conversation_question(texts, fill_template(tmpl.question, specs.back().name, "")));
     AskOptions ao;
-    ao.ubatch = m.ubatch;
     ao.max_answer_tokens = answer_tokens;
-    const std::vector<Answer> answers = answer_prompts(model, *m.pool, tok, cache, prompts, ao);
+    const std::vector<Answer> answers = answer_prompts(session, prompts, ao);
 
     Json facts = Json::array();
     std::set<std::string> planted;
@@ -98,7 +100,7 @@ Json recall_multi_turn_cell(const Json& req) {
     ++controls;
     conversations.push_back({{"seed", seed},
                              {"tokens", tokens.size()},
-                             {"kv_tokens_kept", cache.stats().tokens_kept},
+                             {"kv_tokens_kept", session.cache().stats().tokens_kept},
                              {"facts", facts},
                              {"control",
                               {{"name", specs.back().name},

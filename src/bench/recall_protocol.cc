@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "bench/cell_env.h"
@@ -14,6 +15,7 @@
 #include "bench/units.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "kv/page_pool.h"
 
 namespace tkv::bench {
 
@@ -60,11 +62,12 @@ Json run_trial(const CellModel& m, const tok::Tokenizer& tok, const kv::KvConfig
   prompts.push_back(
       format.document_question(doc.text, fill_template(tmpl.question, control.name, "")));
 
-  kv::KvCache cache(m.model->kv_shape(int(ctx) + kAnswerSlack), config);
+  runtime::InferenceSession session(*m.model, tok, int(ctx) + kAnswerSlack, config,
+                                    std::make_shared<kv::PagePool>(config.budget_bytes), *m.pool,
+                                    m.ubatch);
   AskOptions ao;
-  ao.ubatch = m.ubatch;
   ao.max_answer_tokens = answer_tokens;
-  const std::vector<Answer> answers = answer_prompts(*m.model, *m.pool, tok, cache, prompts, ao);
+  const std::vector<Answer> answers = answer_prompts(session, prompts, ao);
 
   Json facts = Json::array();
   std::set<std::string> planted;

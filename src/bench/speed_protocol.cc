@@ -55,6 +55,8 @@ Json speed_cell(const Json& req) {
     if (std::find(depths.begin(), depths.end(), point) != depths.end()) {
       std::vector<double> ms;
       const int64_t depth_actual = cache.n_tokens();
+      // Its own greedy loop, not runtime::generate: each step's eval is timed
+      // alone (the sampling and bookkeeping around it are not the figure).
       for (int i = 0; i < warmup + steps; ++i) {
         const int32_t next = argmax(logits);
         Stopwatch clock;
