@@ -13,7 +13,13 @@
 //     unless they carry their "off" value (tools: [], logit_bias: {},
 //     echo: false, best_of: 1, tool_choice: "none", response_format:
 //     {"type": "text"}, modalities: ["text"]);
-//   - any other field is "Unrecognized request argument supplied: NAME".
+//   - any other field is "Unrecognized request argument supplied: NAME"
+//     (param NAME), as is an unknown key inside a message, a content part
+//     or stream_options (param "messages[0].NAME", ...).
+// Codes: invalid_json, invalid_type, invalid_value, missing_required_parameter,
+// unknown_parameter, unsupported_parameter (a field), unsupported_value (a
+// value of a known field: n != 1, a non-zero penalty, a tool role, an image
+// part).
 // Extensions (llama-server's names): top_k (>= 0, 0 = off) and min_p
 // ([0, 1], 0 = off).
 //
@@ -73,8 +79,9 @@ struct GenerationRequest {
   bool prompt_is_tokens = false;
 
   // max_tokens (chat: max_completion_tokens wins when both are sent), >= 1.
-  // Left out: generate until a stop or the end of the context (the front end
-  // caps any value by the context).
+  // Left out: generate until a stop or the end of the context, as
+  // llama-server does (OpenAI's completions endpoint would stop at 16); the
+  // front end caps any value by the context.
   std::optional<int32_t> max_tokens;
 
   double temperature = 1.0;  // [0, 2]; 0 is greedy

@@ -70,7 +70,9 @@ struct TopLogprob {
 };
 
 // The chosen token at one position and the most likely alternatives
-// (most likely first; as many as the request's top_logprobs).
+// (most likely first; as many as the request's top_logprobs). JSON has no
+// -inf: logprobs below -9999 (and non-finite ones) are written as -9999.0,
+// OpenAI's value for "very unlikely".
 struct TokenLogprob {
   std::string token;
   double logprob = 0;
