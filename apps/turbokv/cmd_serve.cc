@@ -109,13 +109,17 @@ int serve_main(std::span<const std::string> args) {
   ServeFlags f;
   f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
+  // -ub is the prefill grid: small by default, so that a long prompt arriving
+  // slows the other streams' steps only a little.
+  f.context.ubatch = server::SchedulerOptions{}.prefill_chunk;
   FlagParser flags(
       "serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
       "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
       "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
       "together (continuous batching); finished prompts stay cached for reuse.\n"
       "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
-      "sequences). SIGTERM / Ctrl-C drains and exits 0. docs/SERVER.md has the details.");
+      "sequences), -ub 64 (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
+      "docs/SERVER.md has the details.");
   f.model.add_to(flags);
   flags.section("HTTP");
   flags.add_string({"--host"}, "ADDR",
@@ -175,10 +179,8 @@ int serve_main(std::span<const std::string> args) {
     if (f.cache_dir.empty()) fail("--cache-dir-max: needs --cache-dir");
     sched.cache_dir_max_bytes = size_flag("--cache-dir-max", f.cache_dir_max);
   }
-  if (flags.was_set("-ub")) {
-    sched.prefill_chunk = f.context.ubatch;
-    sched.prefill_tokens_per_step = std::max(sched.prefill_tokens_per_step, f.context.ubatch);
-  }
+  sched.prefill_chunk = f.context.ubatch;
+  sched.prefill_tokens_per_step = std::max(sched.prefill_tokens_per_step, f.context.ubatch);
   std::optional<tok::ChatTemplate> forced_template;
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
