@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "bench_test_util.h"
 #include "test_util.h"
 
@@ -50,6 +54,50 @@ TEST(BenchCli, BadInputIsOneLineAndExitCode2) {
     EXPECT_EQ(count_lines(r.err), 1u) << joined << "\n" << r.err;
     EXPECT_EQ(r.term_signal, 0) << joined;
   }
+}
+
+// The KV flags are the shared group of run and chat (one definition): their
+// checks and messages, and -ctk/-ctv and --kv-budget, hold in bench too.
+TEST(BenchCli, SharedKvFlagsNameTheFlag) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");  // 5 layers
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"memory", "-m", model, "--kv-page", "24"}, "--kv-page 24: must be a multiple of 16"},
+      {{"memory", "-m", model, "--kv-sinks", "2000"}, "--kv-sinks: 2000 is out of range"},
+      {{"memory", "-m", model, "--kv-layer-override", "9:k4v4"},
+       "--kv-layer-override: layer 9 does not exist (the model has 5 layers)"},
+      {{"memory", "-m", model, "--kv", "f16,k4v2:w32"},
+       "--kv k4v2:w32: window 32 must be larger than the residual window (64 tokens)"},
+      {{"memory", "-m", model, "--kv", "f16", "-ctk", "q8_0"}, "--kv and -ctk/-ctv"},
+      {{"memory", "-m", model, "-ctk", "q3"}, "-ctk: unknown KV codec 'q3'"},
+      {{"speed", "-m", model, "--kv-budget", "lots"}, "--kv-budget: "},
+  };
+  for (const auto& [args, message] : cases) {
+    const ChildResult r = test::run_bench(args);
+    EXPECT_EQ(r.exit_code, 2) << message << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  }
+}
+
+TEST(BenchCli, CtkCtvNameOneConfigurationAndKvBudgetLimitsEachCell) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string dir = ::tkv::test::temp_dir();
+  const ChildResult one =
+      test::run_bench({"memory", "-m", model, "-ctk", "q8_0", "-ctv", "tq2", "--ctx", "32", "-t",
+                       "1", "--quiet", "--out", dir + "/a"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Json a = test::read_json_file(dir + "/a/report.json")["memory"]["rows"];
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]["kv"], "q8_0/tq2");
+  EXPECT_EQ(a[0]["status"], "ok");
+  // 1 KiB cannot hold one page: a result (an oom row, exit 0), not a failure.
+  const ChildResult tight =
+      test::run_bench({"memory", "-m", model, "--kv", "f16", "--ctx", "32", "-t", "1",
+                       "--kv-budget", "1K", "--quiet", "--out", dir + "/b"});
+  EXPECT_EQ(tight.exit_code, 0) << tight.err;
+  const Json b = test::read_json_file(dir + "/b/report.json")["memory"]["rows"];
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]["status"], "oom");
 }
 
 }  // namespace
