@@ -156,6 +156,12 @@ TEST(PerplexityCli, F16AgainstF16IsExactAndBadInputExits2) {
     EXPECT_EQ(b.exit_code, 2) << bad.back() << "\n" << b.err;
     EXPECT_EQ(count_lines(b.err), 1u) << b.err;
   }
+  // A layer the model does not have: checked once it is loaded, naming the flag.
+  const ChildResult layer =
+      run_child({bin, "perplexity", "-m", model, "-f", text, "--kv-layer-override", "9:k4v4"}, {});
+  EXPECT_EQ(layer.exit_code, 2) << layer.err;
+  EXPECT_NE(layer.err.find("--kv-layer-override: layer 9 does not exist"), std::string::npos)
+      << layer.err;
 }
 
 }  // namespace
