@@ -27,6 +27,7 @@
 #include "common/thread_pool.h"
 #include "hwy/aligned_allocator.h"
 #include "probes.h"
+#include "tensor/kernels/cpu_features.h"
 #include "tensor/matmul.h"
 
 namespace tkv {
@@ -120,10 +121,18 @@ AlignedBytes make_matrix(DType type, int64_t rows, int64_t cols) {
 
 // --- matvec ------------------------------------------------------------------
 
-// n = 1: matvec (decode); n > 1: matmul of n tokens with the default kernel
-// choice (integer dot products up to kIntMatmulMaxTokens: the batched decode
-// of n sequences, weights streamed once for all of them).
-void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n = 1) {
+// How a benchmark with n > 1 tokens runs them.
+enum class Batch {
+  kMatmul,       // matmul, default kernel choice
+  kMatvecBatch,  // matvec_batch: matvec's numbers per token (batched decode)
+};
+
+// n = 1: matvec (decode); n > 1: n tokens through matmul (the default kernel
+// choice: integer dot products up to kIntMatmulMaxTokens) or matvec_batch
+// (what the batched decode of n sequences runs), weights streamed once for
+// all of them.
+void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n = 1,
+               Batch batch = Batch::kMatmul) {
   const int threads = int(state.range(0));
   const auto base = make_matrix(type, rows, cols);
   const size_t bytes = base.size;
@@ -139,6 +148,8 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
   auto product = [&](const WeightMatrix& w) {
     if (n == 1)
       matvec(w, x.data(), y.data(), pool);
+    else if (batch == Batch::kMatvecBatch)
+      matvec_batch(w, x.data(), n, y.data(), pool);
     else
       matmul(w, x.data(), n, y.data(), pool);
   };
@@ -162,6 +173,7 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
   state.counters["read_bw_GBps"] = read_bw;
   state.counters["pct_of_read_bw"] = 100.0 * gbps / read_bw;
   state.counters["tokens_per_s"] = double(n) * double(passes) / total;
+  state.counters["GFLOPs"] = 2.0 * double(rows * cols) * double(n) * double(passes) / total / 1e9;
   state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, n > 1 ? str(" n=", n) : "", " ",
                      active_simd_target()));
 }
@@ -213,6 +225,21 @@ void register_matvec() {
         ->MinTime(0.5)
         ->ComputeStatistics("max", max_of)
         ->Unit(benchmark::kMicrosecond);
+  // The float weights' batched decode (matvec_batch), per llama-3.2-1b
+  // shape: B sequences' tokens against each weight, read once per step.
+  for (DType t : {DType::F16, DType::BF16})
+    for (const auto& s : kShapes)
+      for (const int64_t n : {8, 16})
+        benchmark::RegisterBenchmark(str("MatvecBatch", n, "/", dtype_name(t), "/", s.name).c_str(),
+                                     [t, s, n](benchmark::State& st) {
+                                       BM_Matvec(st, t, s.rows, s.cols, n, Batch::kMatvecBatch);
+                                     })
+            ->Arg(1)
+            ->Arg(2)
+            ->UseManualTime()
+            ->MinTime(0.5)
+            ->ComputeStatistics("max", max_of)
+            ->Unit(benchmark::kMicrosecond);
 }
 
 // Kernel ceiling: one thread, a 256 x 2048 matrix that stays in L2, so the
@@ -236,7 +263,38 @@ void BM_MatvecInCache(benchmark::State& state, DType type) {
   state.SetLabel(str(dtype_name(type), " ", active_simd_target()));
 }
 
+double fma_peak_gflops();
+
+// The batched float kernel's compute ceiling: one thread, n tokens against a
+// 64 x cols matrix that stays in L1/L2, GFLOP/s next to the FMA peak of one
+// core (matvec_batch keeps matvec's two FMA chains per (row, token), so the
+// f16/bf16 conversion of each weight vector is shared by the tokens of one
+// register block only).
+void BM_MatvecBatchInCache(benchmark::State& state, DType type) {
+  const int64_t n = state.range(0), cols = state.range(1), rows = 64;
+  const auto m = make_matrix(type, rows, cols);
+  const WeightMatrix w = make_weight(type, m.data(), rows, cols, "bench");
+  std::vector<float> x(static_cast<size_t>(n * cols), 0.01f), y(static_cast<size_t>(n * rows));
+  ThreadPool pool(1);
+  for (int i = 0; i < 10; ++i) matvec_batch(w, x.data(), n, y.data(), pool);
+  for (auto _ : state) {
+    matvec_batch(w, x.data(), n, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * double(rows * cols * n) * double(state.iterations());
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  state.counters["fma_peak_GFLOPs"] = fma_peak_gflops();
+  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target()));
+}
+
 void register_in_cache() {
+  for (DType t : {DType::F16, DType::BF16, DType::F32})
+    benchmark::RegisterBenchmark(str("MatvecBatchInCache/", dtype_name(t)).c_str(),
+                                 [t](benchmark::State& st) { BM_MatvecBatchInCache(st, t); })
+        ->ArgsProduct({{1, 4, 8, 16}, {2048, 8192}})
+        ->ArgNames({"n", "cols"})
+        ->ComputeStatistics("max", max_of)
+        ->Unit(benchmark::kMicrosecond);
   for (uint32_t id = 0; id < 64; ++id) {
     const auto tr = dtype_traits(id);
     if (!tr || !tr->supported) continue;
@@ -269,7 +327,10 @@ void BM_FmaPeak(benchmark::State& state) {
 }
 BENCHMARK(BM_FmaPeak)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols) {
+// Prefill: n tokens against one 2048x2048 matrix with the given kernel
+// (kAuto: what matmul picks for n; kFloat / kInteger: one path forced).
+void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols,
+               MatmulKernel kernel) {
   const int64_t n = state.range(0);
   const int threads = int(state.range(1));
   const auto m = make_matrix(type, rows, cols);
@@ -279,12 +340,12 @@ void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols) 
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
   ThreadPool pool(threads);
-  matmul(w, x.data(), n, y.data(), pool);  // warm-up: scratch allocation
+  matmul(w, x.data(), n, y.data(), pool, kernel);  // warm-up: scratch allocation
   double total = 0;
   int64_t passes = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    matmul(w, x.data(), n, y.data(), pool);
+    matmul(w, x.data(), n, y.data(), pool, kernel);
     const double s = seconds_since(t0);
     state.SetIterationTime(s);
     total += s;
@@ -299,15 +360,49 @@ void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols) 
 }
 
 void register_matmul() {
-  for (DType t : {DType::F16, DType::Q4_K, DType::Q8_0, DType::Q4_0})
-    benchmark::RegisterBenchmark(str("Matmul/", dtype_name(t), "/2048x2048").c_str(),
-                                 [t](benchmark::State& st) { BM_Matmul(st, t, 2048, 2048); })
-        ->ArgsProduct({{64, 512}, {1, 2}})
-        ->ArgNames({"n", "threads"})
-        ->UseManualTime()
-        ->MinTime(0.5)
-        ->ComputeStatistics("max", max_of)
-        ->Unit(benchmark::kMillisecond);
+  struct Variant {
+    const char* name;
+    MatmulKernel kernel;
+    bool dot_instructions;  // VNNI / sdot where the CPU has them
+  };
+  // Matmul: what kAuto picks; MatmulFloat / MatmulInt: one path forced;
+  // MatmulIntNoDot: the integer path without the dot-product instructions.
+  const Variant variants[] = {{"", MatmulKernel::kAuto, true},
+                              {"Float", MatmulKernel::kFloat, true},
+                              {"Int", MatmulKernel::kInteger, true},
+                              {"IntNoDot", MatmulKernel::kInteger, false}};
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto tr = dtype_traits(id);
+    if (!tr || !tr->supported) continue;
+    const DType t = tr->type;
+    const bool main_type = t == DType::F16 || t == DType::Q4_K || t == DType::Q8_0 ||
+                           t == DType::Q4_0 || t == DType::Q6_K;
+    const bool quantized = t != DType::F32 && t != DType::F16 && t != DType::BF16;
+    for (const Variant& v : variants) {
+      // The float types have one kernel; the forced variants are for the
+      // quantized ones; the main types get every shape, the others n = 512.
+      if (!quantized && v.kernel != MatmulKernel::kAuto) continue;
+      if (!main_type && !quantized) continue;
+      const MatmulKernel k = v.kernel;
+      const bool dot = v.dot_instructions;
+      auto* b =
+          benchmark::RegisterBenchmark(str("Matmul", v.name, "/", tr->name, "/2048x2048").c_str(),
+                                       [t, k, dot](benchmark::State& st) {
+                                         kernels::set_int_dot_instructions_allowed(dot);
+                                         BM_Matmul(st, t, 2048, 2048, k);
+                                         kernels::set_int_dot_instructions_allowed(true);
+                                       });
+      if (main_type)
+        b->ArgsProduct({{64, 512}, {1, 2}});
+      else
+        b->Args({512, 1});
+      b->ArgNames({"n", "threads"})
+          ->UseManualTime()
+          ->MinTime(0.5)
+          ->ComputeStatistics("max", max_of)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
 }
 
 }  // namespace

@@ -161,12 +161,14 @@ void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* 
   for (int64_t i = 0; i < n; ++i)
     kernels::quantize_act(format, x + i * w.cols, w.cols, xq + size_t(i) * stride);
   const kernels::IntDotArgs args{w.type, w.data, w.row_bytes, w.cols, xq, stride, n, y, w.rows};
+  // One token: the matvec kernel; more: token tiles, the same bits per token.
+  const auto rows_fn = n == 1 ? &kernels::int_dot_rows : &kernels::int_gemm_rows;
   if (w.total_bytes() * size_t(n) <= kInlineBytes || pool.size() == 1)
-    return kernels::int_dot_rows(args, 0, w.rows);
+    return rows_fn(args, 0, w.rows);
   const int64_t per_task = rows_per_task(w, pool.size());
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
-    kernels::int_dot_rows(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
+    rows_fn(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
   });
 }
 
@@ -241,9 +243,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   apply_simd_override();
   if (n == 0 || w.rows == 0) return;
   const auto format = kernels::act_format(w.type);
-  const bool integer =
-      kernel == MatmulKernel::kInteger ||
-      (kernel == MatmulKernel::kAuto && n <= kIntMatmulMaxTokens && kernels::int_kernels_native());
+  const bool integer = kernel == MatmulKernel::kInteger ||
+                       (kernel == MatmulKernel::kAuto && integer_matmul_active(w.type, n));
   if (format != kernels::ActFormat::kNone && integer) return int_product(w, format, x, n, y, pool);
   kernels::matmul_panels(w.type, w.data, w.row_bytes, w.rows, w.cols, dequantizer(w.type), x, n, y,
                          pool);
@@ -270,6 +271,11 @@ size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n) {
 bool integer_path_active(DType type) {
   apply_simd_override();
   return kernels::act_format(type) != kernels::ActFormat::kNone && kernels::int_kernels_native();
+}
+
+bool integer_matmul_active(DType type, int64_t n) {
+  return integer_path_active(type) &&
+         (n <= kIntMatmulMaxTokens || kernels::int_gemm_preferred(type));
 }
 
 size_t activation_scratch_bytes() {

@@ -17,16 +17,15 @@
 // each scale x quant product fits the f32 significand.
 //
 // Accuracy contract, float path (F32/F16/BF16 weights, and quantized weights
-// under MatmulKernel::kFloat, i.e. prefill of more than kIntMatmulMaxTokens
-// tokens by default). Activations are not quantized; products are
-// accumulated in f32 with FMA (matvec: several vector accumulators per row,
-// one horizontal sum at the end; matmul: per 256-column chunk FMA chains,
+// under MatmulKernel::kFloat or under kAuto where !integer_matmul_active,
+// e.g. prefill of more than kIntMatmulMaxTokens tokens on AVX-512).
+// Activations are not quantized; products are accumulated in f32 with FMA (matvec: several vector
+// accumulators per row, one horizontal sum at the end; matmul: per 256-column chunk FMA chains,
 // added chunk by chunk). So for every output
 //   |y - y_exact| <= ~1e-5 * sum_k |w_k| |x_k|   (cols up to ~16K).
 //
-// Accuracy contract, integer path (every quantized type: matvec and matmul
-// up to kIntMatmulMaxTokens tokens where integer_path_active, and matmul
-// under kInteger). Each token
+// Accuracy contract, integer path (every quantized type: matvec and kAuto
+// matmul where integer_matmul_active, and matmul under kInteger). Each token
 // is quantized per block of K = 32 values (K = 256 for the K-quants) to
 // int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
 // Weight quants times q are summed exactly in integers per block; then the
@@ -89,14 +88,17 @@ void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, Th
 // Which kernel matmul runs for a type with an integer-dot kernel (every
 // other type always takes the f32 GEMM).
 enum class MatmulKernel {
-  kAuto,     // integer dot products for n <= kIntMatmulMaxTokens, else f32 GEMM
+  kAuto,     // integer_matmul_active(type, n): integer dot products, else f32 GEMM
   kInteger,  // integer dot products for every n
   kFloat,    // dequantize to f32 and GEMM, activations unquantized
 };
 // Up to this many tokens (the batched decode of many sequences) kAuto runs
-// the integer kernel, whose token i is bit-identical to matvec(x_i); above
-// it, prefill, the register-tiled f32 GEMM is faster today (on AVX-512
-// about 2x at n = 512), and its results differ from matvec in the last bits.
+// the integer kernel wherever integer_path_active, its token i
+// bit-identical to matvec(x_i). Above it (prefill) kAuto runs it only where
+// its token tiles beat the register-tiled f32 GEMM: on the AVX2 target for
+// q4_K and q5_K (and q2_K, iq4_xs with AVX-VNNI); on AVX-512 the f32 GEMM
+// is faster for every type (about 1.4x on q4_K at n = 512, 2x on q8_0).
+// Either way a token's result does not depend on n once n exceeds it.
 inline constexpr int64_t kIntMatmulMaxTokens = 16;
 
 // y[i * rows + r] = <row r, x[i * cols ...]> for i in [0, n).
@@ -117,6 +119,11 @@ void quantize_row(DType type, const float* src, uint8_t* dst, int64_t n);
 // portable integer kernel; MatmulKernel::kInteger runs that portable kernel
 // (matmul with n = 1 under kInteger is then the batch-invariant "matvec").
 bool integer_path_active(DType type);
+
+// Whether matmul(..., MatmulKernel::kAuto) of n tokens of a `type` weight
+// runs the integer path (see kIntMatmulMaxTokens); for a fixed type and
+// target the answer is the same for every n > kIntMatmulMaxTokens.
+bool integer_matmul_active(DType type, int64_t n);
 
 // Bytes of quantized activations the integer-dot path needs for n tokens of
 // `cols` values of a `type` weight (0 for a type that keeps the float path).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "tensor/kernels/act_blocks.h"
+#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
 #include "tensor_test_util.h"
@@ -88,6 +91,19 @@ TEST(IntDot, ActivationQuantizationBoundAndSumsOnEveryTarget) {
   }
 }
 
+// Runs fn with the dot-product instructions (VNNI, sdot) allowed and, where
+// the active target would use them, again with them disallowed.
+void with_and_without_dot_instructions(const std::function<void(bool)>& fn) {
+  kernels::set_int_dot_instructions_allowed(true);
+  const bool used = kernels::int_dot_vnni_active();
+  fn(used);
+  if (!used) return;
+  kernels::set_int_dot_instructions_allowed(false);
+  EXPECT_FALSE(kernels::int_dot_vnni_active());
+  fn(false);
+  kernels::set_int_dot_instructions_allowed(true);
+}
+
 // With power-of-two weight scales and integer activations whose block amax
 // is 127 (so d_x = 1 and q = x), every product and partial sum is exact in
 // f32: the kernels must equal the double-precision reference exactly.
@@ -107,17 +123,20 @@ TEST(IntDot, ExactWhereTheArithmeticIsExact) {
     matmul_ref(type, wb.data(), rows, cols, x.data(), n, want.data());
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "exact");
     test::for_each_simd_target([&](const std::string& target) {
-      std::vector<float> got(want.size());
-      matmul(w, x.data(), n, got.data(), pool, MatmulKernel::kInteger);
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " on " << target << " element " << i;
+      with_and_without_dot_instructions([&](bool vnni) {
+        std::vector<float> got(want.size());
+        matmul(w, x.data(), n, got.data(), pool, MatmulKernel::kInteger);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " on " << target
+                                     << (vnni ? " with VNNI" : "") << " element " << i;
+      });
     });
   }
 }
 
 // matmul's token i == matvec of x_i, bit for bit, for every batch size and
-// thread count: the batched decode of many sequences never changes one
-// sequence's numbers.
+// thread count, with and without VNNI: the batched decode of many sequences
+// and the prefill tiles never change one token's numbers.
 TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
   const int64_t kNs[] = {1, 2, 3, 5, 8, 13, 16, 17, 64, 100};
   for (DType type : int_types()) {
@@ -141,12 +160,16 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
       for (int threads = 1; threads <= 3; ++threads) {
         ThreadPool pool(threads);
         for (int64_t n : kNs) {
-          std::vector<float> y(size_t(n * rows), -1.0f);
-          matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
-          for (size_t i = 0; i < y.size(); ++i)
-            ASSERT_EQ(y[i], single[i])
-                << dtype_name(type) << " on " << target << ", n=" << n << ", " << threads
-                << " threads, token " << i / rows << " row " << i % rows;
+          with_and_without_dot_instructions([&](bool vnni) {
+            std::vector<float> y(size_t(n * rows), -1.0f);
+            matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_EQ(y[i], single[i])
+                  << dtype_name(type) << " on " << target << (vnni ? " with VNNI" : "")
+                  << ", n=" << n << ", " << threads << " threads, token " << i / rows << " row "
+                  << i % rows;
+          });
+          std::vector<float> y(single.begin(), single.begin() + n * rows);
           if (n > kIntMatmulMaxTokens || !native) continue;
           // The default kernel choice is the integer one for small batches.
           std::vector<float> y_auto(y.size(), -1.0f);
@@ -160,6 +183,81 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
       }
     });
   }
+}
+
+// Rows long enough that the token tiles walk them in several column
+// segments (kernels_intgemm.cc), and more rows than one row block: still
+// matvec's bits for every token, with and without VNNI.
+TEST(IntDot, TilesOverLongRowsEqualMatvec) {
+  ThreadPool pool(2), one(1);
+  for (DType type : int_types()) {
+    const int64_t rows = 21, cols = 4096, n = 13;
+    const auto wb = test::random_block_bytes(type, rows, cols, 90 + uint32_t(type));
+    const auto x = test::gaussian(size_t(n * cols), 91);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "long");
+    test::for_each_simd_target([&](const std::string& target) {
+      std::vector<float> single(size_t(n * rows));
+      for (int64_t i = 0; i < n; ++i)
+        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+      with_and_without_dot_instructions([&](bool vnni) {
+        std::vector<float> y(single.size(), -1.0f);
+        matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
+        ASSERT_EQ(y, single) << dtype_name(type) << " on " << target << (vnni ? " with VNNI" : "");
+      });
+    });
+  }
+}
+
+// The kernel kAuto picks: integer up to kIntMatmulMaxTokens wherever the
+// integer path is native, above it only where the token tiles are faster
+// (int_gemm_preferred), the same choice for every larger n; and its results
+// are that kernel's.
+TEST(IntDot, AutoKernelChoice) {
+  ThreadPool pool(2);
+  for (DType type : int_types()) {
+    const int64_t rows = 24, cols = test::act_block_values(type) == 256 ? 512 : 128, n = 40;
+    const auto wb = test::random_block_bytes(type, rows, cols, 80 + uint32_t(type));
+    const auto x = test::gaussian(size_t(n * cols), 81);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "auto");
+    test::for_each_simd_target([&](const std::string& target) {
+      const bool native = integer_path_active(type);
+      const bool large = native && kernels::int_gemm_preferred(type);
+      EXPECT_EQ(integer_matmul_active(type, 1), native) << target;
+      EXPECT_EQ(integer_matmul_active(type, kIntMatmulMaxTokens), native) << target;
+      for (int64_t m : {kIntMatmulMaxTokens + 1, int64_t(40), int64_t(512), int64_t(4096)})
+        EXPECT_EQ(integer_matmul_active(type, m), large) << dtype_name(type) << " on " << target;
+      std::vector<float> y_auto(size_t(n * rows)), y_want(y_auto.size());
+      matmul(w, x.data(), n, y_auto.data(), pool);
+      matmul(w, x.data(), n, y_want.data(), pool,
+             large ? MatmulKernel::kInteger : MatmulKernel::kFloat);
+      ASSERT_EQ(y_auto, y_want) << dtype_name(type) << " on " << target;
+    });
+  }
+  // The f32 GEMM keeps AVX-512's prefill; q4_K takes the tiles on AVX2.
+  test::for_each_simd_target([&](const std::string& target) {
+    if (target.rfind("AVX3", 0) == 0) {
+      EXPECT_FALSE(kernels::int_gemm_preferred(DType::Q4_K));
+    }
+    if (target == "AVX2") {
+      EXPECT_TRUE(kernels::int_gemm_preferred(DType::Q4_K));
+    }
+    EXPECT_FALSE(integer_matmul_active(DType::F16, 1)) << target;
+  });
+}
+
+// VNNI is used exactly where the CPU and the target have it.
+TEST(IntDot, VnniWhereTheCpuHasIt) {
+  test::for_each_simd_target([&](const std::string& target) {
+    bool want = false;
+    if (target == "AVX3_DL") want = true;
+    if (target == "AVX3" || target == "AVX3_ZEN4" || target == "AVX3_SPR")
+      want = kernels::cpu_has_avx512_vnni();
+    if (target == "AVX2") want = kernels::cpu_has_avx_vnni();
+    EXPECT_EQ(kernels::int_dot_vnni_active(), want) << target;
+    kernels::set_int_dot_instructions_allowed(false);
+    EXPECT_FALSE(kernels::int_dot_vnni_active()) << target;
+    kernels::set_int_dot_instructions_allowed(true);
+  });
 }
 
 TEST(IntDot, TheIntegerPathIsActiveOnX86WithAvx2) {

@@ -26,14 +26,19 @@ struct ActBlock32 {
 };
 static_assert(sizeof(ActBlock32) == 40);
 
-// q8_K-style block for the 256-value super-block types.
+// q8_K-style block for the 256-value super-block types. 320 bytes, q at
+// offset 64 and psums at 48, so that in a 64-byte aligned buffer no load
+// of q straddles a cache line and psums is one aligned 16-byte load.
 struct ActBlock256 {
   static constexpr int kValues = 256;
   float d;
+  uint8_t pad[12];
   int16_t bsums[16];  // bsums[g] = sum of q[16g .. 16g + 15]
+  int16_t psums[8];   // psums[i] = bsums[2i] + bsums[2i + 1] (32-value groups)
   int8_t q[256];
 };
-static_assert(sizeof(ActBlock256) == 292);
+static_assert(sizeof(ActBlock256) == 320 && offsetof(ActBlock256, psums) == 48 &&
+              offsetof(ActBlock256, q) == 64);
 
 // Which activation blocks a weight type's integer kernel takes; kNone for a
 // type that keeps the float path.

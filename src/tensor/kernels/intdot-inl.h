@@ -80,6 +80,19 @@ HWY_INLINE void Q3KScales(const uint8_t* scales, int8_t* out) {
 
 // --- x86 -------------------------------------------------------------------
 
+// Whether DotRowInt adds any range of blocks (x86) or only whole rows.
+inline constexpr bool kIntBlockRanges = true;
+
+// The float accumulators of one (row, token) between two block ranges: v
+// the 8 lanes of the block products; m the second accumulator of the types
+// with mins (q4_K, q5_K: lanes 0..3; q2_K: 8 lanes) or offsets (q4_1, q5_1:
+// lane 0). FinishInt turns it into the output; a value-initialized IntAcc
+// (IntAcc{}) is zero.
+struct IntAcc {
+  __m256 v;
+  __m256 m;
+};
+
 HWY_INLINE float Hsum8(__m256 v) {
   __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -119,12 +132,12 @@ HWY_INLINE __m256i DotU8S8(__m256i u, __m256i s) {
 // 32-value types whose weights are signed int8 values times d: the sign
 // trick turns s8 x s8 into |w| (u8) x sign(w) x (s8).
 template <class Unpack, int R, int NT>
-HWY_INLINE void DotSigned32(const uint8_t* const* rows, size_t block_bytes, size_t nb,
-                            const ActBlock32* const* x, float* out, const Unpack& unpack) {
+HWY_INLINE void DotSigned32(const uint8_t* const* rows, size_t block_bytes, size_t b0, size_t b1,
+                            const ActBlock32* const* x, IntAcc* st, const Unpack& unpack) {
   __m256 acc[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (size_t b = 0; b < nb; ++b) {
+    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * block_bytes;
@@ -140,7 +153,7 @@ HWY_INLINE void DotSigned32(const uint8_t* const* rows, size_t block_bytes, size
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
+    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
 }
 
 struct UnpackQ4_0 {
@@ -192,13 +205,14 @@ struct UnpackQ8_0 {
 
 // Q4_1 / Q5_1: w = d q + m with unsigned q: sum = d dx sum(q x) + m dx sum(x).
 template <class Unpack, int R, int NT>
-HWY_INLINE void DotOffset32(const uint8_t* const* rows, size_t block_bytes, size_t nb,
-                            const ActBlock32* const* x, float* out, const Unpack& unpack) {
+HWY_INLINE void DotOffset32(const uint8_t* const* rows, size_t block_bytes, size_t b0, size_t b1,
+                            const ActBlock32* const* x, IntAcc* st, const Unpack& unpack) {
   __m256 acc[R][NT];
   float offs[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), offs[r][t] = 0.0f;
-  for (size_t b = 0; b < nb; ++b) {
+    for (int t = 0; t < NT; ++t)
+      acc[r][t] = st[r * NT + t].v, offs[r][t] = _mm256_cvtss_f32(st[r * NT + t].m);
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * block_bytes;
@@ -215,7 +229,9 @@ HWY_INLINE void DotOffset32(const uint8_t* const* rows, size_t block_bytes, size
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]) + offs[r][t];
+    for (int t = 0; t < NT; ++t)
+      st[r * NT + t].v = acc[r][t],
+                  st[r * NT + t].m = _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, offs[r][t]);
 }
 
 HWY_INLINE float Hsum4(__m128 r) {
@@ -229,15 +245,16 @@ HWY_INLINE float Hsum4(__m128 r) {
 // lane i = m_2i S_2i + m_2i+1 S_2i+1 (S_g = sum of group g's activations).
 // Q5_K is the same with a fifth bit per value from qh (kFive).
 template <bool kFive, int R, int NT>
-HWY_INLINE void DotQ45_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
-                         float* out) {
+HWY_INLINE void DotQ45_K(const uint8_t* const* rows, size_t b0, size_t b1,
+                         const ActBlock256* const* x, IntAcc* st) {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   __m256 acc[R][NT];
   __m128 accm[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), accm[r][t] = _mm_setzero_ps();
+    for (int t = 0; t < NT; ++t)
+      acc[r][t] = st[r * NT + t].v, accm[r][t] = _mm256_castps256_ps128(st[r * NT + t].m);
   const __m256i m4 = _mm256_set1_epi8(15);
-  for (size_t b = 0; b < nb; ++b) {
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * sizeof(Block);
@@ -285,16 +302,15 @@ HWY_INLINE void DotQ45_K(const uint8_t* const* rows, size_t nb, const ActBlock25
       for (int t = 0; t < NT; ++t) {
         const ActBlock256& a = x[t][b];
         acc[r][t] = AccLanes(acc[r][t], dw * a.d, sumi[t]);
-        const __m256i bs = Load256(a.bsums);
-        const __m128i s32 =
-            _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
         accm[r][t] = _mm_fmadd_ps(_mm_set1_ps(dminw * a.d),
                                   _mm_cvtepi32_ps(_mm_madd_epi16(mins16, s32)), accm[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]) - Hsum4(accm[r][t]);
+    for (int t = 0; t < NT; ++t)
+      st[r * NT + t].v = acc[r][t], st[r * NT + t].m = _mm256_zextps128_ps256(accm[r][t]);
 }
 
 // int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
@@ -304,14 +320,14 @@ HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
 }
 
 template <int R, int NT>
-HWY_INLINE void DotQ6_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
-                        float* out) {
+HWY_INLINE void DotQ6_K(const uint8_t* const* rows, size_t b0, size_t b1,
+                        const ActBlock256* const* x, IntAcc* st) {
   __m256 acc[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
   const __m256i m32 = _mm256_set1_epi8(32);
-  for (size_t b = 0; b < nb; ++b) {
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * sizeof(BlockQ6_K);
@@ -352,21 +368,21 @@ HWY_INLINE void DotQ6_K(const uint8_t* const* rows, size_t nb, const ActBlock256
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
+    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
 }
 
 // q2_K / q3_K: 2-bit quants (q3_K: minus 4 where the hmask bit is clear)
 // in 16-value groups with integer scales; q2_K's 4-bit mins go through the
 // activations' 16-value sums into a second 8-lane accumulator.
 template <bool kThree, int R, int NT>
-HWY_INLINE void DotQ23_K(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
-                         float* out) {
+HWY_INLINE void DotQ23_K(const uint8_t* const* rows, size_t b0, size_t b1,
+                         const ActBlock256* const* x, IntAcc* st) {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
   __m256 acc[R][NT], accm[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = accm[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v, accm[r][t] = st[r * NT + t].m;
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  for (size_t b = 0; b < nb; ++b) {
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * sizeof(Block);
@@ -418,20 +434,19 @@ HWY_INLINE void DotQ23_K(const uint8_t* const* rows, size_t nb, const ActBlock25
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t)
-      out[r * NT + t] = kThree ? Hsum8(acc[r][t]) : Hsum8(acc[r][t]) - Hsum8(accm[r][t]);
+    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t], st[r * NT + t].m = accm[r][t];
 }
 
 // IQ4_XS: 8 groups of 32 signed levels with scale ls - 32 (vpmaddwd).
 template <int R, int NT>
-HWY_INLINE void DotIQ4_XS(const uint8_t* const* rows, size_t nb, const ActBlock256* const* x,
-                          float* out) {
+HWY_INLINE void DotIQ4_XS(const uint8_t* const* rows, size_t b0, size_t b1,
+                          const ActBlock256* const* x, IntAcc* st) {
   __m256 acc[R][NT];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
   const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
   const __m256i table = _mm256_set_m128i(t128, t128);
-  for (size_t b = 0; b < nb; ++b) {
+  for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + b * sizeof(BlockIQ4_XS);
@@ -457,12 +472,27 @@ HWY_INLINE void DotIQ4_XS(const uint8_t* const* rows, size_t nb, const ActBlock2
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = Hsum8(acc[r][t]);
+    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
 }
 
-// out[r * NT + t] = <row r, token t> for R rows and NT tokens.
+// The output of one (row, token) from its accumulators, in a fixed order.
+template <DType T>
+HWY_INLINE float FinishInt(const IntAcc& a) {
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
+    return Hsum8(a.v) + _mm256_cvtss_f32(a.m);
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    return Hsum8(a.v) - Hsum4(_mm256_castps256_ps128(a.m));
+  } else if constexpr (T == DType::Q2_K) {
+    return Hsum8(a.v) - Hsum8(a.m);
+  } else {
+    return Hsum8(a.v);
+  }
+}
+
+// Adds blocks [b0, b1) of R rows times NT tokens into st[r * NT + t].
 template <DType T, int R, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t nb, const void* const* x, float* out) {
+HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t b0, size_t b1, const void* const* x,
+                          IntAcc* st) {
   const ActBlock32* x32[NT];
   const ActBlock256* x256[NT];
   for (int t = 0; t < NT; ++t) {
@@ -470,33 +500,35 @@ HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t nb, const void* con
     x256[t] = static_cast<const ActBlock256*>(x[t]);
   }
   if constexpr (T == DType::Q8_0) {
-    DotSigned32<UnpackQ8_0, R, NT>(rows, sizeof(BlockQ8_0), nb, x32, out, UnpackQ8_0());
+    DotSigned32<UnpackQ8_0, R, NT>(rows, sizeof(BlockQ8_0), b0, b1, x32, st, UnpackQ8_0());
   } else if constexpr (T == DType::Q4_0) {
-    DotSigned32<UnpackQ4_0, R, NT>(rows, sizeof(BlockQ4_0), nb, x32, out, UnpackQ4_0());
+    DotSigned32<UnpackQ4_0, R, NT>(rows, sizeof(BlockQ4_0), b0, b1, x32, st, UnpackQ4_0());
   } else if constexpr (T == DType::IQ4_NL) {
-    DotSigned32<UnpackIQ4_NL, R, NT>(rows, sizeof(BlockIQ4_NL), nb, x32, out, UnpackIQ4_NL());
+    DotSigned32<UnpackIQ4_NL, R, NT>(rows, sizeof(BlockIQ4_NL), b0, b1, x32, st, UnpackIQ4_NL());
   } else if constexpr (T == DType::Q5_0) {
-    DotSigned32<UnpackQ5_0, R, NT>(rows, sizeof(BlockQ5_0), nb, x32, out, UnpackQ5_0());
+    DotSigned32<UnpackQ5_0, R, NT>(rows, sizeof(BlockQ5_0), b0, b1, x32, st, UnpackQ5_0());
   } else if constexpr (T == DType::Q4_1) {
-    DotOffset32<UnpackQ4_1, R, NT>(rows, sizeof(BlockQ4_1), nb, x32, out, UnpackQ4_1());
+    DotOffset32<UnpackQ4_1, R, NT>(rows, sizeof(BlockQ4_1), b0, b1, x32, st, UnpackQ4_1());
   } else if constexpr (T == DType::Q5_1) {
-    DotOffset32<UnpackQ5_1, R, NT>(rows, sizeof(BlockQ5_1), nb, x32, out, UnpackQ5_1());
+    DotOffset32<UnpackQ5_1, R, NT>(rows, sizeof(BlockQ5_1), b0, b1, x32, st, UnpackQ5_1());
   } else if constexpr (T == DType::Q4_K) {
-    DotQ45_K<false, R, NT>(rows, nb, x256, out);
+    DotQ45_K<false, R, NT>(rows, b0, b1, x256, st);
   } else if constexpr (T == DType::Q5_K) {
-    DotQ45_K<true, R, NT>(rows, nb, x256, out);
+    DotQ45_K<true, R, NT>(rows, b0, b1, x256, st);
   } else if constexpr (T == DType::IQ4_XS) {
-    DotIQ4_XS<R, NT>(rows, nb, x256, out);
+    DotIQ4_XS<R, NT>(rows, b0, b1, x256, st);
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    DotQ23_K<T == DType::Q3_K, R, NT>(rows, nb, x256, out);
+    DotQ23_K<T == DType::Q3_K, R, NT>(rows, b0, b1, x256, st);
   } else if constexpr (T == DType::Q6_K) {
-    DotQ6_K<R, NT>(rows, nb, x256, out);
+    DotQ6_K<R, NT>(rows, b0, b1, x256, st);
   }
 }
 
 #else  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 // --- portable --------------------------------------------------------------
+
+inline constexpr bool kIntBlockRanges = false;
 
 struct Lanes {
   int32_t v[8];
@@ -687,23 +719,37 @@ HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* 
   return acc.Sum();
 }
 
+// The result of one (row, token): the portable kernels compute whole rows.
+struct IntAcc {
+  float y;
+};
+template <DType T>
+HWY_INLINE float FinishInt(const IntAcc& a) {
+  return a.y;
+}
+
+// Blocks [0, nb) of R rows times NT tokens into st[r * NT + t] (whole rows
+// only: kIntBlockRanges is false here).
 template <DType T, int R, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t nb, const void* const* x, float* out) {
+HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t b0, size_t nb, const void* const* x,
+                          IntAcc* st) {
+  HWY_DASSERT(b0 == 0);
+  (void)b0;
   for (int i = 0; i < R * NT; ++i) {
     const int t = i % NT;
     const uint8_t* row = rows[i / NT];
     const auto* x32 = static_cast<const ActBlock32*>(x[t]);
     const auto* x256 = static_cast<const ActBlock256*>(x[t]);
     if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      out[i] = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
+      st[i].y = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
     } else if constexpr (T == DType::IQ4_XS) {
-      out[i] = DotRowIQ4_XS(row, nb, x256);
+      st[i].y = DotRowIQ4_XS(row, nb, x256);
     } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-      out[i] = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
+      st[i].y = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
     } else if constexpr (T == DType::Q6_K) {
-      out[i] = DotRowQ6_K(row, nb, x256);
+      st[i].y = DotRowQ6_K(row, nb, x256);
     } else {
-      out[i] = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
+      st[i].y = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
     }
   }
 }

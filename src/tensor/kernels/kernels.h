@@ -51,6 +51,15 @@ struct IntDotArgs {
   int64_t y_stride;
 };
 void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+// The same products for n >= 2 tokens in register tiles of tokens
+// (kernels_intgemm.cc): every (row, token) bit-identical to int_dot_rows.
+void int_gemm_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+// Whether int_gemm_rows uses VNNI dot products now (cpu_features.h).
+bool int_dot_vnni_active();
+// Whether int_gemm_rows is faster than the f32 GEMM for prefill-sized
+// products of `type` on the active target (matmul's kAuto above
+// kIntMatmulMaxTokens tokens).
+bool int_gemm_preferred(DType type);
 // True when the active target has SIMD integer kernels (x86 AVX2 and up);
 // elsewhere int_dot_rows runs a portable scalar version.
 bool int_kernels_native();

@@ -1,12 +1,14 @@
-// Integer-dot matvec/matmul rows for the quantized types that have an
-// integer kernel (act_format != kNone): the tile loops around the block
-// kernels of intdot-inl.h. matvec (n = 1), small batches and prefill all run
-// through here, so a (row, token) output is the same for every n.
+// Integer-dot matvec rows for the quantized types that have an integer
+// kernel (act_format != kNone): the row groups around the block kernels of
+// intdot-inl.h, and the activation quantization. Products of several tokens
+// run the tiles of kernels_intgemm.cc, whose (row, token) outputs are the
+// same bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/kernels_int.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "hwy/highway.h"
@@ -17,59 +19,33 @@ HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
 
-// Tokens whose activations are swept over one row before the next row:
-// 16 tokens of a 8192-column row are ~37-75 KiB of activation blocks (L1/L2).
-inline constexpr int64_t kTokenTile = 16;
-// Tokens sharing one unpacking of a weight block (register tile).
-inline constexpr int kRegTokens = 4;
-
-// Rows walked side by side when a tile has one token (matvec): several
+// Rows walked side by side when a product has one token (matvec): several
 // sequential weight streams keep more memory requests in flight per core.
 inline constexpr int kIntRowGroup = 4;
 
-// R rows from r times NT tokens from t.
-template <DType T, int R, int NT>
-HWY_INLINE void Tile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+template <DType T>
+constexpr bool kSuperBlock = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
+                             T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
+
+// R rows from r times one token t, whole rows (matvec).
+template <DType T, int R>
+HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
   const uint8_t* rows[R];
   for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
-  const void* xs[NT];
-  for (int j = 0; j < NT; ++j) xs[j] = a.xq + size_t(t + j) * a.xq_stride;
-  float out[R * NT];
-  DotRowInt<T, R, NT>(rows, nb, xs, out);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r + i] = out[i * NT + j];
+  const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
+  IntAcc st[R] = {};
+  DotRowInt<T, R, 1>(rows, 0, nb, xs, st);
+  for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
 }
 
+// One token at a time (matvec; several tokens go to kernels_intgemm.cc).
 template <DType T>
 void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  constexpr bool kSuper = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
-                          T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
-  const size_t nb = size_t(a.cols) / (kSuper ? 256 : 32);
-  for (int64_t t0 = 0; t0 < a.n; t0 += kTokenTile) {
-    const int64_t t1 = std::min(a.n, t0 + kTokenTile);
-    if (t1 - t0 == 1) {
-      int64_t r = r0;
-      for (; r + kIntRowGroup <= r1; r += kIntRowGroup) Tile<T, kIntRowGroup, 1>(a, nb, r, t0);
-      for (; r < r1; ++r) Tile<T, 1, 1>(a, nb, r, t0);
-      continue;
-    }
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t t = t0;
-      for (; t + kRegTokens <= t1; t += kRegTokens) Tile<T, 1, kRegTokens>(a, nb, r, t);
-      switch (t1 - t) {
-        case 3:
-          Tile<T, 1, 3>(a, nb, r, t);
-          break;
-        case 2:
-          Tile<T, 1, 2>(a, nb, r, t);
-          break;
-        case 1:
-          Tile<T, 1, 1>(a, nb, r, t);
-          break;
-        default:
-          break;
-      }
-    }
+  const size_t nb = size_t(a.cols) / (kSuperBlock<T> ? 256 : 32);
+  for (int64_t t = 0; t < a.n; ++t) {
+    int64_t r = r0;
+    for (; r + kIntRowGroup <= r1; r += kIntRowGroup) MatvecTile<T, kIntRowGroup>(a, nb, r, t);
+    for (; r < r1; ++r) MatvecTile<T, 1>(a, nb, r, t);
   }
 }
 
@@ -121,6 +97,9 @@ void QuantizeAct(kernels::ActFormat format, const float* x, int64_t cols, uint8_
         for (int k = 0; k < 16; ++k) s += b[i].q[16 * g + k];
         b[i].bsums[g] = int16_t(s);
       }
+      for (int k = 0; k < 8; ++k)
+        b[i].psums[k] = int16_t(b[i].bsums[2 * k] + b[i].bsums[2 * k + 1]);
+      std::memset(b[i].pad, 0, sizeof(b[i].pad));
     }
   }
 }

@@ -1,0 +1,72 @@
+// Run-time CPU feature detection of the integer-dot kernels (cpu_features.h).
+#include "tensor/kernels/cpu_features.h"
+
+#include <atomic>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace tkv::kernels {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// Leaf 7 sub-leaf `sub` register values (0 where the leaf does not exist).
+struct Leaf7 {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+Leaf7 cpuid_leaf7(unsigned sub) {
+  Leaf7 r;
+  if (__get_cpuid_max(0, nullptr) < 7) return r;
+  __cpuid_count(7, sub, r.eax, r.ebx, r.ecx, r.edx);
+  return r;
+}
+#endif
+
+std::atomic<bool> g_allowed{true};
+
+}  // namespace
+
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = (cpuid_leaf7(1).eax >> 4) & 1;  // CPUID.(7,1):EAX[4]
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = (cpuid_leaf7(0).ecx >> 11) & 1;  // CPUID.(7,0):ECX[11]
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_arm_dotprod() {
+#if defined(__aarch64__) && defined(__linux__) && defined(HWCAP_ASIMDDP)
+  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return has;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  return true;  // every Apple Silicon core has dotprod
+#else
+  return false;
+#endif
+}
+
+void set_int_dot_instructions_allowed(bool allowed) {
+  g_allowed.store(allowed, std::memory_order_relaxed);
+}
+
+bool int_dot_instructions_allowed() {
+  return g_allowed.load(std::memory_order_relaxed);
+}
+
+}  // namespace tkv::kernels
