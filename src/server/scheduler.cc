@@ -63,6 +63,7 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
     fail("scheduler: prefill tokens per step (", o.prefill_tokens_per_step,
          ") must be at least the prefill chunk (", o.prefill_chunk, ")");
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
+  if (o.max_cached_prefixes < 0) fail("scheduler: max cached prefixes must be >= 0");
   if (!o.on_warning)
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "turbokv: warning: %s\n", m.c_str());
@@ -120,6 +121,18 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
   const int64_t page = options.kv.page_tokens;
   const int64_t pages_needed = (std::max<int64_t>(tokens, 0) + page - 1) / page;
   return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
+}
+
+bool Scheduler::Impl::make_room(uint64_t bytes) {
+  // At least one goes (an allocation failed, whatever the figures say), then
+  // more until the bytes fit.
+  if (!prefixes || prefixes->size() == 0) return false;
+  do {
+    prefixes->evict_lru();
+  } while (prefixes->size() > 0 && options.budget_bytes > 0 &&
+           pages->bytes_in_use() + bytes > options.budget_bytes);
+  cache_changed = true;
+  return true;
 }
 
 std::unique_ptr<runtime::InferenceSession> Scheduler::Impl::new_session() const {
@@ -225,9 +238,7 @@ void Scheduler::Impl::admit() {
         // Room for the sequence's sinks and ring: cached prefixes go first.
         // (The hit's entry may be the one evicted: then start cold.)
         session.reset();
-        const bool evicted = prefixes && prefixes->size() > 0 && prefixes->evict_lru();
-        cache_changed = true;
-        if (evicted) {
+        if (make_room(estimate_bytes(0))) {
           hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
           continue;
         }
@@ -287,8 +298,17 @@ void Scheduler::Impl::run() {
     for (auto& a : active)
       if (a->pending.stream->cancelled()) finish(*a, JobFinish::kCancelled);
     std::erase_if(active, [](const auto& a) { return !a->session; });
-    admit();
-    step();
+    try {
+      admit();
+      step();
+    } catch (const std::exception& e) {
+      // A bug or a system failure outside the model (a filesystem error
+      // escaping the cache dir, say): the running jobs end with it, the
+      // server goes on.
+      for (auto& a : active)
+        if (a->session) finish(*a, JobFinish::kError, str("internal error: ", e.what()));
+      active.clear();
+    }
     publish();
   }
   if (prefixes) {

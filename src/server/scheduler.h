@@ -22,6 +22,14 @@
 // whatever the load: a chunk that does not fit a step waits for the next
 // one, it is never cut shorter) and the thread count is fixed.
 //
+// Memory: one kv::PagePool of budget_bytes holds every running sequence
+// and every cached prefix. A job is admitted when its estimated pages
+// (prompt + max_tokens, capped by the context, less what it shares with its
+// cached prefix) fit next to the running jobs' estimates; cached prefixes
+// give way on demand (LRU). An item of a step that cannot get its pages
+// evicts cached prefixes and runs again next step; with nothing left to
+// evict its job fails (budget_error) and the others go on.
+//
 // Threads: submit(), stats() and drain() may be called from any thread; a
 // JobStream is read by one consumer thread (the HTTP handler), cancel() from
 // any.
@@ -58,10 +66,13 @@ struct SchedulerOptions {
   // Prefill tokens per step over all admitting sequences (>= prefill_chunk):
   // bounds how much a step with prefill work is slower than a decode step.
   int prefill_tokens_per_step = 64;
-  kv::KvConfig kv;                   // codecs, page size; kv.budget_bytes is not used
-  uint64_t budget_bytes = 0;         // the page pool's byte budget (--kv-budget), 0 = unlimited
-  int threads = 1;                   // the worker's ThreadPool (counts the worker itself)
-  bool prefix_cache = true;          // keep finished sequences for reuse (off under kv.window > 0)
+  kv::KvConfig kv;            // codecs, page size; kv.budget_bytes is not used
+  uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
+  int threads = 1;            // the worker's ThreadPool (counts the worker itself)
+  bool prefix_cache = true;   // keep finished sequences for reuse (off under kv.window > 0)
+  // Cached prefixes kept in memory at most (LRU beyond it, to the cache dir
+  // when there is one); the budget evicts sooner when it needs their pages.
+  int max_cached_prefixes = 256;
   std::string cache_dir;             // disk tier of the prefix cache ("" = none)
   uint64_t cache_dir_max_bytes = 0;  // bound of cache_dir's session files, 0 = unbounded
   // Where warnings go (a cache dir that cannot be written, a corrupt cache
@@ -134,7 +145,7 @@ struct Event {
   // kDone:
   JobFinish finish = JobFinish::kStop;
   std::string error;          // kError: one line (budget, NaN, context, ...)
-  bool budget_error = false;  // kError because the KV budget can never hold it
+  bool budget_error = false;  // kError because the KV budget could not hold the job
   std::string stop_string;    // the stop string that matched, if any
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;      // prompt tokens reused from the prefix cache

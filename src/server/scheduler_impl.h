@@ -93,6 +93,10 @@ struct Scheduler::Impl {
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
   void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
   uint64_t estimate_bytes(int64_t tokens) const;
+  // Evicts the least recently used cached prefix, then more until the pool
+  // has `bytes` free under its budget or none is left; false when there was
+  // none to evict.
+  bool make_room(uint64_t bytes);
   std::unique_ptr<runtime::InferenceSession> new_session() const;
   void publish();  // copies the figures into counters (takes mu)
   void warn(const std::string& message) const;

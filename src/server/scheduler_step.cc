@@ -68,6 +68,7 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   if (prefixes && (reason == JobFinish::kStop || reason == JobFinish::kLength) && a.session) {
     prefixes->insert(std::move(a.session));
     cache_changed = true;
+    while (prefixes->size() > options.max_cached_prefixes) prefixes->evict_lru();
   }
   a.session.reset();
 }
@@ -122,10 +123,7 @@ bool Scheduler::Impl::step() {
                           s.code == model::ItemStatus::Code::kOutOfMemory;
       // Out of pages: cached prefixes give way and the item runs again next
       // step (it changed nothing); with nothing left to evict it fails.
-      if (budget && prefixes && prefixes->evict_lru()) {
-        cache_changed = true;
-        continue;
-      }
+      if (budget && make_room(estimate_bytes(int64_t(items[b].tokens.size())))) continue;
       finish(a, JobFinish::kError, budget ? str("KV budget exhausted: ", s.message) : s.message,
              budget);
       continue;
