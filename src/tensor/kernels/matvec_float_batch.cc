@@ -1,17 +1,20 @@
 // The small-batch product of float weights (F32/F16/BF16) with matvec's
-// exact per-row accumulation order: every (row, token) takes the
-// instruction sequence of kernels_float.cc's DotRowsF -- two vector FMA
-// chains over steps of 2 vectors, one more vector into the first chain, a
-// scalar tail, one horizontal sum of both chains plus the tail -- so token
-// t's result is bit-identical to matvec(x_t), while each weight row is read
-// from memory once for all tokens (it stays in L1 between token groups).
+// exact per-row accumulation order: every (row, token) gets the sums of
+// kernels_float.cc's DotRowsF -- vector j of the row (j < cols / lanes)
+// FMA'd into chain j % 2 in increasing j, a scalar tail, one horizontal sum
+// of both chains plus the tail -- so token t's result is bit-identical to
+// matvec(x_t). The two chains of a (row, token) never interact before that
+// final sum, so they can be run one after the other; this kernel does, and
+// keeps them in memory between column chunks, which leaves the whole
+// register file for more tokens per weight vector (each f16/bf16 vector is
+// converted once for 8 tokens) and keeps the tokens' activations in L1.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/matvec_float_batch.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-#include <cstring>
-#include <type_traits>
+#include <algorithm>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/float_rows-inl.h"
@@ -22,90 +25,178 @@ namespace tkv {
 namespace HWY_NAMESPACE {
 namespace batch {
 
-// R rows (row r at rows + r * row_bytes) against N tokens (x_t = x + t *
-// cols; result (r, t) to y[t * y_stride + r]). Every (row, token) pair has
-// its own two FMA chains, fed in the same order as DotRowsF's, so the
-// blocking changes which loads are shared, never a result: each weight
-// vector is converted once for N tokens and each x vector loaded once for
-// R rows.
+// Blocking, outermost first (sizes for an L1 of 32 KiB or more):
+//  - rows in panels of kPanelRows; the next panel's weights stream into L2
+//    (Prefetcher) while this one is computed;
+//  - tokens in groups of up to kGroupTokens, each group's (row, token,
+//    chain) accumulators of the panel kept in a small buffer (8 KiB on
+//    AVX-512) between column chunks; a second group finds the panel's
+//    weights in L2;
+//  - columns in chunks of kChunkValues, the group's activations of a chunk
+//    copied token-interleaved into a 16 KiB buffer that stays in L1 while
+//    every row of the panel uses it (a copy per panel and chunk: one vector
+//    per kPanelRows FMAs). The callers' activation rows are a power of two
+//    apart (8 or 32 KiB), so read in place the tokens' lines of a chunk
+//    would all fall in the same L1 sets, together with the weight rows
+//    (also a power of two apart), and evict each other;
+//  - in registers, one chain of kTileRows rows x kTileTokens tokens: each
+//    weight vector loaded and converted once for kTileTokens tokens, each
+//    activation vector loaded once for kTileRows rows.
+// Per weight vector and tile: kTileRows conversions (2 uops each on x86),
+// kTileRows x kTileTokens FMAs. AVX-512 (32 registers): 2 x 8 = 16
+// accumulators; 16-register targets (AVX2, SSE4, NEON): 1 x 8.
+inline constexpr int64_t kGroupTokens = 8;
+inline constexpr int64_t kPanelRows = 8;
+inline constexpr size_t kChunkValues = 512;
+inline constexpr size_t kChunkVecs = kChunkValues / kLanes;
+static_assert(kChunkVecs % 2 == 0, "a chunk starts on chain 0");
+inline constexpr int64_t kTileRows = kLanes >= 16 ? 2 : 1;
+inline constexpr int64_t kTileTokens = 8;
+static_assert(kGroupTokens % kTileTokens == 0);
+// How many chunks ahead each row of a panel is prefetched into L1.
+inline constexpr size_t kPrefetchChunks = 2;
+
+// Accumulator (row p, token t, chain c) of a panel, in floats.
+HWY_INLINE size_t AccAt(int64_t p, int64_t t, int64_t c) {
+  return ((size_t(p) * kGroupTokens + size_t(t)) * 2 + size_t(c)) * kLanes;
+}
+// Vector j of a chunk (relative to its start) of token t in the packed
+// activations, in floats.
+HWY_INLINE size_t PackedAt(size_t j, int64_t t) {
+  return (j * kGroupTokens + size_t(t)) * kLanes;
+}
+
+// One chain of R rows x N tokens over the chunk's vectors j0, j0 + 2, ... <
+// j1 (relative to the chunk: weights at rows + (c + j) lanes, activations
+// at xp + PackedAt(j, t)): the accumulators come from and go back to `acc`
+// (the panel buffer at the tile's row 0 and token 0), the chain's FMAs in
+// DotRowsF's order.
+// The weights ahead of the ones in use, prefetched into L2 one cache line
+// per tile step, so that the memory stream runs under the FMAs: one line
+// per step of the 2 x 8 tile is the rate at which the tiles consume
+// weights, so the stream stays one panel ahead.
+struct Prefetcher {
+  const uint8_t* next;
+  const uint8_t* end;
+  HWY_INLINE void Step() {
+    if (next < end) {
+      __builtin_prefetch(next, 0, 2);
+      next += 64;
+    }
+  }
+};
+
 template <class Src, int64_t R, int64_t N>
-HWY_INLINE void DotRowsTokens(const uint8_t* rows, size_t row_bytes, size_t cols, const float* x,
-                              float* y, int64_t y_stride) {
+HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const float* xp,
+                          size_t j0, size_t j1, int64_t chain, float* acc, Prefetcher& pf) {
   const DF df;
-  constexpr size_t kStep = 2 * kLanes;
-  VF acc0[R][N], acc1[R][N];
+  VF a[R][N];
 #pragma GCC unroll 8
   for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int64_t t = 0; t < N; ++t) acc0[r][t] = acc1[r][t] = hn::Zero(df);
-  size_t k = 0;
-  for (; k + kStep <= cols; k += kStep) {
-    VF w0[R], w1[R];
+    for (int64_t t = 0; t < N; ++t) a[r][t] = hn::Load(df, acc + AccAt(r, t, chain));
+  for (size_t j = j0; j < j1; j += 2) {
+    pf.Step();
+    VF w[R];
 #pragma GCC unroll 8
-    for (int64_t r = 0; r < R; ++r) {
-      w0[r] = Src::Load(rows + size_t(r) * row_bytes, k);
-      w1[r] = Src::Load(rows + size_t(r) * row_bytes, k + kLanes);
-    }
+    for (int64_t r = 0; r < R; ++r) w[r] = Src::Load(rows + size_t(r) * row_bytes, c + j * kLanes);
 #pragma GCC unroll 8
     for (int64_t t = 0; t < N; ++t) {
-      const float* xt = x + size_t(t) * cols;
-      const VF x0 = hn::LoadU(df, xt + k), x1 = hn::LoadU(df, xt + k + kLanes);
+      const VF xv = hn::Load(df, xp + PackedAt(j, t));
 #pragma GCC unroll 8
-      for (int64_t r = 0; r < R; ++r) {
-        acc0[r][t] = hn::MulAdd(w0[r], x0, acc0[r][t]);
-        acc1[r][t] = hn::MulAdd(w1[r], x1, acc1[r][t]);
-      }
+      for (int64_t r = 0; r < R; ++r) a[r][t] = hn::MulAdd(w[r], xv, a[r][t]);
     }
   }
-  if (k + kLanes <= cols) {
 #pragma GCC unroll 8
-    for (int64_t r = 0; r < R; ++r) {
-      const VF w0 = Src::Load(rows + size_t(r) * row_bytes, k);
+  for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int64_t t = 0; t < N; ++t)
-        acc0[r][t] = hn::MulAdd(w0, hn::LoadU(df, x + size_t(t) * cols + k), acc0[r][t]);
+    for (int64_t t = 0; t < N; ++t) hn::Store(a[r][t], df, acc + AccAt(r, t, chain));
+}
+
+// Both chains of R rows over one chunk of nj vectors starting at value c,
+// for g tokens: tiles of kTileTokens tokens, then 4, 2, 1.
+template <class Src, int64_t R>
+HWY_INLINE void ChunkRows(const uint8_t* rows, size_t row_bytes, size_t c, const float* xp,
+                          int64_t g, size_t nj, float* acc, Prefetcher& pf) {
+  for (int64_t chain = 0; chain < 2; ++chain) {
+    const size_t j0 = size_t(chain);
+    int64_t t = 0;
+    for (; t + kTileTokens <= g; t += kTileTokens)
+      ChainTile<Src, R, kTileTokens>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
+                                     acc + AccAt(0, t, 0), pf);
+    if (t + 4 <= g) {
+      ChainTile<Src, R, 4>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
+                           acc + AccAt(0, t, 0), pf);
+      t += 4;
     }
-    k += kLanes;
-  }
-  for (int64_t r = 0; r < R; ++r) {
-    const uint8_t* row = rows + size_t(r) * row_bytes;
-    for (int64_t t = 0; t < N; ++t) {
-      const float* xt = x + size_t(t) * cols;
-      float tail = 0;
-      for (size_t i = k; i < cols; ++i) tail += Src::At(row, i) * xt[i];
-      y[t * y_stride + r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[r][t], acc1[r][t]))) + tail;
+    if (t + 2 <= g) {
+      ChainTile<Src, R, 2>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
+                           acc + AccAt(0, t, 0), pf);
+      t += 2;
     }
+    if (t < g)
+      ChainTile<Src, R, 1>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
+                           acc + AccAt(0, t, 0), pf);
   }
 }
 
-// Register blocking: 2 x R x N accumulators, 2 x R weight vectors and two
-// x vectors in registers. AVX-512 (32 vectors): 3 rows x 4 tokens, 14 loads
-// per 24 FMAs; AVX2/SSE4/NEON (16): 1 row x 4 tokens (2 rows x 2 tokens
-// measured slower on AVX2). Measured on a 2-core AVX-512 VM, llama-3.2-1b
-// F16, 8 sequences: 29.0 tok/s with 1 x 4, 32.6 with 2 x 4, 38.1 with 3 x 4.
-inline constexpr int64_t kBlockRows = kLanes >= 16 ? 3 : 1;
-inline constexpr int64_t kTokens = 4;
-
 template <class Src>
 void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64_t r0, int64_t r1) {
-  const size_t cols = size_t(a.cols);
-  // Tokens in groups of kTokens, then the rest one by one; rows in blocks
-  // of kBlockRows, then the rest one by one.
-  auto tokens = [&](const uint8_t* rows, auto rows_c, int64_t r) HWY_ATTR {
-    constexpr int64_t RR = decltype(rows_c)::value;
-    int64_t t = 0;
-    for (; t + kTokens <= n; t += kTokens)
-      DotRowsTokens<Src, RR, kTokens>(rows, a.row_bytes, cols, a.x + size_t(t) * cols,
-                                      a.y + t * y_stride + r, y_stride);
-    for (; t < n; ++t)
-      DotRowsTokens<Src, RR, 1>(rows, a.row_bytes, cols, a.x + size_t(t) * cols,
-                                a.y + t * y_stride + r, y_stride);
-  };
-  int64_t r = r0;
-  for (; r + kBlockRows <= r1; r += kBlockRows)
-    tokens(a.w + size_t(r) * a.row_bytes, std::integral_constant<int64_t, kBlockRows>(), r);
-  for (; r < r1; ++r)
-    tokens(a.w + size_t(r) * a.row_bytes, std::integral_constant<int64_t, 1>(), r);
+  const DF df;
+  const size_t cols = size_t(a.cols), n_vecs = cols / kLanes, tail0 = n_vecs * kLanes;
+  const size_t n_chunks = (n_vecs + kChunkVecs - 1) / kChunkVecs;
+  HWY_ALIGN float acc[kPanelRows * kGroupTokens * 2 * kLanes];
+  HWY_ALIGN float xp[kChunkValues * kGroupTokens];
+  for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
+    const int64_t np = std::min(kPanelRows, r1 - p0);
+    const uint8_t* panel = a.w + size_t(p0) * a.row_bytes;
+    // The next panel's rows (contiguous after this one's) stream into L2
+    // while this panel is computed: a panel holds only a few chunks of each
+    // row, too few for the hardware's stream detection to warm up in.
+    const uint8_t* next = panel + size_t(np) * a.row_bytes;
+    Prefetcher pf{next, next + size_t(std::min(kPanelRows, r1 - p0 - np)) * a.row_bytes};
+    for (int64_t t0 = 0; t0 < n; t0 += kGroupTokens) {
+      const int64_t g = std::min(kGroupTokens, n - t0);
+      const float* x = a.x + size_t(t0) * cols;
+      for (int64_t p = 0; p < np; ++p)
+        for (int64_t t = 0; t < g; ++t)
+          for (int64_t c = 0; c < 2; ++c) hn::Store(hn::Zero(df), df, acc + AccAt(p, t, c));
+      for (size_t ci = 0; ci < n_chunks; ++ci) {
+        const size_t v0 = ci * kChunkVecs, nj = std::min(kChunkVecs, n_vecs - v0);
+        const size_t c = v0 * kLanes;
+        if (t0 == 0) {
+          // This panel's chunk kPrefetchChunks ahead, into L1.
+          const size_t ahead = (c + kPrefetchChunks * kChunkValues) * Src::kBytes;
+          if (ahead < a.row_bytes)
+            for (int64_t p = 0; p < np; ++p)
+              for (size_t b = 0; b < kChunkValues * Src::kBytes; b += 64)
+                hwy::Prefetch(panel + size_t(p) * a.row_bytes + ahead + b);
+        }
+        for (int64_t t = 0; t < g; ++t)
+          for (size_t j = 0; j < nj; ++j)
+            hn::Store(hn::LoadU(df, x + size_t(t) * cols + c + j * kLanes), df,
+                      xp + PackedAt(j, t));
+        int64_t p = 0;
+        for (; p + kTileRows <= np; p += kTileRows)
+          ChunkRows<Src, kTileRows>(panel + size_t(p) * a.row_bytes, a.row_bytes, c, xp, g, nj,
+                                    acc + AccAt(p, 0, 0), pf);
+        for (; p < np; ++p)
+          ChunkRows<Src, 1>(panel + size_t(p) * a.row_bytes, a.row_bytes, c, xp, g, nj,
+                            acc + AccAt(p, 0, 0), pf);
+      }
+      for (int64_t p = 0; p < np; ++p) {
+        const uint8_t* row = panel + size_t(p) * a.row_bytes;
+        for (int64_t t = 0; t < g; ++t) {
+          const float* xt = x + size_t(t) * cols;
+          float tail = 0;
+          for (size_t i = tail0; i < cols; ++i) tail += Src::At(row, i) * xt[i];
+          const VF sum =
+              hn::Add(hn::Load(df, acc + AccAt(p, t, 0)), hn::Load(df, acc + AccAt(p, t, 1)));
+          a.y[(t0 + t) * y_stride + p0 + p] = hn::GetLane(hn::SumOfLanes(df, sum)) + tail;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace batch
