@@ -140,7 +140,7 @@ int serve_main(std::span<const std::string> args) {
                 "sequences decoding at once (default 4); -c is each one's context", &f.parallel, 1,
                 1024);
   flags.add_int({"--queue"}, "N", "requests waiting beyond --parallel (default 64; full: 503)",
-                &f.queue, 0, 1 << 20);
+                &f.queue, 1, 1 << 20);
   flags.add_string({"--cache-dir"}, "DIR",
                    "keep cached prefixes in DIR as session files, across restarts", &f.cache_dir);
   flags.add_string({"--cache-dir-max"}, "SIZE",

@@ -238,6 +238,9 @@ class Exchange {
       pending_text_ += event.text;
       text_ += event.text;
       if (!event.tokens.empty()) {
+        // Counted as they come, so that a request cancelled half-way counts
+        // what it cost.
+        routes_.metrics().add_generated_tokens(event.tokens.size());
         // Inter-token latency: the time since the previous tokens, spread
         // over the tokens this event brings.
         const Clock::time_point now = Clock::now();
@@ -275,8 +278,6 @@ class Exchange {
   void record_metrics() {
     const Event& e = done_event_;
     ServerMetrics& m = routes_.metrics();
-    m.add_prompt_tokens(uint64_t(e.prompt_tokens));
-    m.add_generated_tokens(uint64_t(e.completion_tokens));
     if (e.cached_tokens > 0) m.add_prefix_cache_hit(uint64_t(e.cached_tokens));
     m.observe_queue_wait(e.timings.queued_seconds);
     if (e.completion_tokens > 0) m.observe_ttft(e.timings.first_token_seconds);
@@ -373,6 +374,7 @@ void GenerationRoutes::handle(Endpoint endpoint, const httplib::Request& req,
   if (const ApiError* error = std::get_if<ApiError>(&ids)) return send_api_error(res, *error);
 
   std::shared_ptr<JobStream> stream;
+  const size_t prompt_tokens = std::get<0>(ids).size();
   try {
     stream = scheduler_.submit(make_job(request, model_, std::move(std::get<0>(ids))));
   } catch (const QueueFull& e) {
@@ -382,6 +384,8 @@ void GenerationRoutes::handle(Endpoint endpoint, const httplib::Request& req,
   } catch (const Error& e) {
     return send_api_error(res, make_api_error(400, e.what()));
   }
+
+  metrics_.add_prompt_tokens(prompt_tokens);
 
   ResponseMeta meta;
   meta.id = response_id(endpoint, next_id_.fetch_add(1));

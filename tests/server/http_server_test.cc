@@ -1,0 +1,366 @@
+// The HTTP front end (server/http_server.h) in process, on stories260K,
+// driven with httplib::Client over loopback: routes, the API key, error
+// objects for every status, the context check, whole and streamed
+// responses, a client that goes away, the queue and the drain. (The
+// end-to-end tests with the official openai client are in node/.)
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scheduler_test_util.h"
+#include "test_util.h"
+
+namespace tkv::server {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kKey = "sk-test-key";
+
+struct Options {
+  int parallel = 2;
+  int queue = 8;
+};
+
+// A server on a free port with its own scheduler; stopped at the end.
+class LiveServer {
+ public:
+  LiveServer(const test::LoadedModel& m, Options o = {}) {
+    SchedulerOptions s;
+    s.context = 256;
+    s.parallel = o.parallel;
+    s.queue_capacity = o.queue;
+    s.threads = 1;
+    scheduler_ = std::make_unique<Scheduler>(*m.model, *m.tokenizer, s);
+    ServedModel served;
+    served.id = "stories260K";
+    served.tokenizer = m.tokenizer.get();
+    served.chat_template = tok::ChatTemplate::by_name("chatml");
+    served.context = s.context;
+    HttpOptions h;
+    h.port = 0;
+    h.api_key = kKey;
+    h.max_body_bytes = 64 << 10;
+    h.read_timeout_seconds = h.write_timeout_seconds = 5;
+    http_ = std::make_unique<HttpServer>(served, *scheduler_, metrics_, h);
+    port_ = http_->bind();
+    thread_ = std::thread([this] { http_->serve(); });
+  }
+  ~LiveServer() {
+    http_->stop_admitting();
+    scheduler_->drain(std::chrono::milliseconds(0));
+    http_->wait_idle(std::chrono::seconds(5));
+    http_->stop();
+    thread_.join();
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  Scheduler& scheduler() { return *scheduler_; }
+  HttpServer& http() { return *http_; }
+  const ServerMetrics& metrics() const { return metrics_; }
+
+ private:
+  ServerMetrics metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<HttpServer> http_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+httplib::Headers auth(const std::string& key = kKey) {
+  return {{"Authorization", "Bearer " + key}};
+}
+
+// The response must be an OpenAI error object with this status.
+void expect_error(const httplib::Result& r, int status, const std::string& param = "*") {
+  ASSERT_TRUE(r) << "no response: " << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, status) << r->body;
+  const Json body = Json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(body.is_object() && body.contains("error")) << r->body;
+  const Json& e = body["error"];
+  EXPECT_TRUE(e["message"].is_string()) << r->body;
+  EXPECT_TRUE(e["type"].is_string()) << r->body;
+  EXPECT_TRUE(e.contains("param") && e.contains("code")) << r->body;
+  if (param != "*") {
+    EXPECT_EQ(e["param"], param) << r->body;
+  }
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+}
+
+// The shared model of a suite, loaded once. Model::kName is its fixture.
+template <typename Model>
+class ModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = tkv::test::model_path(Model::kName);
+    if (!path.empty()) model_ = new test::LoadedModel(test::load_model(path));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    if (!model_) {
+      TKV_MISSING_FIXTURE << "fixture " << Model::kName << " not found under "
+                          << tkv::test::models_dir();
+    }
+  }
+  static inline test::LoadedModel* model_ = nullptr;
+};
+
+struct Stories {
+  static constexpr const char* kName = "stories260K.gguf";
+};
+// For jobs that must last a while (stories260K generates 200 tokens in a
+// few milliseconds).
+struct Slow {
+  static constexpr const char* kName = "tkv-test-23M.gguf";
+};
+using HttpServerTest = ModelTest<Stories>;
+using HttpServerSlowTest = ModelTest<Slow>;
+
+TEST(KeysEqual, ExactMatchOnly) {
+  EXPECT_TRUE(keys_equal("sk-abc", "sk-abc"));
+  EXPECT_FALSE(keys_equal("sk-abd", "sk-abc"));
+  EXPECT_FALSE(keys_equal("sk-ab", "sk-abc"));
+  EXPECT_FALSE(keys_equal("sk-abcd", "sk-abc"));
+  EXPECT_FALSE(keys_equal("", "sk-abc"));
+  EXPECT_FALSE(keys_equal("sk-abcsk-abc", "sk-abc"));  // the expected key cycled
+  EXPECT_TRUE(keys_equal("", ""));
+}
+
+TEST_F(HttpServerTest, HealthNeedsNoKeyTheRestDoes) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(Json::parse(health->body), Json({{"status", "ok"}}));
+
+  expect_error(c.Get("/v1/models"), 401);
+  expect_error(c.Get("/metrics"), 401);
+  expect_error(c.Get("/v1/models", auth("sk-test-kez")), 401);
+  expect_error(c.Get("/v1/models", {{"Authorization", std::string("Basic ") + kKey}}), 401);
+  expect_error(c.Post("/v1/completions", "{\"prompt\": \"x\"}", "application/json"), 401);
+
+  auto models = c.Get("/v1/models", auth());
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "stories260K");
+  auto metrics = c.Get("/metrics", auth());
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("turbokv_requests_total{endpoint=\"/v1/models\",code=\"401\"} 3"),
+            std::string::npos)
+      << metrics->body;
+  // The scheme name is case-insensitive.
+  auto lower = c.Get("/v1/models", {{"Authorization", std::string("bearer ") + kKey}});
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200);
+}
+
+TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  expect_error(c.Get("/v1/nope", auth()), 404);
+  expect_error(c.Get("/", auth()), 404);
+  auto wrong = c.Get("/v1/chat/completions", auth());
+  expect_error(wrong, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  expect_error(c.Post("/v1/models", auth(), "{}", "application/json"), 405);
+  expect_error(c.Delete("/health"), 405);
+  // Over the 64 KiB body cap.
+  expect_error(c.Post("/v1/completions", auth(), std::string(100 << 10, ' '), "application/json"),
+               413);
+  // A request line over httplib's limit.
+  expect_error(c.Get(("/v1/" + std::string(10000, 'a')).c_str(), auth()), 414);
+}
+
+TEST_F(HttpServerTest, BadBodiesAre400s) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  auto post = [&](const char* route, const std::string& body) {
+    return c.Post(route, auth(), body, "application/json");
+  };
+  expect_error(post("/v1/chat/completions", "{\"messages\": ["), 400);
+  expect_error(post("/v1/chat/completions", ""), 400);
+  expect_error(post("/v1/chat/completions", "{\"messages\": 3}"), 400, "messages");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+                                               "tools": [{"type": "function"}]})"),
+               400, "tools");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "bogus": 1})"), 400, "bogus");
+  // Token ids outside the vocabulary (512 tokens).
+  expect_error(post("/v1/completions", R"({"prompt": [1, 512]})"), 400, "prompt");
+  // Bytes that are not UTF-8, NULs, deep nesting: answered, never a crash.
+  for (const std::string& junk :
+       {std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("\0\0\0", 3),
+        std::string(2000, '[') + std::string(2000, ']'), std::string("{\"prompt\": 1e999}")}) {
+    auto r = post("/v1/completions", junk);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->status, 500) << r->body;
+  }
+}
+
+TEST_F(HttpServerTest, PromptOverTheContextNamesBothNumbers) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  Json ids = Json::array();
+  for (int i = 0; i < 300; ++i) ids.push_back(100);
+  auto r = c.Post("/v1/completions", auth(), Json({{"prompt", ids}}).dump(), "application/json");
+  expect_error(r, 400, "prompt");
+  const Json e = Json::parse(r->body)["error"];
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  const std::string message = e["message"];
+  EXPECT_NE(message.find("256 tokens"), std::string::npos) << message;
+  EXPECT_NE(message.find("300 tokens"), std::string::npos) << message;
+
+  // max_tokens beyond the room is capped: 250 prompt ids leave 6.
+  ids.erase(ids.begin(), ids.begin() + 50);
+  auto capped = c.Post("/v1/completions", auth(),
+                       Json({{"prompt", ids}, {"max_tokens", 1000}, {"temperature", 0}}).dump(),
+                       "application/json");
+  ASSERT_TRUE(capped);
+  ASSERT_EQ(capped->status, 200) << capped->body;
+  const Json usage = Json::parse(capped->body)["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], 250);
+  EXPECT_LE(usage["completion_tokens"].get<int>(), 6);
+}
+
+TEST_F(HttpServerTest, WholeAndStreamedCompletionsAgree) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  const Json request = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+  auto whole = c.Post("/v1/completions", auth(), request.dump(), "application/json");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const Json body = Json::parse(whole->body);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 16);
+
+  Json streamed_request = request;
+  streamed_request["stream"] = true;
+  streamed_request["stream_options"] = {{"include_usage", true}};
+  auto stream = c.Post("/v1/completions", auth(), streamed_request.dump(), "application/json");
+  ASSERT_TRUE(stream);
+  ASSERT_EQ(stream->status, 200) << stream->body;
+  EXPECT_EQ(stream->get_header_value("Content-Type"), "text/event-stream");
+  std::string text, finish;
+  Json usage;
+  bool done = false;
+  size_t at = 0;
+  while ((at = stream->body.find("data: ", at)) != std::string::npos) {
+    const size_t end = stream->body.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos);
+    const std::string data = stream->body.substr(at + 6, end - at - 6);
+    at = end;
+    ASSERT_FALSE(done) << "an event after [DONE]";
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const Json chunk = Json::parse(data);
+    if (!chunk["usage"].is_null()) usage = chunk["usage"];
+    for (const Json& choice : chunk["choices"]) {
+      text += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, body["choices"][0]["text"]);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 16);
+}
+
+TEST_F(HttpServerTest, ChatUsesTheTemplate) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  const Json request = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}};
+  auto r = c.Post("/v1/chat/completions", auth(), request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json body = Json::parse(r->body);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  const tok::Tokenizer& t = *model_->tokenizer;
+  const std::string rendered =
+      tok::ChatTemplate::by_name("chatml").apply({{"user", "Hi"}}, /*add_generation_prompt=*/true);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 1 + t.encode(rendered, false, true).size());
+}
+
+TEST_F(HttpServerSlowTest, ClientThatLeavesCancelsItsJob) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = auth();
+  req.headers.emplace("Content-Type", "application/json");
+  // The receiver hangs up after its second chunk: the job stops a few
+  // tokens later (each token is a write, and the second write after the
+  // peer closed fails), far from its 240 (over a second of decoding).
+  req.body = Json({{"prompt", "Once"}, {"max_tokens", 240}, {"stream", true}}).dump();
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
+  c.send(req);
+  EXPECT_EQ(chunks, 2);
+  const auto start = std::chrono::steady_clock::now();
+  while (server.scheduler().stats().active > 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+        << "the job is still running";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(server.http().wait_idle(std::chrono::seconds(5)));
+  // The job ended cancelled, not at its 240 tokens.
+  EXPECT_LT(server.scheduler().stats().completion_tokens, 200u);
+}
+
+TEST_F(HttpServerSlowTest, FullQueueAndDrainAre503WithRetryAfter) {
+  LiveServer server(*model_, {.parallel = 1, .queue = 1});
+  // One long stream holds the one slot, a second waits in the one queue place.
+  auto long_stream = [&] {
+    httplib::Client c = server.client();
+    c.Post("/v1/completions", auth(),
+           Json({{"prompt", "Once"}, {"max_tokens", 200}, {"stream", true}}).dump(),
+           "application/json");
+  };
+  auto wait_for = [&](auto done) {
+    const auto start = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  std::thread holder(long_stream);
+  wait_for([&] { return server.scheduler().stats().active == 1; });
+  std::thread waiter(long_stream);
+  wait_for([&] { return server.scheduler().stats().queued == 1; });
+  EXPECT_EQ(server.scheduler().stats().active, 1);
+  EXPECT_EQ(server.scheduler().stats().queued, 1);
+  httplib::Client c = server.client();
+  auto busy =
+      c.Post("/v1/completions", auth(), R"({"prompt": "x", "max_tokens": 2})", "application/json");
+  expect_error(busy, 503);
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  server.http().stop_admitting();
+  auto draining = c.Post("/v1/completions", auth(), R"({"prompt": "x"})", "application/json");
+  expect_error(draining, 503);
+  EXPECT_EQ(draining->get_header_value("Retry-After"), "1");
+  server.scheduler().drain(std::chrono::milliseconds(0));
+  holder.join();
+  waiter.join();
+}
+
+}  // namespace
+}  // namespace tkv::server
