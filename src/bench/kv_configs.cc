@@ -24,6 +24,8 @@ Json kv_config_to_json(const kv::KvConfig& c) {
   j["page_tokens"] = c.page_tokens;
   j["budget_bytes"] = c.budget_bytes;
   j["seed"] = c.seed;
+  j["select"] = c.select;
+  j["select_prefill"] = c.select_prefill;
   Json overrides = Json::array();
   for (const auto& o : c.overrides)
     overrides.push_back({{"layer", o.layer}, {"k", o.k.name()}, {"v", o.v.name()}});
@@ -41,6 +43,8 @@ kv::KvConfig kv_config_from_json(const Json& j) {
   c.page_tokens = j.at("page_tokens").get<int>();
   c.budget_bytes = j.at("budget_bytes").get<uint64_t>();
   c.seed = j.at("seed").get<uint64_t>();
+  c.select = j.value("select", 0);
+  c.select_prefill = j.value("select_prefill", true);
   for (const auto& o : j.at("overrides")) {
     kv::LayerOverride lo;
     lo.layer = o.at("layer").get<int>();
@@ -63,6 +67,7 @@ std::string policy_label(const kv::KvConfig& c) {
   const int s = c.effective_sinks(), r = c.effective_residual();
   std::string out = (s == 0 && r == 0) ? "none" : str(s, "+", r);
   if (c.window > 0) out += str(" w", c.window);
+  if (c.select > 0) out += str(" sel", c.select, c.select_prefill ? "" : " dense-prefill");
   return out;
 }
 

@@ -23,7 +23,7 @@ kv::KvConfig kv_config_from_json(const Json& j);
 Json bench_kv_to_json(const BenchKv& kv);
 BenchKv bench_kv_from_json(const Json& j);
 
-// "4+64", "none", "4+64 w1024": the effective policy in a few characters.
+// "4+64", "none", "4+64 w1024", "4+64 sel512": the effective policy in a few characters.
 std::string policy_label(const kv::KvConfig& config);
 // Bits per stored value of the main codecs, K and V averaged ("4.5", "3", "16").
 double codec_bits(const kv::CodecSpec& spec, int head_dim);

@@ -133,6 +133,15 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
                      : "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
                        "memory stays flat and the sequence may run past -c",
                 &window, 0, 1 << 30);
+  flags.add_int({"--kv-select"}, "N",
+                list ? "page selection for configurations without one (tokens; 0 = dense)"
+                     : "at decode each query reads its best pages up to N tokens, chosen by\n"
+                       "per-page bounds on q.k, plus sinks, residual and newest page (0 = dense)",
+                &select, 0, 1 << 30);
+  flags.add_string({"--kv-select-prefill"}, "MODE",
+                   "with --kv-select: 'select' (default) selects for prefill chunks too,\n"
+                   "'dense' reads every page during prefill",
+                   &select_prefill);
   flags.add_strings({"--kv-layer-override"}, "SPEC",
                     "per-layer codecs, e.g. 0,-1:k8v4 (repeatable; -1 = last layer)",
                     &layer_overrides);
@@ -190,6 +199,12 @@ kv::KvConfig KvFlags::config() const {
     if (c.budget_bytes == 0) fail("--kv-budget: must be larger than 0");
   }
   c.seed = seed;
+  c.select = select;
+  if (!select_prefill.empty()) {
+    if (select_prefill != "select" && select_prefill != "dense")
+      fail("--kv-select-prefill '", select_prefill, "': must be 'select' or 'dense'");
+    c.select_prefill = select_prefill == "select";
+  }
   if (form_ == Form::kList) return c;
   if (!shorthand.empty()) c = parse_kv_spec(shorthand, c).config;
   if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);

@@ -94,6 +94,8 @@ struct KvFlags {
   std::string cache_type_k, cache_type_v;
   std::string shorthand;  // --kv as given: one item (kOne) or a list (kList)
   int sinks = -1, residual = -1, window = 0, page = 64;
+  int select = 0;              // --kv-select N (0 = dense)
+  std::string select_prefill;  // --kv-select-prefill select|dense ("" = select)
   std::vector<std::string> layer_overrides;
   std::string budget;
   uint64_t seed = kv::KvConfig{}.seed;

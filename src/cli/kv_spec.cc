@@ -12,7 +12,8 @@ int parse_policy_number(std::string_view digits, std::string_view item, std::str
   int v = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || v < 0)
-    fail(flag, " ", item, ": policy part needs a non-negative number (e.g. s4, r64, w1024)");
+    fail(flag, " ", item,
+         ": policy part needs a non-negative number (e.g. s4, r64, w1024, sel512)");
   return v;
 }
 
@@ -29,21 +30,26 @@ void apply_policy(std::string_view policy, std::string_view item, std::string_vi
     const std::string_view part =
         policy.substr(start, plus == std::string_view::npos ? policy.npos : plus - start);
     if (part.size() < 2)
-      fail(flag, " ", item, ": policy '", policy, "' must be 'none' or parts like s4+r64+w1024");
-    const int n = parse_policy_number(part.substr(1), item, flag);
-    switch (part[0]) {
-      case 's':
-        c.sinks = n;
-        break;
-      case 'r':
-        c.residual = n;
-        break;
-      case 'w':
-        c.window = n;
-        break;
-      default:
-        fail(flag, " ", item, ": unknown policy part '", part, "' (s = sinks, r = residual, ",
-             "w = window)");
+      fail(flag, " ", item, ": policy '", policy,
+           "' must be 'none' or parts like s4+r64+w1024 or sel512");
+    if (part.substr(0, 3) == "sel") {
+      c.select = parse_policy_number(part.substr(3), item, flag);
+    } else {
+      const int n = parse_policy_number(part.substr(1), item, flag);
+      switch (part[0]) {
+        case 's':
+          c.sinks = n;
+          break;
+        case 'r':
+          c.residual = n;
+          break;
+        case 'w':
+          c.window = n;
+          break;
+        default:
+          fail(flag, " ", item, ": unknown policy part '", part, "' (s = sinks, r = residual, ",
+               "w = window, sel = page selection)");
+      }
     }
     if (plus == std::string_view::npos) break;
     start = plus + 1;

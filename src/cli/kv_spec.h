@@ -7,10 +7,11 @@
 //             kAvB shorthand (tqA keys, tqB values; 8 = q8_0h: "k4v2",
 //             "k8v4") or K/V codec names ("tq4/tq2", "q8_0/f16")
 //   POLICY  = "none" (no sinks, no residual) or '+'-joined parts
-//             sN (sinks), rN (residual), wN (window): "s4+r64", "s1+r0", "w1024"
+//             sN (sinks), rN (residual), wN (window), selN (page selection
+//             of N tokens, 0 = dense): "s4+r64", "s1+r0", "w1024", "sel512"
 //
 // Parts a POLICY leaves out come from `defaults` (the --kv-sinks,
-// --kv-residual, --kv-window flags; -1 = 4 sinks + 64 residual for quantized
+// --kv-residual, --kv-window, --kv-select flags; -1 = 4 sinks + 64 residual for quantized
 // codecs). The label of a configuration is the item as written.
 #pragma once
 

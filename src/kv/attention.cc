@@ -23,9 +23,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
 #include "kv/kv_cache_impl.h"
+#include "kv/page_summary.h"
 #include "kv/softmax_kernels.h"
 
 namespace tkv::kv {
@@ -117,6 +119,72 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
     add_f16_area(src, Kind::Recent, c.f16.get(), c.chunk, clo, n1, int(clo - n0));
   }
   return src;
+}
+
+// Query-aware page selection (KvConfig::select): the key tiles each (KV
+// head, query tile) task reads, [h * n_qt + qt]. Every tile of the dense
+// list that is not a page's (sinks, residual, the chunk's own tokens) is
+// kept; of the pages, each query of the tile keeps its newest visible page
+// and its best select / P others by the summaries' bound on q.k (the max
+// over the GQA group's heads; ties to the older page), and the tile reads
+// the union. When a query sees no more pages than that, it keeps them all,
+// so a budget covering every page gives the dense lists exactly.
+std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const LayerKv& L,
+                                               const float* q, const std::vector<Source>& sources,
+                                               const std::vector<std::vector<KeyTile>>& tiles,
+                                               int q_tile, const Visibility& vis,
+                                               ThreadPool& pool) {
+  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, n_heads = c.shape.n_heads;
+  const int hd = c.shape.head_dim, G = n_heads / n_kv;
+  const int n_qt = int(tiles.size());
+  const size_t keep_best = size_t(c.config.select / c.P);
+  std::vector<std::vector<KeyTile>> out(size_t(n_kv) * n_qt);
+  pool.run(int64_t(n_kv) * n_qt, [&](int64_t task, int) {
+    const int h = int(task / n_qt), qt = int(task % n_qt);
+    const std::vector<KeyTile>& dense = tiles[size_t(qt)];
+    std::vector<int> pages;  // page sources this tile may read, oldest first
+    for (const KeyTile& kt : dense)
+      if (sources[kt.source].kind == Kind::Page && (pages.empty() || pages.back() != kt.source))
+        pages.push_back(kt.source);
+    std::vector<KeyTile>& mine = out[size_t(task)];
+    if (pages.size() <= keep_best + 1) {
+      mine = dense;
+      return;
+    }
+    std::vector<char> chosen(sources.size(), 0);
+    std::vector<std::pair<float, int>> ranked;  // (-bound, source): sorts best first, older first
+    const int t0 = qt * q_tile, t1 = std::min(n, t0 + q_tile);
+    for (int t = t0; t < t1; ++t) {
+      const auto [vlo, vhi] = vis.of(Kind::Page, c.n_tokens + t);
+      ranked.clear();
+      int newest = -1;
+      for (int s : pages) {
+        const Source& src = sources[size_t(s)];
+        if (src.pos_hi <= vlo || src.pos_lo >= vhi) continue;
+        if (newest >= 0) ranked.push_back({0.0f, newest});
+        newest = s;
+      }
+      if (newest < 0) continue;
+      chosen[size_t(newest)] = 1;
+      if (ranked.size() > keep_best) {
+        for (auto& [neg_bound, s] : ranked) {
+          const size_t i = size_t((sources[size_t(s)].pos_lo - c.S) / c.P - L.first_page);
+          float best = -std::numeric_limits<float>::infinity();
+          for (int g = 0; g < G; ++g) {
+            const float* qg = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
+            best = std::max(best, summary_bound(qg, L.summary(i, h), hd));
+          }
+          neg_bound = -best;
+        }
+        std::partial_sort(ranked.begin(), ranked.begin() + ptrdiff_t(keep_best), ranked.end());
+        ranked.resize(keep_best);
+      }
+      for (const auto& r : ranked) chosen[size_t(r.second)] = 1;
+    }
+    for (const KeyTile& kt : dense)
+      if (sources[kt.source].kind != Kind::Page || chosen[size_t(kt.source)]) mine.push_back(kt);
+  });
+  return out;
 }
 
 struct Plan {
@@ -221,9 +289,18 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         t = end;
       }
     }
-    max_tiles = std::max(max_tiles, tiles[qt].size());
+  }
+  // With page selection each KV head's tasks walk their own lists.
+  const bool selecting = L.summary_head > 0 && (n == 1 || c.config.select_prefill);
+  std::vector<std::vector<KeyTile>> head_tiles;
+  if (selecting) head_tiles = select_tiles(c, L, q, sources, tiles, plan.q_tile, vis, pool);
+  const auto tiles_of = [&](int h, int qt) -> const std::vector<KeyTile>& {
+    return selecting ? head_tiles[size_t(h) * plan.n_qt + qt] : tiles[size_t(qt)];
+  };
+  for (const auto& list : selecting ? head_tiles : tiles) {
+    max_tiles = std::max(max_tiles, list.size());
     int64_t keys = 0;
-    for (const KeyTile& kt : tiles[qt]) keys += kt.hi - kt.lo;
+    for (const KeyTile& kt : list) keys += kt.hi - kt.lo;
     max_keys = std::max(max_keys, keys);
   }
 
@@ -267,7 +344,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
       }
     bool rotated_values = false;
-    const auto& my_tiles = tiles[qt];
+    const auto& my_tiles = tiles_of(h, qt);
     const size_t tb = my_tiles.size() * split / plan.n_split;
     const size_t te = my_tiles.size() * (split + 1) / plan.n_split;
     bool need_page = false, need_f16 = false;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/f16.h"
 #include "kv/kv_cache_impl.h"
+#include "kv/page_summary.h"
 
 namespace tkv::kv {
 
@@ -48,6 +49,7 @@ void validate(const KvShape& s, const KvConfig& c) {
   if (c.effective_sinks() > 1024) fail("KV cache: ", c.sinks, " sinks: at most 1024");
   if (c.effective_residual() > 65536)
     fail("KV cache: residual window of ", c.residual, " tokens: at most 65536");
+  if (c.select < 0) fail("KV cache: page selection of ", c.select, " tokens: must not be negative");
   for (const auto& o : c.overrides) {
     const int l = o.layer < 0 ? s.n_layers + o.layer : o.layer;
     if (l < 0 || l >= s.n_layers)
@@ -57,6 +59,17 @@ void validate(const KvShape& s, const KvConfig& c) {
 }
 
 }  // namespace
+
+void LayerKv::summarize(size_t i, int h, int page_tokens, int filled) {
+  float work[kMaxHeadDim];
+  summarize_keys(*k_codec, page_k(pages[i], h), page_tokens, filled,
+                 summaries[i].data() + size_t(h) * summary_head, work);
+}
+
+void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
+  summaries[i].resize(size_t(n_kv) * summary_head);
+  for (int h = 0; h < n_kv; ++h) summarize(i, h, page_tokens, filled);
+}
 
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)
     : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes)) {
@@ -86,6 +99,7 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     L.k_head_bytes = L.k_codec->page_bytes(c.P);
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
     L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
+    if (config.select > 0) L.summary_head = summary_head_bytes(shape.head_dim);
     L.sinks = make_area(*c.pool, *c.f16, c.S, shape.n_kv_heads);
     L.ring = make_area(*c.pool, *c.f16, c.R, shape.n_kv_heads);
   }
@@ -171,7 +185,11 @@ void KvCache::begin_chunk(int n_new) {
     c.pool->release(slot, cp.L->page_bytes);  // the other holders keep theirs
     slot = cp.page;
   }
-  for (auto& [L, p] : fresh) L->pages.push_back(p);
+  for (auto& [L, p] : fresh) {
+    L->pages.push_back(p);
+    if (L->summary_head > 0)
+      L->summaries.emplace_back(size_t(c.shape.n_kv_heads) * L->summary_head);
+  }
   c.in_chunk = true;
   c.chunk_n = n_new;
   c.ring_lo = ring_lo;
@@ -242,6 +260,8 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
       L.k_codec->encode(ksrc, L.page_k(page, h), c.P, slot);
       L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
     }
+    if (L.summary_head > 0 && je > jb)
+      L.summarize(size_t(index - L.first_page), h, c.P, int(je - (S + index * c.P)));
   };
   if (pool)
     pool->run(n_pages * n_kv, encode_task);
@@ -290,6 +310,7 @@ void KvCache::end_chunk() {
       while (!L.pages.empty() && c.S + (L.first_page + 1) * c.P <= visible_lo) {
         c.pool->release(L.pages.front(), L.page_bytes);
         L.pages.pop_front();
+        if (!L.summaries.empty()) L.summaries.pop_front();
         ++L.first_page;
       }
     }
@@ -319,7 +340,12 @@ void KvCache::truncate(int64_t n) {
     while (int64_t(L.pages.size()) > keep) {
       c.pool->release(L.pages.back(), L.page_bytes);
       L.pages.pop_back();
+      if (!L.summaries.empty()) L.summaries.pop_back();
     }
+    // The last page may have lost tokens: its summary covers what it keeps.
+    const int64_t last_filled = L.encoded - (L.first_page + int64_t(L.pages.size()) - 1) * c.P;
+    if (L.summary_head > 0 && !L.pages.empty() && last_filled > 0 && last_filled < c.P)
+      L.summarize_page(L.pages.size() - 1, c.shape.n_kv_heads, c.P, int(last_filled));
   }
   c.n_tokens = n;
 }
@@ -340,6 +366,7 @@ std::unique_ptr<KvCache> KvCache::fork() const {
       c.pool->retain(p);
       to.pages.push_back(p);
     }
+    to.summaries = from.summaries;
     to.first_page = from.first_page;
     to.encoded = from.encoded;
   }
@@ -353,6 +380,7 @@ void KvCache::clear() {
   for (auto& L : c.layers) {
     for (uint8_t* p : L.pages) c.pool->release(p, L.page_bytes);
     L.pages.clear();
+    L.summaries.clear();
     L.first_page = 0;
     L.encoded = 0;
   }
@@ -372,12 +400,14 @@ KvStats KvCache::stats() const {
       if (c.pool->refcount(p) > 1) s.shared_bytes += L.page_bytes;
     const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
     const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
+    const uint64_t summaries = uint64_t(L.summaries.size()) * c.shape.n_kv_heads * L.summary_head;
     s.page_bytes += pages;
     s.f16_bytes += f16;
-    s.layer_bytes.push_back(pages + f16);
+    s.summary_bytes += summaries;
+    s.layer_bytes.push_back(pages + f16 + summaries);
     s.pages_allocated += int64_t(L.pages.size());
   }
-  s.persistent_bytes = s.page_bytes + s.f16_bytes;
+  s.persistent_bytes = s.page_bytes + s.f16_bytes + s.summary_bytes;
   s.exclusive_bytes = s.persistent_bytes - s.shared_bytes;
   s.scratch_bytes = c.scratch_bytes();
   s.peak_scratch_bytes = std::max(c.peak_scratch, s.scratch_bytes);

@@ -48,9 +48,10 @@ struct KvShape {
 struct KvStats {
   int64_t n_tokens = 0;           // positions consumed so far
   int64_t tokens_kept = 0;        // tokens attention can still see (per layer)
-  uint64_t persistent_bytes = 0;  // sinks + allocated pages + residual, all layers
+  uint64_t persistent_bytes = 0;  // sinks + allocated pages + residual + summaries, all layers
   uint64_t page_bytes = 0;        // of which pages
   uint64_t f16_bytes = 0;         // of which sinks + residual
+  uint64_t summary_bytes = 0;     // of which page summaries (only with page selection)
   // persistent_bytes split by ownership: pages this sequence shares with
   // others (fork) and what only it holds (its own pages, sinks, residual).
   uint64_t shared_bytes = 0;

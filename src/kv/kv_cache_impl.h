@@ -37,6 +37,11 @@ struct LayerKv {
   // Page table. Page index i (counting evicted ones) holds positions
   // [S + i*P, S + (i+1)*P); pages.front() is index first_page.
   std::deque<uint8_t*> pages;
+  // With selection (KvConfig::select > 0): the summary of pages[i]
+  // (page_summary.h), n_kv heads of summary_head_bytes each; empty otherwise.
+  // Owned by this sequence (a fork copies them; they are small).
+  std::deque<std::vector<uint8_t>> summaries;
+  size_t summary_head = 0;  // bytes of one head's summary (0 = no summaries)
   int64_t first_page = 0;
   int64_t encoded = 0;  // positions [S, S + encoded) have been encoded into pages
                         // (>= max(0, n_tokens - S - R); more after truncate())
@@ -47,6 +52,13 @@ struct LayerKv {
   uint8_t* page_v(uint8_t* page, int h, int n_kv) const {
     return page + size_t(n_kv) * k_head_bytes + size_t(h) * v_head_bytes;
   }
+  const uint8_t* summary(size_t i, int h) const {
+    return summaries[i].data() + size_t(h) * summary_head;
+  }
+  // Recomputes head h's summary of pages[i] from its first `filled` slots.
+  void summarize(size_t i, int h, int page_tokens, int filled);
+  // Recomputes every head's summary of pages[i], whose first `filled` slots hold tokens.
+  void summarize_page(size_t i, int n_kv, int page_tokens, int filled);
 };
 
 struct KvCache::Impl {

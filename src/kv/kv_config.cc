@@ -62,11 +62,17 @@ CodecSpec KvConfig::v_for(int layer, int n_layers) const {
   return spec;
 }
 
-std::string KvConfig::describe() const {
+std::string KvConfig::describe_storage() const {
   std::string s =
       str("k=", k.name(), " v=", v.name(), " sinks=", effective_sinks(),
           " residual=", effective_residual(), " window=", window, " page=", page_tokens);
   for (const auto& o : overrides) s += str(" layer", o.layer, "=k:", o.k.name(), "/v:", o.v.name());
+  return s;
+}
+
+std::string KvConfig::describe() const {
+  std::string s = describe_storage();
+  if (select > 0) s += str(" select=", select, select_prefill ? "" : " prefill=dense");
   return s;
 }
 

@@ -30,14 +30,26 @@ struct KvConfig {
   int page_tokens = 64;        // tokens per page (multiple of 16)
   uint64_t budget_bytes = 0;   // 0 = unlimited; else page allocation beyond it fails cleanly
   uint64_t seed = 0x74626b76;  // rotation seeds derive from it and the layer index
+  // Query-aware page selection: 0 = dense (every page is read); else each
+  // query (per GQA group) reads its best pages up to `select` tokens by the
+  // page summaries' bound on q.k, plus the sinks, the residual window and its
+  // newest page. Selection never changes what is stored.
+  int select = 0;
+  // With selection: chunks of more than one token (prefill) select too (each
+  // query tile reads the union of its queries' pages); false = dense prefill.
+  bool select_prefill = true;
 
   int effective_sinks() const;
   int effective_residual() const;
   // Codecs of one layer after overrides (n_layers resolves negative indices).
   CodecSpec k_for(int layer, int n_layers) const;
   CodecSpec v_for(int layer, int n_layers) const;
-  // "k=tq4 v=tq2 sinks=4 residual=64 window=0 page=64" for logs and reports.
+  // "k=tq4 v=tq2 sinks=4 residual=64 window=0 page=64" for logs and reports,
+  // then " select=N" (and " prefill=dense") when selection is on.
   std::string describe() const;
+  // describe() without the selection settings: what the stored bytes depend
+  // on (a session saved with one selection loads with any other).
+  std::string describe_storage() const;
 };
 
 // Shorthand "--kv X": "f16", "f32", "q8_0", "q4_0h", ... (same codec for K and V),

@@ -13,6 +13,9 @@
 // blk.N.pages tensor per layer, and an FNV-1a 64 checksum over the tensor
 // bytes as a hex string in turbokv.session.checksum.
 //
+// Page summaries (page selection) are not stored: load() recomputes them
+// from the pages, so the format does not depend on the selection settings.
+//
 // Written atomically: the GGUF goes to a staging file, its checksum is
 // computed from the file and patched in, then it is fsynced and renamed
 // over `path`. load() is transactional: the file is checked and every page
@@ -107,7 +110,7 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
   gguf::GgufWriter w;
   w.set_u32("turbokv.session.version", kSessionVersion);
   w.set_string("turbokv.session.fingerprint", model_fingerprint);
-  w.set_string("turbokv.session.config", c.config.describe());
+  w.set_string("turbokv.session.config", c.config.describe_storage());
   w.set_string("turbokv.session.seed", hex(c.config.seed));
   w.set_string("turbokv.session.shape", shape_string(c.shape));
   w.set("turbokv.session.n_tokens", gguf::Value::make_u64(uint64_t(c.n_tokens)));
@@ -177,9 +180,9 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   if (f.require_string("turbokv.session.shape") != shape_string(c.shape))
     bad("KV shape " + f.require_string("turbokv.session.shape") + " differs from " +
         shape_string(c.shape));
-  if (f.require_string("turbokv.session.config") != c.config.describe())
+  if (f.require_string("turbokv.session.config") != c.config.describe_storage())
     bad("it was saved with KV settings '" + f.require_string("turbokv.session.config") +
-        "', these are '" + c.config.describe() + "'");
+        "', these are '" + c.config.describe_storage() + "'");
   if (f.require_string("turbokv.session.seed") != hex(c.config.seed)) bad("rotation seed differs");
   const int64_t n_tokens = f.require_int("turbokv.session.n_tokens");
   if (n_tokens < 0 || (c.W == 0 && n_tokens > c.shape.max_tokens))
@@ -281,6 +284,15 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
       L.pages.push_back(fresh[l][i]);
     }
     L.encoded = d.encoded;
+    // Page summaries are not stored: they are recomputed from the pages
+    // (a pure function of them, so selection is as before the save).
+    if (L.summary_head > 0)
+      for (size_t i = 0; i < L.pages.size(); ++i) {
+        L.summaries.emplace_back();
+        const int64_t filled =
+            std::min<int64_t>(c.P, L.encoded - (L.first_page + int64_t(i)) * c.P);
+        L.summarize_page(i, c.shape.n_kv_heads, c.P, int(filled));
+      }
   }
   c.n_tokens = n_tokens;
   return meta;
