@@ -1,28 +1,33 @@
-// Integer-dot block kernels: one weight row against NT tokens' quantized
-// activations (act_blocks.h), for matvec (NT = 1) and matmul tiles alike.
+// Integer-dot block kernels: R weight rows against NT tokens' quantized
+// activations (act_blocks.h), for matvec (R = 4, NT = 1) and the token tiles
+// of matmul (R = 1, NT = 8) alike.
 //
-// Every (row, token) output is computed by the same arithmetic whatever NT
-// is, so a token's result never depends on the batch it is in:
+// Every (row, token) output is computed by the same arithmetic whatever R
+// and NT are, so a token's result never depends on the batch it is in:
 // - per block, integer dot products of the weight quants with the int8
 //   activations (exact, whatever instructions compute them), giving 8 int32
 //   lanes: lane j holds values 4j .. 4j + 3 of each 32-value chunk, already
 //   multiplied by the integer sub-block scales of the K-quants;
 // - then, in float and in block order, acc = fma(d_w * d_x, float(lanes),
 //   acc) into an 8-lane accumulator, and for the types with an offset or a
-//   min one scalar accumulator fed from the block sums of the activations;
+//   min a second accumulator fed from the block sums of the activations;
 // - one horizontal sum of the 8 lanes at the end, in a fixed order
 //   ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-// The weight quants of a block are unpacked once and reused for the NT
-// tokens of the tile.
 //
-// x86 (AVX2, AVX3, AVX3_DL): 256-bit vpmaddubsw/vpmaddwd as in ggml (s8 x s8
-// through the sign trick); on AVX3_DL the signed 32-value types use
-// vpdpbusd (AVX512-VNNI). The K-quants keep vpmaddubsw/vpmaddwd there: the
-// vpmaddwd applies the sub-block scales for free. Every other target (SSE4,
-// EMU128/SCALAR, NEON, SVE) runs the portable scalar version of the same
-// lane layout. The int32 lanes are identical on every target; the float
-// part uses FMA on x86 and multiply + add elsewhere (this file is compiled
-// with -ffp-contract=off so that nothing else fuses).
+// x86 (AVX2, AVX3, AVX3_DL), 256-bit vectors: each weight block is unpacked
+// once per tile into a canonical form (UnpackBlock): per 32-value chunk c
+// the integer weights w_c (and |w_c| for signed types) and the int16 scales
+// s_c of its two 16-value halves. Every token then runs
+//   lanes += vpmaddwd(s_c, vpmaddubsw(|w_c|, sign(x_c, w_c)))
+// as in ggml (u8 x s8 pairs within int16, never saturating here), the
+// 32-value types vpmaddubsw + vpmaddwd(ones). With VNNI the pair is one
+// vpdpwssd (one vpdpbusd for the 32-value signed types): AVX512-VNNI (EVEX)
+// on AVX3_DL and on AVX3 CPUs that have it, AVX-VNNI (VEX) on AVX2 CPUs
+// that have it (cpu_features.h); the int32 lanes are the same. Every other
+// target (SSE4, EMU128/SCALAR, NEON, SVE) runs the portable scalar version
+// of the same lane layout, whole rows at a time. The float part uses FMA on
+// x86 and multiply + add elsewhere (the kernel files are compiled with
+// -ffp-contract=off so that nothing else fuses).
 //
 // Per-target include guard (Highway's -inl.h convention).
 #if defined(TKV_TENSOR_INTDOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -38,6 +43,7 @@
 #include "hwy/cache_control.h"
 #include "tensor/blocks.h"
 #include "tensor/kernels/act_blocks.h"
+#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -76,6 +82,36 @@ HWY_INLINE void Q3KScales(const uint8_t* scales, int8_t* out) {
   }
 }
 
+// Block shape of T's integer kernel: 8 chunks of 32 values (super-blocks)
+// or one, and whether the weights are signed (the sign trick) or unsigned.
+template <DType T>
+struct IntGemmTraits {
+  static constexpr bool kSuper = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
+                                 T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
+  static constexpr int kChunks = kSuper ? 8 : 1;
+  static constexpr bool kSigned = !(T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q4_K ||
+                                    T == DType::Q5_K || T == DType::Q2_K);
+};
+
+// Activation scales of a token tile: dx[(b - b0) * kTileDx + t] = d of token
+// t's block b, so that one vector multiply gives a block's NT scale products
+// (NT > 1; a single token's come straight from its blocks).
+inline constexpr int kTileDx = 8;
+
+// Whether this target's kernels may use vpdpbusd / vpdpwssd now: AVX3_DL
+// implies AVX512-VNNI; AVX3 and AVX2 check the CPU (cpu_features.h).
+HWY_INLINE bool IntVnniUsable() {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
+  return kernels::int_dot_instructions_allowed();
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx512_vnni();
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx_vnni();
+#else
+  return false;
+#endif
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 // --- x86 -------------------------------------------------------------------
@@ -112,48 +148,6 @@ HWY_INLINE __m256i Load256(const void* p) {
 HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
   const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
-}
-
-// Sums of u8 x s8 products of 4 consecutive bytes into 8 int32 lanes
-// (no saturation: callers keep pairs of products within int16).
-HWY_INLINE __m256i DotU8S8(__m256i u, __m256i s) {
-#if HWY_TARGET <= HWY_AVX3_DL
-  // AVX512-VNNI (EVEX, 256-bit). Highway's AVX3_DL target attribute does
-  // not name avx512vnni, so the intrinsic is unavailable; the CPUs it runs
-  // on all have it (Highway requires VNNI for AVX3_DL).
-  __m256i acc = _mm256_setzero_si256();
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-  return acc;
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
-
-// 32-value types whose weights are signed int8 values times d: the sign
-// trick turns s8 x s8 into |w| (u8) x sign(w) x (s8).
-template <class Unpack, int R, int NT>
-HWY_INLINE void DotSigned32(const uint8_t* const* rows, size_t block_bytes, size_t b0, size_t b1,
-                            const ActBlock32* const* x, IntAcc* st, const Unpack& unpack) {
-  __m256 acc[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * block_bytes;
-      if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
-      const float dw = HalfAt(blk);
-      const __m256i w = unpack(blk);
-      const __m256i aw = _mm256_sign_epi8(w, w);
-      for (int t = 0; t < NT; ++t) {
-        const ActBlock32& a = x[t][b];
-        const __m256i sx = _mm256_sign_epi8(Load256(a.q), w);
-        acc[r][t] = AccLanes(acc[r][t], dw * a.d, DotU8S8(aw, sx));
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
 }
 
 struct UnpackQ4_0 {
@@ -203,276 +197,16 @@ struct UnpackQ8_0 {
   }
 };
 
-// Q4_1 / Q5_1: w = d q + m with unsigned q: sum = d dx sum(q x) + m dx sum(x).
-template <class Unpack, int R, int NT>
-HWY_INLINE void DotOffset32(const uint8_t* const* rows, size_t block_bytes, size_t b0, size_t b1,
-                            const ActBlock32* const* x, IntAcc* st, const Unpack& unpack) {
-  __m256 acc[R][NT];
-  float offs[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t)
-      acc[r][t] = st[r * NT + t].v, offs[r][t] = _mm256_cvtss_f32(st[r * NT + t].m);
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * block_bytes;
-      if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead);
-      const float dw = HalfAt(blk), mw = HalfAt(blk + 2);
-      const __m256i q = unpack(blk);
-      for (int t = 0; t < NT; ++t) {
-        const ActBlock32& a = x[t][b];
-        const __m256i lanes =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(q, Load256(a.q)), _mm256_set1_epi16(1));
-        acc[r][t] = AccLanes(acc[r][t], dw * a.d, lanes);
-        offs[r][t] = ScalarMulAdd(mw * a.d, float(a.sum), offs[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t)
-      st[r * NT + t].v = acc[r][t],
-                  st[r * NT + t].m = _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, offs[r][t]);
-}
-
 HWY_INLINE float Hsum4(__m128 r) {
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
   r = _mm_add_ss(r, _mm_movehdup_ps(r));
   return _mm_cvtss_f32(r);
 }
 
-// Q4_K: w = d sc_g q - dmin m_g. The quants' lanes carry sc_g (vpmaddwd);
-// the mins go through the activation block sums into a 4-lane accumulator,
-// lane i = m_2i S_2i + m_2i+1 S_2i+1 (S_g = sum of group g's activations).
-// Q5_K is the same with a fifth bit per value from qh (kFive).
-template <bool kFive, int R, int NT>
-HWY_INLINE void DotQ45_K(const uint8_t* const* rows, size_t b0, size_t b1,
-                         const ActBlock256* const* x, IntAcc* st) {
-  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  __m256 acc[R][NT];
-  __m128 accm[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t)
-      acc[r][t] = st[r * NT + t].v, accm[r][t] = _mm256_castps256_ps128(st[r * NT + t].m);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * sizeof(Block);
-      PrefetchRow(blk + kIntPrefetchAhead);
-      PrefetchRow(blk + kIntPrefetchAhead + 64);
-      if constexpr (kFive) PrefetchRow(blk + kIntPrefetchAhead + 128);
-      const float dw = HalfAt(blk), dminw = HalfAt(blk + 2);
-      alignas(16) uint8_t scm[16];
-      K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
-      // int16 lanes 0..7: scales, 8..15: mins.
-      const __m256i sm16 =
-          _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
-      const __m128i mins16 = _mm256_extracti128_si256(sm16, 1);
-      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
-      const uint8_t* qs = blk + offsetof(Block, qs);
-      __m256i hbits = _mm256_setzero_si256();
-      if constexpr (kFive) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-      __m256i sumi[NT];
-      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i bits = Load256(qs + 32 * j);
-        __m256i ql = _mm256_and_si256(bits, m4);
-        __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-        if constexpr (kFive) {
-          // Bit 2j of qh[l] is value 64j + l's fifth bit, bit 2j + 1 value 64j + 32 + l's.
-          const __m256i one = _mm256_set1_epi8(1);
-          ql = _mm256_or_si256(
-              ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
-          qh = _mm256_or_si256(
-              qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
-        }
-        // Broadcast int16 lane 2j / 2j + 1 of `scales`.
-        const __m256i sl =
-            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0404 * j)));
-        const __m256i sh =
-            _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0302 + 0x0404 * j)));
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* q8 = x[t][b].q + 64 * j;
-          const __m256i pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(ql, Load256(q8)));
-          const __m256i ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(qh, Load256(q8 + 32)));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
-        }
-      }
-      for (int t = 0; t < NT; ++t) {
-        const ActBlock256& a = x[t][b];
-        acc[r][t] = AccLanes(acc[r][t], dw * a.d, sumi[t]);
-        const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
-        accm[r][t] = _mm_fmadd_ps(_mm_set1_ps(dminw * a.d),
-                                  _mm_cvtepi32_ps(_mm_madd_epi16(mins16, s32)), accm[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t)
-      st[r * NT + t].v = acc[r][t], st[r * NT + t].m = _mm256_zextps128_ps256(accm[r][t]);
-}
-
 // int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
 // 32-value chunk).
 HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
   return _mm256_set_m128i(_mm_set1_epi16(s[i + 1]), _mm_set1_epi16(s[i]));
-}
-
-template <int R, int NT>
-HWY_INLINE void DotQ6_K(const uint8_t* const* rows, size_t b0, size_t b1,
-                        const ActBlock256* const* x, IntAcc* st) {
-  __m256 acc[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
-  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-  const __m256i m32 = _mm256_set1_epi8(32);
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * sizeof(BlockQ6_K);
-      PrefetchRow(blk + kIntPrefetchAhead);
-      PrefetchRow(blk + kIntPrefetchAhead + 64);
-      PrefetchRow(blk + kIntPrefetchAhead + 128);
-      const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-      const float dw = HalfAt(blk + offsetof(BlockQ6_K, d));
-      __m256i sumi[NT];
-      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
-        const __m256i hb = Load256(w->qh + 32 * h);
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-        q[1] =
-            _mm256_or_si256(_mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-        q[2] =
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-        q[3] =
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-        for (int k = 0; k < 4; ++k) {
-          const __m256i s16 = GroupScales(w->scales, 8 * h + 2 * k);
-          for (int t = 0; t < NT; ++t) {
-            const __m256i q8 = Load256(x[t][b].q + 128 * h + 32 * k);
-            // (q - 32) x per pair: q x - 32 x, both within int16.
-            const __m256i p16 =
-                _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8), _mm256_maddubs_epi16(m32, q8));
-            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
-          }
-        }
-      }
-      for (int t = 0; t < NT; ++t) acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
-}
-
-// q2_K / q3_K: 2-bit quants (q3_K: minus 4 where the hmask bit is clear)
-// in 16-value groups with integer scales; q2_K's 4-bit mins go through the
-// activations' 16-value sums into a second 8-lane accumulator.
-template <bool kThree, int R, int NT>
-HWY_INLINE void DotQ23_K(const uint8_t* const* rows, size_t b0, size_t b1,
-                         const ActBlock256* const* x, IntAcc* st) {
-  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
-  __m256 acc[R][NT], accm[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v, accm[r][t] = st[r * NT + t].m;
-  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * sizeof(Block);
-      PrefetchRow(blk + kIntPrefetchAhead);
-      PrefetchRow(blk + kIntPrefetchAhead + 64);
-      const Block* w = reinterpret_cast<const Block*>(blk);
-      const float dw = HalfAt(blk + offsetof(Block, d));
-      alignas(16) int8_t sc[16];
-      __m256i mins16 = _mm256_setzero_si256();
-      __m256i hmask = _mm256_setzero_si256();
-      if constexpr (kThree) {
-        Q3KScales(w->scales, sc);
-        hmask = Load256(w->hmask);
-      } else {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
-        _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
-        mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
-      }
-      __m256i sumi[NT];
-      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        const __m256i bits = Load256(w->qs + 32 * h);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const int c = 4 * h + j;
-          const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-          __m256i q4 = _mm256_setzero_si256();  // q3_K: 4 where the high bit is clear
-          if constexpr (kThree)
-            q4 = _mm256_slli_epi16(
-                _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
-          const __m256i s16 =
-              _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-          for (int t = 0; t < NT; ++t) {
-            const __m256i q8 = Load256(x[t][b].q + 32 * c);
-            __m256i p16 = _mm256_maddubs_epi16(q, q8);
-            if constexpr (kThree) p16 = _mm256_sub_epi16(p16, _mm256_maddubs_epi16(q4, q8));
-            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16, p16));
-          }
-        }
-      }
-      for (int t = 0; t < NT; ++t) {
-        acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
-        if constexpr (!kThree) {
-          const float dminw = HalfAt(blk + offsetof(BlockQ2_K, dmin));
-          accm[r][t] = AccLanes(accm[r][t], dminw * x[t][b].d,
-                                _mm256_madd_epi16(mins16, Load256(x[t][b].bsums)));
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t], st[r * NT + t].m = accm[r][t];
-}
-
-// IQ4_XS: 8 groups of 32 signed levels with scale ls - 32 (vpmaddwd).
-template <int R, int NT>
-HWY_INLINE void DotIQ4_XS(const uint8_t* const* rows, size_t b0, size_t b1,
-                          const ActBlock256* const* x, IntAcc* st) {
-  __m256 acc[R][NT];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v;
-  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
-  const __m256i table = _mm256_set_m128i(t128, t128);
-  for (size_t b = b0; b < b1; ++b) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * sizeof(BlockIQ4_XS);
-      PrefetchRow(blk + kIntPrefetchAhead);
-      PrefetchRow(blk + kIntPrefetchAhead + 64);
-      const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
-      const float dw = HalfAt(blk);
-      __m256i sumi[NT];
-      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const int ls =
-            ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
-        const __m256i sc = _mm256_set1_epi16(short(ls - 32));
-        const __m256i v = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
-        const __m256i av = _mm256_sign_epi8(v, v);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i sx = _mm256_sign_epi8(Load256(x[t][b].q + 32 * g), v);
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(av, sx)));
-        }
-      }
-      for (int t = 0; t < NT; ++t) acc[r][t] = AccLanes(acc[r][t], dw * x[t][b].d, sumi[t]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < NT; ++t) st[r * NT + t].v = acc[r][t];
 }
 
 // The output of one (row, token) from its accumulators, in a fixed order.
@@ -489,39 +223,329 @@ HWY_INLINE float FinishInt(const IntAcc& a) {
   }
 }
 
-// Adds blocks [b0, b1) of R rows times NT tokens into st[r * NT + t].
-template <DType T, int R, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t b0, size_t b1, const void* const* x,
-                          IntAcc* st) {
-  const ActBlock32* x32[NT];
-  const ActBlock256* x256[NT];
-  for (int t = 0; t < NT; ++t) {
-    x32[t] = static_cast<const ActBlock32*>(x[t]);
-    x256[t] = static_cast<const ActBlock256*>(x[t]);
+// lanes + vpmaddwd(s, p): one vpdpwssd with VNNI. Highway's target
+// attributes name neither avx512vnni nor avxvnni, so the instructions are
+// written in assembly ({vex}: the AVX-VNNI encoding, ymm0-15).
+template <bool kVnni>
+HWY_INLINE __m256i AddMaddWd(__m256i lanes, __m256i s, __m256i p) {
+  if constexpr (kVnni) {
+#if HWY_TARGET <= HWY_AVX3
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(lanes) : "v"(p), "vm"(s));
+#else
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(lanes) : "x"(p), "xm"(s));
+#endif
+    return lanes;
+  } else {
+    return _mm256_add_epi32(lanes, _mm256_madd_epi16(s, p));
   }
-  if constexpr (T == DType::Q8_0) {
-    DotSigned32<UnpackQ8_0, R, NT>(rows, sizeof(BlockQ8_0), b0, b1, x32, st, UnpackQ8_0());
-  } else if constexpr (T == DType::Q4_0) {
-    DotSigned32<UnpackQ4_0, R, NT>(rows, sizeof(BlockQ4_0), b0, b1, x32, st, UnpackQ4_0());
-  } else if constexpr (T == DType::IQ4_NL) {
-    DotSigned32<UnpackIQ4_NL, R, NT>(rows, sizeof(BlockIQ4_NL), b0, b1, x32, st, UnpackIQ4_NL());
-  } else if constexpr (T == DType::Q5_0) {
-    DotSigned32<UnpackQ5_0, R, NT>(rows, sizeof(BlockQ5_0), b0, b1, x32, st, UnpackQ5_0());
-  } else if constexpr (T == DType::Q4_1) {
-    DotOffset32<UnpackQ4_1, R, NT>(rows, sizeof(BlockQ4_1), b0, b1, x32, st, UnpackQ4_1());
-  } else if constexpr (T == DType::Q5_1) {
-    DotOffset32<UnpackQ5_1, R, NT>(rows, sizeof(BlockQ5_1), b0, b1, x32, st, UnpackQ5_1());
-  } else if constexpr (T == DType::Q4_K) {
-    DotQ45_K<false, R, NT>(rows, b0, b1, x256, st);
-  } else if constexpr (T == DType::Q5_K) {
-    DotQ45_K<true, R, NT>(rows, b0, b1, x256, st);
-  } else if constexpr (T == DType::IQ4_XS) {
-    DotIQ4_XS<R, NT>(rows, b0, b1, x256, st);
-  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    DotQ23_K<T == DType::Q3_K, R, NT>(rows, b0, b1, x256, st);
+}
+
+// Sums of u8 x s8 products of 4 consecutive bytes into 8 int32 lanes: one
+// vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd with ones (the callers keep
+// pairs of products within int16, so both give the same lanes).
+template <bool kVnni>
+HWY_INLINE __m256i DotU8S8Lanes(__m256i u, __m256i s) {
+  if constexpr (kVnni) {
+    __m256i acc = _mm256_setzero_si256();
+#if HWY_TARGET <= HWY_AVX3
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+#else
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+#endif
+    return acc;
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+}
+
+// One weight block in canonical form (see the top of the file).
+template <int C, bool kSigned>
+struct UnpackedBlock {
+  __m256i w[C];    // integer weights (unsigned types: the u8 operand itself)
+  __m256i aw[C];   // |w| (signed types only)
+  __m256i off[C];  // offset form (q3_K, q6_K for one token): w = q - off, q and off unsigned
+  __m256i s[C];    // int16 scales per 16-value half (super-blocks only)
+  float d;         // f16 scale
+  float dm;        // dmin (q4_K, q5_K, q2_K) or m (q4_1, q5_1)
+  __m256i mins;    // q2_K: 16 int16 mins; q4_K, q5_K: 8 in the low half
+};
+
+template <DType T>
+using UnpackedFor = UnpackedBlock<IntGemmTraits<T>::kChunks, IntGemmTraits<T>::kSigned>;
+
+template <DType T>
+constexpr size_t IntBlockBytes() {
+  switch (T) {
+    case DType::Q8_0:
+      return sizeof(BlockQ8_0);
+    case DType::Q4_0:
+      return sizeof(BlockQ4_0);
+    case DType::IQ4_NL:
+      return sizeof(BlockIQ4_NL);
+    case DType::Q5_0:
+      return sizeof(BlockQ5_0);
+    case DType::Q4_1:
+      return sizeof(BlockQ4_1);
+    case DType::Q5_1:
+      return sizeof(BlockQ5_1);
+    case DType::Q2_K:
+      return sizeof(BlockQ2_K);
+    case DType::Q3_K:
+      return sizeof(BlockQ3_K);
+    case DType::Q4_K:
+      return sizeof(BlockQ4_K);
+    case DType::Q5_K:
+      return sizeof(BlockQ5_K);
+    case DType::Q6_K:
+      return sizeof(BlockQ6_K);
+    case DType::IQ4_XS:
+      return sizeof(BlockIQ4_XS);
+    default:
+      return 0;
+  }
+}
+
+// The same weight values, chunk order and scales as intdot-inl.h's kernel
+// for T.
+// kOffsetForm (q3_K and q6_K): w[c] holds the unsigned quants q and off[c]
+// what is subtracted (32; q3_K's 4 where the high bit is clear), so that a
+// token costs vpmaddubsw(q, x) - vpmaddubsw(off, x) and the block no sign
+// step: cheaper for one token, the sign form for a tile of tokens.
+template <DType T, bool kOffsetForm = false>
+HWY_INLINE void UnpackBlock(const uint8_t* blk, UnpackedFor<T>& u) {
+  if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL || T == DType::Q5_0) {
+    u.d = HalfAt(blk);
+    if constexpr (T == DType::Q8_0) u.w[0] = UnpackQ8_0()(blk);
+    if constexpr (T == DType::Q4_0) u.w[0] = UnpackQ4_0()(blk);
+    if constexpr (T == DType::IQ4_NL) u.w[0] = UnpackIQ4_NL()(blk);
+    if constexpr (T == DType::Q5_0) u.w[0] = UnpackQ5_0()(blk);
+  } else if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
+    u.d = HalfAt(blk);
+    u.dm = HalfAt(blk + 2);
+    u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
+    u.d = HalfAt(blk);
+    u.dm = HalfAt(blk + 2);
+    alignas(16) uint8_t scm[16];
+    K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
+    const __m256i sm16 =
+        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
+    u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
+    // int16 lane c of the scales broadcast: one vpshufb per chunk.
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
+    for (int c = 0; c < 8; ++c)
+      u.s[c] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * c)));
+    const uint8_t* qs = blk + offsetof(Block, qs);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = Load256(qs + 32 * j);
+      __m256i ql = _mm256_and_si256(bits, m4);
+      __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      if constexpr (T == DType::Q5_K) {
+        const __m256i one = _mm256_set1_epi8(1);
+        ql = _mm256_or_si256(
+            ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
+        qh = _mm256_or_si256(
+            qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+      }
+      u.w[2 * j] = ql;
+      u.w[2 * j + 1] = qh;
+    }
   } else if constexpr (T == DType::Q6_K) {
-    DotQ6_K<R, NT>(rows, b0, b1, x256, st);
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+    u.d = HalfAt(blk + offsetof(BlockQ6_K, d));
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    const __m256i m32 = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
+      const __m256i hb = Load256(w->qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
+      for (int k = 0; k < 4; ++k) {
+        const int c = 4 * h + k;
+        if constexpr (kOffsetForm)
+          u.w[c] = q[k], u.off[c] = m32;
+        else
+          u.w[c] = _mm256_sub_epi8(q[k], m32);
+        u.s[c] = GroupScales(w->scales, 2 * c);
+      }
+    }
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    constexpr bool kThree = T == DType::Q3_K;
+    using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+    const Block* w = reinterpret_cast<const Block*>(blk);
+    u.d = HalfAt(blk + offsetof(Block, d));
+    alignas(16) int8_t sc[16];
+    __m256i hmask = _mm256_setzero_si256();
+    if constexpr (kThree) {
+      Q3KScales(w->scales, sc);
+      hmask = Load256(w->hmask);
+    } else {
+      u.dm = HalfAt(blk + offsetof(BlockQ2_K, dmin));
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
+      u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+    }
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = Load256(w->qs + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * h + j;
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+        if constexpr (kThree) {
+          const __m256i q4 = _mm256_slli_epi16(
+              _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
+          if constexpr (kOffsetForm)
+            u.off[c] = q4;
+          else
+            q = _mm256_sub_epi8(q, q4);
+        }
+        u.w[c] = q;
+        u.s[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+      }
+    }
+  } else if constexpr (T == DType::IQ4_XS) {
+    const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
+    u.d = HalfAt(blk);
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+    const __m256i table = _mm256_set_m128i(t128, t128);
+    for (int g = 0; g < 8; ++g) {
+      const int ls =
+          ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
+      u.s[g] = _mm256_set1_epi16(short(ls - 32));
+      u.w[g] = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
+    }
   }
+  if constexpr (IntGemmTraits<T>::kSigned && !kOffsetForm)
+    for (int c = 0; c < IntGemmTraits<T>::kChunks; ++c) u.aw[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
+}
+
+// int16 pair sums w x q of chunk c (never saturating: |pair| <= 2 * 127 * 127).
+template <DType T, bool kOffsetForm>
+HWY_INLINE __m256i ChunkPairs(const UnpackedFor<T>& u, int c, __m256i q) {
+  if constexpr (kOffsetForm) {
+    return _mm256_sub_epi16(_mm256_maddubs_epi16(u.w[c], q), _mm256_maddubs_epi16(u.off[c], q));
+  } else if constexpr (IntGemmTraits<T>::kSigned) {
+    return _mm256_maddubs_epi16(u.aw[c], _mm256_sign_epi8(q, u.w[c]));
+  } else {
+    return _mm256_maddubs_epi16(u.w[c], q);
+  }
+}
+
+// u8 x s8 operands of chunk c against the activations q.
+template <DType T>
+HWY_INLINE __m256i ChunkOperand(const UnpackedFor<T>& u, int c, __m256i q, __m256i* a) {
+  if constexpr (IntGemmTraits<T>::kSigned) {
+    *a = u.aw[c];
+    return _mm256_sign_epi8(q, u.w[c]);
+  } else {
+    *a = u.w[c];
+    return q;
+  }
+}
+
+// Adds blocks [b0, b1) of R rows times NT <= 8 tokens into st[r * NT + t].
+// Per block and row the weights are unpacked once (UnpackBlock) and used for
+// the NT tokens; per token the chunk products go into two int32 chains
+// (VNNI's vpdpwssd has a 5-cycle latency), then the block's scale products
+// d_w d_x (one vector multiply for NT tokens) feed the float accumulators,
+// which stay in registers over the blocks. matvec is R = 4, NT = 1 (four
+// row streams in flight); the token tiles of matmul R = 1, NT = 8.
+template <DType T, int R, int NT, bool kVnni>
+HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, const void* const* x,
+                           const float* HWY_RESTRICT dx, IntAcc* st) {
+  static_assert(NT <= kTileDx);
+  using Tr = IntGemmTraits<T>;
+  constexpr size_t kBlockBytes = IntBlockBytes<T>();
+  constexpr bool kMins = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q2_K;
+  constexpr bool kOffset = T == DType::Q4_1 || T == DType::Q5_1;
+  constexpr bool kOffsetForm = NT == 1 && (T == DType::Q3_K || T == DType::Q6_K);
+  __m256 acc[R][NT], accm[R][NT];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v, accm[r][t] = st[r * NT + t].m;
+  for (size_t b = b0; b < b1; ++b) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * kBlockBytes;
+      if constexpr (NT == 1) {
+        if constexpr (Tr::kSuper) {
+          for (size_t o = 0; o < kBlockBytes; o += 64) PrefetchRow(blk + kIntPrefetchAhead + o);
+        } else if (b % 2 == 0) {
+          PrefetchRow(blk + kIntPrefetchAhead);
+        }
+      }
+      UnpackedFor<T> u;
+      UnpackBlock<T, kOffsetForm>(blk, u);
+      alignas(32) float scale[kTileDx], scale_m[kTileDx];
+      if constexpr (NT == 1) {
+        float d;
+        if constexpr (Tr::kSuper)
+          d = static_cast<const ActBlock256*>(x[0])[b].d;
+        else
+          d = static_cast<const ActBlock32*>(x[0])[b].d;
+        scale[0] = u.d * d;
+        if constexpr (kMins || kOffset) scale_m[0] = u.dm * d;
+      } else {
+        const __m256 dxv = _mm256_load_ps(dx + (b - b0) * kTileDx);
+        _mm256_store_ps(scale, _mm256_mul_ps(_mm256_set1_ps(u.d), dxv));
+        if constexpr (kMins || kOffset)
+          _mm256_store_ps(scale_m, _mm256_mul_ps(_mm256_set1_ps(u.dm), dxv));
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        __m256& a_v = acc[r][t];
+        __m256& a_m = accm[r][t];
+        if constexpr (!Tr::kSuper) {
+          const ActBlock32& a = static_cast<const ActBlock32*>(x[t])[b];
+          __m256i au;
+          const __m256i sx = ChunkOperand<T>(u, 0, Load256(a.q), &au);
+          if constexpr (!kOffset) {
+            a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<kVnni>(au, sx));
+          } else {
+            // Unsigned quants times d plus the offset m times the block sum.
+            a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<false>(au, sx));
+            a_m = _mm256_castps128_ps256(_mm_fmadd_ss(
+                _mm_set_ss(scale_m[t]), _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
+          }
+        } else {
+          const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
+          __m256i l[2];
+#pragma GCC unroll 8
+          for (int c = 0; c < 8; ++c) {
+            const __m256i p16 = ChunkPairs<T, kOffsetForm>(u, c, Load256(a.q + 32 * c));
+            l[c % 2] =
+                c < 2 ? _mm256_madd_epi16(u.s[c], p16) : AddMaddWd<kVnni>(l[c % 2], u.s[c], p16);
+          }
+          a_v = AccLanes(a_v, scale[t], _mm256_add_epi32(l[0], l[1]));
+          if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+            // Lane i: m_2i S_2i + m_2i+1 S_2i+1 (S_g: group g's activation sum).
+            const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
+            const __m128 m =
+                _mm_fmadd_ps(_mm_set1_ps(scale_m[t]),
+                             _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_castsi256_si128(u.mins), s32)),
+                             _mm256_castps256_ps128(a_m));
+            a_m = _mm256_castps128_ps256(m);
+          } else if constexpr (T == DType::Q2_K) {
+            a_m = AccLanes(a_m, scale_m[t], _mm256_madd_epi16(u.mins, Load256(a.bsums)));
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < NT; ++t) {
+      st[r * NT + t].v = acc[r][t];
+      if constexpr (kMins || kOffset) st[r * NT + t].m = accm[r][t];
+    }
 }
 
 #else  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -730,9 +754,10 @@ HWY_INLINE float FinishInt(const IntAcc& a) {
 
 // Blocks [0, nb) of R rows times NT tokens into st[r * NT + t] (whole rows
 // only: kIntBlockRanges is false here).
-template <DType T, int R, int NT>
-HWY_INLINE void DotRowInt(const uint8_t* const* rows, size_t b0, size_t nb, const void* const* x,
-                          IntAcc* st) {
+template <DType T, int R, int NT, bool kVnni>
+HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, const void* const* x,
+                           const float* /*dx*/, IntAcc* st) {
+  static_assert(!kVnni);
   HWY_DASSERT(b0 == 0);
   (void)b0;
   for (int i = 0; i < R * NT; ++i) {

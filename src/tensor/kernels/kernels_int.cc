@@ -23,30 +23,35 @@ namespace HWY_NAMESPACE {
 // sequential weight streams keep more memory requests in flight per core.
 inline constexpr int kIntRowGroup = 4;
 
-template <DType T>
-constexpr bool kSuperBlock = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
-                             T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS;
-
 // R rows from r times one token t, whole rows (matvec).
-template <DType T, int R>
+template <DType T, int R, bool kVnni>
 HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
   const uint8_t* rows[R];
   for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
   IntAcc st[R] = {};
-  DotRowInt<T, R, 1>(rows, 0, nb, xs, st);
+  DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, st);
   for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
+}
+
+template <DType T, bool kVnni>
+void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
+  const size_t nb = size_t(a.cols) / (IntGemmTraits<T>::kSuper ? 256 : 32);
+  for (int64_t t = 0; t < a.n; ++t) {
+    int64_t r = r0;
+    for (; r + kIntRowGroup <= r1; r += kIntRowGroup)
+      MatvecTile<T, kIntRowGroup, kVnni>(a, nb, r, t);
+    for (; r < r1; ++r) MatvecTile<T, 1, kVnni>(a, nb, r, t);
+  }
 }
 
 // One token at a time (matvec; several tokens go to kernels_intgemm.cc).
 template <DType T>
 void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  const size_t nb = size_t(a.cols) / (kSuperBlock<T> ? 256 : 32);
-  for (int64_t t = 0; t < a.n; ++t) {
-    int64_t r = r0;
-    for (; r + kIntRowGroup <= r1; r += kIntRowGroup) MatvecTile<T, kIntRowGroup>(a, nb, r, t);
-    for (; r < r1; ++r) MatvecTile<T, 1>(a, nb, r, t);
-  }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  if (IntVnniUsable()) return MatvecRows<T, true>(a, r0, r1);
+#endif
+  MatvecRows<T, false>(a, r0, r1);
 }
 
 // d and q of one block of K values (see act_blocks.h); returns sum of q.

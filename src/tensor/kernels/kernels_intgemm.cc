@@ -1,5 +1,5 @@
 // Integer-dot products of several tokens (prefill chunks and the batched
-// decode of many sequences): token tiles around intgemm-inl.h's row kernel.
+// decode of many sequences): token tiles around intdot-inl.h's kernel.
 // A (row, token) output is bit-identical to the matvec of that token
 // (kernels_int.cc), whatever n, the tiling or the thread split.
 #undef HWY_TARGET_INCLUDE
@@ -11,7 +11,7 @@
 
 #include "hwy/highway.h"
 #include "tensor/kernels/cpu_features.h"
-#include "tensor/kernels/intgemm-inl.h"
+#include "tensor/kernels/intdot-inl.h"
 #include "tensor/kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,8 +55,10 @@ void TokenTile(const kernels::IntDotArgs& a, size_t nb, int64_t r0, int64_t r1, 
             std::memcpy(&d, static_cast<const uint8_t*>(xs[j]) + b * act_block, sizeof(float));
             dx[(b - b0) * kTileDx + size_t(j)] = d;
           }
-      for (int64_t r = rb; r < re; ++r)
-        GemmRowInt<T, NT, kVnni>(a.w + size_t(r) * a.row_bytes, b0, b1, xs, dx, st + (r - rb) * NT);
+      for (int64_t r = rb; r < re; ++r) {
+        const uint8_t* row = a.w + size_t(r) * a.row_bytes;
+        DotRowsInt<T, 1, NT, kVnni>(&row, b0, b1, xs, dx, st + (r - rb) * NT);
+      }
     }
     for (int64_t r = rb; r < re; ++r)
       for (int j = 0; j < NT; ++j)
@@ -74,23 +76,10 @@ void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   for (; t < a.n; ++t) TokenTile<T, 1, kVnni>(a, nb, r0, r1, t);
 }
 
-// Whether this target's kernels can use vpdpbusd / vpdpwssd here.
-bool VnniUsable() {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
-  return kernels::int_dot_instructions_allowed();  // AVX3_DL implies AVX512-VNNI
-#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx512_vnni();
-#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx_vnni();
-#else
-  return false;
-#endif
-}
-
 template <DType T>
 void GemmRowsFor(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  if (VnniUsable()) return GemmRows<T, true>(a, r0, r1);
+  if (IntVnniUsable()) return GemmRows<T, true>(a, r0, r1);
 #endif
   GemmRows<T, false>(a, r0, r1);
 }
@@ -127,7 +116,7 @@ void IntGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 }
 
 bool IntDotVnni() {
-  return VnniUsable();
+  return IntVnniUsable();
 }
 
 // Whether these tiles beat the f32 GEMM (gemm.cc) on prefill-sized products
@@ -145,7 +134,7 @@ bool IntGemmPreferred(DType type) {
       return true;
     case DType::Q2_K:    // 1.04x / 0.96x
     case DType::IQ4_XS:  // 1.05x / 0.92x
-      return VnniUsable();
+      return IntVnniUsable();
     default:
       return false;
   }
