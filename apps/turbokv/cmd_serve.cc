@@ -233,10 +233,14 @@ int serve_main(std::span<const std::string> args) {
   if (sig != 0) {
     std::fprintf(stderr, "turbokv serve: %s: draining (up to %d s)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", f.drain_grace);
-    // A second signal: leave now, without waiting for anything.
+    // A second signal: leave now, without waiting for anything. One that
+    // comes within a second is the same request (`timeout` and some process
+    // managers signal both the process and its group).
     std::thread([signals] {
+      const auto first = std::chrono::steady_clock::now();
       int again = 0;
-      sigwait(&signals, &again);
+      while (sigwait(&signals, &again) == 0)
+        if (std::chrono::steady_clock::now() - first > std::chrono::seconds(1)) break;
       std::fprintf(stderr, "turbokv serve: second signal: exiting now\n");
       std::_Exit(1);
     }).detach();

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <csignal>
@@ -118,6 +119,12 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
   http_->set_read_timeout(options_.read_timeout_seconds, 0);
   http_->set_write_timeout(options_.write_timeout_seconds, 0);
   http_->set_keep_alive_timeout(options_.keep_alive_seconds);
+  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with
+  // which a second server on the same port would start and share it.
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   add_routes();
 }
 

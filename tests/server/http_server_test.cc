@@ -70,6 +70,7 @@ class LiveServer {
   Scheduler& scheduler() { return *scheduler_; }
   HttpServer& http() { return *http_; }
   const ServerMetrics& metrics() const { return metrics_; }
+  int port() const { return port_; }
 
  private:
   ServerMetrics metrics_;
@@ -169,6 +170,23 @@ TEST_F(HttpServerTest, HealthNeedsNoKeyTheRestDoes) {
   auto lower = c.Get("/v1/models", {{"Authorization", std::string("bearer ") + kKey}});
   ASSERT_TRUE(lower);
   EXPECT_EQ(lower->status, 200);
+}
+
+TEST_F(HttpServerTest, APortInUseIsAnError) {
+  LiveServer server(*model_);
+  ServedModel served;
+  served.tokenizer = model_->tokenizer.get();
+  served.context = 256;
+  HttpOptions h;
+  h.port = server.port();
+  ServerMetrics metrics;
+  HttpServer second(served, server.scheduler(), metrics, h);
+  try {
+    second.bind();
+    ADD_FAILURE() << "a second server bound port " << h.port;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(h.port)), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
