@@ -6,8 +6,8 @@
 
 namespace tkv::server {
 
-PrefixCache::PrefixCache(int block_tokens, int grid, CacheDir* disk)
-    : index_(block_tokens), grid_(grid), disk_(disk) {
+PrefixCache::PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk)
+    : index_(block_tokens), grid_(grid), max_entries_(max_entries), disk_(disk) {
   TKV_CHECK(grid >= 1);
 }
 
@@ -70,6 +70,7 @@ void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session, boo
   const uint64_t id = next_id_++;
   index_.add(id, tokens);
   entries_.emplace(id, Entry{std::move(session), ++clock_, on_disk});
+  while (int(entries_.size()) > max_entries_) evict_lru();  // never the new one: it is the newest
 }
 
 void PrefixCache::remove(uint64_t id) {

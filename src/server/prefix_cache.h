@@ -48,8 +48,10 @@ namespace tkv::server {
 class PrefixCache {
  public:
   using NewSession = std::function<std::unique_ptr<runtime::InferenceSession>()>;
-  // `disk` may be null (no disk tier); `grid`: reuse points are multiples of it.
-  PrefixCache(int block_tokens, int grid, CacheDir* disk);
+  // `grid`: reuse points are multiples of it; at most `max_entries` are
+  // kept (the least recently used go beyond it); `disk` may be null (no
+  // disk tier).
+  PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk);
   ~PrefixCache();
 
   struct Hit {
@@ -91,6 +93,7 @@ class PrefixCache {
 
   PrefixIndex index_;
   int grid_;
+  int max_entries_;
   CacheDir* disk_;
   std::map<uint64_t, Entry> entries_;
   uint64_t next_id_ = 1;

@@ -112,8 +112,8 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
                                       options.kv.page_tokens, options.on_warning);
   }
   if (cacheable)
-    prefixes =
-        std::make_unique<PrefixCache>(options.kv.page_tokens, options.prefill_chunk, disk.get());
+    prefixes = std::make_unique<PrefixCache>(options.kv.page_tokens, options.prefill_chunk,
+                                             options.max_cached_prefixes, disk.get());
   figures.kv_budget = options.budget_bytes;
 }
 
@@ -148,7 +148,8 @@ void Scheduler::Impl::warn(const std::string& message) const {
 }
 
 void Scheduler::Impl::publish() {
-  figures.active = int(active.size());
+  figures.active = int(std::count_if(active.begin(), active.end(),
+                                     [](const auto& a) { return a->session != nullptr; }));
   const kv::PoolStats p = pages->stats();
   figures.kv_bytes_in_use = p.bytes_in_use;
   figures.kv_shared_bytes = p.shared_bytes;

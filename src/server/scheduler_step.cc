@@ -58,7 +58,6 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   done.timings.queued_seconds = a.queued_seconds;
   done.timings.first_token_seconds = a.first_token_seconds;
   done.timings.total_seconds = p.since_submit.seconds();
-  p.stream->push(std::move(done));
 
   figures.prompt_tokens += uint64_t(p.job.prompt.size());
   figures.completion_tokens += uint64_t(a.generated);
@@ -68,9 +67,11 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   if (prefixes && (reason == JobFinish::kStop || reason == JobFinish::kLength) && a.session) {
     prefixes->insert(std::move(a.session));
     cache_changed = true;
-    while (prefixes->size() > options.max_cached_prefixes) prefixes->evict_lru();
   }
   a.session.reset();
+  // The figures include this job before its consumer hears it ended.
+  publish();
+  p.stream->push(std::move(done));
 }
 
 bool Scheduler::Impl::step() {

@@ -111,7 +111,7 @@ TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
     s->feed(ids);
     return s;
   };
-  PrefixCache cache(32, 32, nullptr);
+  PrefixCache cache(32, 32, 8, nullptr);
   const std::vector<int32_t> a = prompt(70, 1), b = prompt(70, 2), c = prompt(70, 3);
   cache.insert(session_of(a));
   cache.insert(session_of(b));
@@ -140,7 +140,7 @@ TEST_F(PrefixCacheTest, EntryThatExtendsAnotherReplacesIt) {
   ThreadPool threads(1);
   kv::KvConfig kv;
   kv.page_tokens = 32;
-  PrefixCache cache(32, 32, nullptr);
+  PrefixCache cache(32, 32, 8, nullptr);
   const std::vector<int32_t> longer = prompt(100);
   const std::vector<int32_t> shorter(longer.begin(), longer.begin() + 64);
   for (const auto* ids : {&shorter, &longer}) {
@@ -218,6 +218,26 @@ TEST_F(PrefixCacheTest, PrefixesSurviveARestartThroughTheCacheDir) {
   EXPECT_EQ(again.done.cached_tokens, 128);
   EXPECT_EQ(again.tokens, first.tokens);
   EXPECT_EQ(s.stats().disk_loads, 1u);
+}
+
+// Beyond max_cached_prefixes the least recently used prefix goes to the
+// cache dir, and comes back from there when its prompt returns.
+TEST_F(PrefixCacheTest, EvictedPrefixIsWrittenToDiskAndReadBack) {
+  const std::string dir = tkv::test::temp_dir() + "/cache";
+  SchedulerOptions o = cache_options(dir);
+  o.max_cached_prefixes = 2;
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  std::vector<Outcome> first;
+  for (size_t i = 0; i < 3; ++i) first.push_back(run_one(s, greedy_job(prompt(100, 10 * i), 6)));
+  SchedulerStats st = s.stats();
+  EXPECT_EQ(st.cached_prefixes, 2);
+  EXPECT_EQ(st.disk_prefixes, 1);  // the first job's
+  const Outcome again = run_one(s, greedy_job(prompt(100, 0), 6));
+  EXPECT_EQ(again.done.cached_tokens, 96);
+  EXPECT_EQ(again.tokens, first[0].tokens);
+  st = s.stats();
+  EXPECT_EQ(st.disk_loads, 1u);
+  EXPECT_EQ(st.cached_prefixes, 2);  // read back, and another one out
 }
 
 // A file whose bytes changed after it was written fails its checksum: it is
