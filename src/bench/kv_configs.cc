@@ -26,6 +26,7 @@ Json kv_config_to_json(const kv::KvConfig& c) {
   j["seed"] = c.seed;
   j["select"] = c.select;
   j["select_prefill"] = c.select_prefill;
+  j["select_dense_layers"] = c.select_dense_layers;
   Json overrides = Json::array();
   for (const auto& o : c.overrides)
     overrides.push_back({{"layer", o.layer}, {"k", o.k.name()}, {"v", o.v.name()}});
@@ -45,6 +46,7 @@ kv::KvConfig kv_config_from_json(const Json& j) {
   c.seed = j.at("seed").get<uint64_t>();
   c.select = j.value("select", 0);
   c.select_prefill = j.value("select_prefill", true);
+  c.select_dense_layers = j.value("select_dense_layers", kv::KvConfig{}.select_dense_layers);
   for (const auto& o : j.at("overrides")) {
     kv::LayerOverride lo;
     lo.layer = o.at("layer").get<int>();

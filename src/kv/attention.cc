@@ -291,7 +291,8 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     }
   }
   // With page selection each KV head's tasks walk their own lists.
-  const bool selecting = L.summary_head > 0 && (n == 1 || c.config.select_prefill);
+  const bool selecting = L.summary_head > 0 && (n == 1 || c.config.select_prefill) &&
+                         layer >= c.config.select_dense_layers;
   std::vector<std::vector<KeyTile>> head_tiles;
   if (selecting) head_tiles = select_tiles(c, L, q, sources, tiles, plan.q_tile, vis, pool);
   const auto tiles_of = [&](int h, int qt) -> const std::vector<KeyTile>& {

@@ -50,6 +50,8 @@ void validate(const KvShape& s, const KvConfig& c) {
   if (c.effective_residual() > 65536)
     fail("KV cache: residual window of ", c.residual, " tokens: at most 65536");
   if (c.select < 0) fail("KV cache: page selection of ", c.select, " tokens: must not be negative");
+  if (c.select_dense_layers < 0)
+    fail("KV cache: dense layers of page selection must not be negative");
   for (const auto& o : c.overrides) {
     const int l = o.layer < 0 ? s.n_layers + o.layer : o.layer;
     if (l < 0 || l >= s.n_layers)
@@ -99,7 +101,9 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     L.k_head_bytes = L.k_codec->page_bytes(c.P);
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
     L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
-    if (config.select > 0) L.summary_head = summary_head_bytes(shape.head_dim);
+    // Layers that select keep summaries (the first select_dense_layers read every page).
+    if (config.select > 0 && l >= config.select_dense_layers)
+      L.summary_head = summary_head_bytes(shape.head_dim);
     L.sinks = make_area(*c.pool, *c.f16, c.S, shape.n_kv_heads);
     L.ring = make_area(*c.pool, *c.f16, c.R, shape.n_kv_heads);
   }

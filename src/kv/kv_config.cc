@@ -72,7 +72,11 @@ std::string KvConfig::describe_storage() const {
 
 std::string KvConfig::describe() const {
   std::string s = describe_storage();
-  if (select > 0) s += str(" select=", select, select_prefill ? "" : " prefill=dense");
+  if (select > 0) {
+    s += str(" select=", select, select_prefill ? "" : " prefill=dense");
+    if (select_dense_layers != KvConfig{}.select_dense_layers)
+      s += str(" dense_layers=", select_dense_layers);
+  }
   return s;
 }
 

@@ -51,6 +51,31 @@ TEST(BenchKvConfigs, ShorthandsPairsAndPolicies) {
   EXPECT_FALSE(is_f16_baseline(list[4].config));
 }
 
+TEST(BenchKvConfigs, PageSelectionItems) {
+  const auto list = cli::parse_kv_spec_list("k4v2,k4v2:sel512,k4v2:s2+sel128+w1024", {});
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].config.select, 0);
+  EXPECT_EQ(list[1].config.select, 512);
+  EXPECT_EQ(policy_label(list[1].config), "4+64 sel512");
+  EXPECT_EQ(list[1].config.describe(), list[0].config.describe() + " select=512");
+  EXPECT_EQ(list[1].config.describe_storage(), list[0].config.describe_storage());
+  EXPECT_EQ(list[2].config.select, 128);
+  EXPECT_EQ(list[2].config.window, 1024);
+  EXPECT_EQ(list[2].config.effective_sinks(), 2);
+  kv::KvConfig defaults;
+  defaults.select = 256;
+  defaults.select_prefill = false;
+  const BenchKv d = cli::parse_kv_spec("k4v2", defaults);
+  EXPECT_EQ(policy_label(d.config), "4+64 sel256 dense-prefill");
+  const BenchKv back = bench_kv_from_json(Json::parse(bench_kv_to_json(d).dump()));
+  EXPECT_EQ(back.config.select, 256);
+  EXPECT_FALSE(back.config.select_prefill);
+  EXPECT_EQ(cli::parse_kv_spec("k4v2:sel0", defaults).config.select, 0);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:sel", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:selx", {}), Error);
+  EXPECT_THROW(cli::parse_kv_spec("k4v2:sel-4", {}), Error);
+}
+
 TEST(BenchKvConfigs, RunWideDefaultsApplyWhereThePolicyIsSilent) {
   kv::KvConfig defaults;
   defaults.residual = 32;

@@ -29,6 +29,7 @@ KvConfig config_of(const char* kv, int select, int sinks = -1, int residual = -1
   KvConfig c;
   EXPECT_TRUE(kv::parse_kv_shorthand(kv, c.k, c.v)) << kv;
   c.select = select;
+  c.select_dense_layers = 0;  // every layer selects
   c.sinks = sinks;
   c.residual = residual;
   return c;
@@ -267,6 +268,30 @@ TEST(PageSelectionTest, StatsCountSummaries) {
   const double per_page = double(s.summary_bytes) / double(s.page_bytes);
   RecordProperty("summary_fraction_k4v2_hd128", std::to_string(per_page));
   EXPECT_LE(per_page, 0.08);
+  // Layers that read every page keep no summaries.
+  KvConfig first_dense = config_of("k4v2", 256);
+  first_dense.select_dense_layers = 1;
+  kv::KvCache half(sh, first_dense);
+  feed(half, in, pool, 0, 1000, 256);
+  EXPECT_EQ(half.stats().summary_bytes, s.summary_bytes / 2);
+}
+
+// The first select_dense_layers layers attend densely: with one layer of
+// two dense, its outputs are the dense cache's bit for bit, the other's not.
+TEST(PageSelectionTest, DenseLayersReadEveryPage) {
+  Scenario s;
+  s.shape = KvShape{2, 4, 2, 64, 4096};
+  s.config = config_of("k4v2", 0);
+  s.chunks = {400, 1, 1};
+  RandomInputs in(s.shape, 500, 8);
+  const auto dense = run_scenario(s, in, false);
+  s.config.select = 64;
+  s.config.select_dense_layers = 1;
+  const auto sel = run_scenario(s, in, false);
+  const auto& d0 = dense.outputs[0];
+  EXPECT_EQ(0, std::memcmp(d0.data(), sel.outputs[0].data(), d0.size() * sizeof(float)));
+  EXPECT_NE(0,
+            std::memcmp(dense.outputs[1].data(), sel.outputs[1].data(), d0.size() * sizeof(float)));
 }
 
 TEST(PageSelectionTest, NegativeSelectionIsRefused) {
