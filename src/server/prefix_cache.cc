@@ -37,7 +37,7 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
       if (disk_->load(m.path, *loaded)) {
         ++disk_loads_;
         const uint64_t id = next_id_;
-        insert(std::move(loaded), /*on_disk=*/true);
+        insert(std::move(loaded));
         if (entries_.count(id)) {
           best_id = id;
           best =
@@ -53,7 +53,7 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
   return {.session = e.session.get(), .reuse = best, .from_disk = from_disk};
 }
 
-void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session, bool on_disk) {
+void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session) {
   const std::vector<int32_t>& tokens = session->tokens();
   if (int64_t(tokens.size()) < index_.block_tokens()) return;
   std::vector<uint64_t> redundant;
@@ -69,7 +69,7 @@ void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session, boo
   for (uint64_t id : redundant) remove(id);
   const uint64_t id = next_id_++;
   index_.add(id, tokens);
-  entries_.emplace(id, Entry{std::move(session), ++clock_, on_disk});
+  entries_.emplace(id, Entry{std::move(session), ++clock_});
   while (int(entries_.size()) > max_entries_) evict_lru();  // never the new one: it is the newest
 }
 
@@ -85,15 +85,14 @@ bool PrefixCache::evict_lru() {
   auto oldest = entries_.begin();
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->second.last_use < oldest->second.last_use) oldest = it;
-  if (disk_ && !oldest->second.on_disk) disk_->store(*oldest->second.session);
+  if (disk_) disk_->store(*oldest->second.session);  // a no-op when a file holds it
   remove(oldest->first);
   return true;
 }
 
 void PrefixCache::persist_all() {
   if (!disk_) return;
-  for (auto& [id, e] : entries_)
-    if (!e.on_disk) e.on_disk = disk_->store(*e.session);
+  for (auto& [id, e] : entries_) disk_->store(*e.session);
 }
 
 void PrefixCache::clear() {

@@ -22,8 +22,8 @@
 // own error; only the last bits differ.
 //
 // Eviction is LRU (a hit refreshes its entry). An evicted entry is written
-// to the disk tier first when there is one (cache_dir.h) and not already
-// there; its pages return to the pool once no running sequence shares them.
+// to the disk tier first when there is one (cache_dir.h) and no file there
+// holds its tokens yet; its pages return to the pool once no running sequence shares them.
 //
 // Window-policy configs (KvConfig::window > 0) are never cached: their
 // sequences free the pages that leave the window, so a prefix of them no
@@ -69,11 +69,11 @@ class PrefixCache {
   // dropped (it serves every prompt they would); a sequence that an entry
   // already holds (the same tokens or more after them) or shorter than one
   // block is dropped instead.
-  void insert(std::unique_ptr<runtime::InferenceSession> session, bool on_disk = false);
+  void insert(std::unique_ptr<runtime::InferenceSession> session);
   // Drops the least recently used entry (to disk first, see above); false
   // when there is none.
   bool evict_lru();
-  // Writes every entry not yet on disk to the disk tier (drain).
+  // Writes every entry the disk tier does not hold yet to it (drain).
   void persist_all();
   void clear();
 
@@ -86,7 +86,6 @@ class PrefixCache {
   struct Entry {
     std::unique_ptr<runtime::InferenceSession> session;
     uint64_t last_use = 0;
-    bool on_disk = false;
   };
   int64_t reuse_point(int64_t common, size_t prompt_len) const;
   void remove(uint64_t id);

@@ -240,6 +240,27 @@ TEST_F(PrefixCacheTest, EvictedPrefixIsWrittenToDiskAndReadBack) {
   EXPECT_EQ(st.cached_prefixes, 2);  // read back, and another one out
 }
 
+// The cache dir keeps at most cache_dir_max_bytes: the oldest files go.
+TEST_F(PrefixCacheTest, CacheDirDropsItsOldestFilesBeyondItsBound) {
+  const std::string dir = tkv::test::temp_dir() + "/cache";
+  SchedulerOptions o = cache_options(dir);
+  o.max_cached_prefixes = 1;
+  o.cache_dir_max_bytes = 100 * 1024;  // one file of 100 tokens (640 bytes each) and its metadata
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  std::vector<Outcome> first;
+  for (size_t i = 0; i < 3; ++i) first.push_back(run_one(s, greedy_job(prompt(100, 10 * i), 6)));
+  // Job 0's prefix went to disk when job 1's came, then made room for job 1's.
+  SchedulerStats st = s.stats();
+  EXPECT_EQ(st.cached_prefixes, 1);
+  EXPECT_EQ(st.disk_prefixes, 1);
+  EXPECT_LE(st.disk_bytes, o.cache_dir_max_bytes);
+  const Outcome second = run_one(s, greedy_job(prompt(100, 10), 6));
+  EXPECT_EQ(second.done.cached_tokens, 96);
+  EXPECT_EQ(second.tokens, first[1].tokens);
+  EXPECT_EQ(s.stats().disk_loads, 1u);
+  EXPECT_EQ(run_one(s, greedy_job(prompt(100, 0), 6)).done.cached_tokens, 0);
+}
+
 // A file whose bytes changed after it was written fails its checksum: it is
 // deleted with one warning and the job runs cold.
 TEST_F(PrefixCacheTest, CorruptFileIsSkippedWithOneWarningAndDeleted) {
