@@ -35,8 +35,13 @@ fi
 node_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/server/node"
 lock_sum=$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)
 stamp="$node_dir/node_modules/.turbokv-lock-sha256"
+# Without the registry the rest of the build goes on; those tests then skip
+# (or fail, under TURBOKV_REQUIRE_FIXTURES=1).
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
   echo "turbokv: npm ci in tests/server/node" >&2
-  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  echo "$lock_sum" >"$stamp"
+  if (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+    echo "$lock_sum" >"$stamp"
+  else
+    echo "turbokv: warning: npm ci failed in $node_dir: the server's end-to-end tests cannot run" >&2
+  fi
 fi

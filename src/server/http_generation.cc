@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/timer.h"
 #include "server/api_response.h"
 
 namespace tkv::server {
@@ -138,7 +137,6 @@ class Exchange {
   Exchange& operator=(const Exchange&) = delete;
 
   bool done() const { return done_; }
-  const Event& done_event() const { return done_event_; }
 
   // Waits for the next event (up to kPollInterval); false on timeout.
   bool poll() {
