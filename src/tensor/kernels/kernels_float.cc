@@ -15,6 +15,14 @@ HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
 
+// Each row is also prefetched into L2 this far ahead (besides rowdot-inl.h's
+// kPrefetchAhead into L1): one core's read stream is limited by the misses it
+// has in flight, and the hardware prefetcher alone keeps too few. Measured
+// on AVX-512 and AVX2, one thread, f16 2048 x 8192 and 128256 x 2048: 17%
+// faster than without it (bf16 on AVX2: 23%); 12 KiB gave 10%, 48 KiB the
+// same as 24.
+inline constexpr size_t kL2PrefetchAhead = 24 << 10;
+
 template <class Src, int64_t R>
 HWY_INLINE void DotRowsF(const uint8_t* w, size_t row_bytes, size_t cols, const float* x,
                          float* y) {
@@ -28,8 +36,10 @@ HWY_INLINE void DotRowsF(const uint8_t* w, size_t row_bytes, size_t cols, const 
     const VF x0 = hn::LoadU(df, x + k), x1 = hn::LoadU(df, x + k + kLanes);
     for (int64_t r = 0; r < R; ++r) {
       const uint8_t* row = w + size_t(r) * row_bytes;
-      if (kStepBytes >= 64 || k % (64 / Src::kBytes) == 0)
+      if (kStepBytes >= 64 || k % (64 / Src::kBytes) == 0) {
         hwy::Prefetch(row + k * Src::kBytes + 2 * kPrefetchAhead);
+        __builtin_prefetch(row + k * Src::kBytes + kL2PrefetchAhead, 0, 2);
+      }
       acc0[r] = hn::MulAdd(Src::Load(row, k), x0, acc0[r]);
       acc1[r] = hn::MulAdd(Src::Load(row, k + kLanes), x1, acc1[r]);
     }
