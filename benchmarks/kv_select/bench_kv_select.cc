@@ -51,6 +51,7 @@ tkv::kv::KvConfig config(int select) {
   tkv::kv::KvConfig c;
   tkv::kv::parse_kv_shorthand("k4v2", c.k, c.v);
   c.select = select;
+  c.select_dense_layers = 0;  // the one layer here selects
   return c;
 }
 

@@ -171,7 +171,10 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
     if (kv.config.window > 0 &&
         kv.config.window + kWindowProbeMargin < r.ctx - kQuestionRoom - r.answer_tokens - 32)
       windows.insert(kv.config.window);
-  Json trials = Json::array();
+  // A trial's prompt derives from (seed, its index): the depth sweep's
+  // prompts come first, so they are the same prompts whether or not a
+  // window configuration adds its probe prompts (after them).
+  Json trials = Json::array(), probe_trials = Json::array();
   for (Json t : base_trials) {
     for (int w : windows) {
       const int64_t after = w + kWindowProbeMargin;
@@ -179,13 +182,14 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
                           {"label", str("W", w, "+")},
                           {"tokens_before_end", after}};
       if (r.facts == 1) {
-        trials.push_back(Json::array({probe}));
+        probe_trials.push_back(Json::array({probe}));
       } else {
         t.push_back(probe);
       }
     }
     trials.push_back(t);
   }
+  for (const Json& t : probe_trials) trials.push_back(t);
 
   std::vector<PlannedCell> cells;
   const double per_prompt = estimate_flops(info, r.ctx) + 6.0 * estimate_flops(info, 64);

@@ -298,6 +298,15 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
   const auto tiles_of = [&](int h, int qt) -> const std::vector<KeyTile>& {
     return selecting ? head_tiles[size_t(h) * plan.n_qt + qt] : tiles[size_t(qt)];
   };
+  if (selecting) {
+    auto page_tiles = [&](const std::vector<KeyTile>& list) {
+      int64_t k = 0;
+      for (const KeyTile& kt : list) k += sources[size_t(kt.source)].kind == Kind::Page;
+      return k;
+    };
+    for (const auto& list : tiles) c.select_dense_page_reads += n_kv * page_tiles(list);
+    for (const auto& list : head_tiles) c.select_page_reads += page_tiles(list);
+  }
   for (const auto& list : selecting ? head_tiles : tiles) {
     max_tiles = std::max(max_tiles, list.size());
     int64_t keys = 0;

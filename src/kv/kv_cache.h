@@ -63,6 +63,12 @@ struct KvStats {
   uint64_t scratch_bytes = 0;       // now held
   uint64_t peak_scratch_bytes = 0;  // high-water mark since construction / reset_peak()
   int64_t pages_allocated = 0;
+  // Page selection, since construction: key tiles of pages read (a 64-token
+  // page is one tile; counted per KV head and query tile) by the layers that
+  // select, and what dense attention would have read in the same calls.
+  // Their ratio is the fraction of the pages' bytes attention read.
+  int64_t select_page_reads = 0;
+  int64_t select_dense_page_reads = 0;
   double k_bytes_per_token_head = 0;  // of the main codec (layer 0)
   double v_bytes_per_token_head = 0;
 };

@@ -87,6 +87,9 @@ struct KvCache::Impl {
 
   bool private_pool = false;  // made by the constructor without a pool
 
+  // Page selection counters (KvStats::select_page_reads, ...).
+  int64_t select_page_reads = 0, select_dense_page_reads = 0;
+
   explicit Impl(std::shared_ptr<PagePool> p) : pool(std::move(p)) {}
   // Returns every page and f16 area to the pool (also when construction
   // failed half-way).

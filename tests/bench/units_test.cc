@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/kv_configs.h"
+#include "bench/recall_protocol.h"
 #include "bench/stats.h"
 #include "bench/table.h"
 #include "bench/units.h"
@@ -74,6 +75,36 @@ TEST(BenchKvConfigs, PageSelectionItems) {
   EXPECT_THROW(cli::parse_kv_spec("k4v2:sel", {}), Error);
   EXPECT_THROW(cli::parse_kv_spec("k4v2:selx", {}), Error);
   EXPECT_THROW(cli::parse_kv_spec("k4v2:sel-4", {}), Error);
+}
+
+// A trial's prompt derives from its index: a window configuration's probe
+// prompts come after the depth sweep's, so the sweep's prompts (and so the
+// rows of k4v2 and k4v2:sel512) are the same with or without k4v2:w512.
+TEST(RecallPlan, WindowProbesDoNotRenumberTheDepthSweep) {
+  ModelInfo info;
+  info.n_layers = 2;
+  info.n_heads = 4;
+  info.n_kv_heads = 2;
+  info.head_dim = 64;
+  info.n_vocab = 512;
+  info.n_ctx_train = 4096;
+  RecallOptions r;
+  r.facts = 1;
+  r.depths = {0.1, 0.5, 0.9};
+  r.multi_turn = false;
+  finalize_recall_options(r, info);
+  CommonOptions without, with;
+  without.kv = cli::parse_kv_spec_list("k4v2,k4v2:sel512", {});
+  with.kv = cli::parse_kv_spec_list("k4v2,k4v2:sel512,k4v2:w512", {});
+  const auto a = plan_recall(without, r, info), b = plan_recall(with, r, info);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 3u);
+  const Json& ta = a[0].request["trials"];
+  const Json& tb = b[0].request["trials"];
+  ASSERT_EQ(ta.size(), 3u);
+  ASSERT_EQ(tb.size(), 6u);  // the sweep, then one W512+ probe per depth
+  for (size_t i = 0; i < ta.size(); ++i) EXPECT_EQ(tb[i], ta[i]) << i;
+  for (size_t i = ta.size(); i < tb.size(); ++i) EXPECT_EQ(tb[i][0]["label"], "W512+") << i;
 }
 
 TEST(BenchKvConfigs, RunWideDefaultsApplyWhereThePolicyIsSilent) {

@@ -157,6 +157,20 @@ TEST(PageSelectionTest, DeterministicAndReallySelecting) {
   RandomInputs in(s.shape, 600, 5);
   const auto a = run_scenario(s, in, false);
   const auto b = run_scenario(s, in, false);
+  {  // decode reads 2 + 1 of the 7 pages a query sees (KvStats counts them)
+    kv::KvCache cache(s.shape, s.config);
+    ThreadPool pool(2);
+    feed(cache, in, pool, 0, 500, 500);
+    const kv::KvStats before = cache.stats();
+    feed(cache, in, pool, 500, 1, 1);
+    const kv::KvStats after = cache.stats();
+    EXPECT_EQ(after.select_dense_page_reads - before.select_dense_page_reads, 2 * 2 * 7);
+    EXPECT_EQ(after.select_page_reads - before.select_page_reads, 2 * 2 * 3);
+    // Prefill tiles read the union of their 32 queries' pages: with random
+    // queries that is every page here.
+    EXPECT_LE(before.select_page_reads, before.select_dense_page_reads);
+    EXPECT_GT(before.select_dense_page_reads, 0);
+  }
   s.config.select = 0;
   const auto dense = run_scenario(s, in, false);
   s.config.select = 128;
