@@ -83,48 +83,56 @@ LoadedModel* SchedulerTest::stories_ = nullptr;
 
 // Eight greedy jobs of different prompt lengths (one chunk, several, a
 // partial last chunk) run at once give exactly the tokens each gives alone,
-// which are the single-session loop's; on an f16 and a k4v2 pool.
-void expect_batch_equals_alone(const LoadedModel& m, const std::string& kv, const std::string& text,
-                               const std::vector<size_t>& lengths, int64_t max_tokens) {
-  SCOPED_TRACE(kv);
-  const SchedulerOptions o = small_options(kv);
+// which are the single-session loop's; with one scheduler per codec, all
+// running at the same time on the one model.
+void expect_batch_equals_alone(const LoadedModel& m, const std::vector<std::string>& kvs,
+                               const std::string& text, const std::vector<size_t>& lengths,
+                               int64_t max_tokens) {
   std::vector<Job> jobs;
   for (size_t i = 0; i < lengths.size(); ++i)
     jobs.push_back(greedy_job(prompt_of(*m.tokenizer, text, lengths[i], 7 * i), max_tokens));
-  std::vector<Outcome> alone;
-  for (const Job& job : jobs) {
-    Scheduler s(*m.model, *m.tokenizer, o);
-    alone.push_back(run_one(s, job));
-    ASSERT_TRUE(alone.back().finished);
-    ASSERT_EQ(alone.back().done.finish, JobFinish::kLength) << alone.back().done.error;
-    const Outcome reference = single_session(m, o, job);
-    EXPECT_EQ(alone.back().tokens, reference.tokens) << "prompt of " << job.prompt.size();
-    EXPECT_EQ(alone.back().text, reference.text);
+  std::vector<std::vector<Outcome>> alone(kvs.size());
+  for (size_t k = 0; k < kvs.size(); ++k) {
+    const SchedulerOptions o = small_options(kvs[k]);
+    for (const Job& job : jobs) {
+      Scheduler s(*m.model, *m.tokenizer, o);
+      alone[k].push_back(run_one(s, job));
+      ASSERT_TRUE(alone[k].back().finished);
+      ASSERT_EQ(alone[k].back().done.finish, JobFinish::kLength) << alone[k].back().done.error;
+      const Outcome reference = single_session(m, o, job);
+      EXPECT_EQ(alone[k].back().tokens, reference.tokens)
+          << kvs[k] << ", prompt of " << job.prompt.size();
+      EXPECT_EQ(alone[k].back().text, reference.text) << kvs[k];
+    }
   }
-  Scheduler s(*m.model, *m.tokenizer, o);
-  std::vector<std::shared_ptr<JobStream>> streams;
-  for (const Job& job : jobs) streams.push_back(s.submit(job));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const Outcome together = collect(*streams[i]);
-    EXPECT_EQ(together.tokens, alone[i].tokens) << "job " << i << ", " << lengths[i] << " tokens";
-    EXPECT_EQ(together.text, alone[i].text) << "job " << i;
-    EXPECT_EQ(together.done.prompt_tokens, int64_t(lengths[i]));
-    EXPECT_EQ(together.done.completion_tokens, max_tokens);
-    EXPECT_EQ(together.done.cached_tokens, 0);
-  }
+  std::vector<std::unique_ptr<Scheduler>> schedulers;
+  std::vector<std::vector<std::shared_ptr<JobStream>>> streams(kvs.size());
+  for (const std::string& kv : kvs)
+    schedulers.push_back(std::make_unique<Scheduler>(*m.model, *m.tokenizer, small_options(kv)));
+  for (size_t k = 0; k < kvs.size(); ++k)
+    for (const Job& job : jobs) streams[k].push_back(schedulers[k]->submit(job));
+  for (size_t k = 0; k < kvs.size(); ++k)
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Outcome together = collect(*streams[k][i]);
+      EXPECT_EQ(together.tokens, alone[k][i].tokens)
+          << kvs[k] << ", job " << i << ", " << lengths[i] << " tokens";
+      EXPECT_EQ(together.text, alone[k][i].text) << kvs[k] << ", job " << i;
+      EXPECT_EQ(together.done.prompt_tokens, int64_t(lengths[i]));
+      EXPECT_EQ(together.done.completion_tokens, max_tokens);
+      EXPECT_EQ(together.done.cached_tokens, 0);
+    }
 }
 
 TEST_F(SchedulerTest, EightConcurrentGreedyJobsEqualEachAloneF16AndK4V2) {
-  const std::vector<size_t> lengths = {5, 17, 32, 33, 70, 131, 200, 96};
-  for (const char* kv : {"f16", "k4v2"})
-    expect_batch_equals_alone(*stories_, kv, test::story_text(), lengths, 40);
+  expect_batch_equals_alone(*stories_, {"f16", "k4v2"}, test::story_text(),
+                            {5, 17, 32, 33, 70, 131, 200, 96}, 40);
 }
 
 TEST(SchedulerModel23M, EightConcurrentGreedyJobsEqualEachAlone) {
   TKV_REQUIRE_FIXTURE(path, "tkv-test-23M.gguf");
   const LoadedModel m = test::load_model(path);
-  expect_batch_equals_alone(m, "k4v2", test::heldout_text(), {9, 40, 64, 100, 150, 33, 250, 70},
-                            12);
+  expect_batch_equals_alone(m, {"f16", "k4v2"}, test::heldout_text(),
+                            {9, 40, 64, 100, 150, 33, 250, 70}, 12);
 }
 
 // A long prompt is prefilled a chunk per step next to the decoding
