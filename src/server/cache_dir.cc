@@ -52,14 +52,17 @@ CacheDir::CacheDir(std::string dir, uint64_t max_bytes, std::string key, int blo
 
 void CacheDir::index() {
   std::vector<std::pair<fs::file_time_type, File>> found;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+  std::error_code ec, ignored;
+  // The error_code forms throughout: a directory that turns unreadable
+  // midway ends the scan, it does not throw out of the server's start.
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
     if (is_debris(name)) {
-      fs::remove(e.path(), ec);
+      fs::remove(e.path(), ignored);
       continue;
     }
-    if (!is_cache_file(name) || !e.is_regular_file(ec)) continue;
+    if (!is_cache_file(name) || !e.is_regular_file(ignored)) continue;
     File f;
     f.path = e.path().string();
     try {
@@ -69,11 +72,11 @@ void CacheDir::index() {
       f.tokens = std::move(meta.tokens);
     } catch (const Error& err) {
       warn_(str("prefix cache: ", err.what(), "; deleted"));
-      fs::remove(f.path, ec);
+      fs::remove(f.path, ignored);
       continue;
     }
-    f.bytes = e.file_size(ec);
-    found.emplace_back(e.last_write_time(ec), std::move(f));
+    f.bytes = e.file_size(ignored);
+    found.emplace_back(e.last_write_time(ignored), std::move(f));
   }
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
