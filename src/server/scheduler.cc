@@ -106,7 +106,7 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
   if (cacheable && !options.cache_dir.empty()) {
     const kv::KvShape shape = model.kv_shape(options.context);
-    const std::string key = str(model.fingerprint(), " ", options.kv.describe(),
+    const std::string key = str(model.fingerprint(), " ", options.kv.describe_storage(),
                                 " ctx=", shape.max_tokens, " seed=", options.kv.seed);
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
                                       options.kv.page_tokens, options.on_warning);
