@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -218,7 +219,9 @@ int HttpServer::bind() {
 }
 
 void HttpServer::serve() {
-  http_->listen_after_bind();
+  serving_.store(true);
+  if (!stopping_.load()) http_->listen_after_bind();
+  served_.store(true);
 }
 
 void HttpServer::stop_admitting() {
@@ -230,6 +233,12 @@ bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
 }
 
 void HttpServer::stop() {
+  stopping_.store(true);
+  // cpp-httplib's stop() does nothing until the listen loop runs: wait for
+  // it when serve() has been called (serve() itself returns at once when it
+  // starts after this point).
+  while (serving_.load() && !served_.load() && !http_->is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

@@ -23,6 +23,7 @@
 // still open, so it waits in the handler).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +88,8 @@ class HttpServer {
   // True when none is left.
   bool wait_idle(std::chrono::milliseconds timeout);
   // Closes the listening socket and ends serve() once the open connections
-  // are done. Callable from any thread.
+  // are done. Callable from any thread, also before serve() has started
+  // listening (serve() then returns at once).
   void stop();
 
   int port() const { return port_; }
@@ -102,6 +104,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<GenerationRoutes> generation_;
   int port_ = 0;
+  std::atomic<bool> serving_{false}, served_{false}, stopping_{false};
 };
 
 // Constant-time comparison of a presented key with the configured one (the
