@@ -169,12 +169,8 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
       if (ranked.size() > keep_best) {
         for (auto& [neg_bound, s] : ranked) {
           const size_t i = size_t((sources[size_t(s)].pos_lo - c.S) / c.P - L.first_page);
-          float best = -std::numeric_limits<float>::infinity();
-          for (int g = 0; g < G; ++g) {
-            const float* qg = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
-            best = std::max(best, summary_bound(qg, L.summary(i, h), hd));
-          }
-          neg_bound = -best;
+          const float* qh = q + (size_t(t) * n_heads + size_t(h) * G) * hd;
+          neg_bound = -summary_bound_max(qh, G, L.summary(i, h), hd);
         }
         std::partial_sort(ranked.begin(), ranked.begin() + ptrdiff_t(keep_best), ranked.end());
         ranked.resize(keep_best);

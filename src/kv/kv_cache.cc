@@ -68,6 +68,26 @@ void LayerKv::summarize(size_t i, int h, int page_tokens, int filled) {
                  summaries[i].data() + size_t(h) * summary_head, work);
 }
 
+void LayerKv::summarize_written(size_t i, int64_t index, int h, int page_tokens, int from, int to,
+                                bool track) {
+  const int hd = k_codec->head_dim();
+  float work[kMaxHeadDim], lo_local[kMaxHeadDim], hi_local[kMaxHeadDim];
+  float* lo = track ? open_lo.data() + size_t(h) * hd : lo_local;
+  float* hi = track ? open_hi.data() + size_t(h) * hd : hi_local;
+  const uint8_t* kp = page_k(pages[i], h);
+  if (track && open_page[size_t(h)] == index && open_filled[size_t(h)] == from) {
+    summary_extend(*k_codec, kp, page_tokens, from, to, lo, hi, work);
+  } else {
+    summary_reset(lo, hi, hd);
+    summary_extend(*k_codec, kp, page_tokens, 0, to, lo, hi, work);
+  }
+  summary_store(lo, hi, hd, summaries[i].data() + size_t(h) * summary_head);
+  if (track) {
+    open_page[size_t(h)] = index;
+    open_filled[size_t(h)] = to;
+  }
+}
+
 void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
   summaries[i].resize(size_t(n_kv) * summary_head);
   for (int h = 0; h < n_kv; ++h) summarize(i, h, page_tokens, filled);
@@ -102,8 +122,13 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
     L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
     // Layers that select keep summaries (the first select_dense_layers read every page).
-    if (config.select > 0 && l >= config.select_dense_layers)
+    if (config.select > 0 && l >= config.select_dense_layers) {
       L.summary_head = summary_head_bytes(shape.head_dim);
+      L.open_lo.resize(size_t(shape.n_kv_heads) * shape.head_dim);
+      L.open_hi.resize(L.open_lo.size());
+      L.open_page.assign(size_t(shape.n_kv_heads), -1);
+      L.open_filled.assign(size_t(shape.n_kv_heads), 0);
+    }
     L.sinks = make_area(*c.pool, *c.f16, c.S, shape.n_kv_heads);
     L.ring = make_area(*c.pool, *c.f16, c.R, shape.n_kv_heads);
   }
@@ -265,7 +290,8 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
       L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
     }
     if (L.summary_head > 0 && je > jb)
-      L.summarize(size_t(index - L.first_page), h, c.P, int(je - (S + index * c.P)));
+      L.summarize_written(size_t(index - L.first_page), index, h, c.P, int(jb - (S + index * c.P)),
+                          int(je - (S + index * c.P)), index == first_index + n_pages - 1);
   };
   if (pool)
     pool->run(n_pages * n_kv, encode_task);
@@ -346,6 +372,7 @@ void KvCache::truncate(int64_t n) {
       L.pages.pop_back();
       if (!L.summaries.empty()) L.summaries.pop_back();
     }
+    std::fill(L.open_page.begin(), L.open_page.end(), -1);
     // The last page may have lost tokens: its summary covers what it keeps.
     const int64_t last_filled = L.encoded - (L.first_page + int64_t(L.pages.size()) - 1) * c.P;
     if (L.summary_head > 0 && !L.pages.empty() && last_filled > 0 && last_filled < c.P)
@@ -385,6 +412,7 @@ void KvCache::clear() {
     for (uint8_t* p : L.pages) c.pool->release(p, L.page_bytes);
     L.pages.clear();
     L.summaries.clear();
+    std::fill(L.open_page.begin(), L.open_page.end(), -1);
     L.first_page = 0;
     L.encoded = 0;
   }

@@ -42,6 +42,13 @@ struct LayerKv {
   // Owned by this sequence (a fork copies them; they are small).
   std::deque<std::vector<uint8_t>> summaries;
   size_t summary_head = 0;  // bytes of one head's summary (0 = no summaries)
+  // Float min/max of the decoded keys of the page last written, per head
+  // (n_kv x head_dim each), covering its slots [0, open_filled[h]) of page
+  // index open_page[h] (-1: none): a decode step adds its one key instead of
+  // decoding the page again. Reset by truncate, clear and load.
+  std::vector<float> open_lo, open_hi;
+  std::vector<int64_t> open_page;
+  std::vector<int> open_filled;
   int64_t first_page = 0;
   int64_t encoded = 0;  // positions [S, S + encoded) have been encoded into pages
                         // (>= max(0, n_tokens - S - R); more after truncate())
@@ -57,6 +64,11 @@ struct LayerKv {
   }
   // Recomputes head h's summary of pages[i] from its first `filled` slots.
   void summarize(size_t i, int h, int page_tokens, int filled);
+  // Head h's summary of pages[i] (page index `index`) after slots [from, to)
+  // were encoded; `track` (the chunk's last page) keeps and extends the open
+  // float state, which only one task per head may do.
+  void summarize_written(size_t i, int64_t index, int h, int page_tokens, int from, int to,
+                         bool track);
   // Recomputes every head's summary of pages[i], whose first `filled` slots hold tokens.
   void summarize_page(size_t i, int n_kv, int page_tokens, int filled);
 };

@@ -3,8 +3,10 @@
 // Per page and KV head, the channel-wise minimum and maximum of the page's
 // keys as the codec decodes them (the original, unrotated domain: for a
 // rotating codec that is R^T of what it stores, and q.k is the same number
-// in both domains). From them an upper bound of q.k over every key of the
-// page follows for any query q:
+// in both domains; the original domain keeps the channel structure that
+// makes the bound tight, which the rotation spreads over every channel).
+// From them an upper bound of q.k over every key of the page follows for
+// any query q:
 //
 //   bound(q) = sum_c max(q_c * min_c, q_c * max_c)  >=  q.k  for each key k.
 //
@@ -12,9 +14,11 @@
 // rounded outward (min down, max up), so the dequantized bounds still cover
 // every decoded key. Bytes per page and head: 4 + 2 * head_dim
 // (docs/KV_FORMAT.md). A summary is a pure function of the page's decoded
-// slots [0, filled): recomputed whenever a page receives tokens or loses
-// some (truncate), and on load, so every path to the same page bytes gives
-// the same summary (and so the same selection).
+// slots [0, filled): the float min/max of those slots, quantized. The store
+// extends the float min/max of the page being filled one key at a time and
+// recomputes a page from its slots where that state is not at hand
+// (truncate, load, several pages in one chunk), so every path to the same
+// page bytes gives the same summary (and so the same selection).
 #pragma once
 
 #include <cstddef>
@@ -29,16 +33,25 @@ inline size_t summary_head_bytes(int head_dim) {
   return sizeof(float) + 2 * size_t(head_dim);
 }
 
-// Summarizes slots [0, filled) of one head's page (filled >= 1) into
-// `summary` (summary_head_bytes(head_dim) bytes). `work` holds head_dim floats.
+// Float min/max (head_dim each) over no key yet: +inf / -inf.
+void summary_reset(float* lo, float* hi, int head_dim);
+// Extends lo/hi with the decoded slots [from, to) of one head's page.
+// `work` holds head_dim floats.
+void summary_extend(const Codec& k_codec, const uint8_t* k_page, int page_tokens, int from, int to,
+                    float* lo, float* hi, float* work);
+// lo/hi (over at least one key) -> the stored summary (summary_head_bytes).
+void summary_store(const float* lo, const float* hi, int head_dim, uint8_t* summary);
+
+// Summarizes slots [0, filled) of one head's page (filled >= 1):
+// reset + extend + store. `work` holds head_dim floats.
 void summarize_keys(const Codec& k_codec, const uint8_t* k_page, int page_tokens, int filled,
                     uint8_t* summary, float* work);
-
-// The same from plain vectors: keys[t * head_dim + c] for t < n (tests, and
-// the f16 areas if they ever need it).
+// The same from plain vectors: keys[t * head_dim + c] for t < n (tests).
 void summarize_vectors(const float* keys, int n, int head_dim, uint8_t* summary);
 
 // An upper bound of q.k over the keys `summary` covers (q: head_dim floats).
 float summary_bound(const float* q, const uint8_t* summary, int head_dim);
+// The largest bound over G queries q + g * head_dim (a GQA group).
+float summary_bound_max(const float* q, int G, const uint8_t* summary, int head_dim);
 
 }  // namespace tkv::kv
