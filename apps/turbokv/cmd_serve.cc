@@ -157,6 +157,10 @@ int serve_main(std::span<const std::string> args) {
   f.threads.add_to(flags);
   f.context.add_to(flags);
   f.kv.add_to(flags);
+  // The shared flags' help states their defaults elsewhere; serve's differ.
+  flags.set_help("-ub", "tokens per prefill chunk, the prefill grid (default 64)");
+  flags.set_help("--kv-budget",
+                 "byte budget of the page pool: running and cached sequences (default 1G)");
   if (!flags.parse(args)) return 0;
 
   // Everything the flags alone decide, before the model is mapped.
@@ -185,8 +189,7 @@ int serve_main(std::span<const std::string> args) {
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
   const auto model = f.model.load("serve");
-  if (const std::string note = f.kv.apply_model_window(model->config().sliding_window, kv_config);
-      !note.empty())
+  if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   server::ServedModel served;

@@ -92,11 +92,14 @@ Job make_job(const GenerationRequest& request, const ServedModel& model, std::ve
   job.prompt = std::move(ids);
   job.sampling = sampler_config(request, random_u64());
   // max_tokens capped by the room the context leaves; left out: the room.
+  // A window policy has no such limit (the sequence may run past the
+  // context), so a request that sets none gets one context's worth rather
+  // than a reply that may never end.
   if (request.max_tokens) {
     job.max_tokens = *request.max_tokens;
     if (room >= 0 && job.max_tokens > room) job.max_tokens = room;
   } else {
-    job.max_tokens = room;
+    job.max_tokens = room >= 0 ? room : model.context;
   }
   if (request.endpoint == Endpoint::kChatCompletions) {
     // The template's end-of-turn markers end the reply, as in `turbokv chat`.
