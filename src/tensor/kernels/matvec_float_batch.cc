@@ -104,7 +104,11 @@ HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const
     for (int64_t r = 0; r < R; ++r) w[r] = Src::Load(rows + size_t(r) * row_bytes, c + j * kLanes);
 #pragma GCC unroll 8
     for (int64_t t = 0; t < N; ++t) {
-      const VF xv = hn::Load(df, xp + PackedAt(j, t));
+      VF xv = hn::Load(df, xp + PackedAt(j, t));
+#if HWY_ARCH_X86
+      // One load for the R FMAs (GCC would fold it into each of them).
+      if constexpr (R > 1) asm("" : "+v"(xv.raw));
+#endif
 #pragma GCC unroll 8
       for (int64_t r = 0; r < R; ++r) a[r][t] = hn::MulAdd(w[r], xv, a[r][t]);
     }
