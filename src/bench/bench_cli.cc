@@ -17,6 +17,7 @@
 #include "bench/quality_protocol.h"
 #include "bench/recall_protocol.h"
 #include "bench/report.h"
+#include "bench/serve_protocol.h"
 #include "bench/speed_protocol.h"
 #include "bench/units.h"
 #include "cli/common_flags.h"
@@ -59,6 +60,8 @@ struct BenchFlags {
   // kernel
   std::string kernel_kv, kernel_depths, kernel_threads, head_dims;
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
+  // serve
+  std::string clients, prompt_tokens, gen_tokens, shared_prefix;
 };
 
 // A subcommand accepts the flags that `bench all` passes to its protocol, so
@@ -132,6 +135,19 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
                      "tokens per sequence of the capacity count (default 4096)", &f.fit_tokens);
     // The capacity count's pool, not the decode cells' (they run unbudgeted).
     flags.set_help("--kv-budget", "pool budget of the capacity count, 0 = skip it (default 1G)");
+  }
+  if (sub == "serve") {
+    in(sub);
+    flags.add_string({"--clients"}, "LIST", "concurrent clients, one cell each (default 1,8)",
+                     &f.clients);
+    flags.add_string({"--prompt-tokens"}, "N", "prompt tokens per request (default 128)",
+                     &f.prompt_tokens);
+    flags.add_string({"--gen-tokens"}, "N", "tokens generated per request (default 64)",
+                     &f.gen_tokens);
+    flags.add_string({"--shared-prefix"}, "T",
+                     "the first T prompt tokens are the same for every client (default 0)",
+                     &f.shared_prefix);
+    flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
   }
   if (sub == "recall" || all) {
     in("recall");
@@ -230,6 +246,12 @@ std::string description(const std::string& sub) {
   if (sub == "speed")
     d = "Prefill tokens/s and time to first token per context, and decode ms/token\n"
         "by depth, per KV configuration and thread count.";
+  if (sub == "serve")
+    d = "A live `turbokv serve` (this binary, port 0, --parallel N) driven by N\n"
+        "concurrent streaming /v1/completions clients (greedy) per KV configuration\n"
+        "and --clients count: aggregate generated tok/s, time to first token and\n"
+        "inter-token latency p50/p99, the server's peak RSS and KV bytes, and the\n"
+        "largest N whose requests all succeeded within --kv-budget.";
   if (sub == "batch")
     d = "Aggregate decode tok/s of B sequences decoding together (one batched forward\n"
         "per step) for each --batch size, per KV configuration; and how many\n"
@@ -335,7 +357,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
 
   ModelInfo info;
   const bool need_model =
-      on("memory") || on("speed") || on("batch") || on("recall") || on("quality");
+      on("memory") || on("speed") || on("batch") || on("serve") || on("recall") || on("quality");
   if (need_model) {
     o.model = f.model.path;
     info = model_info(*f.model.load(command), o.model);
@@ -388,6 +410,41 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"batch", plan_batch(c, *b, info), [b](std::vector<Json> rows) {
                           return summarize_batch(*b, std::move(rows));
+                        }});
+  }
+  if (sub == "serve") {
+    auto s = std::make_shared<ServeOptions>();
+    if (given("--clients")) s->clients = parse_ints(f.clients, "--clients", 1, 1024);
+    if (given("--prompt-tokens"))
+      s->prompt_tokens = parse_token_count(f.prompt_tokens, "--prompt-tokens");
+    if (given("--gen-tokens")) s->gen_tokens = parse_token_count(f.gen_tokens, "--gen-tokens");
+    if (given("--shared-prefix"))
+      s->shared_prefix = parse_token_count(f.shared_prefix, "--shared-prefix");
+    if (s->prompt_tokens < 1) fail("--prompt-tokens: must be at least 1");
+    if (s->gen_tokens < 1) fail("--gen-tokens: must be at least 1");
+    if (s->shared_prefix > s->prompt_tokens)
+      fail("--shared-prefix ", s->shared_prefix, " is longer than --prompt-tokens ",
+           s->prompt_tokens);
+    if (s->prompt_tokens + s->gen_tokens > trained)
+      fail("--prompt-tokens + --gen-tokens (", s->prompt_tokens + s->gen_tokens,
+           ") exceed the model's trained context ", trained);
+    if (given("--kv-budget")) {
+      (void)f.kv.budget_bytes();  // a bad size fails here, not in the server
+      s->kv_budget = f.kv.budget;
+    }
+    // The list's policy defaults travel to the server as its own flags.
+    auto pass = [&](const char* flag, const std::string& value) {
+      if (given(flag)) s->kv_flags.insert(s->kv_flags.end(), {flag, value});
+    };
+    pass("--kv-sinks", std::to_string(f.kv.sinks));
+    pass("--kv-residual", std::to_string(f.kv.residual));
+    pass("--kv-window", std::to_string(f.kv.window));
+    pass("--kv-page", std::to_string(f.kv.page));
+    pass("--kv-select", std::to_string(f.kv.select));
+    s->server_exe = cell_argv.front();
+    const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
+    sections.push_back({"serve", plan_serve(c, *s, info), [s](std::vector<Json> rows) {
+                          return summarize_serve(*s, std::move(rows));
                         }});
   }
   if (on("recall")) {
@@ -509,6 +566,7 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       "  memory        peak RSS, model, KV and scratch bytes per KV configuration and context\n"
       "  speed         prefill tok/s, time to first token, decode ms/token by depth\n"
       "  batch         aggregate decode tok/s of B sequences together; sequences per pool budget\n"
+      "  serve         a live server under N concurrent streaming clients: tok/s, TTFT, ITL\n"
       "  recall        planted facts at controlled depths, exact-match answers; multi-turn window\n"
       "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
       "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
@@ -528,10 +586,10 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       fail("bench cell: usage: bench cell --request JSON");
     return cell_main(rest[1]);
   }
-  if (sub != "memory" && sub != "speed" && sub != "batch" && sub != "recall" && sub != "quality" &&
-      sub != "kernel" && sub != "all")
+  if (sub != "memory" && sub != "speed" && sub != "batch" && sub != "serve" && sub != "recall" &&
+      sub != "quality" && sub != "kernel" && sub != "all")
     fail("bench: unknown subcommand '", sub,
-         "' (memory, speed, batch, recall, quality, kernel, all)");
+         "' (memory, speed, batch, serve, recall, quality, kernel, all)");
   if (cell_argv.empty()) cell_argv = {self_executable(), "bench", "cell"};
   return run_bench(sub, rest, cell_argv);
 }

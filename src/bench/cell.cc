@@ -23,6 +23,7 @@ CellFn find_cell(const std::string& protocol) {
   if (protocol == "memory") return &memory_cell;
   if (protocol == "speed") return &speed_cell;
   if (protocol == "batch") return &batch_cell;
+  if (protocol == "serve") return &serve_cell;
   if (protocol == "recall") return &recall_cell;
   if (protocol == "recall_multi_turn") return &recall_multi_turn_cell;
   if (protocol == "quality") return &quality_cell;

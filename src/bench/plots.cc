@@ -195,6 +195,34 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
       out.emplace_back("decode.png", gp);
     }
   }
+  if (report.contains("serve")) {
+    // Aggregate tok/s and TTFT p50 against the client count, one line per
+    // configuration, side by side.
+    std::map<std::string, Series> by;
+    std::vector<std::string> order;
+    for (const auto& c : report["serve"]["cells"]) {
+      if (c["ttft_p50_ms"].is_null()) continue;
+      const std::string kv = c["kv"].get<std::string>();
+      if (!by.count(kv)) order.push_back(kv);
+      by[kv].title = kv;
+      by[kv].points.push_back({c["clients"].get<double>(), c["tok_per_s"].get<double>(),
+                               c["ttft_p50_ms"].get<double>()});
+    }
+    if (!order.empty()) {
+      std::vector<Series> s;
+      for (const auto& k : order) s.push_back(by[k]);
+      const std::string plot_tps = write_series(dir + "/serve.dat", s, "1:2", "linespoints");
+      const std::string plot_ttft = write_series(dir + "/serve.dat", s, "1:3", "linespoints");
+      std::string gp =
+          header("serve.png", "turbokv serve under concurrent clients (" + model + ")", 1200, 520) +
+          "set multiplot layout 1,2\nset xlabel 'concurrent clients'\n"
+          "set yrange [0:*]\nset title 'aggregate generated tok/s (higher is better)'\n"
+          "set ylabel 'tok/s'\n" +
+          plot_tps + "set title 'time to first token, p50 (lower is better)'\nset ylabel 'ms'\n" +
+          plot_ttft + "unset multiplot\n";
+      out.emplace_back("serve.png", gp);
+    }
+  }
   if (report.contains("recall")) {
     const Json& hm = report["recall"]["heatmap"];
     if (!hm["configs"].empty() && !hm["labels"].empty()) {

@@ -10,6 +10,7 @@ namespace tkv::bench {
 Json memory_cell(const Json& request);             // memory_protocol.cc
 Json speed_cell(const Json& request);              // speed_protocol.cc
 Json batch_cell(const Json& request);              // batch_protocol.cc
+Json serve_cell(const Json& request);              // serve_protocol.cc
 Json recall_cell(const Json& request);             // recall_protocol.cc
 Json recall_multi_turn_cell(const Json& request);  // recall_multi_turn.cc
 Json quality_cell(const Json& request);            // quality_protocol.cc

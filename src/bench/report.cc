@@ -12,6 +12,7 @@
 #include "bench/plots.h"
 #include "bench/quality_protocol.h"
 #include "bench/recall_protocol.h"
+#include "bench/serve_protocol.h"
 #include "bench/speed_protocol.h"
 #include "bench/table.h"
 #include "common/atomic_file.h"
@@ -48,7 +49,8 @@ std::string git(const std::string& dir, const std::vector<std::string>& args) {
   return r.exit_code == 0 ? trim(r.out) : std::string();
 }
 
-constexpr const char* kSections[] = {"memory", "speed", "batch", "recall", "quality", "kernel"};
+constexpr const char* kSections[] = {"memory", "speed",   "batch", "serve",
+                                     "recall", "quality", "kernel"};
 
 }  // namespace
 
@@ -98,6 +100,7 @@ std::string section_markdown(const std::string& name, const Json& section) {
   if (name == "memory") return memory_markdown(section);
   if (name == "speed") return speed_markdown(section);
   if (name == "batch") return batch_markdown(section);
+  if (name == "serve") return serve_markdown(section);
   if (name == "recall") return recall_markdown(section);
   if (name == "quality") return quality_markdown(section);
   if (name == "kernel") return kernel_markdown(section);

@@ -1,0 +1,285 @@
+#include "bench/serve_protocol.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "bench/kv_configs.h"
+#include "bench/protocols.h"
+#include "bench/serve_client.h"
+#include "bench/stats.h"
+#include "bench/table.h"
+#include "bench/units.h"
+#include "common/error.h"
+#include "common/sys_info.h"
+
+namespace tkv::bench {
+
+namespace {
+
+constexpr const char* kKvUsedMetric = "turbokv_kv_cache_used_bytes";
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Client `client`'s prompt: token ids from the upper half of the vocabulary
+// (never the special tokens GGUF vocabularies put first). The first
+// `shared` positions are the same for every client, the rest its own.
+std::vector<int32_t> client_prompt(int64_t n, int64_t shared, int client, int n_vocab) {
+  const uint64_t half = uint64_t(std::max(n_vocab / 2, 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t seed = i < shared ? 0 : uint64_t(client) + 1;
+    ids[size_t(i)] =
+        int32_t(uint64_t(n_vocab) - half + splitmix64((seed << 32) ^ uint64_t(i)) % half);
+  }
+  return ids;
+}
+
+// "-" for a figure no request produced.
+std::string fixed_or_dash(const Json& v, int digits) {
+  return v.is_null() ? std::string("-") : fmt_fixed(v, digits);
+}
+std::string bytes_or_dash(const Json& v) {
+  return v.is_null() ? std::string("-") : format_bytes(v.get<uint64_t>());
+}
+
+Json percentiles(const std::vector<double>& v) {
+  if (v.empty()) return {{"p50", nullptr}, {"p99", nullptr}, {"n", 0}};
+  return {{"p50", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}, {"n", v.size()}};
+}
+
+}  // namespace
+
+Json serve_cell(const Json& req) {
+  const BenchKv kv = bench_kv_from_json(req.at("kv"));
+  const int clients = req.at("clients").get<int>();
+  const int64_t prompt_tokens = req.at("prompt_tokens").get<int64_t>();
+  const int64_t gen_tokens = req.at("gen_tokens").get<int64_t>();
+  const int64_t shared = req.value("shared_prefix", int64_t(0));
+  const int n_vocab = req.at("n_vocab").get<int>();
+  const std::string budget = req.value("kv_budget", std::string());
+
+  std::vector<std::string> argv{req.at("server_exe").get<std::string>(),
+                                "serve",
+                                "-m",
+                                req.at("model").get<std::string>(),
+                                "--port",
+                                "0",
+                                "-t",
+                                std::to_string(req.at("threads").get<int>()),
+                                "--parallel",
+                                std::to_string(clients),
+                                "--queue",
+                                std::to_string(std::max(clients, 1)),
+                                "--kv",
+                                kv.label};
+  for (const auto& a : req.value("kv_flags", std::vector<std::string>{})) argv.push_back(a);
+  if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
+  ServerProcess server(argv, 120);
+
+  const double timeout = 600;
+  std::vector<StreamTiming> streams(static_cast<size_t>(clients));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, finished{false};
+  double kv_peak = -1;
+  // The pool's bytes while the streams run (cached prefixes included).
+  std::thread poller([&] {
+    while (!finished.load()) {
+      kv_peak = std::max(kv_peak, fetch_metric(server.port(), kKvUsedMetric));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      const Json body = {
+          {"model", "bench"},         {"prompt", client_prompt(prompt_tokens, shared, c, n_vocab)},
+          {"max_tokens", gen_tokens}, {"temperature", 0},
+          {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      streams[size_t(c)] = stream_completion(server.port(), body, timeout);
+    });
+  while (ready.load() < clients) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true);
+  for (auto& t : threads) t.join();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  finished.store(true);
+  poller.join();
+  const double kv_end = fetch_metric(server.port(), kKvUsedMetric);
+  // -1: /metrics could not be read.
+  auto bytes = [](double b) { return b < 0 ? Json(nullptr) : Json(uint64_t(b)); };
+  const uint64_t peak_rss = server.peak_rss_bytes();
+  const int exit_status = server.stop();
+
+  std::vector<double> ttft, itl;
+  int64_t generated = 0;
+  int ok = 0;
+  Json errors = Json::array(), per_stream = Json::array();
+  for (const auto& s : streams) {
+    generated += s.completion_tokens;
+    if (s.ok) {
+      ++ok;
+      ttft.push_back(s.ttft_ms);
+      itl.insert(itl.end(), s.itl_ms.begin(), s.itl_ms.end());
+    } else if (errors.size() < 8) {
+      errors.push_back(s.error);
+    }
+    per_stream.push_back({{"ok", s.ok},
+                          {"http_status", s.http_status},
+                          {"ttft_ms", s.ttft_ms},
+                          {"completion_tokens", s.completion_tokens},
+                          {"seconds", s.seconds},
+                          {"itl_ms", s.itl_ms}});
+  }
+  return {{"status", "ok"},
+          {"kv_describe", kv.config.describe()},
+          {"clients", clients},
+          {"requests_ok", ok},
+          {"requests_failed", clients - ok},
+          {"all_succeeded", ok == clients},
+          {"errors", errors},
+          {"generated_tokens", generated},
+          {"wall_seconds", wall},
+          {"tok_per_s", wall > 0 ? double(generated) / wall : 0.0},
+          {"ttft_ms", percentiles(ttft)},
+          {"itl_ms", percentiles(itl)},
+          {"server_peak_rss_bytes", peak_rss},
+          {"kv_used_peak_bytes", bytes(std::max(kv_peak, kv_end))},
+          {"kv_used_end_bytes", bytes(kv_end)},
+          {"server_exit_status", exit_status},
+          {"streams", per_stream}};
+}
+
+std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& s,
+                                    const ModelInfo& info) {
+  std::vector<PlannedCell> cells;
+  for (const auto& kv : o.kv)
+    for (const int n : s.clients) {
+      PlannedCell c;
+      c.label = "serve " + kv.label + " clients " + std::to_string(n);
+      c.cost = n * estimate_flops(info, s.prompt_tokens, s.gen_tokens) / o.threads;
+      c.identity = {{"kv", kv.label},
+                    {"policy", policy_label(kv.config)},
+                    {"clients", n},
+                    {"threads", o.threads}};
+      c.request = request_base(o, "serve");
+      c.request["kv"] = bench_kv_to_json(kv);
+      c.request["clients"] = n;
+      c.request["prompt_tokens"] = s.prompt_tokens;
+      c.request["gen_tokens"] = s.gen_tokens;
+      c.request["shared_prefix"] = s.shared_prefix;
+      c.request["kv_budget"] = s.kv_budget;
+      c.request["kv_flags"] = s.kv_flags;
+      c.request["server_exe"] = s.server_exe;
+      c.request["n_vocab"] = info.n_vocab;
+      cells.push_back(std::move(c));
+    }
+  return cells;
+}
+
+Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
+  Json table = Json::array(), capacity = Json::array();
+  std::vector<std::string> order;
+  for (const auto& row : rows) {
+    const std::string kv = row.value("kv", std::string());
+    if (std::find(order.begin(), order.end(), kv) == order.end()) order.push_back(kv);
+    if (!result_ok(row)) continue;
+    table.push_back({{"kv", kv},
+                     {"clients", row["clients"]},
+                     {"threads", row["threads"]},
+                     {"requests_ok", row["requests_ok"]},
+                     {"requests_failed", row["requests_failed"]},
+                     {"tok_per_s", row["tok_per_s"]},
+                     {"ttft_p50_ms", row["ttft_ms"]["p50"]},
+                     {"ttft_p99_ms", row["ttft_ms"]["p99"]},
+                     {"itl_p50_ms", row["itl_ms"]["p50"]},
+                     {"itl_p99_ms", row["itl_ms"]["p99"]},
+                     {"server_peak_rss_bytes", row["server_peak_rss_bytes"]},
+                     {"kv_used_peak_bytes", row["kv_used_peak_bytes"]}});
+  }
+  // The largest N whose requests all succeeded, per configuration (null
+  // when none did).
+  for (const auto& kv : order) {
+    Json best = nullptr;
+    for (const auto& row : rows)
+      if (row.value("kv", std::string()) == kv && result_ok(row) &&
+          row.value("all_succeeded", false) &&
+          (best.is_null() || row["clients"].get<int>() > best.get<int>()))
+        best = row["clients"];
+    capacity.push_back({{"kv", kv}, {"largest_clients_all_served", best}});
+  }
+  return {{"options",
+           {{"clients", s.clients},
+            {"prompt_tokens", s.prompt_tokens},
+            {"gen_tokens", s.gen_tokens},
+            {"shared_prefix", s.shared_prefix},
+            {"kv_budget", s.kv_budget.empty() ? Json(nullptr) : Json(s.kv_budget)}}},
+          {"rows", rows},
+          {"cells", table},
+          {"capacity", capacity}};
+}
+
+std::string serve_markdown(const Json& section) {
+  std::string out;
+  for (const auto& r : section["cells"]) {
+    char line[320];
+    std::snprintf(
+        line, sizeof line,
+        "serve %s clients %d: %.2f tok/s, TTFT p50 %s ms p99 %s ms, ITL p50 %s ms p99 "
+        "%s ms, %d/%d ok, server peak RSS %s, KV %s\n",
+        r["kv"].get<std::string>().c_str(), r["clients"].get<int>(), r["tok_per_s"].get<double>(),
+        fixed_or_dash(r["ttft_p50_ms"], 1).c_str(), fixed_or_dash(r["ttft_p99_ms"], 1).c_str(),
+        fixed_or_dash(r["itl_p50_ms"], 2).c_str(), fixed_or_dash(r["itl_p99_ms"], 2).c_str(),
+        r["requests_ok"].get<int>(), r["clients"].get<int>(),
+        format_bytes(r["server_peak_rss_bytes"].get<uint64_t>()).c_str(),
+        bytes_or_dash(r["kv_used_peak_bytes"]).c_str());
+    out += line;
+  }
+  const Json& opt = section["options"];
+  const std::string budget = opt["kv_budget"].is_null() ? "the server's default budget"
+                                                        : opt["kv_budget"].get<std::string>();
+  for (const auto& c : section["capacity"])
+    out += "serve " + c["kv"].get<std::string>() + ": largest N all served within " + budget +
+           ": " +
+           (c["largest_clients_all_served"].is_null()
+                ? std::string("none")
+                : std::to_string(c["largest_clients_all_served"].get<int>())) +
+           "\n";
+  for (const auto& r : section["rows"]) {
+    if (!result_ok(r))
+      out += "kv " + r.value("kv", std::string()) + ": " + r.value("status", std::string()) + ": " +
+             r.value("reason", std::string()) + "\n";
+    else
+      for (const auto& e : r["errors"])
+        out += "kv " + r["kv"].get<std::string>() + " clients " +
+               std::to_string(r["clients"].get<int>()) + ": " + e.get<std::string>() + "\n";
+  }
+  Table t({"KV", "clients", "ok", "aggregate tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+           "ITL p99 ms", "server peak RSS", "KV bytes (peak)"});
+  for (const auto& r : section["cells"])
+    t.add({r["kv"], r["clients"],
+           std::to_string(r["requests_ok"].get<int>()) + "/" +
+               std::to_string(r["clients"].get<int>()),
+           fmt_fixed(r["tok_per_s"], 2), fixed_or_dash(r["ttft_p50_ms"], 1),
+           fixed_or_dash(r["ttft_p99_ms"], 1), fixed_or_dash(r["itl_p50_ms"], 2),
+           fixed_or_dash(r["itl_p99_ms"], 2),
+           format_bytes(r["server_peak_rss_bytes"].get<uint64_t>()),
+           bytes_or_dash(r["kv_used_peak_bytes"])});
+  out += "\nServer under concurrent clients (" +
+         std::to_string(opt["prompt_tokens"].get<int64_t>()) + "-token prompts, " +
+         std::to_string(opt["gen_tokens"].get<int64_t>()) +
+         " generated tokens each, shared prefix " +
+         std::to_string(opt["shared_prefix"].get<int64_t>()) + "):\n\n" + t.markdown();
+  return out;
+}
+
+}  // namespace tkv::bench

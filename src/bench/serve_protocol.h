@@ -1,0 +1,45 @@
+// bench serve: a live `turbokv serve` driven over HTTP by concurrent
+// clients, the way an application would use it.
+//
+// One cell per KV configuration and client count N: the cell starts
+// `turbokv serve` (this binary) on port 0 with --parallel N, waits for
+// /health, then N client threads each stream one /v1/completions request
+// at once (greedy, --prompt-tokens P token ids, max_tokens G; each client's
+// prompt differs, or shares its first --shared-prefix T tokens). Per stream:
+// time to first token and the gaps between the SSE chunks as they arrive.
+// Per cell: aggregate generated tok/s over the wall time of all N streams,
+// TTFT and inter-token latency p50/p99, the server's peak RSS (VmHWM, read
+// before it is stopped) and the KV pool bytes of GET /metrics
+// (turbokv_kv_cache_used_bytes, polled during the run: its peak). Requests
+// the server cannot admit under --kv-budget fail (503 or a budget error);
+// the summary gives the largest N whose requests all succeeded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/options.h"
+#include "bench/plan.h"
+
+namespace tkv::bench {
+
+struct ServeOptions {
+  std::vector<int> clients{1, 8};
+  int64_t prompt_tokens = 128;
+  int64_t gen_tokens = 64;
+  int64_t shared_prefix = 0;
+  std::string kv_budget;  // --kv-budget as given ("" = the server's default)
+  // KV policy defaults for the server (--kv-sinks N ...), from the bench flags.
+  std::vector<std::string> kv_flags;
+  std::string server_exe;  // the binary whose `serve` runs
+};
+
+std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& s,
+                                    const ModelInfo& info);
+// {"options", "rows", "cells", "capacity"}.
+Json summarize_serve(const ServeOptions& s, std::vector<Json> rows);
+// One line per cell, the largest N per configuration, then the table.
+std::string serve_markdown(const Json& section);
+
+}  // namespace tkv::bench
