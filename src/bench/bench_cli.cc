@@ -148,6 +148,7 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
                      "the first T prompt tokens are the same for every client (default 0)",
                      &f.shared_prefix);
     flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
+    flags.set_help("-ub", "the server's prefill chunk (default: serve's, 64)");
   }
   if (sub == "recall" || all) {
     in("recall");
@@ -434,13 +435,19 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     }
     // The list's policy defaults travel to the server as its own flags.
     auto pass = [&](const char* flag, const std::string& value) {
-      if (given(flag)) s->kv_flags.insert(s->kv_flags.end(), {flag, value});
+      if (given(flag)) s->server_flags.insert(s->server_flags.end(), {flag, value});
     };
     pass("--kv-sinks", std::to_string(f.kv.sinks));
     pass("--kv-residual", std::to_string(f.kv.residual));
     pass("--kv-window", std::to_string(f.kv.window));
     pass("--kv-page", std::to_string(f.kv.page));
     pass("--kv-select", std::to_string(f.kv.select));
+    pass("--kv-select-prefill", f.kv.select_prefill);
+    pass("--kv-seed", std::to_string(f.kv.seed));
+    for (const auto& o : f.kv.layer_overrides)
+      s->server_flags.insert(s->server_flags.end(), {"--kv-layer-override", o});
+    // The server's prefill chunk stays its own default unless -ub is given.
+    pass("-ub", std::to_string(f.context.ubatch));
     s->server_exe = cell_argv.front();
     const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"serve", plan_serve(c, *s, info), [s](std::vector<Json> rows) {

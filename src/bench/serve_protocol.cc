@@ -79,7 +79,7 @@ Json serve_cell(const Json& req) {
                                 std::to_string(std::max(clients, 1)),
                                 "--kv",
                                 kv.label};
-  for (const auto& a : req.value("kv_flags", std::vector<std::string>{})) argv.push_back(a);
+  for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
   if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
   ServerProcess server(argv, 120);
 
@@ -155,6 +155,7 @@ Json serve_cell(const Json& req) {
           {"server_peak_rss_bytes", peak_rss},
           {"kv_used_peak_bytes", bytes(std::max(kv_peak, kv_end))},
           {"kv_used_end_bytes", bytes(kv_end)},
+          {"server_command", argv},
           {"server_exit_status", exit_status},
           {"streams", per_stream}};
 }
@@ -178,7 +179,7 @@ std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& 
       c.request["gen_tokens"] = s.gen_tokens;
       c.request["shared_prefix"] = s.shared_prefix;
       c.request["kv_budget"] = s.kv_budget;
-      c.request["kv_flags"] = s.kv_flags;
+      c.request["server_flags"] = s.server_flags;
       c.request["server_exe"] = s.server_exe;
       c.request["n_vocab"] = info.n_vocab;
       cells.push_back(std::move(c));

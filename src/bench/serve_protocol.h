@@ -30,8 +30,8 @@ struct ServeOptions {
   int64_t gen_tokens = 64;
   int64_t shared_prefix = 0;
   std::string kv_budget;  // --kv-budget as given ("" = the server's default)
-  // KV policy defaults for the server (--kv-sinks N ...), from the bench flags.
-  std::vector<std::string> kv_flags;
+  // Bench flags passed on to the server as its own (--kv-sinks N, -ub N, ...).
+  std::vector<std::string> server_flags;
   std::string server_exe;  // the binary whose `serve` runs
 };
 

@@ -3,6 +3,7 @@
 // largest client count within a budget, bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -33,9 +34,11 @@ TEST(BenchServe, TwoClientsAllServedWithTheReportFields) {
   const std::string out = ::tkv::test::temp_dir() + "/serve-report";
   // 100-token prompts sharing their first 64 (one full page) and 6 tokens
   // each: the cached prefix puts pages in the pool.
-  const ChildResult r = run_turbokv_bench(
-      {"serve", "-m", model, "--kv", "f16,k4v2", "--clients", "1,2", "--prompt-tokens", "100",
-       "--gen-tokens", "6", "--shared-prefix", "64", "-t", "1", "--out", out, "--quiet"});
+  const ChildResult r = run_turbokv_bench({"serve",    "-m",           model, "--kv",
+                                           "f16,k4v2", "--clients",    "1,2", "--prompt-tokens",
+                                           "100",      "--gen-tokens", "6",   "--shared-prefix",
+                                           "64",       "-t",           "1",   "-ub",
+                                           "32",       "--out",        out,   "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("serve f16 clients 2: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("serve k4v2: largest N all served within"), std::string::npos) << r.out;
@@ -64,6 +67,15 @@ TEST(BenchServe, TwoClientsAllServedWithTheReportFields) {
     EXPECT_GT(row.at("server_peak_rss_bytes").get<uint64_t>(), 1u << 20);
     EXPECT_GT(row.at("kv_used_peak_bytes").get<uint64_t>(), 0u);
     EXPECT_EQ(row.at("server_exit_status").get<int>(), 0);  // drained on SIGTERM
+    // The server ran with N sequences at once and the -ub given here.
+    const auto cmd = row.at("server_command").get<std::vector<std::string>>();
+    const auto after = [&](const std::string& flag) {
+      const auto it = std::find(cmd.begin(), cmd.end(), flag);
+      return it == cmd.end() || it + 1 == cmd.end() ? std::string() : *(it + 1);
+    };
+    EXPECT_EQ(after("--parallel"), std::to_string(clients));
+    EXPECT_EQ(after("-ub"), "32");
+    EXPECT_EQ(after("--kv"), row.at("kv").get<std::string>());
   }
   ASSERT_EQ(section.at("cells").size(), 4u);
   ASSERT_EQ(section.at("capacity").size(), 2u);
