@@ -9,6 +9,14 @@
 // head. Scratch is O(query tile x key tile + rows x head_dim) per thread plus
 // O(tasks x rows x head_dim) of partials: independent of the context length.
 //
+// Disk tier (PagePool with a spill directory): the pages the tasks read are
+// pinned in RAM, read back from disk where they must be, before the tasks
+// run. When they do not all fit in the budget at once (dense attention over
+// a long context), the pages are cut into rounds, oldest first, each pinned
+// in turn; a task keeps its online-softmax state in its partial between
+// rounds and walks its tiles in the same order, so the result is
+// bit-identical to one pass.
+//
 // Per-query policy semantics: a query at position p sees
 //   sinks   [0, min(S, p+1))                             f16
 //   pages   [max(S, wlo(p)), max(p - R + 1, rlo))        codec
@@ -55,7 +63,8 @@ struct Source {
   size_t k_stride, v_stride;
   int page_tokens;
   int64_t pos_lo, pos_hi;
-  int slot_lo;  // slot holding pos_lo
+  int slot_lo;              // slot holding pos_lo
+  uint8_t* page = nullptr;  // Kind::Page: the pool allocation (pinned while read)
 };
 
 struct KeyTile {
@@ -101,7 +110,7 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
     if (hi <= lo) continue;
     uint8_t* page = L.pages[i];
     src.push_back({Kind::Page, L.k_codec.get(), L.v_codec.get(), L.page_k(page, 0),
-                   L.page_v(page, 0, n_kv), L.k_head_bytes, L.v_head_bytes, c.P, lo, hi, 0});
+                   L.page_v(page, 0, n_kv), L.k_head_bytes, L.v_head_bytes, c.P, lo, hi, 0, page});
   }
   if (R > 0) {
     // Residual ring: positions [ring_lo, n0), slot (j - S) % capacity; may wrap.
@@ -334,90 +343,159 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
 
   const bool v_rotated = L.v_codec->values_rotated();
 
-  pool.run(n_tasks, [&](int64_t task, int thread) {
-    const int split = int(task % plan.n_split);
-    const int qt = int((task / plan.n_split) % plan.n_qt);
-    const int h = int(task / (int64_t(plan.n_split) * plan.n_qt));
-    const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
-    const int rows = (t1 - t0) * G;
-
-    TaskScratch ts;
-    ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
-    for (int t = t0; t < t1; ++t)
-      for (int g = 0; g < G; ++g) {
-        const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
-        float* dst = ts.q + (size_t(t - t0) * G + g) * hd;
-        for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
+  // Rounds of pages (disk tier): round_of[source] for every source; sinks
+  // belong to the first round, the residual and the chunk's tokens to the last.
+  std::vector<int> page_sources;  // the page sources some task reads, oldest first
+  {
+    std::vector<char> read(sources.size(), 0);
+    for (const auto& list : selecting ? head_tiles : tiles)
+      for (const KeyTile& kt : list) read[size_t(kt.source)] = 1;
+    for (size_t s = 0; s < sources.size(); ++s)
+      if (read[s] && sources[s].kind == Kind::Page) page_sources.push_back(int(s));
+  }
+  std::vector<int> round_of(sources.size(), 0);
+  std::vector<std::vector<uint8_t*>> rounds;  // pages of each round
+  if (c.pool->spilling() && !page_sources.empty()) {
+    // As many pages per round as fit: halved until the pool can pin them.
+    size_t per_round = page_sources.size();
+    while (true) {
+      rounds.clear();
+      for (size_t i = 0; i < page_sources.size(); i += per_round) {
+        rounds.emplace_back();
+        for (size_t j = i; j < std::min(page_sources.size(), i + per_round); ++j)
+          rounds.back().push_back(sources[size_t(page_sources[j])].page);
       }
-    bool rotated_values = false;
-    const auto& my_tiles = tiles_of(h, qt);
-    const size_t tb = my_tiles.size() * split / plan.n_split;
-    const size_t te = my_tiles.size() * (split + 1) / plan.n_split;
-    bool need_page = false, need_f16 = false;
-    for (size_t i = tb; i < te; ++i)
-      (sources[my_tiles[i].source].kind == Kind::Page ? need_page : need_f16) = true;
-    if (need_page) L.k_codec->prepare_queries(ts.q, rows, ts.prep_page);
-    if (need_f16) c.f16->prepare_queries(ts.q, rows, ts.prep_f16);
-    std::fill(ts.m, ts.m + rows, kMaskedScore);
-    std::fill(ts.l, ts.l + rows, 0.0f);
-    std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
-    std::fill(ts.acc_r, ts.acc_r + size_t(rows) * hd, 0.0f);
-
-    // [lo, hi) visible to *every* row of this task, per kind: tiles inside it
-    // need no masking.
-    const int64_t p_first = n0 + t0, p_last = n0 + t1 - 1;
-    auto tile_vis_lo = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_last).first; };
-    auto tile_vis_hi = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_first).second; };
-    for (size_t i = tb; i < te; ++i) {
-      const KeyTile& kt = my_tiles[i];
-      const Source& src = sources[kt.source];
-      const int b = int(src.slot_lo + (kt.lo - src.pos_lo));
-      const int e = int(b + (kt.hi - kt.lo));
-      const int len = e - b;
-      const uint8_t* kp = src.k0 + size_t(h) * src.k_stride;
-      const uint8_t* vp = src.v0 + size_t(h) * src.v_stride;
-      const float* prep = src.kind == Kind::Page ? ts.prep_page : ts.prep_f16;
-      if (i + 1 < te) {  // start loading the next tile while this one computes
-        const Source& nx = sources[my_tiles[i + 1].source];
-        if (nx.kind == Kind::Page && nx.k0 != src.k0) {
-          nx.kc->prefetch(nx.k0 + size_t(h) * nx.k_stride, nx.page_tokens);
-          nx.vc->prefetch(nx.v0 + size_t(h) * nx.v_stride, nx.page_tokens);
-        }
+      try {
+        c.pool->pin(rounds[0], &pool);
+        break;
+      } catch (const KvBudgetExceeded&) {
+        if (per_round == 1) throw;
+        per_round = (per_round + 1) / 2;
       }
-      src.kc->score(prep, rows, kp, src.page_tokens, b, e, ts.scores, kKeyTile);
-
-      // Mask what each query may not see (only near the diagonal and the
-      // policy boundaries; most tiles are fully visible to every row).
-      const bool partial = kt.lo < tile_vis_lo(src.kind, kt) || kt.hi > tile_vis_hi(src.kind, kt);
-      if (partial) {
-        for (int r = 0; r < rows; ++r) {
-          float* s = ts.scores + size_t(r) * kKeyTile;
-          auto [vlo, vhi] = vis.of(src.kind, n0 + t0 + r / G);
-          vlo = std::clamp(vlo, kt.lo, kt.hi);
-          vhi = std::clamp(vhi, vlo, kt.hi);
-          for (int64_t j = kt.lo; j < vlo; ++j) s[j - kt.lo] = kMaskedScore;
-          for (int64_t j = vhi; j < kt.hi; ++j) s[j - kt.lo] = kMaskedScore;
-        }
-      }
-      online_softmax_tile(ts.scores, kKeyTile, rows, len, ts.m, ts.l, ts.corr);
-      for (int r = 0; r < rows; ++r) {
-        if (ts.corr[r] == 1.0f) continue;
-        scale_in_place(ts.acc_p + size_t(r) * hd, hd, ts.corr[r]);
-        scale_in_place(ts.acc_r + size_t(r) * hd, hd, ts.corr[r]);
-      }
-      rotated_values |= src.vc->values_rotated();
-      float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
-      src.vc->accumulate(ts.scores, rows, kKeyTile, vp, src.page_tokens, b, e, acc);
     }
+    for (size_t j = 0; j < page_sources.size(); ++j)
+      round_of[size_t(page_sources[j])] = int(j / per_round);
+    for (size_t s = 0; s < sources.size(); ++s)
+      if (sources[s].kind == Kind::Recent) round_of[s] = int(rounds.size()) - 1;
+  }
+  const int n_rounds = std::max<int>(1, int(rounds.size()));
 
-    float* part = partials + size_t(task) * plan.partial_floats;
-    std::memcpy(part, ts.m, sizeof(float) * rows);
-    std::memcpy(part + plan.rows_max, ts.l, sizeof(float) * rows);
-    std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * hd);
-    std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd, ts.acc_r,
-                sizeof(float) * rows * hd);
-    part[plan.partial_floats - 1] = rotated_values ? 1.0f : 0.0f;
-  });
+  auto run_round = [&](int round) {
+    pool.run(n_tasks, [&](int64_t task, int thread) {
+      const int split = int(task % plan.n_split);
+      const int qt = int((task / plan.n_split) % plan.n_qt);
+      const int h = int(task / (int64_t(plan.n_split) * plan.n_qt));
+      const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
+      const int rows = (t1 - t0) * G;
+
+      TaskScratch ts;
+      ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
+      for (int t = t0; t < t1; ++t)
+        for (int g = 0; g < G; ++g) {
+          const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
+          float* dst = ts.q + (size_t(t - t0) * G + g) * hd;
+          for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
+        }
+      bool rotated_values = false;
+      const auto& my_tiles = tiles_of(h, qt);
+      size_t tb = my_tiles.size() * split / plan.n_split;
+      size_t te = my_tiles.size() * (split + 1) / plan.n_split;
+      // This round's part of the split (round ids do not decrease along a list).
+      while (tb < te && round_of[size_t(my_tiles[tb].source)] < round) ++tb;
+      size_t round_end = tb;
+      while (round_end < te && round_of[size_t(my_tiles[round_end].source)] == round) ++round_end;
+      te = round_end;
+      float* part = partials + size_t(task) * plan.partial_floats;
+      if (round > 0 && tb == te) return;  // nothing of this task in this round
+      bool need_page = false, need_f16 = false;
+      for (size_t i = tb; i < te; ++i)
+        (sources[my_tiles[i].source].kind == Kind::Page ? need_page : need_f16) = true;
+      if (need_page) L.k_codec->prepare_queries(ts.q, rows, ts.prep_page);
+      if (need_f16) c.f16->prepare_queries(ts.q, rows, ts.prep_f16);
+      if (round == 0) {
+        std::fill(ts.m, ts.m + rows, kMaskedScore);
+        std::fill(ts.l, ts.l + rows, 0.0f);
+        std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
+        std::fill(ts.acc_r, ts.acc_r + size_t(rows) * hd, 0.0f);
+      } else {  // the state the previous rounds left
+        std::memcpy(ts.m, part, sizeof(float) * rows);
+        std::memcpy(ts.l, part + plan.rows_max, sizeof(float) * rows);
+        std::memcpy(ts.acc_p, part + 2 * plan.rows_max, sizeof(float) * rows * hd);
+        std::memcpy(ts.acc_r, part + 2 * plan.rows_max + size_t(plan.rows_max) * hd,
+                    sizeof(float) * rows * hd);
+        rotated_values = part[plan.partial_floats - 1] != 0.0f;
+      }
+
+      // [lo, hi) visible to *every* row of this task, per kind: tiles inside it
+      // need no masking.
+      const int64_t p_first = n0 + t0, p_last = n0 + t1 - 1;
+      auto tile_vis_lo = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_last).first; };
+      auto tile_vis_hi = [&](Kind kind, const KeyTile&) { return vis.of(kind, p_first).second; };
+      for (size_t i = tb; i < te; ++i) {
+        const KeyTile& kt = my_tiles[i];
+        const Source& src = sources[kt.source];
+        const int b = int(src.slot_lo + (kt.lo - src.pos_lo));
+        const int e = int(b + (kt.hi - kt.lo));
+        const int len = e - b;
+        const uint8_t* kp = src.k0 + size_t(h) * src.k_stride;
+        const uint8_t* vp = src.v0 + size_t(h) * src.v_stride;
+        const float* prep = src.kind == Kind::Page ? ts.prep_page : ts.prep_f16;
+        if (i + 1 < te) {  // start loading the next tile while this one computes
+          const Source& nx = sources[my_tiles[i + 1].source];
+          if (nx.kind == Kind::Page && nx.k0 != src.k0) {
+            nx.kc->prefetch(nx.k0 + size_t(h) * nx.k_stride, nx.page_tokens);
+            nx.vc->prefetch(nx.v0 + size_t(h) * nx.v_stride, nx.page_tokens);
+          }
+        }
+        src.kc->score(prep, rows, kp, src.page_tokens, b, e, ts.scores, kKeyTile);
+
+        // Mask what each query may not see (only near the diagonal and the
+        // policy boundaries; most tiles are fully visible to every row).
+        const bool partial = kt.lo < tile_vis_lo(src.kind, kt) || kt.hi > tile_vis_hi(src.kind, kt);
+        if (partial) {
+          for (int r = 0; r < rows; ++r) {
+            float* s = ts.scores + size_t(r) * kKeyTile;
+            auto [vlo, vhi] = vis.of(src.kind, n0 + t0 + r / G);
+            vlo = std::clamp(vlo, kt.lo, kt.hi);
+            vhi = std::clamp(vhi, vlo, kt.hi);
+            for (int64_t j = kt.lo; j < vlo; ++j) s[j - kt.lo] = kMaskedScore;
+            for (int64_t j = vhi; j < kt.hi; ++j) s[j - kt.lo] = kMaskedScore;
+          }
+        }
+        online_softmax_tile(ts.scores, kKeyTile, rows, len, ts.m, ts.l, ts.corr);
+        for (int r = 0; r < rows; ++r) {
+          if (ts.corr[r] == 1.0f) continue;
+          scale_in_place(ts.acc_p + size_t(r) * hd, hd, ts.corr[r]);
+          scale_in_place(ts.acc_r + size_t(r) * hd, hd, ts.corr[r]);
+        }
+        rotated_values |= src.vc->values_rotated();
+        float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
+        src.vc->accumulate(ts.scores, rows, kKeyTile, vp, src.page_tokens, b, e, acc);
+      }
+
+      std::memcpy(part, ts.m, sizeof(float) * rows);
+      std::memcpy(part + plan.rows_max, ts.l, sizeof(float) * rows);
+      std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * hd);
+      std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd, ts.acc_r,
+                  sizeof(float) * rows * hd);
+      part[plan.partial_floats - 1] = rotated_values ? 1.0f : 0.0f;
+    });
+  };
+  if (rounds.empty()) {
+    run_round(0);
+  } else {
+    // rounds[0] is pinned; each later round is pinned once the previous one is released.
+    for (int r = 0; r < n_rounds; ++r) {
+      if (r > 0) c.pool->pin(rounds[size_t(r)], &pool);
+      try {
+        run_round(r);
+      } catch (...) {
+        c.pool->unpin(rounds[size_t(r)]);
+        throw;
+      }
+      c.pool->unpin(rounds[size_t(r)]);
+    }
+  }
 
   // Merge the splits (log-sum-exp), undo the rotation, normalize.
   pool.run(base_tasks, [&](int64_t task, int thread) {

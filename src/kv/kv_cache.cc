@@ -94,7 +94,7 @@ void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
 }
 
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)
-    : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes)) {
+    : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes, config.spill_dir)) {
   impl_->private_pool = true;
 }
 
@@ -198,19 +198,28 @@ void KvCache::begin_chunk(int n_new) {
       const int64_t first = L.encoded / c.P - L.first_page;  // page receiving position ring_lo
       if (hi > ring_lo && first >= 0 && first < int64_t(L.pages.size()) &&
           c.pool->refcount(L.pages[size_t(first)]) > 1)
-        copies.push_back({&L, size_t(first), c.pool->allocate(L.page_bytes)});
+        copies.push_back({&L, size_t(first), c.pool->allocate(L.page_bytes, true)});
       const int64_t need = (hi - c.S + c.P - 1) / c.P - L.first_page;
       for (int64_t i = int64_t(L.pages.size()); i < need; ++i)
-        fresh.emplace_back(&L, c.pool->allocate(L.page_bytes));
+        fresh.emplace_back(&L, c.pool->allocate(L.page_bytes, true));
     }
   } catch (...) {
     for (auto& [L, p] : fresh) c.pool->release(p, L->page_bytes);
     for (auto& cp : copies) c.pool->release(cp.page, cp.L->page_bytes);
     throw;
   }
-  for (auto& cp : copies) {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    Copy& cp = copies[i];
     uint8_t*& slot = cp.L->pages[cp.slot];
-    std::memcpy(cp.page, slot, cp.L->page_bytes);
+    try {
+      PagePins pins(*c.pool, {slot, cp.page}, nullptr, true);  // either may be on disk
+      std::memcpy(cp.page, slot, cp.L->page_bytes);
+    } catch (...) {  // the copies made so far stand (same bytes); the rest is undone
+      for (size_t j = i; j < copies.size(); ++j)
+        c.pool->release(copies[j].page, copies[j].L->page_bytes);
+      for (auto& [L, p] : fresh) c.pool->release(p, L->page_bytes);
+      throw;
+    }
     c.pool->release(slot, cp.L->page_bytes);  // the other holders keep theirs
     slot = cp.page;
   }
@@ -293,6 +302,11 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
       L.summarize_written(size_t(index - L.first_page), index, h, c.P, int(jb - (S + index * c.P)),
                           int(je - (S + index * c.P)), index == first_index + n_pages - 1);
   };
+  // The pages written (and summarized) stay in RAM while the tasks run.
+  std::vector<uint8_t*> written;
+  for (int64_t i = 0; i < n_pages; ++i)
+    written.push_back(L.pages[size_t(first_index + i - L.first_page)]);
+  PagePins pins(*c.pool, std::move(written), pool, true);
   if (pool)
     pool->run(n_pages * n_kv, encode_task);
   else
@@ -375,8 +389,10 @@ void KvCache::truncate(int64_t n) {
     std::fill(L.open_page.begin(), L.open_page.end(), -1);
     // The last page may have lost tokens: its summary covers what it keeps.
     const int64_t last_filled = L.encoded - (L.first_page + int64_t(L.pages.size()) - 1) * c.P;
-    if (L.summary_head > 0 && !L.pages.empty() && last_filled > 0 && last_filled < c.P)
+    if (L.summary_head > 0 && !L.pages.empty() && last_filled > 0 && last_filled < c.P) {
+      PagePins pins(*c.pool, {L.pages.back()});
       L.summarize_page(L.pages.size() - 1, c.shape.n_kv_heads, c.P, int(last_filled));
+    }
   }
   c.n_tokens = n;
 }
@@ -428,8 +444,10 @@ KvStats KvCache::stats() const {
   s.tokens_kept =
       std::min<int64_t>(c.n_tokens, c.S) + (c.W > 0 ? std::min<int64_t>(c.W, non_sink) : non_sink);
   for (const auto& L : c.layers) {
-    for (const uint8_t* p : L.pages)
+    for (const uint8_t* p : L.pages) {
       if (c.pool->refcount(p) > 1) s.shared_bytes += L.page_bytes;
+      if (c.pool->spilling() && !c.pool->resident(p)) s.page_bytes_on_disk += L.page_bytes;
+    }
     const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
     const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
     const uint64_t summaries = uint64_t(L.summaries.size()) * c.shape.n_kv_heads * L.summary_head;

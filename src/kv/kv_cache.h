@@ -52,6 +52,8 @@ struct KvStats {
   uint64_t page_bytes = 0;        // of which pages
   uint64_t f16_bytes = 0;         // of which sinks + residual
   uint64_t summary_bytes = 0;     // of which page summaries (only with page selection)
+  // Of page_bytes, what is on disk now and not in RAM (the pool's disk tier).
+  uint64_t page_bytes_on_disk = 0;
   // persistent_bytes split by ownership: pages this sequence shares with
   // others (fork) and what only it holds (its own pages, sinks, residual).
   uint64_t shared_bytes = 0;
@@ -84,7 +86,8 @@ struct SessionMeta {
 
 class KvCache {
  public:
-  // A sequence with a private pool of config.budget_bytes.
+  // A sequence with a private pool of config.budget_bytes (and a disk tier
+  // in config.spill_dir when set; KvSpillError when it cannot be used).
   KvCache(const KvShape& shape, const KvConfig& config);
   // A sequence whose pages, sinks and residual ring come from `pool`, which
   // any number of sequences (on any threads) may share; config.budget_bytes
@@ -107,6 +110,11 @@ class KvCache {
 
   // Allocates every page the chunk will fill; throws KvBudgetExceeded (and
   // changes nothing) when the pool's budget does not allow it.
+  // With the pool's disk tier, write() and attend() read pages back from
+  // disk and may throw KvSpillError (disk full, I/O error, checksum
+  // mismatch) or KvBudgetExceeded (the pages one step needs at once do not
+  // fit); the chunk is then lost and the sequence must be cleared (or
+  // destroyed) before it is used again.
   void begin_chunk(int n_new);
   // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k). With a
   // pool, encoding runs on its threads (page-by-head tasks).

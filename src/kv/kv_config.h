@@ -2,7 +2,7 @@
 // some tokens in f16 (sinks, residual) or drop them (window), per-layer codec
 // overrides and the page geometry. Parsed from the CLI flags shared by every
 // subcommand (-ctk, -ctv, --kv, --kv-sinks, --kv-residual, --kv-window,
-// --kv-layer-override, --kv-page, --kv-budget).
+// --kv-layer-override, --kv-page, --kv-budget, --kv-spill-dir).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +27,12 @@ struct KvConfig {
   int residual = -1;
   int window = 0;  // 0 = keep every token; else keep sinks + the newest `window` tokens
   std::vector<LayerOverride> overrides;
-  int page_tokens = 64;        // tokens per page (multiple of 16)
-  uint64_t budget_bytes = 0;   // 0 = unlimited; else page allocation beyond it fails cleanly
+  int page_tokens = 64;       // tokens per page (multiple of 16)
+  uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly
+  // With a budget: the directory of the disk tier (PagePool): pages beyond
+  // the budget move there instead of failing. Empty = no disk tier. Used by
+  // the constructor that makes a private pool (a shared pool has its own).
+  std::string spill_dir;
   uint64_t seed = 0x74626b76;  // rotation seeds derive from it and the layer index
   // Query-aware page selection: 0 = dense (every page is read); else each
   // query (per GQA group) reads its best pages up to `select` tokens by the

@@ -126,10 +126,14 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
   }
   // Tensor bytes are copied from the sequence when the writer reaches them,
   // one page at a time.
+  // A page on the pool's disk tier is read back (pinned) while it is copied.
   auto add = [&](const std::string& name, const uint8_t* data, size_t bytes) {
     if (bytes == 0) return;
-    w.add_tensor(name, DType::I8, {int64_t(bytes)},
-                 [data](uint8_t* dst, size_t n) { std::memcpy(dst, data, n); });
+    PagePool* pool = c.pool.get();
+    w.add_tensor(name, DType::I8, {int64_t(bytes)}, [data, pool](uint8_t* dst, size_t n) {
+      PagePins pins(*pool, {const_cast<uint8_t*>(data)});
+      std::memcpy(dst, data, n);
+    });
   };
   for (int l = 0; l < c.shape.n_layers; ++l) {
     const LayerKv& L = c.layers[l];
@@ -266,7 +270,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   try {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (size_t i = 0; i < loaded[l].pages.size(); ++i)
-        fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes));
+        fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes, true));
   } catch (...) {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
@@ -279,20 +283,21 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
     if (d.sinks) std::memcpy(L.sinks.data, d.sinks, L.sinks.total_bytes());
     if (d.ring) std::memcpy(L.ring.data, d.ring, L.ring.total_bytes());
     L.first_page = d.first_page;
+    L.encoded = d.encoded;
     for (size_t i = 0; i < d.pages.size(); ++i) {
+      // With the pool's disk tier a fresh page may already be on disk.
+      PagePins pins(*c.pool, {fresh[l][i]}, nullptr, true);
       std::memcpy(fresh[l][i], d.pages[i], L.page_bytes);
       L.pages.push_back(fresh[l][i]);
-    }
-    L.encoded = d.encoded;
-    // Page summaries are not stored: they are recomputed from the pages
-    // (a pure function of them, so selection is as before the save).
-    if (L.summary_head > 0)
-      for (size_t i = 0; i < L.pages.size(); ++i) {
+      // Page summaries are not stored: they are recomputed from the pages
+      // (a pure function of them, so selection is as before the save).
+      if (L.summary_head > 0) {
         L.summaries.emplace_back();
         const int64_t filled =
             std::min<int64_t>(c.P, L.encoded - (L.first_page + int64_t(i)) * c.P);
         L.summarize_page(i, c.shape.n_kv_heads, c.P, int(filled));
       }
+    }
   }
   c.n_tokens = n_tokens;
   return meta;

@@ -1,6 +1,12 @@
 #include "kv/page_pool.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "common/sys_info.h"
 
@@ -11,6 +17,9 @@ size_t round_up_64(size_t n) {
   return (n + 63) & ~size_t(63);
 }
 
+// Movable pages are whole OS pages, so their RAM can be returned while they are on disk.
+constexpr size_t kOsPage = 4096;
+
 uint8_t* aligned_bytes(size_t bytes) {
   void* p = std::aligned_alloc(64, round_up_64(bytes));
   if (!p)
@@ -18,40 +27,237 @@ uint8_t* aligned_bytes(size_t bytes) {
         str("KV cache: out of memory: the system could not provide ", format_bytes(bytes)));
   return static_cast<uint8_t*>(p);
 }
+
+uint8_t* mapped_bytes(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw KvOutOfMemory(
+        str("KV cache: out of memory: the system could not provide ", format_bytes(bytes)));
+  return static_cast<uint8_t*>(p);
+}
+
+std::vector<uint8_t*> distinct(std::vector<uint8_t*> pages) {
+  std::sort(pages.begin(), pages.end());
+  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  return pages;
+}
 }  // namespace
 
 PagePool::PagePool(uint64_t budget_bytes) : budget_(budget_bytes) {}
+
+PagePool::PagePool(uint64_t budget_bytes, const std::string& spill_dir) : budget_(budget_bytes) {
+  if (spill_dir.empty()) return;
+  if (budget_bytes == 0)
+    throw KvSpillError("KV spill directory: needs a budget (the RAM the pages may hold)");
+  bool on_tmpfs = false;
+  spill_ = std::make_unique<SpillFile>(spill_dir, on_tmpfs);
+  static std::atomic<bool> warned{false};
+  if (on_tmpfs && !warned.exchange(true))
+    std::fprintf(stderr,
+                 "warning: KV spill directory %s is on tmpfs: pages moved there still take RAM\n",
+                 spill_dir.c_str());
+}
 
 PagePool::~PagePool() {
   trim_locked();
 }
 
-uint8_t* PagePool::allocate(size_t bytes) {
+size_t PagePool::footprint(size_t bytes, bool movable) const {
+  return movable ? (bytes + kOsPage - 1) / kOsPage * kOsPage : bytes;
+}
+
+void PagePool::free_bytes(uint8_t* p, size_t bytes, bool movable) {
+  if (movable)
+    ::munmap(p, footprint(bytes, true));
+  else
+    std::free(p);
+}
+
+uint8_t* PagePool::allocate(size_t bytes, bool movable) {
+  const bool mov = movable && spill_ != nullptr;
+  const size_t fp = footprint(bytes, mov);
   std::lock_guard<std::mutex> lock(mutex_);
   uint8_t* p = nullptr;
-  auto it = free_.find(bytes);
+  auto it = free_.find({bytes, mov});
   if (it != free_.end() && !it->second.empty()) {
     p = it->second.back();
     it->second.pop_back();
   } else {
-    if (budget_ != 0 && reserved_ + bytes > budget_) {
+    if (budget_ != 0 && reserved_ + fp > budget_) {
       trim_locked();  // free-listed pages of other sizes may be what stands in the way
-      if (reserved_ + bytes > budget_)
+      if (reserved_ + fp > budget_ && !(spill_ && make_room_locked(fp)))
         throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
-                                   " in use, ", format_bytes(bytes), " more needed, budget ",
+                                   spill_ ? " in RAM and pinned, " : " in use, ",
+                                   format_bytes(bytes), " more needed, budget ",
                                    format_bytes(budget_)));
     }
-    p = aligned_bytes(bytes);
-    reserved_ += bytes;
+    p = mov ? mapped_bytes(fp) : aligned_bytes(bytes);
+    reserved_ += fp;
   }
   try {
-    live_.emplace(p, Live{bytes, 1});
+    Live fresh;
+    fresh.bytes = bytes;
+    fresh.refs = 1;
+    fresh.movable = mov;
+    auto [live, inserted] = live_.emplace(p, fresh);
+    TKV_CHECK(inserted);
+    if (mov) live->second.lru = lru_.insert(lru_.end(), p);
   } catch (...) {  // the bookkeeping could not grow: the bytes stay free-listed
-    free_[bytes].push_back(p);
+    live_.erase(p);
+    free_[{bytes, mov}].push_back(p);
     throw;
   }
   in_use_ += bytes;
   return p;
+}
+
+bool PagePool::make_room_locked(size_t bytes) {
+  if (reserved_ + bytes > budget_) trim_locked();
+  while (reserved_ + bytes > budget_) {
+    if (lru_.empty()) return false;
+    uint8_t* coldest = lru_.front();
+    evict_locked(coldest, live_.at(coldest));
+  }
+  return true;
+}
+
+void PagePool::evict_locked(uint8_t* page, Live& live) {
+  if (live.dirty || live.slot < 0) {
+    if (live.slot < 0) live.slot = spill_->take_slot(live.bytes);
+    live.dirty = true;                                           // until the write below completes
+    live.checksum = spill_->write(live.slot, page, live.bytes);  // throws: page stays in RAM
+    live.dirty = false;
+    ++spill_writes_;
+  }
+  const size_t fp = footprint(live.bytes, true);
+  ::madvise(page, fp, MADV_DONTNEED);  // the mapping stays; its RAM goes back to the system
+  lru_.erase(live.lru);
+  live.resident = false;
+  reserved_ -= fp;
+  spilled_ += live.bytes;
+  ++spilled_pages_;
+}
+
+void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, bool for_write) {
+  if (!spill_) return;
+  const std::vector<uint8_t*> pages = distinct(pages_in);
+  std::vector<uint8_t*> pinned, to_load;
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Undoes this call's pins; pages it was reading back go back to disk.
+  auto roll_back = [&](const std::vector<uint8_t*>& failed) {
+    for (uint8_t* p : failed) {
+      Live& live = live_.at(p);
+      live.loading = false;
+      live.resident = false;
+      const size_t fp = footprint(live.bytes, true);
+      ::madvise(p, fp, MADV_DONTNEED);
+      reserved_ -= fp;
+      spilled_ += live.bytes;
+      ++spilled_pages_;
+    }
+    for (uint8_t* p : pinned) {
+      Live& live = live_.at(p);
+      if (--live.pins == 0 && live.resident) live.lru = lru_.insert(lru_.end(), p);
+    }
+    loaded_.notify_all();
+  };
+  for (uint8_t* p : pages) {
+    auto it = live_.find(p);
+    if (it == live_.end() || !it->second.movable) continue;
+    Live& live = it->second;
+    if (!live.resident) {
+      const size_t fp = footprint(live.bytes, true);
+      bool fits = false;
+      try {
+        fits = make_room_locked(fp);
+      } catch (...) {
+        roll_back(to_load);  // not read yet: they go back to disk as they were
+        throw;
+      }
+      if (!fits) {
+        roll_back(to_load);
+        throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
+                                   " of pages attention needs at once are in RAM, ",
+                                   format_bytes(live.bytes), " more needed, budget ",
+                                   format_bytes(budget_)));
+      }
+      reserved_ += fp;
+      spilled_ -= live.bytes;
+      --spilled_pages_;
+      live.resident = true;
+      live.loading = true;
+      to_load.push_back(p);
+    } else if (live.pins == 0 && !live.loading) {
+      lru_.erase(live.lru);
+    }
+    ++live.pins;
+    if (for_write) live.dirty = true;
+    pinned.push_back(p);
+  }
+  if (!to_load.empty()) {
+    // Read back without the lock: the pages are pinned and marked loading.
+    std::vector<std::exception_ptr> errors(to_load.size());
+    std::vector<Live*> lives;
+    for (uint8_t* p : to_load) lives.push_back(&live_.at(p));
+    lock.unlock();
+    auto read_one = [&](int64_t i, int) {
+      try {
+        spill_->read(lives[size_t(i)]->slot, to_load[size_t(i)], lives[size_t(i)]->bytes,
+                     lives[size_t(i)]->checksum);
+      } catch (...) {
+        errors[size_t(i)] = std::current_exception();
+      }
+    };
+    if (threads && to_load.size() > 1)
+      threads->run(int64_t(to_load.size()), read_one);
+    else
+      for (size_t i = 0; i < to_load.size(); ++i) read_one(int64_t(i), 0);
+    lock.lock();
+    std::vector<uint8_t*> failed;
+    std::exception_ptr first;
+    for (size_t i = 0; i < to_load.size(); ++i) {
+      if (errors[i]) {
+        failed.push_back(to_load[i]);
+        if (!first) first = errors[i];
+      } else {
+        lives[i]->loading = false;
+        ++spill_reads_;
+      }
+    }
+    if (first) {
+      roll_back(failed);
+      std::rethrow_exception(first);
+    }
+    loaded_.notify_all();
+  }
+  // Pages another pin() is reading back are usable once it is done.
+  for (uint8_t* p : pinned) {
+    Live& live = live_.at(p);
+    loaded_.wait(lock, [&] { return !live.loading; });
+    if (!live.resident) {
+      roll_back({});
+      throw KvSpillError("KV spill: a page shared with another sequence could not be read back");
+    }
+  }
+}
+
+void PagePool::unpin(const std::vector<uint8_t*>& pages_in) {
+  if (!spill_) return;
+  const std::vector<uint8_t*> pages = distinct(pages_in);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint8_t* p : pages) {
+    auto it = live_.find(p);
+    if (it == live_.end() || !it->second.movable) continue;
+    Live& live = it->second;
+    TKV_CHECK(live.pins > 0);
+    if (--live.pins == 0 && live.resident) live.lru = lru_.insert(lru_.end(), p);
+  }
+}
+
+bool PagePool::resident(const uint8_t* page) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(page);
+  return it != live_.end() && it->second.resident;
 }
 
 void PagePool::retain(uint8_t* page) {
@@ -75,9 +281,21 @@ void PagePool::release(uint8_t* page, size_t bytes) {
     --shared_pages_;
   }
   if (refs > 0) return;
+  const Live live = it->second;
   live_.erase(it);
   in_use_ -= bytes;
-  free_[bytes].push_back(page);
+  if (live.movable) {
+    TKV_CHECK(live.pins == 0);
+    spill_->free_slot(live.slot, bytes);
+    if (!live.resident) {  // its RAM is already gone: unmap rather than free-list
+      spilled_ -= bytes;
+      --spilled_pages_;
+      free_bytes(page, bytes, true);
+      return;
+    }
+    lru_.erase(live.lru);
+  }
+  free_[{bytes, live.movable}].push_back(page);
 }
 
 int PagePool::refcount(const uint8_t* page) const {
@@ -92,9 +310,9 @@ void PagePool::trim() {
 }
 
 void PagePool::trim_locked() {
-  for (auto& [bytes, pages] : free_) {
-    for (uint8_t* p : pages) std::free(p);
-    reserved_ -= bytes * pages.size();
+  for (auto& [key, pages] : free_) {
+    for (uint8_t* p : pages) free_bytes(p, key.first, key.second);
+    reserved_ -= footprint(key.first, key.second) * pages.size();
     pages.clear();
   }
   free_.clear();
@@ -119,6 +337,11 @@ PoolStats PagePool::stats() const {
   s.shared_bytes = shared_;
   s.pages = int64_t(live_.size());
   s.shared_pages = shared_pages_;
+  s.spilled_bytes = spilled_;
+  s.spilled_pages = spilled_pages_;
+  s.spill_file_bytes = spill_ ? spill_->file_bytes() : 0;
+  s.spill_writes = spill_writes_;
+  s.spill_reads = spill_reads_;
   return s;
 }
 

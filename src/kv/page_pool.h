@@ -3,8 +3,18 @@
 // constantly; memory stays flat). Exceeding the budget throws
 // KvBudgetExceeded, which callers (bench) turn into an OOM result row; a
 // failed system allocation throws KvOutOfMemory.
+//
+// Disk tier: a pool with a budget and a spill directory keeps at most the
+// budget in RAM and moves its coldest movable pages (least recently pinned;
+// sinks and residual rings are not movable) still compressed to a page file
+// there (spill_file.h) instead of failing. A page keeps its address: its RAM
+// is returned to the system (madvise) while it is on disk and refilled when
+// it is pinned again, so every holder's pointer stays valid. Whoever reads or
+// writes a movable page pins it first (PagePins); an unpinned page may be on
+// disk. Disk errors and checksum mismatches throw KvSpillError.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -12,7 +22,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include <list>
+#include <memory>
+#include <string>
+
 #include "common/error.h"
+#include "common/thread_pool.h"
+#include "kv/spill_file.h"
 
 namespace tkv::kv {
 
@@ -38,6 +54,14 @@ struct PoolStats {
   uint64_t shared_bytes = 0;    // of bytes_in_use: allocations held by more than one sequence
   int64_t pages = 0;            // live allocations
   int64_t shared_pages = 0;     // of which held by more than one sequence
+  // Disk tier (0 without a spill directory). bytes_in_use counts live
+  // allocations wherever they are; of them, spilled_bytes are on disk only
+  // (not in RAM, not in bytes_reserved).
+  uint64_t spilled_bytes = 0;
+  int64_t spilled_pages = 0;
+  uint64_t spill_file_bytes = 0;  // size of the page file (slots, used or free)
+  int64_t spill_writes = 0;       // pages written to disk since construction
+  int64_t spill_reads = 0;        // pages read back since construction
 };
 
 // One pool serves any number of sequences (KvCache objects holding it by
@@ -50,13 +74,31 @@ struct PoolStats {
 class PagePool {
  public:
   explicit PagePool(uint64_t budget_bytes = 0);  // 0 = unlimited
+  // With a non-empty `spill_dir` (and a budget): the disk tier. Throws
+  // KvSpillError when the directory cannot hold the page file; warns once
+  // on stderr when it is on tmpfs (RAM).
+  PagePool(uint64_t budget_bytes, const std::string& spill_dir);
   ~PagePool();
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
   // 64-byte aligned, uninitialized, refcount 1. Throws KvBudgetExceeded past
   // the budget, KvOutOfMemory when the system cannot provide the bytes.
-  uint8_t* allocate(size_t bytes);
+  // `movable`: the bytes may move to the disk tier while not pinned (KV
+  // pages); the new allocation is resident and not pinned.
+  uint8_t* allocate(size_t bytes, bool movable = false);
+  // Brings the movable pages among `pages` into RAM (reading them back on
+  // `threads`, evicting unpinned others) and pins them until unpin(); others
+  // are ignored. `for_write`: the caller changes their bytes (the disk copy
+  // is stale). Throws KvBudgetExceeded when the pinned pages cannot all fit
+  // in the budget, KvSpillError on a disk error; either way nothing stays
+  // pinned by this call.
+  void pin(const std::vector<uint8_t*>& pages, ThreadPool* threads = nullptr,
+           bool for_write = false);
+  void unpin(const std::vector<uint8_t*>& pages);
+  // Whether a live allocation's bytes are in RAM.
+  bool resident(const uint8_t* page) const;
+  bool spilling() const { return spill_ != nullptr; }
   // One more reference to a live allocation.
   void retain(uint8_t* page);
   // Drops one reference (`bytes` must be the allocated size); the last one
@@ -74,10 +116,25 @@ class PagePool {
 
  private:
   struct Live {
-    size_t bytes;
-    int refs;
+    size_t bytes = 0;
+    int refs = 0;
+    bool movable = false;
+    bool resident = true;
+    bool dirty = true;     // the disk copy (if any) is stale
+    bool loading = false;  // being read back by a pin() without the lock
+    int pins = 0;
+    int64_t slot = -1;                  // offset in the page file, -1 = none
+    uint64_t checksum = 0;              // of the slot's bytes
+    std::list<uint8_t*>::iterator lru;  // in lru_ while resident, movable and unpinned
   };
   void trim_locked();
+  // RAM an allocation of `bytes` takes (whole OS pages for movable ones).
+  size_t footprint(size_t bytes, bool movable) const;
+  // Evicts least recently used unpinned pages until `bytes` more fit in the
+  // budget; false when they do not (everything left is pinned).
+  bool make_room_locked(size_t bytes);
+  void evict_locked(uint8_t* page, Live& live);
+  void free_bytes(uint8_t* p, size_t bytes, bool movable);
 
   const uint64_t budget_;
   mutable std::mutex mutex_;
@@ -86,7 +143,30 @@ class PagePool {
   uint64_t shared_ = 0;
   int64_t shared_pages_ = 0;
   std::unordered_map<const uint8_t*, Live> live_;
-  std::map<size_t, std::vector<uint8_t*>> free_;
+  std::map<std::pair<size_t, bool>, std::vector<uint8_t*>> free_;  // (bytes, movable)
+  // Disk tier.
+  std::unique_ptr<SpillFile> spill_;
+  std::list<uint8_t*> lru_;  // front = coldest
+  uint64_t spilled_ = 0;
+  int64_t spilled_pages_ = 0, spill_writes_ = 0, spill_reads_ = 0;
+  std::condition_variable loaded_;
+};
+
+// Pins pages for a scope (PagePool::pin / unpin).
+class PagePins {
+ public:
+  PagePins(PagePool& pool, std::vector<uint8_t*> pages, ThreadPool* threads = nullptr,
+           bool for_write = false)
+      : pool_(pool), pages_(std::move(pages)) {
+    pool_.pin(pages_, threads, for_write);
+  }
+  ~PagePins() { pool_.unpin(pages_); }
+  PagePins(const PagePins&) = delete;
+  PagePins& operator=(const PagePins&) = delete;
+
+ private:
+  PagePool& pool_;
+  std::vector<uint8_t*> pages_;
 };
 
 // A 64-byte aligned heap buffer that grows on demand and reports its size;

@@ -1,0 +1,331 @@
+// The pool's disk tier (PagePool with a spill directory): a page moved to
+// disk and pinned again holds the same bytes; a corrupted page file is
+// detected; an unusable or full directory is a clear KvSpillError; attention
+// over a sequence larger than the budget equals attention without a budget
+// bit for bit (dense, selecting, several threads), and the stats tell RAM
+// from disk.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "kv/kv_cache.h"
+#include "kv/page_pool.h"
+#include "kv_test_harness.h"
+#include "test_util.h"
+
+namespace tkv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using kv::KvConfig;
+using kv::KvShape;
+using kv::PagePins;
+using kv::PagePool;
+
+// A fresh directory for one test's page file.
+std::string spill_dir(const std::string& name) {
+  const std::string dir = temp_dir() + "/spill_" + name + "_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = uint8_t(rng());
+  return b;
+}
+
+// Allocates `n` movable pages of `bytes`, fills page i with random_bytes(bytes, i).
+std::vector<uint8_t*> fill_pages(PagePool& pool, int n, size_t bytes) {
+  std::vector<uint8_t*> pages;
+  for (int i = 0; i < n; ++i) {
+    uint8_t* p = pool.allocate(bytes, true);
+    PagePins pin(pool, {p}, nullptr, true);
+    const auto want = random_bytes(bytes, uint32_t(i));
+    std::memcpy(p, want.data(), bytes);
+    pages.push_back(p);
+  }
+  return pages;
+}
+
+// The descriptor of the pool's unnamed page file in `dir` (-1 if none).
+int page_file_fd(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind(dir + "/", 0) == 0) return std::stoi(e.path().filename().string());
+  }
+  return -1;
+}
+
+constexpr size_t kPage = 6000;  // two OS pages of RAM each
+
+TEST(SpillPoolTest, EvictedPageReadsBackByteIdentical) {
+  const std::string dir = spill_dir("roundtrip");
+  PagePool pool(4 * 8192, dir);
+  const auto pages = fill_pages(pool, 12, kPage);
+  kv::PoolStats st = pool.stats();
+  EXPECT_LE(st.bytes_reserved, 4u * 8192);
+  EXPECT_EQ(st.spilled_pages, 8);  // the 8 least recently used are on disk
+  EXPECT_EQ(st.spilled_bytes, 8 * kPage);
+  EXPECT_EQ(st.bytes_in_use, 12 * kPage);
+  EXPECT_FALSE(pool.resident(pages[0]));
+  EXPECT_TRUE(pool.resident(pages[11]));
+  // Nothing is left in the directory: the page file has no name.
+  EXPECT_TRUE(fs::is_empty(dir));
+  // Every page, read back (evicting others), holds its bytes; twice, so that
+  // pages that went to disk clean (not rewritten) read back too.
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < 12; ++i) {
+      PagePins pin(pool, {pages[size_t(i)]});
+      EXPECT_TRUE(pool.resident(pages[size_t(i)]));
+      EXPECT_EQ(std::memcmp(pages[size_t(i)], random_bytes(kPage, uint32_t(i)).data(), kPage), 0)
+          << "page " << i << " pass " << pass;
+    }
+  st = pool.stats();
+  EXPECT_GT(st.spill_reads, 12);
+  EXPECT_LT(st.spill_writes, st.spill_reads + 12);  // clean pages are not written again
+  for (uint8_t* p : pages) pool.release(p, kPage);
+  EXPECT_EQ(pool.stats().spilled_bytes, 0u);
+  EXPECT_EQ(pool.stats().bytes_in_use, 0u);
+}
+
+TEST(SpillPoolTest, PinnedPagesStayAndTooManyPinsAreABudgetError) {
+  PagePool pool(4 * 8192, spill_dir("pins"));
+  const auto pages = fill_pages(pool, 6, kPage);
+  {
+    PagePins pin(pool, {pages[0], pages[1], pages[2], pages[3]});
+    // Every page in RAM is pinned: a fifth cannot come in.
+    EXPECT_THROW(pool.pin({pages[4]}), kv::KvBudgetExceeded);
+    EXPECT_THROW(pool.allocate(kPage, true), kv::KvBudgetExceeded);
+  }
+  // Unpinned, they make room again; the failed pin left nothing pinned.
+  {
+    PagePins pin(pool, {pages[4], pages[5]});
+    EXPECT_EQ(std::memcmp(pages[4], random_bytes(kPage, 4).data(), kPage), 0);
+  }
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
+TEST(SpillPoolTest, CorruptedSpilledPageIsDetected) {
+  const std::string dir = spill_dir("corrupt");
+  PagePool pool(2 * 8192, dir);
+  const auto pages = fill_pages(pool, 4, kPage);
+  ASSERT_FALSE(pool.resident(pages[0]));
+  const int fd = page_file_fd(dir);
+  ASSERT_GE(fd, 0) << "no page file open in " << dir;
+  // pages[0] went to disk first: slot 0. Flip one byte of it.
+  uint8_t b = 0;
+  ASSERT_EQ(::pread(fd, &b, 1, 100), 1);
+  b ^= 0x5a;
+  ASSERT_EQ(::pwrite(fd, &b, 1, 100), 1);
+  try {
+    pool.pin({pages[0]});
+    FAIL() << "expected KvSpillError";
+  } catch (const kv::KvSpillError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+  // Nothing stays pinned, the page stays on disk, the others are fine.
+  EXPECT_FALSE(pool.resident(pages[0]));
+  EXPECT_THROW(pool.pin({pages[0]}), kv::KvSpillError);
+  {
+    PagePins pin(pool, {pages[1]});
+    EXPECT_EQ(std::memcmp(pages[1], random_bytes(kPage, 1).data(), kPage), 0);
+  }
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
+TEST(SpillPoolTest, UnusableDirectoryIsAClearError) {
+  auto message = [](const std::string& dir) {
+    try {
+      PagePool pool(1 << 20, dir);
+    } catch (const kv::KvSpillError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string missing = temp_dir() + "/no_such_spill_dir";
+  EXPECT_NE(message(missing).find(missing), std::string::npos) << message(missing);
+  const std::string file = spill_dir("file") + "/plain";
+  std::ofstream(file) << "x";
+  EXPECT_NE(message(file).find("not a directory"), std::string::npos) << message(file);
+  // A read-only file system (procfs refuses new files, even to root).
+  EXPECT_NE(message("/proc").find("cannot create the page file"), std::string::npos)
+      << message("/proc");
+  if (::geteuid() != 0) {  // permissions bind only those who are not root
+    const std::string ro = spill_dir("readonly");
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_NE(message(ro).find("cannot create the page file"), std::string::npos) << message(ro);
+    fs::permissions(ro, fs::perms::owner_all);
+  }
+  // A disk tier needs a budget (the RAM it bounds).
+  EXPECT_THROW(PagePool(0, spill_dir("nobudget")), kv::KvSpillError);
+}
+
+// A file size limit makes the page file "full": writes past it fail (EFBIG)
+// as they would with ENOSPC.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit lim = old_;
+    lim.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+TEST(SpillPoolTest, FullDiskIsAClearErrorAndChangesNothing) {
+  PagePool pool(2 * 8192, spill_dir("full"));
+  std::vector<uint8_t*> pages;
+  {
+    FileSizeLimit limit(2 * kPage);  // room for two pages on "disk"
+    pages = fill_pages(pool, 4, kPage);
+    try {
+      pool.allocate(kPage, true);
+      FAIL() << "expected KvSpillError";
+    } catch (const kv::KvSpillError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot write a page"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(pool.stats().pages, 4);
+  }
+  // Every page still holds its bytes (the one that failed to move stayed in RAM).
+  for (int i = 0; i < 4; ++i) {
+    PagePins pin(pool, {pages[size_t(i)]});
+    EXPECT_EQ(std::memcmp(pages[size_t(i)], random_bytes(kPage, uint32_t(i)).data(), kPage), 0);
+  }
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
+// Outputs of every layer for the whole sequence: a prefill in chunks, then
+// single-token decode steps.
+std::vector<float> run_sequence(kv::KvCache& cache, const RandomInputs& in, ThreadPool& pool,
+                                int prefill, int decode, int chunk) {
+  std::vector<float> outs;
+  for (int done = 0; done < prefill; done += chunk)
+    feed_chunk(cache, in, pool, done, std::min(chunk, prefill - done), &outs);
+  for (int t = 0; t < decode; ++t) feed_chunk(cache, in, pool, prefill + t, 1, &outs);
+  return outs;
+}
+
+struct SpillCase {
+  const char* kv;
+  int select;
+  int threads;
+};
+
+class SpillAttentionTest : public ::testing::TestWithParam<SpillCase> {};
+
+TEST_P(SpillAttentionTest, BudgetSmallerThanTheSequenceEqualsNoBudget) {
+  const SpillCase p = GetParam();
+  const KvShape shape{3, 4, 2, 64, 4096};
+  const int prefill = 1500, decode = 40;
+  RandomInputs in(shape, prefill + decode, 17);
+  KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand(p.kv, config.k, config.v));
+  config.select = p.select;
+  config.select_dense_layers = 1;
+  ThreadPool threads(p.threads);
+
+  kv::KvCache plain(shape, config);
+  const std::vector<float> want = run_sequence(plain, in, threads, prefill, decode, 256);
+  const kv::KvStats full = plain.stats();
+
+  // RAM for the sinks and rings and about a third of one layer's pages.
+  config.budget_bytes = full.f16_bytes + full.page_bytes / 8;
+  config.spill_dir = spill_dir(std::string("attn_") + p.kv + std::to_string(p.select));
+  kv::KvCache spilled(shape, config);
+  const std::vector<float> got = run_sequence(spilled, in, threads, prefill, decode, 256);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      << "outputs differ with pages on disk";
+
+  const kv::KvStats st = spilled.stats();
+  EXPECT_EQ(st.page_bytes, full.page_bytes);
+  EXPECT_GT(st.page_bytes_on_disk, full.page_bytes / 2);
+  const kv::PoolStats ps = spilled.pool()->stats();
+  EXPECT_LE(ps.bytes_reserved, config.budget_bytes);
+  EXPECT_GT(ps.spill_reads, 0);
+  EXPECT_EQ(ps.spilled_bytes, st.page_bytes_on_disk);
+  EXPECT_TRUE(fs::is_empty(config.spill_dir));
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseAndSelecting, SpillAttentionTest,
+                         ::testing::Values(SpillCase{"k4v2", 0, 1}, SpillCase{"k4v2", 0, 2},
+                                           SpillCase{"k4v2", 256, 2}, SpillCase{"f16", 0, 2},
+                                           SpillCase{"q8_0", 192, 1}),
+                         [](const ::testing::TestParamInfo<SpillCase>& info) {
+                           return std::string(info.param.kv) + "_sel" +
+                                  std::to_string(info.param.select) + "_t" +
+                                  std::to_string(info.param.threads);
+                         });
+
+TEST(SpillCacheTest, SaveLoadForkAndTruncateWithPagesOnDisk) {
+  const KvShape shape{2, 4, 2, 64, 4096};
+  RandomInputs in(shape, 1400, 23);
+  KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  ThreadPool threads(2);
+  kv::KvCache plain(shape, config);
+  run_sequence(plain, in, threads, 1000, 0, 256);
+  config.budget_bytes = plain.stats().f16_bytes * 2 + plain.stats().page_bytes / 6;
+  config.spill_dir = spill_dir("persist");
+  kv::KvCache spilled(shape, config);
+  run_sequence(spilled, in, threads, 1000, 0, 256);
+  ASSERT_GT(spilled.stats().page_bytes_on_disk, 0u);
+
+  // Sessions saved with and without pages on disk (their bytes differ only
+  // in never-written slots) load, into pools with and without a disk tier,
+  // to sequences that go on alike.
+  const std::string a = temp_dir() + "/spill_plain.session", b = temp_dir() + "/spill_disk.session";
+  plain.save(a, "fp");
+  spilled.save(b, "fp");
+  KvConfig plain_config = config;
+  plain_config.budget_bytes = 0;
+  plain_config.spill_dir.clear();
+  {
+    kv::KvCache ref(shape, plain_config), from_disk(shape, plain_config), into_disk(shape, config);
+    ref.load(a, "fp");
+    from_disk.load(b, "fp");
+    into_disk.load(a, "fp");
+    ASSERT_GT(into_disk.stats().page_bytes_on_disk, 0u);
+    std::vector<float> want, got1, got2;
+    feed_chunk(ref, in, threads, 1200, 64, &want);
+    feed_chunk(from_disk, in, threads, 1200, 64, &got1);
+    feed_chunk(into_disk, in, threads, 1200, 64, &got2);
+    EXPECT_EQ(got1, want);
+    EXPECT_EQ(got2, want);
+  }
+
+  // A fork (pages shared, copied on write), truncated, goes on as the plain sequence.
+  auto fork = spilled.fork();
+  fork->truncate(900);
+  plain.truncate(900);
+  std::vector<float> want, got;
+  feed_chunk(plain, in, threads, 1000, 100, &want);
+  feed_chunk(*fork, in, threads, 1000, 100, &got);
+  EXPECT_EQ(got, want);
+  fs::remove(a);
+  fs::remove(b);
+}
+
+}  // namespace
+}  // namespace tkv::test
