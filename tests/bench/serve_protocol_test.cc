@@ -102,6 +102,19 @@ TEST(BenchServe, ABudgetThatHoldsNoPromptServesNone) {
   EXPECT_NE(r.out.find("largest N all served within 1K: none"), std::string::npos) << r.out;
 }
 
+// The bench driver has no `serve` command: the server exits before it
+// listens, and the cell is a failed row with the server's error (exit 1).
+TEST(BenchServe, AServerThatCannotStartIsAFailedCell) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const ChildResult r =
+      test::run_bench({"serve", "-m", model, "--kv", "f16", "--clients", "1", "--prompt-tokens",
+                       "8", "--gen-tokens", "2", "-t", "1", "--quiet"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("kv f16: failed: bench serve: the server exited before it listened"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(BenchServe, BadInputIsExitCode2) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::vector<std::vector<std::string>> cases{
