@@ -36,6 +36,7 @@ phase() { echo "== aarch64 [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 PACKAGES=(
   cmake make pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev
   libhwy-dev:arm64 libpcre2-dev:arm64 libxxhash-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
+  libcpp-httplib-dev:arm64
 )
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -245,14 +245,15 @@ TEST(IntDot, AutoKernelChoice) {
   });
 }
 
-// VNNI is used exactly where the CPU and the target have it.
-TEST(IntDot, VnniWhereTheCpuHasIt) {
+// The dot-product instructions (VNNI on x86, sdot on aarch64) are used
+// exactly where the CPU and the target have them.
+TEST(IntDot, DotInstructionsWhereTheCpuHasThem) {
   test::for_each_simd_target([&](const std::string& target) {
     bool want = false;
     if (target == "AVX3_DL") want = true;
-    if (target == "AVX3" || target == "AVX3_ZEN4" || target == "AVX3_SPR")
-      want = kernels::cpu_has_avx512_vnni();
+    if (target == "AVX3") want = kernels::cpu_has_avx512_vnni();
     if (target == "AVX2") want = kernels::cpu_has_avx_vnni();
+    if (target == "NEON" || target.rfind("SVE", 0) == 0) want = kernels::cpu_has_arm_dotprod();
     EXPECT_EQ(kernels::int_dot_vnni_active(), want) << target;
     kernels::set_int_dot_instructions_allowed(false);
     EXPECT_FALSE(kernels::int_dot_vnni_active()) << target;

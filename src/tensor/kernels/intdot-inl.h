@@ -98,8 +98,9 @@ struct IntGemmTraits {
 // (NT > 1; a single token's come straight from its blocks).
 inline constexpr int kTileDx = 8;
 
-// Whether this target's kernels may use vpdpbusd / vpdpwssd now: AVX3_DL
-// implies AVX512-VNNI; AVX3 and AVX2 check the CPU (cpu_features.h).
+// Whether this target's kernels may use their dot-product instructions now
+// (vpdpbusd / vpdpwssd on x86, sdot on aarch64): AVX3_DL implies
+// AVX512-VNNI; AVX3, AVX2 and NEON check the CPU (cpu_features.h).
 HWY_INLINE bool IntVnniUsable() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
   return kernels::int_dot_instructions_allowed();
@@ -107,10 +108,18 @@ HWY_INLINE bool IntVnniUsable() {
   return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx512_vnni();
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx_vnni();
+#elif HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
+  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_arm_dotprod();
 #else
   return false;
 #endif
 }
+
+// Whether this target has a dot-product instruction path at all (the
+// kernels are then compiled twice, with and without it).
+inline constexpr bool kIntHasDotInstructions =
+    (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) ||
+    (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR);
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
@@ -569,13 +578,44 @@ struct AccF {
   }
 };
 
-// Adds scale * (lane sums of w[0..31] x q[0..31]) to l.
+// Adds scale * (lane sums of w[0..31] x q[0..31]) to l: lane j gets the
+// products of values 4j .. 4j + 3. On aarch64 NEON: with kDot one sdot
+// (ARMv8.2 dotprod, whose lanes are exactly these sums) per 16 values,
+// written in assembly (the build targets ARMv8.0, kDot is chosen at run
+// time; the .arch it sets is a superset of the function's, and GNU as's
+// `.arch_extension dotprod` is refused on an ARMv8.0 base); else vmull + two
+// pairwise adds. Elsewhere plain C++.
+template <bool kDot>
 HWY_INLINE void AddDot32(const int8_t* w, const int8_t* q, int32_t scale, Lanes& l) {
+#if HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
+  int32x4_t sums[2];
+  for (int h = 0; h < 2; ++h) {
+    const int8x16_t wv = vld1q_s8(w + 16 * h), qv = vld1q_s8(q + 16 * h);
+    if constexpr (kDot) {
+      int32x4_t d = vdupq_n_s32(0);
+      __asm__(".arch armv8.2-a+crypto+dotprod\n\tsdot %0.4s, %1.16b, %2.16b"
+              : "+w"(d)
+              : "w"(wv), "w"(qv));
+      sums[h] = d;
+    } else {
+      const int16x8_t lo = vmull_s8(vget_low_s8(wv), vget_low_s8(qv));
+      const int16x8_t hi = vmull_s8(vget_high_s8(wv), vget_high_s8(qv));
+      sums[h] = vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi));
+    }
+  }
+  int32x4_t l0 = vld1q_s32(l.v), l1 = vld1q_s32(l.v + 4);
+  l0 = vmlaq_n_s32(l0, sums[0], scale);
+  l1 = vmlaq_n_s32(l1, sums[1], scale);
+  vst1q_s32(l.v, l0);
+  vst1q_s32(l.v + 4, l1);
+#else
+  static_assert(!kDot);
   for (int j = 0; j < 8; ++j) {
     int32_t s = 0;
     for (int e = 4 * j; e < 4 * j + 4; ++e) s += int32_t(w[e]) * int32_t(q[e]);
     l.v[j] += scale * s;
   }
+#endif
 }
 // The 32 4-bit codes of a Q4_0-layout qs in value order.
 HWY_INLINE void Nibbles32(const uint8_t* qs, int8_t* out) {
@@ -619,7 +659,7 @@ constexpr size_t BlockBytes32() {
   }
 }
 
-template <DType T>
+template <DType T, bool kDot>
 HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, const ActBlock32* x) {
   AccF acc;
   float offs = 0.0f;
@@ -628,7 +668,7 @@ HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, con
     int8_t w[32];
     Unpack32<T>(blk, w);
     Lanes l{};
-    AddDot32(w, x[b].q, 1, l);
+    AddDot32<kDot>(w, x[b].q, 1, l);
     acc.Add(HalfAt(blk) * x[b].d, l);
     if constexpr (T == DType::Q4_1 || T == DType::Q5_1)
       offs = offs + (HalfAt(blk + 2) * x[b].d) * float(x[b].sum);
@@ -636,7 +676,7 @@ HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, con
   return acc.Sum() + offs;
 }
 
-template <bool kFive>
+template <bool kFive, bool kDot>
 HWY_INLINE float DotRowQ45_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   AccF acc;
@@ -655,7 +695,7 @@ HWY_INLINE float DotRowQ45_K(const uint8_t* row, size_t nb, const ActBlock256* x
         if constexpr (kFive)
           w[i] = int8_t(w[i] | (((blk[offsetof(BlockQ5_K, qh) + i] >> g) & 1) << 4));
       }
-      AddDot32(w, x[b].q + 32 * g, sc[g], l);
+      AddDot32<kDot>(w, x[b].q + 32 * g, sc[g], l);
       summ[g / 2] += int32_t(m[g]) * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
     }
     acc.Add(HalfAt(blk) * x[b].d, l);
@@ -665,6 +705,7 @@ HWY_INLINE float DotRowQ45_K(const uint8_t* row, size_t nb, const ActBlock256* x
   return acc.Sum() - ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 }
 
+template <bool kDot>
 HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
   AccF acc;
   for (size_t b = 0; b < nb; ++b) {
@@ -680,7 +721,7 @@ HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x)
       }
       // Lanes 0..3 are the chunk's first 16-value group, 4..7 its second.
       Lanes part{};
-      AddDot32(q, x[b].q + 32 * c, 1, part);
+      AddDot32<kDot>(q, x[b].q + 32 * c, 1, part);
       for (int j = 0; j < 8; ++j) l.v[j] += int32_t(w->scales[2 * c + j / 4]) * part.v[j];
     }
     acc.Add(HalfAt(reinterpret_cast<const uint8_t*>(&w->d)) * x[b].d, l);
@@ -688,7 +729,7 @@ HWY_INLINE float DotRowQ6_K(const uint8_t* row, size_t nb, const ActBlock256* x)
   return acc.Sum();
 }
 
-template <bool kThree>
+template <bool kThree, bool kDot>
 HWY_INLINE float DotRowQ23_K(const uint8_t* row, size_t nb, const ActBlock256* x) {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
   AccF acc, accm;
@@ -715,7 +756,7 @@ HWY_INLINE float DotRowQ23_K(const uint8_t* row, size_t nb, const ActBlock256* x
             q[i] = int8_t(q[i] - 4);
       }
       Lanes part{};
-      AddDot32(q, x[b].q + 32 * c, 1, part);
+      AddDot32<kDot>(q, x[b].q + 32 * c, 1, part);
       for (int k = 0; k < 8; ++k) l.v[k] += int32_t(sc[2 * c + k / 4]) * part.v[k];
     }
     acc.Add(HalfAt(reinterpret_cast<const uint8_t*>(&w->d)) * x[b].d, l);
@@ -725,6 +766,7 @@ HWY_INLINE float DotRowQ23_K(const uint8_t* row, size_t nb, const ActBlock256* x
   return kThree ? acc.Sum() : acc.Sum() - accm.Sum();
 }
 
+template <bool kDot>
 HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* x) {
   AccF acc;
   for (size_t b = 0; b < nb; ++b) {
@@ -736,7 +778,7 @@ HWY_INLINE float DotRowIQ4_XS(const uint8_t* row, size_t nb, const ActBlock256* 
       int8_t v[32];
       Nibbles32(w->qs + 16 * g, v);
       for (int i = 0; i < 32; ++i) v[i] = kIQ4NLValues[v[i]];
-      AddDot32(v, x[b].q + 32 * g, ls - 32, l);
+      AddDot32<kDot>(v, x[b].q + 32 * g, ls - 32, l);
     }
     acc.Add(HalfAt(row + b * sizeof(BlockIQ4_XS)) * x[b].d, l);
   }
@@ -757,7 +799,6 @@ HWY_INLINE float FinishInt(const IntAcc& a) {
 template <DType T, int R, int NT, bool kVnni>
 HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, const void* const* x,
                            const float* /*dx*/, IntAcc* st) {
-  static_assert(!kVnni);
   HWY_DASSERT(b0 == 0);
   (void)b0;
   for (int i = 0; i < R * NT; ++i) {
@@ -766,15 +807,15 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, con
     const auto* x32 = static_cast<const ActBlock32*>(x[t]);
     const auto* x256 = static_cast<const ActBlock256*>(x[t]);
     if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      st[i].y = DotRowQ45_K<T == DType::Q5_K>(row, nb, x256);
+      st[i].y = DotRowQ45_K<T == DType::Q5_K, kVnni>(row, nb, x256);
     } else if constexpr (T == DType::IQ4_XS) {
-      st[i].y = DotRowIQ4_XS(row, nb, x256);
+      st[i].y = DotRowIQ4_XS<kVnni>(row, nb, x256);
     } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-      st[i].y = DotRowQ23_K<T == DType::Q3_K>(row, nb, x256);
+      st[i].y = DotRowQ23_K<T == DType::Q3_K, kVnni>(row, nb, x256);
     } else if constexpr (T == DType::Q6_K) {
-      st[i].y = DotRowQ6_K(row, nb, x256);
+      st[i].y = DotRowQ6_K<kVnni>(row, nb, x256);
     } else {
-      st[i].y = DotRow32<T>(row, BlockBytes32<T>(), nb, x32);
+      st[i].y = DotRow32<T, kVnni>(row, BlockBytes32<T>(), nb, x32);
     }
   }
 }

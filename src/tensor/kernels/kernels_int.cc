@@ -48,9 +48,8 @@ void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 // One token at a time (matvec; several tokens go to kernels_intgemm.cc).
 template <DType T>
 void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  if (IntVnniUsable()) return MatvecRows<T, true>(a, r0, r1);
-#endif
+  if constexpr (kIntHasDotInstructions)
+    if (IntVnniUsable()) return MatvecRows<T, true>(a, r0, r1);
   MatvecRows<T, false>(a, r0, r1);
 }
 

@@ -78,9 +78,8 @@ void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 
 template <DType T>
 void GemmRowsFor(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  if (IntVnniUsable()) return GemmRows<T, true>(a, r0, r1);
-#endif
+  if constexpr (kIntHasDotInstructions)
+    if (IntVnniUsable()) return GemmRows<T, true>(a, r0, r1);
   GemmRows<T, false>(a, r0, r1);
 }
 
