@@ -29,6 +29,7 @@
 
 #include "bench/kernel_protocol.h"
 #include "bench/kv_configs.h"
+#include "cli/kv_spec.h"
 #include "common/thread_pool.h"
 #include "common/timer.h"
 #include "kv/kv_cache.h"
@@ -86,7 +87,7 @@ KvCache& cache_at(int config, int hd, int64_t depth, Blocks*& blocks) {
     f.cache.reset();  // free the previous one first
     tkv::kv::KvShape shape{1, kKvHeads * kGroup, kKvHeads, hd, int(kDepths.back() + 100000)};
     f.cache = std::make_unique<KvCache>(
-        shape, tkv::bench::parse_bench_kv(kConfigs[size_t(config)], {}).config);
+        shape, tkv::cli::parse_kv_spec(kConfigs[size_t(config)], {}).config);
     f.blocks = std::make_unique<Blocks>(kFillChunk, hd);
     f.config = config;
     f.hd = hd;

@@ -24,12 +24,14 @@ constexpr int kFfnRows = 128;
 // out = in W^T for `rows` rows (row strides w.cols and w.rows). exact: the
 // matvec-identical kernels (matvec_batch: the integer-dot path for
 // quantized weights, matvec's accumulation order for float weights, the
-// weights streamed once for all rows); else the f32 GEMM, whose per-row
-// result does not depend on `rows` either.
+// weights streamed once for all rows); else matmul's prefill kernel (kAuto:
+// the f32 GEMM, or the integer-dot token tiles where they are faster), chosen
+// by the weight type and SIMD target alone; either's per-row result does not
+// depend on `rows`.
 void product(const WeightMatrix& w, const float* in, int rows, float* out, bool exact,
              ThreadPool& pool) {
   if (rows <= 0) return;
-  if (!exact) return matmul(w, in, rows, out, pool, MatmulKernel::kFloat);
+  if (!exact) return matmul(w, in, rows, out, pool);
   if (rows == 1) return matvec(w, in, out, pool);
   matvec_batch(w, in, rows, out, pool);
 }
