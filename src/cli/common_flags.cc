@@ -151,6 +151,11 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
                    list ? "byte budget of each cell's page pool, e.g. 2G (default none)"
                         : "byte budget of the page pool, e.g. 2G (default none)",
                    &budget);
+  if (!list)
+    flags.add_string({"--kv-spill-dir"}, "DIR",
+                     "with --kv-budget: move the coldest pages, still compressed, to an\n"
+                     "unnamed page file in DIR instead of failing (default none)",
+                     &spill_dir);
   flags.add_uint64({"--kv-seed"}, "N",
                    "seed of the per-layer rotations, decimal or 0x hex (default 0x74626b76)",
                    &seed);
@@ -197,6 +202,10 @@ kv::KvConfig KvFlags::config() const {
   if (!budget.empty()) {
     c.budget_bytes = budget_bytes();
     if (c.budget_bytes == 0) fail("--kv-budget: must be larger than 0");
+  }
+  if (!spill_dir.empty()) {
+    if (budget.empty()) fail("--kv-spill-dir: needs --kv-budget (the RAM the pages may hold)");
+    c.spill_dir = spill_dir;
   }
   c.seed = seed;
   c.select = select;

@@ -98,6 +98,7 @@ struct KvFlags {
   std::string select_prefill;  // --kv-select-prefill select|dense ("" = select)
   std::vector<std::string> layer_overrides;
   std::string budget;
+  std::string spill_dir;  // --kv-spill-dir DIR (kOne form only; needs --kv-budget)
   uint64_t seed = kv::KvConfig{}.seed;
 
   void add_to(FlagParser& flags, Form form = Form::kOne);
