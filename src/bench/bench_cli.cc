@@ -327,7 +327,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
   const auto given = [&](const char* name) { return flags.was_set(name); };
   const bool all = sub == "all";
   const std::vector<std::string> skip =
-      given("--skip") ? split_list(f.skip, "--skip") : std::vector<std::string>{};
+      given("--skip") ? cli::split_list(f.skip, "--skip") : std::vector<std::string>{};
   auto on = [&](const std::string& p) {
     if (!all) return sub == p;
     return std::find(skip.begin(), skip.end(), p) == skip.end();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "cli/flags.h"
 #include "common/error.h"
 
 namespace tkv::bench {
@@ -24,21 +25,6 @@ double parse_number(std::string_view text, std::string_view flag, size_t* used) 
 
 }  // namespace
 
-std::vector<std::string> split_list(std::string_view list, std::string_view flag) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    const std::string_view item =
-        list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
-    if (item.empty()) fail(flag, ": empty item in list '", list, "'");
-    out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 int64_t parse_token_count(std::string_view text, std::string_view flag) {
   size_t used = 0;
   double v = parse_number(text, flag, &used);
@@ -55,14 +41,14 @@ int64_t parse_token_count(std::string_view text, std::string_view flag) {
 
 std::vector<int64_t> parse_token_counts(std::string_view list, std::string_view flag) {
   std::vector<int64_t> out;
-  for (const auto& item : split_list(list, flag)) out.push_back(parse_token_count(item, flag));
+  for (const auto& item : cli::split_list(list, flag)) out.push_back(parse_token_count(item, flag));
   return out;
 }
 
 std::vector<double> parse_fractions(std::string_view list, std::string_view flag, double lo,
                                     double hi) {
   std::vector<double> out;
-  for (const auto& item : split_list(list, flag)) {
+  for (const auto& item : cli::split_list(list, flag)) {
     size_t used = 0;
     const double v = parse_number(item, flag, &used);
     if (used != item.size()) fail(flag, ": '", item, "' is not a number");
@@ -74,7 +60,7 @@ std::vector<double> parse_fractions(std::string_view list, std::string_view flag
 
 std::vector<int> parse_ints(std::string_view list, std::string_view flag, int lo, int hi) {
   std::vector<int> out;
-  for (const auto& item : split_list(list, flag)) {
+  for (const auto& item : cli::split_list(list, flag)) {
     size_t used = 0;
     const double v = parse_number(item, flag, &used);
     if (used != item.size() || v != std::floor(v)) fail(flag, ": '", item, "' is not an integer");

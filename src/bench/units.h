@@ -19,9 +19,6 @@ std::vector<double> parse_fractions(std::string_view list, std::string_view flag
                                     double hi);
 std::vector<int> parse_ints(std::string_view list, std::string_view flag, int lo, int hi);
 
-// Splits on commas; empty items are an error.
-std::vector<std::string> split_list(std::string_view list, std::string_view flag);
-
 // 4096 -> "4K", 1536 -> "1536", 65536 -> "64K": short labels for tables and plots.
 std::string token_count_label(int64_t n);
 

@@ -140,6 +140,21 @@ double parse_double(const std::string& what, const std::string& text, double min
   return v;
 }
 
+std::vector<std::string> split_list(std::string_view list, std::string_view flag) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string_view item =
+        list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
+    if (item.empty()) fail(flag, ": empty item in '", list, "'");
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 FlagParser::FlagParser(std::string command, std::string usage, std::string description)
     : command_(std::move(command)),
       usage_(std::move(usage)),

@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tkv::cli {
@@ -34,6 +35,9 @@ namespace tkv::cli {
 int64_t parse_int(const std::string& what, const std::string& text, int64_t min, int64_t max);
 uint64_t parse_uint64(const std::string& what, const std::string& text);
 double parse_double(const std::string& what, const std::string& text, double min, double max);
+
+// Splits a comma list ("f16,k4v2"); an empty item is an error naming `flag`.
+std::vector<std::string> split_list(std::string_view list, std::string_view flag);
 
 class FlagParser {
  public:

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "cli/flags.h"
 #include "common/error.h"
 
 namespace tkv::cli {
@@ -87,17 +88,10 @@ KvSpec parse_kv_spec(std::string_view item, const kv::KvConfig& defaults, std::s
 std::vector<KvSpec> parse_kv_spec_list(std::string_view list, const kv::KvConfig& defaults,
                                        std::string_view flag) {
   std::vector<KvSpec> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    const std::string_view item =
-        list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
-    if (item.empty()) fail(flag, ": empty item in '", list, "'");
+  for (const std::string& item : split_list(list, flag)) {
     out.push_back(parse_kv_spec(item, defaults, flag));
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i].label == out.back().label) fail(flag, ": '", item, "' is listed twice");
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   return out;
 }
