@@ -343,44 +343,29 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
 
   const bool v_rotated = L.v_codec->values_rotated();
 
-  // Rounds of pages (disk tier): round_of[source] for every source; sinks
-  // belong to the first round, the residual and the chunk's tokens to the last.
-  std::vector<int> page_sources;  // the page sources some task reads, oldest first
+  // Rounds of pages (disk tier). rank[source]: a page's place among the
+  // pages some task reads, oldest first; sinks rank -1 and the residual and
+  // the chunk's tokens n_pages, so that a round [lo, hi) of ranks (the first
+  // from -1, the last to n_pages + 1) is a contiguous part of every list.
+  std::vector<int64_t> rank(sources.size(), -1);
+  std::vector<uint8_t*> read_pages;  // oldest first
   {
     std::vector<char> read(sources.size(), 0);
     for (const auto& list : selecting ? head_tiles : tiles)
       for (const KeyTile& kt : list) read[size_t(kt.source)] = 1;
     for (size_t s = 0; s < sources.size(); ++s)
-      if (read[s] && sources[s].kind == Kind::Page) page_sources.push_back(int(s));
-  }
-  std::vector<int> round_of(sources.size(), 0);
-  std::vector<std::vector<uint8_t*>> rounds;  // pages of each round
-  if (c.pool->spilling() && !page_sources.empty()) {
-    // As many pages per round as fit: halved until the pool can pin them.
-    size_t per_round = page_sources.size();
-    while (true) {
-      rounds.clear();
-      for (size_t i = 0; i < page_sources.size(); i += per_round) {
-        rounds.emplace_back();
-        for (size_t j = i; j < std::min(page_sources.size(), i + per_round); ++j)
-          rounds.back().push_back(sources[size_t(page_sources[j])].page);
+      if (read[s] && sources[s].kind == Kind::Page) {
+        rank[s] = int64_t(read_pages.size());
+        read_pages.push_back(sources[s].page);
       }
-      try {
-        c.pool->pin(rounds[0], &pool);
-        break;
-      } catch (const KvBudgetExceeded&) {
-        if (per_round == 1) throw;
-        per_round = (per_round + 1) / 2;
-      }
-    }
-    for (size_t j = 0; j < page_sources.size(); ++j)
-      round_of[size_t(page_sources[j])] = int(j / per_round);
     for (size_t s = 0; s < sources.size(); ++s)
-      if (sources[s].kind == Kind::Recent) round_of[s] = int(rounds.size()) - 1;
+      if (sources[s].kind == Kind::Recent) rank[s] = int64_t(read_pages.size());
   }
-  const int n_rounds = std::max<int>(1, int(rounds.size()));
+  const int64_t n_read = int64_t(read_pages.size());
 
-  auto run_round = [&](int round) {
+  // Runs the tasks over the tiles of ranks [lo, hi); the first round
+  // (lo == -1) starts each task's softmax state, later ones continue it.
+  auto run_round = [&](int64_t lo, int64_t hi) {
     pool.run(n_tasks, [&](int64_t task, int thread) {
       const int split = int(task % plan.n_split);
       const int qt = int((task / plan.n_split) % plan.n_qt);
@@ -400,19 +385,20 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       const auto& my_tiles = tiles_of(h, qt);
       size_t tb = my_tiles.size() * split / plan.n_split;
       size_t te = my_tiles.size() * (split + 1) / plan.n_split;
-      // This round's part of the split (round ids do not decrease along a list).
-      while (tb < te && round_of[size_t(my_tiles[tb].source)] < round) ++tb;
+      // This round's part of the split (ranks do not decrease along a list).
+      const bool first_round = lo < 0;
+      while (tb < te && rank[size_t(my_tiles[tb].source)] < lo) ++tb;
       size_t round_end = tb;
-      while (round_end < te && round_of[size_t(my_tiles[round_end].source)] == round) ++round_end;
+      while (round_end < te && rank[size_t(my_tiles[round_end].source)] < hi) ++round_end;
       te = round_end;
       float* part = partials + size_t(task) * plan.partial_floats;
-      if (round > 0 && tb == te) return;  // nothing of this task in this round
+      if (!first_round && tb == te) return;  // nothing of this task in this round
       bool need_page = false, need_f16 = false;
       for (size_t i = tb; i < te; ++i)
         (sources[my_tiles[i].source].kind == Kind::Page ? need_page : need_f16) = true;
       if (need_page) L.k_codec->prepare_queries(ts.q, rows, ts.prep_page);
       if (need_f16) c.f16->prepare_queries(ts.q, rows, ts.prep_f16);
-      if (round == 0) {
+      if (first_round) {
         std::fill(ts.m, ts.m + rows, kMaskedScore);
         std::fill(ts.l, ts.l + rows, 0.0f);
         std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
@@ -481,19 +467,30 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       part[plan.partial_floats - 1] = rotated_values ? 1.0f : 0.0f;
     });
   };
-  if (rounds.empty()) {
-    run_round(0);
+  if (!c.pool->spilling() || n_read == 0) {
+    run_round(-1, n_read + 1);
   } else {
-    // rounds[0] is pinned; each later round is pinned once the previous one is released.
-    for (int r = 0; r < n_rounds; ++r) {
-      if (r > 0) c.pool->pin(rounds[size_t(r)], &pool);
+    // As many pages per round as the pool can pin: halved (for this round
+    // and the next) until a pin succeeds.
+    int64_t per_round = n_read;
+    for (int64_t b = 0; b < n_read;) {
+      const int64_t e = std::min(n_read, b + per_round);
+      const std::vector<uint8_t*> round(read_pages.begin() + b, read_pages.begin() + e);
       try {
-        run_round(r);
+        c.pool->pin(round, &pool);
+      } catch (const KvBudgetExceeded&) {
+        if (e - b == 1) throw;
+        per_round = (e - b + 1) / 2;
+        continue;
+      }
+      try {
+        run_round(b == 0 ? -1 : b, e == n_read ? n_read + 1 : e);
       } catch (...) {
-        c.pool->unpin(rounds[size_t(r)]);
+        c.pool->unpin(round);
         throw;
       }
-      c.pool->unpin(rounds[size_t(r)]);
+      c.pool->unpin(round);
+      b = e;
     }
   }
 

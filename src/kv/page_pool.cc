@@ -76,20 +76,26 @@ void PagePool::free_bytes(uint8_t* p, size_t bytes, bool movable) {
 uint8_t* PagePool::allocate(size_t bytes, bool movable) {
   const bool mov = movable && spill_ != nullptr;
   const size_t fp = footprint(bytes, mov);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   uint8_t* p = nullptr;
   auto it = free_.find({bytes, mov});
   if (it != free_.end() && !it->second.empty()) {
     p = it->second.back();
     it->second.pop_back();
   } else {
-    if (budget_ != 0 && reserved_ + fp > budget_) {
+    while (budget_ != 0 && reserved_ + fp > budget_) {
       trim_locked();  // free-listed pages of other sizes may be what stands in the way
-      if (reserved_ + fp > budget_ && !(spill_ && make_room_locked(fp)))
-        throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
-                                   spill_ ? " in RAM and pinned, " : " in use, ",
-                                   format_bytes(bytes), " more needed, budget ",
-                                   format_bytes(budget_)));
+      if (reserved_ + fp <= budget_ || (spill_ && make_room_locked(fp))) break;
+      if (spill_ && pinned_ > 0) {
+        // What stands in the way is pinned by other sequences' steps (a
+        // caller allocating holds no pins): wait until they release them.
+        const uint64_t seen = unpins_;
+        loaded_.wait(lock, [&] { return unpins_ != seen; });
+        continue;
+      }
+      throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
+                                 spill_ ? " in RAM and pinned, " : " in use, ", format_bytes(bytes),
+                                 " more needed, budget ", format_bytes(budget_)));
     }
     p = mov ? mapped_bytes(fp) : aligned_bytes(bytes);
     reserved_ += fp;
@@ -142,6 +148,7 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
   if (!spill_) return;
   const std::vector<uint8_t*> pages = distinct(pages_in);
   std::vector<uint8_t*> pinned, to_load;
+  uint64_t own = 0;  // bytes this call pinned first (others may hold some of its pages)
   std::unique_lock<std::mutex> lock(mutex_);
   // Undoes this call's pins; pages it was reading back go back to disk.
   auto roll_back = [&](const std::vector<uint8_t*>& failed) {
@@ -157,11 +164,18 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
     }
     for (uint8_t* p : pinned) {
       Live& live = live_.at(p);
-      if (--live.pins == 0 && live.resident) live.lru = lru_.insert(lru_.end(), p);
+      if (--live.pins > 0) continue;
+      pinned_ -= footprint(live.bytes, true);
+      if (live.resident) live.lru = lru_.insert(lru_.end(), p);
     }
+    pinned.clear();
+    to_load.clear();
+    own = 0;
+    ++unpins_;
     loaded_.notify_all();
   };
-  for (uint8_t* p : pages) {
+  for (size_t next = 0; next < pages.size(); ++next) {
+    uint8_t* p = pages[next];
     auto it = live_.find(p);
     if (it == live_.end() || !it->second.movable) continue;
     Live& live = it->second;
@@ -175,7 +189,16 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
         throw;
       }
       if (!fits) {
+        const bool others_pinned = pinned_ > own;
         roll_back(to_load);
+        if (others_pinned) {
+          // Other sequences' pins are released when their step ends: wait
+          // for that, then start over (this call holds nothing meanwhile).
+          const uint64_t seen = unpins_;
+          loaded_.wait(lock, [&] { return unpins_ != seen; });
+          next = size_t(-1);
+          continue;
+        }
         throw KvBudgetExceeded(str("KV cache budget exhausted: ", format_bytes(reserved_),
                                    " of pages attention needs at once are in RAM, ",
                                    format_bytes(live.bytes), " more needed, budget ",
@@ -190,7 +213,10 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
     } else if (live.pins == 0 && !live.loading) {
       lru_.erase(live.lru);
     }
-    ++live.pins;
+    if (++live.pins == 1) {
+      pinned_ += footprint(live.bytes, true);
+      own += footprint(live.bytes, true);
+    }
     if (for_write) live.dirty = true;
     pinned.push_back(p);
   }
@@ -250,8 +276,12 @@ void PagePool::unpin(const std::vector<uint8_t*>& pages_in) {
     if (it == live_.end() || !it->second.movable) continue;
     Live& live = it->second;
     TKV_CHECK(live.pins > 0);
-    if (--live.pins == 0 && live.resident) live.lru = lru_.insert(lru_.end(), p);
+    if (--live.pins > 0) continue;
+    pinned_ -= footprint(live.bytes, true);
+    if (live.resident) live.lru = lru_.insert(lru_.end(), p);
   }
+  ++unpins_;
+  loaded_.notify_all();
 }
 
 bool PagePool::resident(const uint8_t* page) const {
@@ -281,6 +311,8 @@ void PagePool::release(uint8_t* page, size_t bytes) {
     --shared_pages_;
   }
   if (refs > 0) return;
+  ++unpins_;  // room may have been made: allocations waiting retry
+  loaded_.notify_all();
   const Live live = it->second;
   live_.erase(it);
   in_use_ -= bytes;

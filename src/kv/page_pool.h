@@ -85,14 +85,17 @@ class PagePool {
   // 64-byte aligned, uninitialized, refcount 1. Throws KvBudgetExceeded past
   // the budget, KvOutOfMemory when the system cannot provide the bytes.
   // `movable`: the bytes may move to the disk tier while not pinned (KV
-  // pages); the new allocation is resident and not pinned.
+  // pages); the new allocation is resident and not pinned. With the disk
+  // tier, an allocation that only pinned pages stand in the way of waits
+  // for them to be released (the caller must hold no pins).
   uint8_t* allocate(size_t bytes, bool movable = false);
   // Brings the movable pages among `pages` into RAM (reading them back on
   // `threads`, evicting unpinned others) and pins them until unpin(); others
   // are ignored. `for_write`: the caller changes their bytes (the disk copy
-  // is stale). Throws KvBudgetExceeded when the pinned pages cannot all fit
-  // in the budget, KvSpillError on a disk error; either way nothing stays
-  // pinned by this call.
+  // is stale). When the pages do not fit because other callers hold pins,
+  // waits for those to be released (the caller must hold no pins itself);
+  // throws KvBudgetExceeded when they cannot fit even so, KvSpillError on a
+  // disk error; either way nothing stays pinned by this call.
   void pin(const std::vector<uint8_t*>& pages, ThreadPool* threads = nullptr,
            bool for_write = false);
   void unpin(const std::vector<uint8_t*>& pages);
@@ -149,6 +152,9 @@ class PagePool {
   std::list<uint8_t*> lru_;  // front = coldest
   uint64_t spilled_ = 0;
   int64_t spilled_pages_ = 0, spill_writes_ = 0, spill_reads_ = 0;
+  uint64_t pinned_ = 0;  // RAM of pinned movable pages
+  uint64_t unpins_ = 0;  // counts releases of pins and allocations (waits watch it)
+  // Signalled when a read back ends, pins are released or an allocation is freed.
   std::condition_variable loaded_;
 };
 

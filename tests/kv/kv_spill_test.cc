@@ -6,6 +6,7 @@
 // from disk.
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -100,20 +102,37 @@ TEST(SpillPoolTest, EvictedPageReadsBackByteIdentical) {
   EXPECT_EQ(pool.stats().bytes_in_use, 0u);
 }
 
-TEST(SpillPoolTest, PinnedPagesStayAndTooManyPinsAreABudgetError) {
+TEST(SpillPoolTest, MoreThanTheBudgetAtOnceIsABudgetError) {
   PagePool pool(4 * 8192, spill_dir("pins"));
   const auto pages = fill_pages(pool, 6, kPage);
+  // Six pages cannot be in RAM at once; the failed pin leaves nothing pinned.
+  EXPECT_THROW(pool.pin(pages), kv::KvBudgetExceeded);
   {
-    PagePins pin(pool, {pages[0], pages[1], pages[2], pages[3]});
-    // Every page in RAM is pinned: a fifth cannot come in.
-    EXPECT_THROW(pool.pin({pages[4]}), kv::KvBudgetExceeded);
-    EXPECT_THROW(pool.allocate(kPage, true), kv::KvBudgetExceeded);
-  }
-  // Unpinned, they make room again; the failed pin left nothing pinned.
-  {
-    PagePins pin(pool, {pages[4], pages[5]});
+    PagePins pin(pool, {pages[4], pages[5], pages[0], pages[1]});
     EXPECT_EQ(std::memcmp(pages[4], random_bytes(kPage, 4).data(), kPage), 0);
+    EXPECT_EQ(std::memcmp(pages[0], random_bytes(kPage, 0).data(), kPage), 0);
   }
+  // RAM held by what never moves (here one large allocation) is not made room in.
+  uint8_t* fixed = pool.allocate(3 * 8192);
+  EXPECT_THROW(pool.allocate(2 * 8192), kv::KvBudgetExceeded);
+  EXPECT_THROW(pool.pin({pages[2], pages[3]}), kv::KvBudgetExceeded);
+  pool.release(fixed, 3 * 8192);
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
+// A step that needs room while another thread's step holds pins waits for
+// them instead of failing.
+TEST(SpillPoolTest, PinsOfAnotherThreadAreWaitedFor) {
+  PagePool pool(4 * 8192, spill_dir("wait"));
+  const auto pages = fill_pages(pool, 6, kPage);
+  std::vector<uint8_t*> held(pages.begin(), pages.begin() + 4);
+  pool.pin(held);
+  std::thread other([&] {
+    PagePins pin(pool, {pages[5]});  // all of RAM is pinned: waits
+    EXPECT_EQ(std::memcmp(pages[5], random_bytes(kPage, 5).data(), kPage), 0);
+  });
+  pool.unpin(held);
+  other.join();
   for (uint8_t* p : pages) pool.release(p, kPage);
 }
 
@@ -325,6 +344,67 @@ TEST(SpillCacheTest, SaveLoadForkAndTruncateWithPagesOnDisk) {
   EXPECT_EQ(got, want);
   fs::remove(a);
   fs::remove(b);
+}
+
+bool on_tmpfs(const std::string& dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && long(fs.f_type) == 0x01021994;
+}
+
+TEST(SpillPoolTest, TmpfsDirectoryWarnsOnce) {
+  if (!on_tmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  const std::string dir = "/dev/shm/turbokv_spill_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  ::testing::internal::CaptureStderr();
+  { PagePool a(1 << 20, dir), b(1 << 20, dir); }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  fs::remove_all(dir);
+  size_t count = 0;
+  for (size_t at = err.find("tmpfs"); at != std::string::npos; at = err.find("tmpfs", at + 1))
+    ++count;
+  // Once per process: an earlier test with a tmpfs temp dir may have had it.
+  EXPECT_EQ(count, on_tmpfs(temp_dir()) ? count : 1u) << err;
+  EXPECT_LE(count, 1u) << err;
+}
+
+// Sequences on several threads, sharing pages (forks) in one pool with a
+// disk tier, each go on as they do alone without a budget.
+TEST(SpillCacheTest, ForksOnThreadsShareASpillingPool) {
+  const KvShape shape{2, 4, 2, 64, 4096};
+  const int prompt = 700, turn = 300, n_forks = 3;
+  RandomInputs in(shape, prompt + n_forks * turn, 31);
+  KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  ThreadPool one(1);
+  auto continue_forks = [&](kv::KvCache& base, bool on_threads) {
+    std::vector<std::unique_ptr<kv::KvCache>> forks;
+    for (int f = 0; f < n_forks; ++f) forks.push_back(base.fork());
+    std::vector<std::vector<float>> outs(n_forks);
+    auto go = [&](int f) {
+      ThreadPool mine(1);
+      for (int t = 0; t < turn; t += 50)
+        feed_chunk(*forks[size_t(f)], in, mine, prompt + f * turn + t, 50, &outs[size_t(f)]);
+    };
+    if (on_threads) {
+      std::vector<std::thread> workers;
+      for (int f = 0; f < n_forks; ++f) workers.emplace_back(go, f);
+      for (auto& w : workers) w.join();
+    } else {
+      for (int f = 0; f < n_forks; ++f) go(f);
+    }
+    return outs;
+  };
+  kv::KvCache plain(shape, config);
+  run_sequence(plain, in, one, prompt, 0, 256);
+  const auto want = continue_forks(plain, false);
+
+  const kv::KvStats st = plain.stats();
+  auto pool = std::make_shared<PagePool>(4 * st.f16_bytes + st.page_bytes / 2, spill_dir("forks"));
+  kv::KvCache base(shape, config, pool);
+  run_sequence(base, in, one, prompt, 0, 256);
+  const auto got = continue_forks(base, true);
+  for (int f = 0; f < n_forks; ++f) EXPECT_EQ(got[size_t(f)], want[size_t(f)]) << "fork " << f;
+  EXPECT_GT(pool->stats().spill_reads, 0);
 }
 
 }  // namespace
