@@ -165,6 +165,11 @@ int serve_main(std::span<const std::string> args) {
 
   // Everything the flags alone decide, before the model is mapped.
   kv::KvConfig kv_config = f.kv.config();
+  // The scheduler admits and evicts by the pool's budget in RAM; pages on
+  // disk would need it to count RAM and disk apart. Cached prefixes go to
+  // disk through --cache-dir instead.
+  if (!kv_config.spill_dir.empty())
+    fail("--kv-spill-dir: not supported by serve (cached prefixes go to disk with --cache-dir)");
   const std::string key = api_key(f);
   server::HttpOptions http;
   http.host = f.host;

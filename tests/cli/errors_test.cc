@@ -51,6 +51,12 @@ TEST(CliErrors, MissingValue) {
   expect_usage_error({"synth", "--like"}, "flag --like needs a value");
 }
 
+TEST(CliErrors, ServeRefusesTheKvDiskTier) {
+  // Refused before the model is mapped: the scheduler budgets RAM only.
+  expect_usage_error({"serve", "-m", "x.gguf", "--kv-budget", "4M", "--kv-spill-dir", "/tmp"},
+                     "--kv-spill-dir: not supported by serve");
+}
+
 TEST(CliErrors, NonNumericAndOutOfRangeNumbers) {
   expect_usage_error({"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"},
                      "-n: 'ten' is not an integer");
