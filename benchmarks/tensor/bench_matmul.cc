@@ -190,56 +190,44 @@ constexpr Shape kShapes[] = {{"attn_q", 2048, 2048},
                              {"ffn_down", 2048, 8192},
                              {"output", 128256, 2048}};
 
+// A weights-from-DRAM matvec row at 1 and 2 threads (manual time: the
+// benchmark body times only the kernel), reporting the best repetition too.
+template <class Fn>
+void register_dram(const std::string& name, Fn fn) {
+  benchmark::RegisterBenchmark(name.c_str(), fn)
+      ->Arg(1)
+      ->Arg(2)
+      ->UseManualTime()
+      ->MinTime(0.5)
+      ->ComputeStatistics("max", max_of)
+      ->Unit(benchmark::kMicrosecond);
+}
+
 void register_matvec() {
   const DType main_types[] = {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
   for (DType t : main_types)
     for (const auto& s : kShapes)
-      benchmark::RegisterBenchmark(
-          str("Matvec/", dtype_name(t), "/", s.name).c_str(),
-          [t, s](benchmark::State& st) { BM_Matvec(st, t, s.rows, s.cols); })
-          ->Arg(1)
-          ->Arg(2)
-          ->UseManualTime()
-          ->MinTime(0.5)
-          ->ComputeStatistics("max", max_of)
-          ->Unit(benchmark::kMicrosecond);
+      register_dram(str("Matvec/", dtype_name(t), "/", s.name),
+                    [t, s](benchmark::State& st) { BM_Matvec(st, t, s.rows, s.cols); });
   // Every other supported type on one large shape.
   const DType other_types[] = {DType::F32,  DType::BF16, DType::Q4_1, DType::Q5_0,   DType::Q5_1,
                                DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS};
   for (DType t : other_types)
-    benchmark::RegisterBenchmark(str("Matvec/", dtype_name(t), "/ffn_up").c_str(),
-                                 [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048); })
-        ->Arg(1)
-        ->Arg(2)
-        ->UseManualTime()
-        ->MinTime(0.5)
-        ->ComputeStatistics("max", max_of)
-        ->Unit(benchmark::kMicrosecond);
+    register_dram(str("Matvec/", dtype_name(t), "/ffn_up"),
+                  [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048); });
   // Batched decode: 8 sequences' tokens against each weight, read once.
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::F16})
-    benchmark::RegisterBenchmark(str("Batch8/", dtype_name(t), "/ffn_up").c_str(),
-                                 [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048, 8); })
-        ->Arg(1)
-        ->Arg(2)
-        ->UseManualTime()
-        ->MinTime(0.5)
-        ->ComputeStatistics("max", max_of)
-        ->Unit(benchmark::kMicrosecond);
+    register_dram(str("Batch8/", dtype_name(t), "/ffn_up"),
+                  [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048, 8); });
   // The float weights' batched decode (matvec_batch), per llama-3.2-1b
   // shape: B sequences' tokens against each weight, read once per step.
   for (DType t : {DType::F16, DType::BF16})
     for (const auto& s : kShapes)
       for (const int64_t n : {8, 16})
-        benchmark::RegisterBenchmark(str("MatvecBatch", n, "/", dtype_name(t), "/", s.name).c_str(),
-                                     [t, s, n](benchmark::State& st) {
-                                       BM_Matvec(st, t, s.rows, s.cols, n, Batch::kMatvecBatch);
-                                     })
-            ->Arg(1)
-            ->Arg(2)
-            ->UseManualTime()
-            ->MinTime(0.5)
-            ->ComputeStatistics("max", max_of)
-            ->Unit(benchmark::kMicrosecond);
+        register_dram(str("MatvecBatch", n, "/", dtype_name(t), "/", s.name),
+                      [t, s, n](benchmark::State& st) {
+                        BM_Matvec(st, t, s.rows, s.cols, n, Batch::kMatvecBatch);
+                      });
 }
 
 // Kernel ceiling: one thread, a 256 x 2048 matrix that stays in L2, so the
