@@ -324,6 +324,11 @@ void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
   attend_layer(c, layer, q, out, pool, scratch);
+  c.commit_recent(layer);
+}
+
+void KvCache::Impl::commit_recent(int layer) {
+  Impl& c = *this;
   // The chunk's newest tokens become the residual ring of this layer.
   LayerKv& L = c.layers[layer];
   if (c.R > 0) {

@@ -144,6 +144,17 @@ class KvCache {
   // positions is an error (nothing changes). n > n_tokens() is an error.
   void truncate(int64_t n);
   void clear();  // back to an empty sequence, pages returned
+  // Appends `n` tokens of synthetic K/V without running attention, for
+  // benchmarks and tests that need a deep sequence fast (a real 64K-token
+  // prefill costs quadratic attention; this costs only the encoding).
+  // Keys and values are N(0, 1) per element from a fixed generator: the
+  // value of (layer, position, K or V, head, dim) depends only on `seed` and
+  // those indices, never on chunking or threads. They go through the real
+  // chunk protocol (begin_chunk / write, the residual ring updated as after
+  // attend, end_chunk): pages encoded by the layer's codec, page summaries
+  // computed, the pool's budget and disk tier apply. Chunks of 512 tokens,
+  // encoded on `pool` when given. Throws what begin_chunk and write throw.
+  void fill_synthetic(int64_t n, uint64_t seed, ThreadPool* pool = nullptr);
   KvStats stats() const;
   void reset_peak_scratch();
 

@@ -113,6 +113,9 @@ struct KvCache::Impl {
     const uint64_t now = scratch_bytes();
     if (now > peak_scratch) peak_scratch = now;
   }
+  // After layer `layer`'s attention: the chunk's newest tokens become its
+  // residual ring, and the layer is done for this chunk.
+  void commit_recent(int layer);
   // First position a query at `pos` may see outside the sinks (window policy).
   int64_t window_lo(int64_t pos) const { return W > 0 ? pos - W + 1 : 0; }
 };
