@@ -19,6 +19,7 @@
 #include "bench/report.h"
 #include "bench/serve_protocol.h"
 #include "bench/speed_protocol.h"
+#include "bench/spill_dir.h"
 #include "bench/units.h"
 #include "cli/common_flags.h"
 #include "cli/flags.h"
@@ -278,6 +279,19 @@ std::string description(const std::string& sub) {
   return d + kExitStatus;
 }
 
+// Budget items spill to a directory under $TMPDIR (else /tmp): says where,
+// and when that is tmpfs (RAM), before anything runs.
+void note_spill_place() {
+  const SpillPlace p = probe_spill_place();
+  if (!p.error.empty())
+    fail("budget items: ", p.error, " (set TMPDIR to a writable directory on disk)");
+  if (p.on_tmpfs)
+    std::fprintf(stderr,
+                 "bench: note: budget items spill under %s, which is tmpfs (RAM): spilled pages "
+                 "still take RAM; set TMPDIR to a directory on disk\n",
+                 p.parent.c_str());
+}
+
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> out;
@@ -368,20 +382,33 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
 
   std::vector<Section> sections;
   // --kv (or -ctk/-ctv) applies to every protocol; a protocol's own list
-  // (`own`, when given) overrides it.
-  auto with_kv = [&](const char* own, const std::string& own_list, const std::string& fallback) {
+  // (`own`, when given) overrides it. RAM caps (budgetSIZE items) are for
+  // the protocols that run them (ram_caps).
+  bool spill_noted = false;
+  auto with_kv = [&](const char* own, const std::string& own_list, const std::string& fallback,
+                     bool ram_caps = false) {
     CommonOptions c = o;
-    if (own && given(own))
-      c.kv = cell_kv.configs(own_list, own);
-    else
-      c.kv = cell_kv.configs(kv_list.empty() && !given("--kv") ? fallback : kv_list);
+    const bool own_given = own && given(own);
+    const std::string list = own_given                           ? own_list
+                             : kv_list.empty() && !given("--kv") ? fallback
+                                                                 : kv_list;
+    const std::string flag = own_given ? own : "--kv";
+    c.kv = parse_bench_kv_list(
+        list, flag, [&](const std::string& item) { return cell_kv.configs(item, flag).front(); });
+    for (const auto& kv : c.kv) {
+      if (kv.ram_budget == 0) continue;
+      if (!ram_caps)
+        fail(flag, " ", kv.label, ": budget items run in bench recall, speed and memory only");
+      if (!spill_noted) note_spill_place();
+      spill_noted = true;
+    }
     return c;
   };
   if (on("memory")) {
     auto m = std::make_shared<MemoryOptions>();
     m->ctx = given("--ctx") ? parse_token_counts(f.ctx, "--ctx") : capped(m->ctx, trained);
     m->decode_tokens = f.decode_tokens;
-    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv);
+    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv, /*ram_caps=*/true);
     sections.push_back({"memory", plan_memory(c, *m, info), [m](std::vector<Json> rows) {
                           return summarize_memory(*m, std::move(rows));
                         }});
@@ -395,7 +422,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     s->threads = threads;
     s->warmup = f.warmup >= 0 ? f.warmup : 2;
     s->steps = f.steps >= 0 ? f.steps : 5;
-    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv);
+    const CommonOptions c = with_kv(nullptr, {}, kDefaultKv, /*ram_caps=*/true);
     sections.push_back({"speed", plan_speed(c, *s, info), [s](std::vector<Json> rows) {
                           return summarize_speed(*s, std::move(rows));
                         }});
@@ -484,7 +511,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     if (r->ctx > trained)
       std::fprintf(stderr, "bench recall: warning: --ctx %lld is beyond the model's trained %lld\n",
                    (long long)r->ctx, (long long)trained);
-    CommonOptions c = with_kv("--recall-kv", f.recall_kv, kDefaultRecallKv);
+    CommonOptions c = with_kv("--recall-kv", f.recall_kv, kDefaultRecallKv, /*ram_caps=*/true);
     std::vector<PlannedCell> cells;
     {
       RecallOptions single = *r;
@@ -493,7 +520,8 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     }
     if (r->multi_turn) {
       RecallOptions mt = *r;
-      CommonOptions cm = with_kv("--multi-turn-kv", f.multi_turn_kv, kDefaultMultiTurnKv);
+      CommonOptions cm =
+          with_kv("--multi-turn-kv", f.multi_turn_kv, kDefaultMultiTurnKv, /*ram_caps=*/true);
       std::vector<PlannedCell> m = plan_recall(cm, mt, info);
       for (auto& cell : m)
         if (cell.identity.value("multi_turn", false)) cells.push_back(std::move(cell));

@@ -48,6 +48,38 @@ kv::KvConfig cell_kv_config(const Json& request, const model::Model& model) {
   return c;
 }
 
+CellKv cell_kv(const Json& request, const model::Model& model) {
+  CellKv out;
+  out.config = cell_kv_config(request, model);
+  const uint64_t cap = bench_kv_from_json(request.at("kv")).ram_budget;
+  if (cap > 0) {
+    out.config.budget_bytes =
+        out.config.budget_bytes > 0 ? std::min(out.config.budget_bytes, cap) : cap;
+    out.spill = std::make_unique<TempSpillDir>();
+    out.config.spill_dir = out.spill->path();
+  }
+  return out;
+}
+
+std::shared_ptr<kv::PagePool> CellKv::make_pool() const {
+  return config.spill_dir.empty()
+             ? std::make_shared<kv::PagePool>(config.budget_bytes)
+             : std::make_shared<kv::PagePool>(config.budget_bytes, config.spill_dir);
+}
+
+Json CellKv::describe() const {
+  return {{"ram_budget_bytes", spill ? config.budget_bytes : uint64_t(0)},
+          {"spill", spill ? to_json(*spill) : Json(nullptr)}};
+}
+
+Json spill_stats_json(const kv::PoolStats& s) {
+  return {{"spilled_bytes", s.spilled_bytes},
+          {"spilled_pages", s.spilled_pages},
+          {"spill_file_bytes", s.spill_file_bytes},
+          {"spill_writes", s.spill_writes},
+          {"spill_reads", s.spill_reads}};
+}
+
 std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint64_t seed) {
   std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
   const int32_t vocab = model.config().n_vocab;

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "bench/json.h"
+#include "bench/spill_dir.h"
 #include "common/thread_pool.h"
 #include "kv/kv_config.h"
+#include "kv/page_pool.h"
 #include "model/model.h"
 
 namespace tkv::bench {
@@ -31,6 +33,23 @@ CellModel load_cell_model(const Json& request);
 // cannot fit next to the model fails cleanly (KvBudgetExceeded) before it
 // allocates.
 kv::KvConfig cell_kv_config(const Json& request, const model::Model& model);
+
+// The same, and for an item with a RAM cap (BenchKv::ram_budget) the cap as
+// the page budget (the smaller of it and the memory limit's) with a
+// temporary spill directory: the disk tier. The directory goes with this.
+struct CellKv {
+  kv::KvConfig config;
+  std::unique_ptr<TempSpillDir> spill;  // null without a RAM cap
+  // A private pool for sessions: config's budget and spill directory.
+  std::shared_ptr<kv::PagePool> make_pool() const;
+  // {"ram_budget_bytes", "spill": {"dir", "on_tmpfs"} or null} for result rows.
+  Json describe() const;
+};
+CellKv cell_kv(const Json& request, const model::Model& model);
+
+// A pool's disk-tier figures for result rows: {"spilled_bytes",
+// "spilled_pages", "spill_file_bytes", "spill_writes", "spill_reads"}.
+Json spill_stats_json(const kv::PoolStats& stats);
 
 // `n` deterministic pseudo-random token ids (splitmix64 of seed and index)
 // from the upper half of the vocabulary -- never the special tokens, which

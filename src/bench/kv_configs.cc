@@ -1,6 +1,10 @@
 #include "bench/kv_configs.h"
 
+#include <algorithm>
+
+#include "cli/flags.h"
 #include "common/error.h"
+#include "common/sys_info.h"
 
 namespace tkv::bench {
 
@@ -58,11 +62,52 @@ kv::KvConfig kv_config_from_json(const Json& j) {
 }
 
 Json bench_kv_to_json(const BenchKv& kv) {
-  return {{"label", kv.label}, {"config", kv_config_to_json(kv.config)}};
+  return {{"label", kv.label},
+          {"config", kv_config_to_json(kv.config)},
+          {"ram_budget_bytes", kv.ram_budget}};
 }
 
 BenchKv bench_kv_from_json(const Json& j) {
-  return {j.at("label").get<std::string>(), kv_config_from_json(j.at("config"))};
+  return BenchKv(cli::KvSpec{j.at("label").get<std::string>(), kv_config_from_json(j.at("config"))},
+                 j.value("ram_budget_bytes", uint64_t(0)));
+}
+
+std::vector<BenchKv> parse_bench_kv_list(
+    std::string_view list, std::string_view flag,
+    const std::function<cli::KvSpec(const std::string& item)>& parse_item) {
+  std::vector<BenchKv> out;
+  for (const std::string& item : cli::split_list(list, flag)) {
+    // Takes the budget parts out of the policy; the rest is the shared grammar.
+    const size_t colon = item.find(':');
+    std::string rest = item.substr(0, colon), policy;
+    uint64_t budget = 0;
+    if (colon != std::string::npos) {
+      const std::string parts = item.substr(colon + 1);
+      for (size_t start = 0; start <= parts.size();) {
+        const size_t plus = std::min(parts.find('+', start), parts.size());
+        const std::string part = parts.substr(start, plus - start);
+        start = plus + 1;
+        if (part.rfind("budget", 0) != 0) {
+          policy += (policy.empty() ? "" : "+") + part;
+          continue;
+        }
+        if (budget > 0) fail(flag, " ", item, ": more than one budget part");
+        try {
+          budget = parse_bytes(part.substr(6));
+        } catch (const Error& e) {
+          fail(flag, " ", item, ": budget part needs a size, e.g. budget64M (", e.what(), ")");
+        }
+        if (budget == 0) fail(flag, " ", item, ": the budget must be larger than 0");
+      }
+      if (!policy.empty() || budget == 0) rest += ":" + policy;
+    }
+    cli::KvSpec spec = parse_item(rest);
+    spec.label = item;
+    out.emplace_back(std::move(spec), budget);
+    for (size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i].label == item) fail(flag, ": '", item, "' is listed twice");
+  }
+  return out;
 }
 
 std::string policy_label(const kv::KvConfig& c) {
@@ -70,6 +115,17 @@ std::string policy_label(const kv::KvConfig& c) {
   std::string out = (s == 0 && r == 0) ? "none" : str(s, "+", r);
   if (c.window > 0) out += str(" w", c.window);
   if (c.select > 0) out += str(" sel", c.select, c.select_prefill ? "" : " dense-prefill");
+  return out;
+}
+
+std::vector<BenchKv> parse_bench_kv_list(std::string_view list, const kv::KvConfig& defaults) {
+  return parse_bench_kv_list(
+      list, "--kv", [&](const std::string& item) { return cli::parse_kv_spec(item, defaults); });
+}
+
+std::string policy_label(const BenchKv& kv) {
+  std::string out = policy_label(kv.config);
+  if (kv.ram_budget > 0) out += " budget " + format_bytes(kv.ram_budget);
   return out;
 }
 
@@ -85,6 +141,10 @@ double codec_bits(const kv::CodecSpec& spec, int head_dim) {
 bool is_f16_baseline(const kv::KvConfig& c) {
   return c.k.kind == kv::CodecKind::F16 && c.v.kind == kv::CodecKind::F16 && c.overrides.empty() &&
          c.window == 0;
+}
+
+bool is_f16_baseline(const BenchKv& kv) {
+  return kv.ram_budget == 0 && is_f16_baseline(kv.config);
 }
 
 }  // namespace tkv::bench

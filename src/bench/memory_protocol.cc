@@ -21,7 +21,8 @@ Json memory_cell(const Json& req) {
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
   const MemorySnapshot loaded = memory_snapshot(m.path);
-  kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), cell_kv_config(req, model));
+  const CellKv kv = cell_kv(req, model);
+  kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), kv.config);
   const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
 
   // Prefill, chunked; only the last token's logits are computed.
@@ -55,6 +56,7 @@ Json memory_cell(const Json& req) {
   r["status"] = "ok";
   r["model"] = model_facts(m);
   r["kv_describe"] = cache.config().describe();
+  r["kv_ram"] = kv.describe();
   r["tokens"] = cache.n_tokens();
   r["peak_rss_bytes"] = peak;
   r["model_file_bytes"] = model.file_bytes();
@@ -65,6 +67,8 @@ Json memory_cell(const Json& req) {
   r["kv_f16_bytes"] = decode_stats.f16_bytes;
   r["kv_layer_bytes"] = decode_stats.layer_bytes;
   r["kv_pages"] = decode_stats.pages_allocated;
+  r["kv_page_bytes_on_disk"] = decode_stats.page_bytes_on_disk;
+  r["kv_disk"] = spill_stats_json(cache.pool()->stats());
   r["k_bytes_per_token_head"] = decode_stats.k_bytes_per_token_head;
   r["v_bytes_per_token_head"] = decode_stats.v_bytes_per_token_head;
   r["kv_peak_scratch_bytes"] =
@@ -101,8 +105,8 @@ std::vector<PlannedCell> plan_memory(const CommonOptions& o, const MemoryOptions
       c.label = "memory " + kv.label + " ctx " + token_count_label(ctx);
       c.cost = estimate_flops(info, ctx, m.decode_tokens);
       c.identity = {{"kv", kv.label},
-                    {"policy", policy_label(kv.config)},
-                    {"f16_baseline", is_f16_baseline(kv.config)},
+                    {"policy", policy_label(kv)},
+                    {"f16_baseline", is_f16_baseline(kv)},
                     {"ctx", ctx}};
       c.request = request_base(o, "memory");
       c.request["kv"] = bench_kv_to_json(kv);
@@ -142,8 +146,9 @@ Json summarize_memory(const MemoryOptions& m, std::vector<Json> rows) {
 
 std::string memory_markdown(const Json& section) {
   Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model",
-           "peak - model vs f16 (lower is better)", "KV persistent", "K/V B/token/head",
-           "peak scratch (KV + act.)", "RSS after prefill", "decode peak", "prefill tok/s"});
+           "peak - model vs f16 (lower is better)", "KV persistent", "of which on disk",
+           "K/V B/token/head", "peak scratch (KV + act.)", "RSS after prefill", "decode peak",
+           "prefill tok/s"});
   const auto& rows = section["rows"];
   const auto& head = section["headline"];
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -151,7 +156,7 @@ std::string memory_markdown(const Json& section) {
     if (!result_ok(r)) {
       t.add({r["kv"], r["policy"], token_count_label(r["ctx"].get<int64_t>()),
              r["status"].get<std::string>() + ": " + r.value("reason", ""), "", "", "", "", "", "",
-             "", "", "", ""});
+             "", "", "", "", ""});
       continue;
     }
     const auto& ph = r["phases"];
@@ -160,6 +165,7 @@ std::string memory_markdown(const Json& section) {
            fmt_bytes(r["peak_rss_minus_model_bytes"]),
            head[i].contains("ratio_to_f16") ? fmt_fixed(head[i]["ratio_to_f16"], 3) + "x" : "",
            fmt_bytes(r["kv_persistent_bytes"]),
+           r["kv_ram"]["spill"].is_null() ? Cell("") : Cell(fmt_bytes(r["kv_page_bytes_on_disk"])),
            fmt_fixed(r["k_bytes_per_token_head"], 1) + " / " +
                fmt_fixed(r["v_bytes_per_token_head"], 1),
            fmt_bytes(r["kv_peak_scratch_bytes"]) + " + " + fmt_bytes(r["model_scratch_bytes"]),

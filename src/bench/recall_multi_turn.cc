@@ -22,7 +22,8 @@ Json recall_multi_turn_cell(const Json& req) {
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
   const tok::Tokenizer tok = tok::Tokenizer::from_gguf(model.gguf());
-  const kv::KvConfig config = cell_kv_config(req, model);
+  const CellKv kv = cell_kv(req, model);
+  const kv::KvConfig& config = kv.config;
   const std::string filler_path = req.at("filler_file").get<std::string>();
   const Filler filler(read_file(filler_path), filler_path);
   const PromptFormat format(tok, req.value("chat", std::string()));
@@ -45,8 +46,7 @@ Json recall_multi_turn_cell(const Json& req) {
     const uint64_t s = mix_seed(uint64_t(seed), 0x6d74);
     const std::vector<FactSpec> specs = make_facts(turns, s);
     runtime::InferenceSession session(model, tok, int(ctx) + 64, config,  // room for questions
-                                      std::make_shared<kv::PagePool>(config.budget_bytes), *m.pool,
-                                      m.ubatch);
+                                      kv.make_pool(), *m.pool, m.ubatch);
     std::vector<std::string> texts;
     std::vector<int64_t> fact_pos;
     std::vector<int32_t> tokens;
@@ -109,6 +109,7 @@ Json recall_multi_turn_cell(const Json& req) {
   }
   return {{"status", "ok"},
           {"kv_describe", config.describe()},
+          {"kv_ram", kv.describe()},
           {"cap", cap},
           {"scrolled_out", scrolled},
           {"in_window", inside},

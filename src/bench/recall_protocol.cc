@@ -36,7 +36,7 @@ RecallTemplates templates_from(const Json& req) {
 
 // One prompt: placements -> document -> questions (facts shuffled, the
 // control last) -> answers.
-Json run_trial(const CellModel& m, const tok::Tokenizer& tok, const kv::KvConfig& config,
+Json run_trial(const CellModel& m, const tok::Tokenizer& tok, const CellKv& kv,
                const Filler& filler, const PromptFormat& format, const RecallTemplates& tmpl,
                const Json& placements, int seed, int trial, int64_t ctx, int answer_tokens,
                bool keep_prompt) {
@@ -62,9 +62,8 @@ Json run_trial(const CellModel& m, const tok::Tokenizer& tok, const kv::KvConfig
   prompts.push_back(
       format.document_question(doc.text, fill_template(tmpl.question, control.name, "")));
 
-  runtime::InferenceSession session(*m.model, tok, int(ctx) + kAnswerSlack, config,
-                                    std::make_shared<kv::PagePool>(config.budget_bytes), *m.pool,
-                                    m.ubatch);
+  runtime::InferenceSession session(*m.model, tok, int(ctx) + kAnswerSlack, kv.config,
+                                    kv.make_pool(), *m.pool, m.ubatch);
   AskOptions ao;
   ao.max_answer_tokens = answer_tokens;
   const std::vector<Answer> answers = answer_prompts(session, prompts, ao);
@@ -106,7 +105,7 @@ std::string depth_label(double depth) {
 Json recall_cell(const Json& req) {
   CellModel m = load_cell_model(req);
   const tok::Tokenizer tok = tok::Tokenizer::from_gguf(m.model->gguf());
-  const kv::KvConfig config = cell_kv_config(req, *m.model);
+  const CellKv kv = cell_kv(req, *m.model);
   const std::string filler_path = req.at("filler_file").get<std::string>();
   const Filler filler(read_file(filler_path), filler_path);
   const PromptFormat format(tok, req.value("chat", std::string()));
@@ -119,7 +118,7 @@ Json recall_cell(const Json& req) {
   for (const int seed : req.at("seeds").get<std::vector<int>>()) {
     int trial = 0;
     for (const Json& placements : req.at("trials")) {
-      Json t = run_trial(m, tok, config, filler, format, tmpl, placements, seed, trial++, ctx,
+      Json t = run_trial(m, tok, kv, filler, format, tmpl, placements, seed, trial++, ctx,
                          answer_tokens, req.value("keep_prompts", false));
       for (const auto& f : t["facts"]) {
         correct += f["correct"].get<bool>();
@@ -131,7 +130,8 @@ Json recall_cell(const Json& req) {
     }
   }
   return {{"status", "ok"},
-          {"kv_describe", config.describe()},
+          {"kv_describe", kv.config.describe()},
+          {"kv_ram", kv.describe()},
           {"accuracy", total ? double(correct) / total : 0.0},
           {"correct", correct},
           {"questions", total},
@@ -210,9 +210,8 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
     PlannedCell c;
     c.label = "recall " + kv.label;
     c.cost = per_prompt * double(r.seeds.size() * trials.size());
-    c.identity = {{"kv", kv.label},
-                  {"policy", policy_label(kv.config)},
-                  {"f16_baseline", is_f16_baseline(kv.config)}};
+    c.identity = {
+        {"kv", kv.label}, {"policy", policy_label(kv)}, {"f16_baseline", is_f16_baseline(kv)}};
     c.request = request("recall", kv);
     c.request["trials"] = trials;
     c.request["keep_prompts"] = r.keep_prompts;
@@ -239,7 +238,7 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
         c.label = "recall multi-turn " + v.label;
         c.cost = per_prompt * double(r.seeds.size());
         c.identity = {{"kv", v.label},
-                      {"policy", policy_label(v.config)},
+                      {"policy", policy_label(v)},
                       {"window", v.config.window},
                       {"multi_turn", true}};
         c.request = request("recall_multi_turn", v);

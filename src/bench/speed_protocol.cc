@@ -27,7 +27,8 @@ Json speed_cell(const Json& req) {
 
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
-  kv::KvCache cache(model.kv_shape(int(capacity)), cell_kv_config(req, model));
+  const CellKv kv = cell_kv(req, model);
+  kv::KvCache cache(model.kv_shape(int(capacity)), kv.config);
   const std::vector<int32_t> prompt =
       synthetic_prompt(capacity, model, req.value("seed", uint64_t(2)));
 
@@ -76,6 +77,7 @@ Json speed_cell(const Json& req) {
   return {{"status", "ok"},
           {"model", model_facts(m)},
           {"kv_describe", cache.config().describe()},
+          {"kv_ram", kv.describe()},
           {"prefill", prefill},
           {"decode", decode},
           {"kv_persistent_bytes", st.persistent_bytes},
@@ -95,8 +97,8 @@ std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& 
       c.label = "speed " + kv.label + " " + std::to_string(t) + "t";
       c.cost = estimate_flops(info, deepest, int64_t(s.depths.size()) * (s.warmup + s.steps)) / t;
       c.identity = {{"kv", kv.label},
-                    {"policy", policy_label(kv.config)},
-                    {"f16_baseline", is_f16_baseline(kv.config)},
+                    {"policy", policy_label(kv)},
+                    {"f16_baseline", is_f16_baseline(kv)},
                     {"threads", t}};
       c.request = request_base(o, "speed");
       c.request["threads"] = t;

@@ -45,7 +45,7 @@ Json cell_request(const std::string& protocol, const std::string& model, const s
           {"model", model},
           {"threads", threads},
           {"ubatch", 64},
-          {"kv", bench_kv_to_json(cli::parse_kv_spec(kv, {}))}};
+          {"kv", bench_kv_to_json(parse_bench_kv_list(kv).front())}};
 }
 
 Json read_json_file(const std::string& path) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "bench/cell.h"
 #include "bench/kv_configs.h"
@@ -98,6 +99,28 @@ TEST_F(BenchCells, MemoryLimitBecomesAKvBudgetAndAnOomResult) {
   const Json r = run_cell(req);
   EXPECT_EQ(r["status"], "oom") << r.dump();
   EXPECT_NE(r["reason"].get<std::string>().find("KV budget"), std::string::npos);
+}
+
+// A budget item: the same stored bytes as without it, the pages over the
+// cap in the page file of a temporary directory that is gone afterwards.
+TEST_F(BenchCells, BudgetItemSpillsPagesAndRemovesItsDirectory) {
+  Json dense = cell_request("memory", model_, "f16");
+  dense["ctx"] = 400;
+  Json capped = cell_request("memory", model_, "f16:budget32K");
+  capped["ctx"] = 400;
+  const Json a = run_cell(dense), b = run_cell(capped);
+  ASSERT_EQ(a["status"], "ok") << a.dump();
+  ASSERT_EQ(b["status"], "ok") << b.dump();
+  EXPECT_TRUE(a["kv_ram"]["spill"].is_null());
+  EXPECT_EQ(a["kv_page_bytes_on_disk"], 0);
+  EXPECT_EQ(b["kv_persistent_bytes"], a["kv_persistent_bytes"]);
+  EXPECT_EQ(b["kv_ram"]["ram_budget_bytes"], 32 * 1024);
+  // 400 f16 tokens of 5 layers x 4 heads x 8 dims: 160 KiB, well over 32 KiB.
+  EXPECT_GT(b["kv_page_bytes_on_disk"].get<uint64_t>(), 64u * 1024);
+  EXPECT_GT(b["kv_disk"]["spill_writes"].get<int64_t>(), 0);
+  const std::string dir = b["kv_ram"]["spill"]["dir"].get<std::string>();
+  EXPECT_NE(dir.find("turbokv-spill-"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
 TEST_F(BenchCells, SpeedTimingsArePositiveAndOrdered) {

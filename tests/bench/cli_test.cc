@@ -70,6 +70,12 @@ TEST(BenchCli, SharedKvFlagsNameTheFlag) {
       {{"memory", "-m", model, "--kv", "f16", "-ctk", "q8_0"}, "--kv and -ctk/-ctv"},
       {{"memory", "-m", model, "-ctk", "q3"}, "-ctk: unknown KV codec 'q3'"},
       {{"speed", "-m", model, "--kv-budget", "lots"}, "--kv-budget: "},
+      {{"memory", "-m", model, "--kv", "f16:budgetlots"},
+       "--kv f16:budgetlots: budget part needs a size, e.g. budget64M"},
+      {{"quality", "-m", model, "--kv", "f16:budget1M"},
+       "--kv f16:budget1M: budget items run in bench recall, speed and memory only"},
+      {{"speed", "-m", model, "--kv", "f16:budget1M+budget2M"},
+       "--kv f16:budget1M+budget2M: more than one budget part"},
   };
   for (const auto& [args, message] : cases) {
     const ChildResult r = test::run_bench(args);

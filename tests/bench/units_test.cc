@@ -94,8 +94,8 @@ TEST(RecallPlan, WindowProbesDoNotRenumberTheDepthSweep) {
   r.multi_turn = false;
   finalize_recall_options(r, info);
   CommonOptions without, with;
-  without.kv = cli::parse_kv_spec_list("k4v2,k4v2:sel512", {});
-  with.kv = cli::parse_kv_spec_list("k4v2,k4v2:sel512,k4v2:w512", {});
+  without.kv = parse_bench_kv_list("k4v2,k4v2:sel512");
+  with.kv = parse_bench_kv_list("k4v2,k4v2:sel512,k4v2:w512");
   const auto a = plan_recall(without, r, info), b = plan_recall(with, r, info);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 3u);
@@ -123,6 +123,37 @@ TEST(BenchKvConfigs, BadItemsAreErrors) {
   EXPECT_THROW(cli::parse_kv_spec("k4v2:s-1", {}), Error);
   EXPECT_THROW(cli::parse_kv_spec_list("f16,,k4v2", {}), Error);
   EXPECT_THROW(cli::parse_kv_spec_list("f16,f16", {}), Error);
+}
+
+// budgetSIZE: a RAM cap the cell runs under with a temporary spill
+// directory; the rest of the item is the shared grammar.
+TEST(BenchKvConfigs, BudgetItems) {
+  const auto parse = [](std::string_view list) { return parse_bench_kv_list(list); };
+  const auto list = parse("k4v2,k4v2:budget64M,k4v2:sel512+budget1.5G,k4v2:budget2M+w512");
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0].ram_budget, 0u);
+  EXPECT_EQ(list[1].label, "k4v2:budget64M");
+  EXPECT_EQ(list[1].ram_budget, 64ull << 20);
+  EXPECT_EQ(list[1].config.describe(), list[0].config.describe());
+  EXPECT_EQ(list[1].config.budget_bytes, 0u);  // the cell sets it, with the spill directory
+  EXPECT_EQ(policy_label(list[1]), "4+64 budget 64.00 MiB");
+  EXPECT_EQ(list[2].config.select, 512);
+  EXPECT_EQ(list[2].ram_budget, 3ull << 29);
+  EXPECT_EQ(list[3].config.window, 512);
+  const BenchKv back = bench_kv_from_json(Json::parse(bench_kv_to_json(list[2]).dump()));
+  EXPECT_EQ(back.label, list[2].label);
+  EXPECT_EQ(back.ram_budget, list[2].ram_budget);
+  EXPECT_EQ(back.config.select, 512);
+  for (const char* bad : {"k4v2:budget", "k4v2:budgetlots", "k4v2:budget0",
+                          "k4v2:budget1M+budget2M", "k4v2:budget1M+x3", "k4v2,k4v2"})
+    EXPECT_THROW(parse(bad), Error) << bad;
+  try {
+    parse("k4v2:budget1M+budget2M");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv k4v2:budget1M+budget2M: more than one budget part"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(BenchKvConfigs, JsonRoundTrip) {
