@@ -29,4 +29,19 @@ void matvec_ref(DType type, const uint8_t* w, int64_t rows, int64_t cols, const 
 void matmul_ref(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t n,
                 float* y);
 
+// Numerics of BF16 weights' matmul on CPUs with AVX512-BF16 (the prefill
+// GEMM of tensor/kernels/gemm_bf16.h; matvec and matvec_batch keep the
+// exact f32 path). Every activation is rounded to bf16 (f32_to_bf16 of
+// common/f16.h: round to nearest even), the products w_k * bf16(x_k) are
+// exact in f32 and vdpbf16ps adds them pairwise in f32, subnormal inputs
+// and results flushed to zero. Against matmul_ref, for every output:
+//   |y - y_ref| <= kBf16GemmRelativeBound * sum_k |w_k x_k|
+//                  + cols * 2^-126 * max_k |w_k|   (the flushed subnormals)
+// 2^-8 is the activation rounding (half an ulp of bf16's 8-bit
+// significand, relative); 2e-5 the f32 sums (per 256-column chunk a chain
+// of 256 adds, then one add per chunk: (256 + cols / 256) * 2^-24 for cols
+// up to 16K). The f32 GEMM that F16 weights (and BF16 ones elsewhere) take
+// has the 1e-5 contract of tensor/matmul.h.
+inline constexpr double kBf16GemmRelativeBound = 0x1p-8 + 2e-5;
+
 }  // namespace tkv

@@ -1,4 +1,4 @@
-// Run-time CPU feature detection of the integer-dot kernels (cpu_features.h).
+// Run-time CPU feature detection of the kernels (cpu_features.h).
 #include "tensor/kernels/cpu_features.h"
 
 #include <atomic>
@@ -44,6 +44,15 @@ bool cpu_has_avx_vnni() {
 bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = (cpuid_leaf7(0).ecx >> 11) & 1;  // CPUID.(7,0):ECX[11]
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = (cpuid_leaf7(1).eax >> 5) & 1;  // CPUID.(7,1):EAX[5]
   return has;
 #else
   return false;

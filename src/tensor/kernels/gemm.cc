@@ -24,7 +24,9 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
+#include "tensor/kernels/gemm_bf16.h"
 #include "tensor/kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -88,9 +90,23 @@ struct Scratch {
   }
 };
 
+// Whether BF16 weights take vdpbf16ps (gemm_bf16.h) instead of this f32
+// GEMM: on AVX3_DL (and newer) where the CPU has AVX512-BF16, so that
+// TURBOKV_SIMD=avx3 (or any older target) keeps the f32 GEMM. F16 weights
+// always stay here: rounded to bf16 they would lose 3 mantissa bits.
+bool Bf16DotActive() {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
+  return kernels::cpu_has_avx512_bf16();
+#else
+  return false;
+#endif
+}
+
 void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                   kernels::DequantizeFn dequantize, const float* x, int64_t n, float* y,
                   ThreadPool& pool) {
+  if (type == DType::BF16 && Bf16DotActive())
+    return kernels::matmul_bf16_dot(w, row_bytes, rows, cols, x, n, y, pool);
   static thread_local Scratch scratch;
   const size_t K = size_t(cols);
   const size_t n_tiles = (size_t(n) + kTileTokens - 1) / kTileTokens;
@@ -150,6 +166,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tkv::kernels {
 HWY_EXPORT(MatmulPanels);
+HWY_EXPORT(Bf16DotActive);
+
+bool bf16_dot_gemm_active() {
+  return HWY_DYNAMIC_DISPATCH(Bf16DotActive)();
+}
 
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool) {

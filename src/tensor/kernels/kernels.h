@@ -72,9 +72,14 @@ void dequantize_qk(DType type, const uint8_t* src, float* dst, int64_t n);
 using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 
 // Prefill product (see matmul.h): y[i * rows + r] = <row r, x_i>. Weights are
-// dequantized once per call, panel by panel, with `dequantize`.
+// dequantized once per call, panel by panel, with `dequantize`; BF16
+// weights take vdpbf16ps with bf16-rounded activations instead where
+// bf16_dot_gemm_active (gemm_bf16.h).
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
+// Whether matmul_panels runs BF16 weights through vdpbf16ps on the active
+// target (AVX3_DL or newer with AVX512-BF16; TURBOKV_SIMD=avx3 turns it off).
+bool bf16_dot_gemm_active();
 
 // Name of the SIMD target the dispatcher picks now ("AVX3_DL", "AVX2", ...).
 const char* active_target_name();
