@@ -152,6 +152,18 @@ int64_t rows_per_task(const WeightMatrix& w, int threads) {
   return std::max(kGroup, std::min(per_task, balanced));
 }
 
+// Rows per task of the small-batch float product: about four tasks per
+// thread, however large the rows. Its kernel prefetches the next panel of
+// rows of its task while it computes one (the hardware's stream detection
+// does not warm up on a panel's short row pieces), so each task's first
+// panel is read on demand: 96 KiB tasks (rows_per_task) left two thirds of
+// the weights unprefetched.
+int64_t batch_rows_per_task(const WeightMatrix& w, int threads) {
+  constexpr int64_t kGroup = 16;
+  const int64_t per_task = (w.rows + 4 * threads - 1) / (4 * threads);
+  return std::max(kGroup, (per_task + kGroup - 1) / kGroup * kGroup);
+}
+
 // The integer-dot product of n tokens: activations quantized on the calling
 // thread, then rows split over the pool exactly as matvec splits them.
 void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* x, int64_t n,
@@ -228,7 +240,7 @@ void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, Th
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
   if (w.total_bytes() <= kInlineBytes || pool.size() == 1)
     return kernels::matvec_rows_float_batch(args, n, w.rows, 0, w.rows);
-  const int64_t per_task = rows_per_task(w, pool.size());
+  const int64_t per_task = batch_rows_per_task(w, pool.size());
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
     kernels::matvec_rows_float_batch(args, n, w.rows, t * per_task,
