@@ -57,6 +57,7 @@ struct ServeFlags {
   std::string max_body = "8M";
   int timeout = server::HttpOptions{}.read_timeout_seconds;
   int drain_grace = 10;
+  int prefill_step = 0;  // 0: one -ub chunk
 };
 
 // The API key: --api-key, or the first line of --api-key-file (which keeps
@@ -109,8 +110,9 @@ int serve_main(std::span<const std::string> args) {
   ServeFlags f;
   f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
-  // -ub is the prefill grid: small by default, so that a long prompt arriving
-  // slows the other streams' steps only a little.
+  // -ub is the prefill grid: small by default (the decode path's kernels),
+  // so that a long prompt arriving slows the other streams' steps only a
+  // little.
   f.context.ubatch = server::SchedulerOptions{}.prefill_chunk;
   FlagParser flags(
       "serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
@@ -118,7 +120,7 @@ int serve_main(std::span<const std::string> args) {
       "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
       "together (continuous batching); finished prompts stay cached for reuse.\n"
       "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
-      "sequences), -ub 64 (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
+      "sequences), -ub 16 (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
       "docs/SERVER.md has the details.");
   f.model.add_to(flags);
   flags.section("HTTP");
@@ -153,12 +155,16 @@ int serve_main(std::span<const std::string> args) {
   flags.add_int({"--drain-grace"}, "S",
                 "on SIGTERM, let running requests finish for S seconds (default 10)",
                 &f.drain_grace, 0, 3600);
+  flags.add_int({"--prefill-step"}, "N",
+                "prefill tokens per step while other sequences decode, >= -ub\n"
+                "(default: one -ub chunk; more: faster prefill, slower streams)",
+                &f.prefill_step, 1, 1 << 20);
   flags.section("compute");
   f.threads.add_to(flags);
   f.context.add_to(flags);
   f.kv.add_to(flags);
   // The shared flags' help states their defaults elsewhere; serve's differ.
-  flags.set_help("-ub", "tokens per prefill chunk, the prefill grid (default 64)");
+  flags.set_help("-ub", "tokens per prefill chunk, the prefill grid (default 16)");
   flags.set_help("--kv-budget",
                  "byte budget of the page pool: running and cached sequences (default 1G)");
   if (!flags.parse(args)) return 0;
@@ -189,7 +195,10 @@ int serve_main(std::span<const std::string> args) {
     sched.cache_dir_max_bytes = size_flag("--cache-dir-max", f.cache_dir_max);
   }
   sched.prefill_chunk = f.context.ubatch;
-  sched.prefill_tokens_per_step = std::max(sched.prefill_tokens_per_step, f.context.ubatch);
+  if (f.prefill_step > 0 && f.prefill_step < f.context.ubatch)
+    fail("--prefill-step: ", f.prefill_step, " is less than one -ub chunk (", f.context.ubatch,
+         ")");
+  sched.prefill_tokens_per_step = f.prefill_step;
   std::optional<tok::ChatTemplate> forced_template;
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 

@@ -59,6 +59,7 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.queue_capacity < 0) fail("scheduler: queue capacity must be >= 0");
   if (o.context < 1) fail("scheduler: context must be >= 1 token");
   if (o.prefill_chunk < 1) fail("scheduler: prefill chunk must be >= 1 token");
+  if (o.prefill_tokens_per_step == 0) o.prefill_tokens_per_step = o.prefill_chunk;
   if (o.prefill_tokens_per_step < o.prefill_chunk)
     fail("scheduler: prefill tokens per step (", o.prefill_tokens_per_step,
          ") must be at least the prefill chunk (", o.prefill_chunk, ")");

@@ -7,10 +7,12 @@
 //      budget allows: each starts from the longest cached prefix of its
 //      prompt (prefix_cache.h: forked pages, copy-on-write) or empty;
 //   3. one Model::eval_batch with every decoding sequence's last token plus
-//      prefill chunks of admitting ones (at most one chunk per sequence and
-//      at most `prefill_tokens_per_step` prefill tokens per step, so a long
-//      prompt arriving slows the other streams' steps instead of freezing
-//      them for its whole prefill);
+//      prefill chunks of admitting ones: at most one chunk per sequence, and
+//      while any sequence decodes at most `prefill_tokens_per_step` prefill
+//      tokens (one chunk by default), so a long prompt arriving costs each
+//      of the other streams' steps one small chunk instead of freezing them
+//      for its whole prefill; when none decodes, every admitting sequence's
+//      next chunk goes in the step;
 //   4. sample each sequence from its logits, stream its text (TextStream:
 //      the same decoder + stop strings as `turbokv run`), finish the ones
 //      that stopped: their sequences go to the prefix cache.
@@ -55,17 +57,29 @@
 
 namespace tkv::server {
 
+// What one step of the batch evaluated.
+struct StepInfo {
+  int decode_tokens = 0;   // decoding sequences (one token each)
+  int prefill_chunks = 0;  // admitting sequences with a chunk in the step
+  int prefill_tokens = 0;  // the chunks' tokens
+};
+
 struct SchedulerOptions {
   int parallel = 4;         // sequences decoding at once (--parallel)
   int queue_capacity = 64;  // jobs waiting beyond `parallel`; submit() past it: QueueFull
   int context = 4096;  // tokens per sequence (-c; not divided by `parallel`); <= 0: the model's
   // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
   // absolute positions (the last one shorter). Fixed for the scheduler's
-  // life: it decides the bits of the prefill (model.h).
-  int prefill_chunk = 64;
-  // Prefill tokens per step over all admitting sequences (>= prefill_chunk):
-  // bounds how much a step with prefill work is slower than a decode step.
-  int prefill_tokens_per_step = 64;
+  // life: it decides the bits of the prefill (model.h). 16 is the largest
+  // chunk that takes the decode path's kernels (kIntMatmulMaxTokens): a
+  // step with one such chunk next to the decode tokens costs a few decode
+  // steps less than one with a 64-token chunk (the GEMM); docs/SERVER.md
+  // has the figures.
+  int prefill_chunk = 16;
+  // Prefill tokens per step over all admitting sequences while any sequence
+  // decodes; 0 = one chunk, else >= prefill_chunk. Bounds how much slower a
+  // decoding stream's step is while others prefill.
+  int prefill_tokens_per_step = 0;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes is not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
   int threads = 1;            // the worker's ThreadPool (counts the worker itself)
@@ -75,6 +89,9 @@ struct SchedulerOptions {
   int max_cached_prefixes = 256;
   std::string cache_dir;             // disk tier of the prefix cache ("" = none)
   uint64_t cache_dir_max_bytes = 0;  // bound of cache_dir's session files, 0 = unbounded
+  // Called on the worker with what each step evaluates, before it runs
+  // (tests, figures).
+  std::function<void(const StepInfo&)> on_step;
   // Where warnings go (a cache dir that cannot be written, a corrupt cache
   // file); default: "turbokv: warning: ..." on stderr.
   std::function<void(const std::string&)> on_warning;

@@ -3,6 +3,7 @@
 // sampling, streaming and finishing (scheduler.h).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -87,9 +88,13 @@ bool Scheduler::Impl::step() {
                        .logits = model::Logits::kLast});
       owner.push_back(a.get());
     }
+  const int decode_items = int(items.size());
   // Then prefill chunks in admission order, each the next cell of the grid
-  // [k*C, (k+1)*C) (cut by the prompt's end), as many as the step's cap takes.
-  int64_t prefill_left = options.prefill_tokens_per_step;
+  // [k*C, (k+1)*C) (cut by the prompt's end): while sequences decode as
+  // many as the step's cap takes (their latency), else one per admitting
+  // sequence (nobody waits on the step but the prompts themselves).
+  int64_t prefill_left =
+      decode_items > 0 ? options.prefill_tokens_per_step : std::numeric_limits<int64_t>::max();
   for (auto& a : active) {
     if (a->decoding) continue;
     const std::vector<int32_t>& prompt = a->pending.job.prompt;
@@ -105,6 +110,14 @@ bool Scheduler::Impl::step() {
     owner.push_back(a.get());
   }
   if (items.empty()) return false;
+  if (options.on_step) {
+    StepInfo info{.decode_tokens = decode_items,
+                  .prefill_chunks = int(items.size()) - decode_items,
+                  .prefill_tokens = 0};
+    for (size_t b = size_t(decode_items); b < items.size(); ++b)
+      info.prefill_tokens += int(items[b].tokens.size());
+    options.on_step(info);
+  }
 
   std::vector<model::ItemStatus> status;
   try {

@@ -178,6 +178,78 @@ TEST_F(SchedulerTest, LongPromptDoesNotFreezeDecodingStreams) {
   EXPECT_GE(a_during, 8u);
 }
 
+// The steps a scheduler ran, as its on_step hook saw them.
+struct StepLog {
+  std::mutex mu;
+  std::vector<StepInfo> steps;
+  void attach(SchedulerOptions& o) {
+    o.on_step = [this](const StepInfo& s) {
+      const std::lock_guard<std::mutex> lock(mu);
+      steps.push_back(s);
+    };
+  }
+  std::vector<StepInfo> snapshot() {
+    const std::lock_guard<std::mutex> lock(mu);
+    return steps;
+  }
+};
+
+// While a stream decodes, two long prompts arriving together get at most
+// `prefill_tokens_per_step` prefill tokens a step (one chunk by default),
+// one after the other; with more allowed, both chunks share a step.
+void expect_prefill_cap_while_decoding(const LoadedModel& m, int per_step, int max_chunks) {
+  SchedulerOptions o = small_options("f16");
+  o.prefill_tokens_per_step = per_step;
+  StepLog log;
+  log.attach(o);
+  Scheduler s(*m.model, *m.tokenizer, o);
+  std::shared_ptr<JobStream> a =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), 400));
+  std::optional<Event> first;
+  while (!first) first = a->next(std::chrono::milliseconds(100));
+  std::shared_ptr<JobStream> b =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 3), 2));
+  std::shared_ptr<JobStream> c =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 9), 2));
+  EXPECT_EQ(collect(*b).done.finish, JobFinish::kLength);
+  EXPECT_EQ(collect(*c).done.finish, JobFinish::kLength);
+  a->cancel();
+  collect(*a);
+  int most_chunks = 0;
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens == 0) continue;
+    EXPECT_LE(step.prefill_tokens, per_step == 0 ? o.prefill_chunk : per_step);
+    most_chunks = std::max(most_chunks, step.prefill_chunks);
+  }
+  EXPECT_EQ(most_chunks, max_chunks);
+}
+
+TEST_F(SchedulerTest, WhileOthersDecodeAStepTakesOnePrefillChunkByDefault) {
+  expect_prefill_cap_while_decoding(*stories_, 0, 1);
+}
+
+TEST_F(SchedulerTest, APrefillBudgetOfTwoChunksLetsTwoPromptsShareAStep) {
+  expect_prefill_cap_while_decoding(*stories_, 64, 2);
+}
+
+// With nothing decoding, every admitting prompt's next chunk is in the
+// step, whatever the per-step cap.
+TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
+  SchedulerOptions o = small_options("f16");
+  StepLog log;
+  log.attach(o);
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  std::vector<std::shared_ptr<JobStream>> jobs;
+  for (size_t i = 0; i < 3; ++i)
+    jobs.push_back(
+        s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, i), 1)));
+  for (auto& j : jobs) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
+  int most_chunks = 0;
+  for (const StepInfo& step : log.snapshot())
+    if (step.decode_tokens == 0) most_chunks = std::max(most_chunks, step.prefill_chunks);
+  EXPECT_EQ(most_chunks, 3);
+}
+
 TEST_F(SchedulerTest, LogprobsAreTheModelsLogSoftmax) {
   SchedulerOptions o = small_options("f16");
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
