@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
 #include "tensor/kernels/act_blocks.h"
+#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/matvec_batch.h"
 #include "tensor/reference.h"
@@ -103,9 +105,18 @@ void check_weight(const WeightMatrix& w) {
 // avx3, avx2, sse4, emu128, ...) restricts the kernels' dispatch to that
 // target, once, before the first product. A name that is not compiled in or
 // not supported by the CPU is an error naming the ones that are.
+// TURBOKV_VNNI=0 keeps the integer kernels off the dot-product instructions
+// (AVX-VNNI, AVX512-VNNI, Arm dotprod; the same sums), so that with
+// TURBOKV_SIMD=avx2 this runs what an AVX2 CPU without AVX-VNNI runs.
 void apply_simd_override() {
   static std::once_flag once;
   std::call_once(once, [] {
+    if (const char* vnni = std::getenv("TURBOKV_VNNI")) {
+      if (std::string_view(vnni) == "0")
+        kernels::set_int_dot_instructions_allowed(false);
+      else if (std::string_view(vnni) != "1")
+        fail("TURBOKV_VNNI=", vnni, ": expected 0 or 1");
+    }
     const char* env = std::getenv("TURBOKV_SIMD");
     if (env == nullptr || *env == '\0') return;
     std::string want(env), have;
