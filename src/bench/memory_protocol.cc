@@ -144,6 +144,15 @@ Json summarize_memory(const MemoryOptions& m, std::vector<Json> rows) {
           {"headline", headline}};
 }
 
+namespace {
+
+// The row ran with a RAM cap and a spill directory (a budget item).
+bool spilled(const Json& row) {
+  return row.contains("kv_ram") && !row["kv_ram"]["spill"].is_null();
+}
+
+}  // namespace
+
 std::string memory_markdown(const Json& section) {
   Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model",
            "peak - model vs f16 (lower is better)", "KV persistent", "of which on disk",
@@ -165,7 +174,7 @@ std::string memory_markdown(const Json& section) {
            fmt_bytes(r["peak_rss_minus_model_bytes"]),
            head[i].contains("ratio_to_f16") ? fmt_fixed(head[i]["ratio_to_f16"], 3) + "x" : "",
            fmt_bytes(r["kv_persistent_bytes"]),
-           r["kv_ram"]["spill"].is_null() ? Cell("") : Cell(fmt_bytes(r["kv_page_bytes_on_disk"])),
+           spilled(r) ? Cell(fmt_bytes(r["kv_page_bytes_on_disk"])) : Cell(""),
            fmt_fixed(r["k_bytes_per_token_head"], 1) + " / " +
                fmt_fixed(r["v_bytes_per_token_head"], 1),
            fmt_bytes(r["kv_peak_scratch_bytes"]) + " + " + fmt_bytes(r["model_scratch_bytes"]),

@@ -257,6 +257,46 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
       out.emplace_back("recall.png", gp);
     }
   }
+  if (report.contains("recall") && report["recall"].contains("comparisons")) {
+    // Recall against the token budget, one line per policy (selection, RAM
+    // cap, the window of the same budget, dense) and dense configuration:
+    // drawn when the run compares more than one budget.
+    std::map<std::string, Series> by;
+    std::vector<std::string> order;
+    std::set<double> budgets;
+    const auto add = [&](const std::string& key, double x, const Json& f) {
+      if (f.is_null()) return;
+      if (!by.count(key)) order.push_back(key);
+      by[key].title = key;
+      by[key].points.push_back({x, f["fraction"].get<double>()});
+    };
+    const std::map<std::string, std::string> names{
+        {"sel", "selection (selN)"}, {"budget", "RAM cap (budget)"}, {"sel+budget", "selN+budget"}};
+    for (const auto& c : report["recall"]["comparisons"]) {
+      const double x = c["token_budget"].get<double>();
+      if (x <= 0) continue;
+      budgets.insert(x);
+      const std::string dense = c["dense"].get<std::string>();
+      add(dense + " " + names.at(c["kind"].get<std::string>()), x, c["recall"]["item"]);
+      add(dense + " window (wN)", x, c["recall"]["window"]);
+      add(dense + " dense", x, c["recall"]["dense"]);
+    }
+    if (budgets.size() > 1) {
+      std::vector<Series> s;
+      for (const auto& k : order) {
+        Series line = by[k];
+        std::sort(line.points.begin(), line.points.end());
+        line.points.erase(std::unique(line.points.begin(), line.points.end()), line.points.end());
+        s.push_back(line);
+      }
+      std::string gp = header("recall_budget.png", "Recall vs token budget (" + model + ")") +
+                       token_log_x_axis(budgets, "token budget (selN, budget cap, window wN)") +
+                       "set ylabel 'exact-match recall, all facts (higher is better)'\n"
+                       "set yrange [0:1.05]\n" +
+                       write_series(dir + "/recall_budget.dat", s, "1:2", "linespoints");
+      out.emplace_back("recall_budget.png", gp);
+    }
+  }
   if (report.contains("kernel")) {
     std::map<int, std::map<std::string, Series>> by_hd;
     std::map<int, std::vector<std::string>> order;

@@ -11,6 +11,7 @@
 #include "bench/protocols.h"
 #include "bench/qa.h"
 #include "bench/quality_protocol.h"
+#include "bench/recall_compare.h"
 #include "bench/table.h"
 #include "bench/units.h"
 #include "common/atomic_file.h"
@@ -166,8 +167,11 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
     for (double d : depths) t.push_back({{"depth", d}, {"label", depth_label(d)}});
     base_trials.push_back(t);
   }
+  // Selection and cap items run next to their dense and window partners.
+  std::vector<BenchKv> list = o.kv;
+  const std::vector<RecallPartners> partners = add_recall_partners(list, info);
   std::set<int> windows;
-  for (const auto& kv : o.kv)
+  for (const auto& kv : list)
     if (kv.config.window > 0 &&
         kv.config.window + kWindowProbeMargin < r.ctx - kQuestionRoom - r.answer_tokens - 32)
       windows.insert(kv.config.window);
@@ -206,45 +210,69 @@ std::vector<PlannedCell> plan_recall(const CommonOptions& o, const RecallOptions
     q["answer_tokens"] = r.answer_tokens;
     return q;
   };
-  for (const auto& kv : o.kv) {
+  const auto given = [&](const std::string& label) {
+    return std::any_of(o.kv.begin(), o.kv.end(),
+                       [&](const BenchKv& k) { return k.label == label; });
+  };
+  for (const auto& kv : list) {
     PlannedCell c;
     c.label = "recall " + kv.label;
     c.cost = per_prompt * double(r.seeds.size() * trials.size());
     c.identity = {
         {"kv", kv.label}, {"policy", policy_label(kv)}, {"f16_baseline", is_f16_baseline(kv)}};
+    if (!given(kv.label)) c.identity["added"] = true;  // a partner (recall_compare.h)
+    for (const auto& p : partners)
+      if (p.item == kv.label)
+        c.identity["partners"] = {{"kind", p.kind},
+                                  {"token_budget", p.token_budget},
+                                  {"dense", p.dense},
+                                  {"window", p.window}};
     c.request = request("recall", kv);
     c.request["trials"] = trials;
     c.request["keep_prompts"] = r.keep_prompts;
     cells.push_back(std::move(c));
   }
   if (r.multi_turn) {
-    for (const auto& kv : o.kv) {
-      std::vector<BenchKv> variants{kv};
+    // One cell per (configuration, cap): `cap` is the age past which a fact
+    // counts as older than the window (or the token budget it is compared at).
+    std::set<std::pair<std::string, int64_t>> planned;
+    const auto add_cell = [&](const BenchKv& v, int64_t cap) {
+      if (!planned.insert({v.label, cap}).second) return;
+      // A window must hold more than the f16 residual window (the cache
+      // refuses it otherwise): say so while planning, not as a failed cell.
+      if (v.config.window > 0 && v.config.window <= v.config.effective_residual())
+        fail(v.config.window == r.multi_turn_window ? "--multi-turn-window " : "--kv window ",
+             v.config.window, " is not larger than the residual window of ", v.label, " (",
+             v.config.effective_residual(), " tokens)");
+      PlannedCell c;
+      c.label = "recall multi-turn " + v.label;
+      c.cost = per_prompt * double(r.seeds.size());
+      c.identity = {{"kv", v.label},
+                    {"policy", policy_label(v)},
+                    {"window", v.config.window},
+                    {"multi_turn", true}};
+      c.request = request("recall_multi_turn", v);
+      c.request["turns"] = r.turns;
+      c.request["scroll_window"] = cap;
+      cells.push_back(std::move(c));
+    };
+    for (const auto& kv : list) {
+      // A selection or cap item and its partners: counted at its token budget.
+      bool grouped = false;
+      for (const auto& p : partners)
+        if (kv.label == p.item || kv.label == p.dense || kv.label == p.window) {
+          grouped = true;
+          if (p.token_budget > 0) add_cell(kv, p.token_budget);
+        }
+      if (grouped) continue;
+      // Anything else runs as given and with the --multi-turn-window cap.
+      add_cell(kv, kv.config.window > 0 ? kv.config.window : r.multi_turn_window);
       if (kv.config.window == 0) {
         BenchKv w = kv;
         w.config.window = r.multi_turn_window;
         w.label = kv.label + (kv.label.find(':') == std::string::npos ? ":" : "+") + "w" +
                   std::to_string(r.multi_turn_window);
-        variants.push_back(w);
-      }
-      for (const auto& v : variants) {
-        // A window must hold more than the f16 residual window (the cache
-        // refuses it otherwise): say so while planning, not as a failed cell.
-        if (v.config.window > 0 && v.config.window <= v.config.effective_residual())
-          fail(v.config.window == r.multi_turn_window ? "--multi-turn-window " : "--kv window ",
-               v.config.window, " is not larger than the residual window of ", v.label, " (",
-               v.config.effective_residual(), " tokens)");
-        PlannedCell c;
-        c.label = "recall multi-turn " + v.label;
-        c.cost = per_prompt * double(r.seeds.size());
-        c.identity = {{"kv", v.label},
-                      {"policy", policy_label(v)},
-                      {"window", v.config.window},
-                      {"multi_turn", true}};
-        c.request = request("recall_multi_turn", v);
-        c.request["turns"] = r.turns;
-        c.request["scroll_window"] = r.multi_turn_window;
-        cells.push_back(std::move(c));
+        add_cell(w, r.multi_turn_window);
       }
     }
   }
@@ -302,7 +330,8 @@ Json summarize_recall(const RecallOptions& r, std::vector<Json> rows) {
             {"multi_turn_window", r.multi_turn_window}}},
           {"rows", single},
           {"heatmap", {{"labels", labels}, {"configs", configs}, {"accuracy", matrix}}},
-          {"multi_turn", multi}};
+          {"multi_turn", multi},
+          {"comparisons", recall_comparisons(single, multi)}};
 }
 
 std::string recall_markdown(const Json& section) {
@@ -312,7 +341,9 @@ std::string recall_markdown(const Json& section) {
   header.insert(header.end(), {"all", "control: a planted code given (lower is better)"});
   Table t(header);
   for (const auto& row : section["rows"]) {
-    std::vector<Cell> cells{row["kv"], row["policy"]};
+    std::vector<Cell> cells{
+        row["kv"].get<std::string>() + (row.value("added", false) ? " (added)" : ""),
+        row["policy"]};
     if (!result_ok(row)) {
       cells.push_back(row["status"].get<std::string>() + ": " + row.value("reason", ""));
       t.add(cells);
@@ -328,12 +359,17 @@ std::string recall_markdown(const Json& section) {
     t.add(cells);
   }
   std::string out = t.markdown();
+  if (section.contains("comparisons") && !section["comparisons"].empty())
+    out +=
+        "\nSelection and RAM caps against dense and a window of the same token budget "
+        "(rows marked \"added\" were added for this):\n\n" +
+        recall_comparisons_markdown(section["comparisons"]);
   if (!section["multi_turn"].empty()) {
-    Table m({"KV", "policy", "window", "recall: facts older than the window cap",
+    Table m({"KV", "policy", "window", "cap", "recall: facts older than the cap",
              "recall: facts within the cap", "control: a planted code given (lower is better)"});
     for (const auto& row : section["multi_turn"]) {
       if (!result_ok(row)) {
-        m.add({row["kv"], row["policy"], row["window"],
+        m.add({row["kv"], row["policy"], row["window"], "",
                row["status"].get<std::string>() + ": " + row.value("reason", "")});
         continue;
       }
@@ -345,10 +381,11 @@ std::string recall_markdown(const Json& section) {
                          std::to_string(p["total"].get<int>()) + ")";
       };
       m.add({row["kv"], row["policy"], row["window"].get<int>() ? row["window"] : Json("none"),
-             frac(row["scrolled_out"]), frac(row["in_window"]),
+             row["cap"], frac(row["scrolled_out"]), frac(row["in_window"]),
              fmt_percent(row["control_planted_rate"], 0)});
     }
-    out += "\nMulti-turn conversation growing past a window cap:\n\n" + m.markdown();
+    out +=
+        "\nMulti-turn conversation growing past a window cap or token budget:\n\n" + m.markdown();
   }
   return out;
 }

@@ -48,6 +48,13 @@ Json cell_request(const std::string& protocol, const std::string& model, const s
           {"kv", bench_kv_to_json(parse_bench_kv_list(kv).front())}};
 }
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 Json read_json_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

@@ -24,5 +24,6 @@ Json cell_request(const std::string& protocol, const std::string& model, const s
                   int threads = 1);
 
 Json read_json_file(const std::string& path);
+std::string read_text_file(const std::string& path);
 
 }  // namespace tkv::bench::test

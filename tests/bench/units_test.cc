@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/kv_configs.h"
+#include "bench/recall_compare.h"
 #include "bench/recall_protocol.h"
 #include "bench/stats.h"
 #include "bench/table.h"
@@ -79,7 +80,7 @@ TEST(BenchKvConfigs, PageSelectionItems) {
 
 // A trial's prompt derives from its index: a window configuration's probe
 // prompts come after the depth sweep's, so the sweep's prompts (and so the
-// rows of k4v2 and k4v2:sel512) are the same with or without k4v2:w512.
+// rows of k4v2 and k4v2:s2) are the same with or without k4v2:w512.
 TEST(RecallPlan, WindowProbesDoNotRenumberTheDepthSweep) {
   ModelInfo info;
   info.n_layers = 2;
@@ -94,8 +95,8 @@ TEST(RecallPlan, WindowProbesDoNotRenumberTheDepthSweep) {
   r.multi_turn = false;
   finalize_recall_options(r, info);
   CommonOptions without, with;
-  without.kv = parse_bench_kv_list("k4v2,k4v2:sel512");
-  with.kv = parse_bench_kv_list("k4v2,k4v2:sel512,k4v2:w512");
+  without.kv = parse_bench_kv_list("k4v2,k4v2:s2");
+  with.kv = parse_bench_kv_list("k4v2,k4v2:s2,k4v2:w512");
   const auto a = plan_recall(without, r, info), b = plan_recall(with, r, info);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 3u);
@@ -105,6 +106,87 @@ TEST(RecallPlan, WindowProbesDoNotRenumberTheDepthSweep) {
   ASSERT_EQ(tb.size(), 6u);  // the sweep, then one W512+ probe per depth
   for (size_t i = 0; i < ta.size(); ++i) EXPECT_EQ(tb[i], ta[i]) << i;
   for (size_t i = ta.size(); i < tb.size(); ++i) EXPECT_EQ(tb[i][0]["label"], "W512+") << i;
+}
+
+ModelInfo small_model_info() {
+  ModelInfo info;
+  info.n_layers = 2;
+  info.n_heads = 4;
+  info.n_kv_heads = 2;
+  info.head_dim = 64;
+  info.n_vocab = 512;
+  info.n_ctx_train = 4096;
+  return info;
+}
+
+std::vector<std::string> labels_of(const std::vector<PlannedCell>& cells, bool multi_turn) {
+  std::vector<std::string> out;
+  for (const auto& c : cells)
+    if (c.identity.value("multi_turn", false) == multi_turn)
+      out.push_back(c.identity["kv"].get<std::string>() +
+                    (multi_turn ? " cap " + std::to_string(c.request["scroll_window"].get<int>())
+                     : c.identity.value("added", false) ? " added"
+                                                        : ""));
+  return out;
+}
+
+// A selection or cap item runs next to its dense configuration and a window
+// of its token budget, added after it unless the list has them already.
+TEST(RecallPlan, SelectionAndCapItemsGetDenseAndWindowPartners) {
+  const ModelInfo info = small_model_info();
+  RecallOptions r;
+  r.facts = 1;
+  r.depths = {0.5};
+  r.multi_turn = true;
+  r.multi_turn_window = 1024;
+  finalize_recall_options(r, info);
+  CommonOptions o;
+  o.kv = parse_bench_kv_list("k4v2:sel512,k8v4,k4v2:s2+sel256+budget1M");
+  const auto cells = plan_recall(o, r, info);
+  const std::vector<std::string> single{
+      "k4v2:sel512",   "k4v2 added",        "k4v2:w512 added", "k8v4", "k4v2:s2+sel256+budget1M",
+      "k4v2:s2 added", "k4v2:s2+w256 added"};
+  EXPECT_EQ(labels_of(cells, false), single);
+  const Json& p = cells[0].identity["partners"];
+  EXPECT_EQ(p["kind"], "sel");
+  EXPECT_EQ(p["token_budget"], 512);
+  EXPECT_EQ(p["dense"], "k4v2");
+  EXPECT_EQ(p["window"], "k4v2:w512");
+  EXPECT_EQ(cells[4].identity["partners"]["kind"], "sel+budget");
+  EXPECT_EQ(cells[4].request["kv"]["ram_budget_bytes"], 1 << 20);
+  EXPECT_EQ(cells[1].request["kv"]["config"]["select"], 0);
+  EXPECT_EQ(cells[2].request["kv"]["config"]["window"], 512);
+  // The window partner's probe (a fact just past 512 tokens) is in the prompts.
+  bool probe = false;
+  for (const auto& t : cells[0].request["trials"]) probe |= t[0]["label"] == "W512+";
+  EXPECT_TRUE(probe);
+  // Multi-turn: the groups counted at their token budget, the rest as before.
+  const std::vector<std::string> multi{"k4v2:sel512 cap 512", "k4v2 cap 512",
+                                       "k4v2:w512 cap 512",   "k8v4 cap 1024",
+                                       "k8v4:w1024 cap 1024", "k4v2:s2+sel256+budget1M cap 256",
+                                       "k4v2:s2 cap 256",     "k4v2:s2+w256 cap 256"};
+  EXPECT_EQ(labels_of(cells, true), multi);
+
+  // Partners already listed (under any label) are not added again.
+  o.kv = parse_bench_kv_list("k4v2:s4+r64,k4v2:sel512,k4v2:w512");
+  const auto again = plan_recall(o, r, info);
+  EXPECT_EQ(labels_of(again, false),
+            (std::vector<std::string>{"k4v2:s4+r64", "k4v2:sel512", "k4v2:w512"}));
+  EXPECT_EQ(again[1].identity["partners"]["dense"], "k4v2:s4+r64");
+}
+
+// A cap alone stands for the tokens whose pages fit next to the f16 sinks
+// and residual, in whole pages.
+TEST(RecallPlan, TokenBudgetOfACap) {
+  const ModelInfo info = small_model_info();  // 2 layers x 2 KV heads x 64
+  const BenchKv f16 = parse_bench_kv_list("f16:budget1M").front();
+  // f16: 1 KiB per token (2 layers x K and V x 2 heads x 64 x 2 B), no sinks or residual.
+  EXPECT_EQ(token_budget(f16, info), 1024);
+  const BenchKv sel = parse_bench_kv_list("k4v2:sel300+budget1M").front();
+  EXPECT_EQ(token_budget(sel, info), 300);
+  const BenchKv tiny = parse_bench_kv_list("k4v2:budget4K").front();  // less than sinks + residual
+  EXPECT_EQ(token_budget(tiny, info), 0);
+  EXPECT_EQ(token_budget(parse_bench_kv_list("k4v2").front(), info), 0);
 }
 
 TEST(BenchKvConfigs, RunWideDefaultsApplyWhereThePolicyIsSilent) {
