@@ -17,6 +17,7 @@
 #include "bench/quality_protocol.h"
 #include "bench/recall_protocol.h"
 #include "bench/report.h"
+#include "bench/serve_client.h"
 #include "bench/serve_protocol.h"
 #include "bench/speed_protocol.h"
 #include "bench/spill_dir.h"
@@ -62,7 +63,7 @@ struct BenchFlags {
   std::string kernel_kv, kernel_depths, kernel_threads, head_dims;
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
   // serve
-  std::string clients, prompt_tokens, gen_tokens, shared_prefix;
+  std::string clients, prompt_tokens, gen_tokens, shared_prefix, long_prompt, url;
 };
 
 // A subcommand accepts the flags that `bench all` passes to its protocol, so
@@ -148,6 +149,14 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
     flags.add_string({"--shared-prefix"}, "T",
                      "the first T prompt tokens are the same for every client (default 0)",
                      &f.shared_prefix);
+    flags.add_string({"--long-prompt"}, "N",
+                     "one more client sends an N-token prompt once the others stream: its\n"
+                     "TTFT and their inter-token latency during its prefill (default off)",
+                     &f.long_prompt);
+    flags.add_string({"--url"}, "URL",
+                     "drive this running OpenAI-compatible server (http://HOST:PORT) instead\n"
+                     "of starting turbokv serve; -m gives the vocabulary size",
+                     &f.url);
     flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
     flags.set_help("-ub", "the server's prefill chunk (default: serve's, 64)");
   }
@@ -251,9 +260,11 @@ std::string description(const std::string& sub) {
   if (sub == "serve")
     d = "A live `turbokv serve` (this binary, port 0, --parallel N) driven by N\n"
         "concurrent streaming /v1/completions clients (greedy) per KV configuration\n"
-        "and --clients count: aggregate generated tok/s, time to first token and\n"
-        "inter-token latency p50/p99, the server's peak RSS and KV bytes, and the\n"
-        "largest N whose requests all succeeded within --kv-budget.";
+        "and --clients count: aggregate and decode-phase generated tok/s, time to\n"
+        "first token and inter-token latency p50/p99, the server's peak RSS and KV\n"
+        "bytes, and the largest N whose requests all succeeded within --kv-budget.\n"
+        "--long-prompt N: the others' latency while one more client's N-token prompt\n"
+        "prefills. --url URL: drive a running server (llama-server, ...) instead.";
   if (sub == "batch")
     d = "Aggregate decode tok/s of B sequences decoding together (one batched forward\n"
         "per step) for each --batch size, per KV configuration; and how many\n"
@@ -456,6 +467,21 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     if (s->prompt_tokens + s->gen_tokens > trained)
       fail("--prompt-tokens + --gen-tokens (", s->prompt_tokens + s->gen_tokens,
            ") exceed the model's trained context ", trained);
+    if (given("--long-prompt")) {
+      s->long_prompt = parse_token_count(f.long_prompt, "--long-prompt");
+      if (s->long_prompt < 1) fail("--long-prompt: must be at least 1");
+      if (s->long_prompt + 4 > trained)
+        fail("--long-prompt ", s->long_prompt,
+             " (+ 4 generated) exceeds the model's trained context ", trained);
+    }
+    if (given("--url")) {
+      (void)parse_server_url(f.url);  // a bad URL fails here
+      // The server's settings are its own: flags that would go to it cannot.
+      for (const char* flag : {"--kv", "-ctk", "-ctv", "--kv-budget", "-ub"})
+        if (given(flag))
+          fail("--url: ", flag, " configures a server bench serve starts; not with --url");
+      s->url = f.url;
+    }
     if (given("--kv-budget")) {
       (void)f.kv.budget_bytes();  // a bad size fails here, not in the server
       s->kv_budget = f.kv.budget;

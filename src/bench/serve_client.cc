@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +47,44 @@ double elapsed_ms(std::chrono::steady_clock::time_point from) {
 }
 
 }  // namespace
+
+ServerAddress parse_server_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0)
+    fail("--url: ", url, ": expected http://HOST:PORT (https is not supported)");
+  std::string rest = url.substr(scheme.size());
+  const size_t slash = rest.find('/');
+  const std::string path = slash == std::string::npos ? "" : rest.substr(slash);
+  rest = rest.substr(0, std::min(slash, rest.size()));
+  if (!path.empty() && path != "/" && path != "/v1" && path != "/v1/")
+    fail("--url: ", url, ": the path may only be / or /v1 (requests go to /v1/completions)");
+  const size_t colon = rest.rfind(':');
+  ServerAddress a;
+  a.host = rest.substr(0, colon);
+  a.port = 80;
+  if (colon != std::string::npos) {
+    const std::string port = rest.substr(colon + 1);
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p < 1 || p > 65535)
+      fail("--url: ", url, ": bad port '", port, "'");
+    a.port = int(p);
+  }
+  if (a.host.empty()) fail("--url: ", url, ": no host");
+  return a;
+}
+
+bool server_healthy(const ServerAddress& server, double seconds) {
+  httplib::Client client(server.host, server.port);
+  client.set_connection_timeout(std::chrono::milliseconds(500));
+  Stopwatch clock;
+  while (true) {
+    const auto r = client.Get("/health");
+    if (r && r->status == 200) return true;
+    if (clock.seconds() > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_seconds) {
   char err_template[] = "/tmp/turbokv-bench-serve-XXXXXX";
@@ -100,13 +139,8 @@ ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_
   }
   // Kept open: the server may print more, and a closed pipe would kill it.
   stdout_fd_ = out[0];
-  httplib::Client client("127.0.0.1", port_);
-  while (true) {
-    const auto r = client.Get("/health");
-    if (r && r->status == 200) break;
-    if (clock.seconds() > start_seconds) give_up("did not answer /health in time");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  if (!server_healthy(address(), std::max(start_seconds - clock.seconds(), 0.0)))
+    give_up("did not answer /health in time");
 }
 
 ServerProcess::~ServerProcess() {
@@ -153,9 +187,11 @@ std::string ServerProcess::stderr_tail() const {
   return read_tail(err_path_, 16 * 1024);
 }
 
-StreamTiming stream_completion(int port, const Json& body, double timeout_seconds) {
+StreamTiming stream_completion(const ServerAddress& server, const Json& body,
+                               double timeout_seconds, std::chrono::steady_clock::time_point epoch,
+                               const std::function<void()>& on_first_text) {
   StreamTiming t;
-  httplib::Client client("127.0.0.1", port);
+  httplib::Client client(server.host, server.port);
   client.set_read_timeout(std::chrono::milliseconds(int64_t(timeout_seconds * 1000)));
   httplib::Request req;
   req.method = "POST";
@@ -167,6 +203,7 @@ StreamTiming stream_completion(int port, const Json& body, double timeout_second
   int64_t text_chunks = 0;
   double last_ms = -1;
   const auto start = std::chrono::steady_clock::now();
+  t.sent_ms = std::chrono::duration<double, std::milli>(start - epoch).count();
   req.response_handler = [&](const httplib::Response& r) {
     t.http_status = r.status;
     return true;
@@ -193,10 +230,13 @@ StreamTiming stream_completion(int port, const Json& body, double timeout_second
     const Json& choices = chunk.value("choices", Json::array());
     if (choices.empty() || choices[0].value("text", std::string()).empty()) return;
     ++text_chunks;
-    if (last_ms < 0)
+    t.text_at_ms.push_back(t.sent_ms + at_ms);
+    if (last_ms < 0) {
       t.ttft_ms = at_ms;
-    else
+      if (on_first_text) on_first_text();
+    } else {
       t.itl_ms.push_back(at_ms - last_ms);
+    }
     last_ms = at_ms;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -230,8 +270,8 @@ StreamTiming stream_completion(int port, const Json& body, double timeout_second
   return t;
 }
 
-double fetch_metric(int port, const std::string& name) {
-  httplib::Client client("127.0.0.1", port);
+double fetch_metric(const ServerAddress& server, const std::string& name) {
+  httplib::Client client(server.host, server.port);
   const auto r = client.Get("/metrics");
   if (!r || r->status != 200) return -1;
   std::istringstream in(r->body);

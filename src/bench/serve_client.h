@@ -9,12 +9,23 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/json.h"
 
 namespace tkv::bench {
+
+// Where the clients send their requests: the `turbokv serve` a cell
+// started, or any OpenAI-compatible server (bench serve --url).
+struct ServerAddress {
+  std::string host = "127.0.0.1";
+  int port = 0;
+};
+// http://HOST:PORT, optionally ending in "/" or "/v1" (the API's base URL
+// as OpenAI clients take it); tkv::Error naming what is wrong.
+ServerAddress parse_server_url(const std::string& url);
 
 // `turbokv serve ...` running in the background. The child gets SIGKILL
 // when the process that started it dies (a cell killed for a timeout does
@@ -31,6 +42,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  ServerAddress address() const { return {"127.0.0.1", port_}; }
   pid_t pid() const { return pid_; }
   // VmHWM of the server from /proc/PID/status (0 where unavailable).
   uint64_t peak_rss_bytes() const;
@@ -57,14 +69,25 @@ struct StreamTiming {
   std::vector<double> itl_ms;     // gaps between consecutive text chunks
   int64_t completion_tokens = 0;  // from the usage chunk (else the text chunks)
   double seconds = 0;             // request sent -> [DONE]
+  // On the caller's clock (`epoch`), so that streams can be lined up: when
+  // the request was sent and when each text chunk arrived.
+  double sent_ms = 0;
+  std::vector<double> text_at_ms;
 };
 
 // POSTs `body` (a /v1/completions request with "stream": true) to
-// 127.0.0.1:port and times its chunks. Never throws.
-StreamTiming stream_completion(int port, const Json& body, double timeout_seconds);
+// `server` and times its chunks; `on_first_text` (if set) runs when the
+// first text chunk arrives. Never throws.
+StreamTiming stream_completion(const ServerAddress& server, const Json& body,
+                               double timeout_seconds, std::chrono::steady_clock::time_point epoch,
+                               const std::function<void()>& on_first_text = {});
+
+// GET /health answers 200 within `seconds`.
+bool server_healthy(const ServerAddress& server, double seconds);
 
 // The value of one sample of the Prometheus text at GET /metrics
-// ("turbokv_kv_cache_used_bytes"); -1 when it cannot be read.
-double fetch_metric(int port, const std::string& name);
+// ("turbokv_kv_cache_used_bytes"); -1 when it cannot be read (a server
+// without that metric included).
+double fetch_metric(const ServerAddress& server, const std::string& name);
 
 }  // namespace tkv::bench

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "bench/kv_configs.h"
@@ -19,6 +20,8 @@ namespace tkv::bench {
 namespace {
 
 constexpr const char* kKvUsedMetric = "turbokv_kv_cache_used_bytes";
+// The KV column of the cells of --url (the server's settings are its own).
+constexpr const char* kUrlLabel = "url";
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -56,69 +59,158 @@ Json percentiles(const std::vector<double>& v) {
 
 }  // namespace
 
+namespace {
+
+// The figures of the extra client of --long-prompt: its time to first
+// token, and the other streams' inter-token gaps that overlap its prefill
+// (request sent .. its first token) against those that do not.
+Json long_prompt_figures(const StreamTiming& lp, int64_t tokens,
+                         const std::vector<StreamTiming>& others) {
+  Json out = {{"tokens", tokens}, {"ok", lp.ok}, {"error", lp.error}};
+  if (!lp.ok || lp.text_at_ms.empty()) {
+    out["ttft_ms"] = nullptr;
+    return out;
+  }
+  const double from = lp.sent_ms, to = lp.text_at_ms.front();
+  std::vector<double> during, outside;
+  bool streaming_through = false;
+  for (const auto& s : others) {
+    if (!s.ok) continue;
+    if (!s.text_at_ms.empty() && s.text_at_ms.back() >= to) streaming_through = true;
+    for (size_t i = 1; i < s.text_at_ms.size(); ++i) {
+      const double a = s.text_at_ms[i - 1], b = s.text_at_ms[i];
+      (b > from && a < to ? during : outside).push_back(b - a);
+    }
+  }
+  out["ttft_ms"] = to - from;
+  out["others_itl_ms"] = percentiles(during);
+  out["others_itl_outside_ms"] = percentiles(outside);
+  // Every other stream still had tokens to come when the long prompt's
+  // first token came: its whole prefill was measured against them.
+  out["others_streaming_through"] = streaming_through;
+  // The slowdown: the worst gaps during the prefill against the others'
+  // typical gap when nothing prefills.
+  out["itl_p99_during_over_p50"] =
+      during.empty() || outside.empty() || percentile(outside, 0.5) <= 0
+          ? Json(nullptr)
+          : Json(percentile(during, 0.99) / percentile(outside, 0.5));
+  return out;
+}
+
+// Decode-phase throughput: the tokens after each stream's first, over the
+// span from the first stream's first token to the last stream's last one
+// (the prefills of the first wave are not in it); null when no stream gave
+// two tokens.
+Json decode_tok_per_s(const std::vector<StreamTiming>& streams) {
+  double first = -1, last = -1;
+  int64_t tokens = 0;
+  for (const auto& s : streams) {
+    if (!s.ok || s.text_at_ms.empty()) continue;
+    first = first < 0 ? s.text_at_ms.front() : std::min(first, s.text_at_ms.front());
+    last = std::max(last, s.text_at_ms.back());
+    tokens += std::max<int64_t>(s.completion_tokens - 1, 0);
+  }
+  if (tokens == 0 || last <= first) return nullptr;
+  return double(tokens) / ((last - first) / 1e3);
+}
+
+}  // namespace
+
 Json serve_cell(const Json& req) {
-  const BenchKv kv = bench_kv_from_json(req.at("kv"));
+  const std::string url = req.value("url", std::string());
   const int clients = req.at("clients").get<int>();
   const int64_t prompt_tokens = req.at("prompt_tokens").get<int64_t>();
   const int64_t gen_tokens = req.at("gen_tokens").get<int64_t>();
   const int64_t shared = req.value("shared_prefix", int64_t(0));
+  const int64_t long_prompt = req.value("long_prompt", int64_t(0));
   const int n_vocab = req.at("n_vocab").get<int>();
   const std::string budget = req.value("kv_budget", std::string());
+  // The long prompt's request takes one more sequence.
+  const int slots = clients + (long_prompt > 0 ? 1 : 0);
 
-  std::vector<std::string> argv{req.at("server_exe").get<std::string>(),
-                                "serve",
-                                "-m",
-                                req.at("model").get<std::string>(),
-                                "--port",
-                                "0",
-                                "-t",
-                                std::to_string(req.at("threads").get<int>()),
-                                "--parallel",
-                                std::to_string(clients),
-                                "--queue",
-                                std::to_string(std::max(clients, 1)),
-                                "--kv",
-                                kv.label};
-  for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
-  if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
-  ServerProcess server(argv, 120);
+  std::optional<ServerProcess> server;
+  ServerAddress at;
+  std::vector<std::string> argv;
+  std::string kv_describe = "external server";
+  if (url.empty()) {
+    const BenchKv kv = bench_kv_from_json(req.at("kv"));
+    kv_describe = kv.config.describe();
+    argv = {req.at("server_exe").get<std::string>(),
+            "serve",
+            "-m",
+            req.at("model").get<std::string>(),
+            "--port",
+            "0",
+            "-t",
+            std::to_string(req.at("threads").get<int>()),
+            "--parallel",
+            std::to_string(slots),
+            "--queue",
+            std::to_string(slots),
+            "--kv",
+            kv.label};
+    for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
+    if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
+    server.emplace(argv, 120);
+    at = server->address();
+  } else {
+    at = parse_server_url(url);
+    if (!server_healthy(at, 10)) fail("bench serve: ", url, " does not answer GET /health");
+  }
 
   const double timeout = 600;
   std::vector<StreamTiming> streams(static_cast<size_t>(clients));
-  std::atomic<int> ready{0};
+  StreamTiming long_stream;
+  std::atomic<int> ready{0}, streaming{0};
   std::atomic<bool> go{false}, finished{false};
   double kv_peak = -1;
   // The pool's bytes while the streams run (cached prefixes included).
   std::thread poller([&] {
     while (!finished.load()) {
-      kv_peak = std::max(kv_peak, fetch_metric(server.port(), kKvUsedMetric));
+      kv_peak = std::max(kv_peak, fetch_metric(at, kKvUsedMetric));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
+  const auto start = std::chrono::steady_clock::now();
+  auto request = [&](std::vector<int32_t> prompt, int64_t max_tokens) {
+    return Json{{"model", "bench"},         {"prompt", std::move(prompt)},
+                {"max_tokens", max_tokens}, {"temperature", 0},
+                {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+  };
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
-      const Json body = {
-          {"model", "bench"},         {"prompt", client_prompt(prompt_tokens, shared, c, n_vocab)},
-          {"max_tokens", gen_tokens}, {"temperature", 0},
-          {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+      const Json body = request(client_prompt(prompt_tokens, shared, c, n_vocab), gen_tokens);
       ++ready;
       while (!go.load()) std::this_thread::yield();
-      streams[size_t(c)] = stream_completion(server.port(), body, timeout);
+      bool counted = false;
+      streams[size_t(c)] = stream_completion(at, body, timeout, start, [&] {
+        counted = true;
+        ++streaming;
+      });
+      if (!counted) ++streaming;  // failed or gave no text: not waited for
+    });
+  // The long prompt goes once every other stream has its first token (a
+  // prompt of its own: nothing cached helps it).
+  if (long_prompt > 0)
+    threads.emplace_back([&] {
+      const Json body = request(client_prompt(long_prompt, 0, clients, n_vocab), 4);
+      while (streaming.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      long_stream = stream_completion(at, body, timeout, start);
     });
   while (ready.load() < clients) std::this_thread::yield();
-  const auto start = std::chrono::steady_clock::now();
   go.store(true);
   for (auto& t : threads) t.join();
   const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      1e3;
   finished.store(true);
   poller.join();
-  const double kv_end = fetch_metric(server.port(), kKvUsedMetric);
+  const double kv_end = fetch_metric(at, kKvUsedMetric);
   // -1: /metrics could not be read.
   auto bytes = [](double b) { return b < 0 ? Json(nullptr) : Json(uint64_t(b)); };
-  const uint64_t peak_rss = server.peak_rss_bytes();
-  const int exit_status = server.stop();
+  const Json peak_rss = server ? Json(server->peak_rss_bytes()) : Json(nullptr);
+  const Json exit_status = server ? Json(server->stop()) : Json(nullptr);
 
   std::vector<double> ttft, itl;
   int64_t generated = 0;
@@ -140,50 +232,65 @@ Json serve_cell(const Json& req) {
                           {"seconds", s.seconds},
                           {"itl_ms", s.itl_ms}});
   }
-  return {{"status", "ok"},
-          {"kv_describe", kv.config.describe()},
-          {"clients", clients},
-          {"requests_ok", ok},
-          {"requests_failed", clients - ok},
-          {"all_succeeded", ok == clients},
-          {"errors", errors},
-          {"generated_tokens", generated},
-          {"wall_seconds", wall},
-          {"tok_per_s", wall > 0 ? double(generated) / wall : 0.0},
-          {"ttft_ms", percentiles(ttft)},
-          {"itl_ms", percentiles(itl)},
-          {"server_peak_rss_bytes", peak_rss},
-          {"kv_used_peak_bytes", bytes(std::max(kv_peak, kv_end))},
-          {"kv_used_end_bytes", bytes(kv_end)},
-          {"server_command", argv},
-          {"server_exit_status", exit_status},
-          {"streams", per_stream}};
+  Json row = {
+      {"status", "ok"},
+      {"kv_describe", kv_describe},
+      {"clients", clients},
+      {"requests_ok", ok},
+      {"requests_failed", clients - ok},
+      {"all_succeeded", ok == clients},
+      {"errors", errors},
+      {"generated_tokens", generated},
+      {"wall_seconds", wall},
+      {"tok_per_s", wall > 0 ? double(generated) / wall : 0.0},
+      {"decode_tok_per_s", decode_tok_per_s(streams)},
+      {"ttft_ms", percentiles(ttft)},
+      {"itl_ms", percentiles(itl)},
+      {"server_peak_rss_bytes", peak_rss},
+      {"kv_used_peak_bytes", bytes(std::max(kv_peak, kv_end))},
+      {"kv_used_end_bytes", bytes(kv_end)},
+      {"server_command", argv},
+      {"server_exit_status", exit_status},
+      {"streams", per_stream},
+      {"long_prompt",
+       long_prompt > 0 ? long_prompt_figures(long_stream, long_prompt, streams) : Json(nullptr)}};
+  if (!url.empty()) row["url"] = url;
+  return row;
 }
 
 std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& s,
                                     const ModelInfo& info) {
   std::vector<PlannedCell> cells;
-  for (const auto& kv : o.kv)
-    for (const int n : s.clients) {
-      PlannedCell c;
-      c.label = "serve " + kv.label + " clients " + std::to_string(n);
-      c.cost = n * estimate_flops(info, s.prompt_tokens, s.gen_tokens) / o.threads;
-      c.identity = {{"kv", kv.label},
-                    {"policy", policy_label(kv.config)},
-                    {"clients", n},
-                    {"threads", o.threads}};
-      c.request = request_base(o, "serve");
-      c.request["kv"] = bench_kv_to_json(kv);
-      c.request["clients"] = n;
-      c.request["prompt_tokens"] = s.prompt_tokens;
-      c.request["gen_tokens"] = s.gen_tokens;
-      c.request["shared_prefix"] = s.shared_prefix;
-      c.request["kv_budget"] = s.kv_budget;
-      c.request["server_flags"] = s.server_flags;
-      c.request["server_exe"] = s.server_exe;
-      c.request["n_vocab"] = info.n_vocab;
-      cells.push_back(std::move(c));
+  auto add = [&](const std::string& kv_label, const BenchKv* kv, int n) {
+    PlannedCell c;
+    c.label = "serve " + kv_label + " clients " + std::to_string(n);
+    c.cost = (n * estimate_flops(info, s.prompt_tokens, s.gen_tokens) +
+              (s.long_prompt > 0 ? estimate_flops(info, s.long_prompt, 4) : 0.0)) /
+             o.threads;
+    c.identity = {{"kv", kv_label}, {"clients", n}, {"threads", o.threads}};
+    c.request = request_base(o, "serve");
+    if (kv) {
+      c.identity["policy"] = policy_label(kv->config);
+      c.request["kv"] = bench_kv_to_json(*kv);
     }
+    c.request["clients"] = n;
+    c.request["prompt_tokens"] = s.prompt_tokens;
+    c.request["gen_tokens"] = s.gen_tokens;
+    c.request["shared_prefix"] = s.shared_prefix;
+    c.request["long_prompt"] = s.long_prompt;
+    c.request["kv_budget"] = s.kv_budget;
+    c.request["server_flags"] = s.server_flags;
+    c.request["server_exe"] = s.server_exe;
+    c.request["url"] = s.url;
+    c.request["n_vocab"] = info.n_vocab;
+    cells.push_back(std::move(c));
+  };
+  // --url: one server, whatever its KV settings; a cell per client count.
+  if (!s.url.empty())
+    for (const int n : s.clients) add(kUrlLabel, nullptr, n);
+  else
+    for (const auto& kv : o.kv)
+      for (const int n : s.clients) add(kv.label, &kv, n);
   return cells;
 }
 
@@ -200,6 +307,8 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
                      {"requests_ok", row["requests_ok"]},
                      {"requests_failed", row["requests_failed"]},
                      {"tok_per_s", row["tok_per_s"]},
+                     {"decode_tok_per_s", row.value("decode_tok_per_s", Json(nullptr))},
+                     {"long_prompt", row.value("long_prompt", Json(nullptr))},
                      {"ttft_p50_ms", row["ttft_ms"]["p50"]},
                      {"ttft_p99_ms", row["ttft_ms"]["p99"]},
                      {"itl_p50_ms", row["itl_ms"]["p50"]},
@@ -223,6 +332,8 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
             {"prompt_tokens", s.prompt_tokens},
             {"gen_tokens", s.gen_tokens},
             {"shared_prefix", s.shared_prefix},
+            {"long_prompt", s.long_prompt},
+            {"url", s.url.empty() ? Json(nullptr) : Json(s.url)},
             {"kv_budget", s.kv_budget.empty() ? Json(nullptr) : Json(s.kv_budget)}}},
           {"rows", rows},
           {"cells", table},
@@ -231,18 +342,41 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
 
 std::string serve_markdown(const Json& section) {
   std::string out;
+  bool any_long = false;
   for (const auto& r : section["cells"]) {
-    char line[320];
+    char line[400];
     std::snprintf(
         line, sizeof line,
-        "serve %s clients %d: %.2f tok/s, TTFT p50 %s ms p99 %s ms, ITL p50 %s ms p99 "
-        "%s ms, %d/%d ok, server peak RSS %s, KV %s\n",
+        "serve %s clients %d: %.2f tok/s (decode %s tok/s), TTFT p50 %s ms p99 %s ms, "
+        "ITL p50 %s ms p99 %s ms, %d/%d ok, server peak RSS %s, KV %s\n",
         r["kv"].get<std::string>().c_str(), r["clients"].get<int>(), r["tok_per_s"].get<double>(),
-        fixed_or_dash(r["ttft_p50_ms"], 1).c_str(), fixed_or_dash(r["ttft_p99_ms"], 1).c_str(),
-        fixed_or_dash(r["itl_p50_ms"], 2).c_str(), fixed_or_dash(r["itl_p99_ms"], 2).c_str(),
-        r["requests_ok"].get<int>(), r["clients"].get<int>(),
-        format_bytes(r["server_peak_rss_bytes"].get<uint64_t>()).c_str(),
+        fixed_or_dash(r["decode_tok_per_s"], 2).c_str(), fixed_or_dash(r["ttft_p50_ms"], 1).c_str(),
+        fixed_or_dash(r["ttft_p99_ms"], 1).c_str(), fixed_or_dash(r["itl_p50_ms"], 2).c_str(),
+        fixed_or_dash(r["itl_p99_ms"], 2).c_str(), r["requests_ok"].get<int>(),
+        r["clients"].get<int>(), bytes_or_dash(r["server_peak_rss_bytes"]).c_str(),
         bytes_or_dash(r["kv_used_peak_bytes"]).c_str());
+    out += line;
+    const Json& lp = r["long_prompt"];
+    if (lp.is_null()) continue;
+    any_long = true;
+    if (lp["ttft_ms"].is_null()) {
+      out += "serve " + r["kv"].get<std::string>() + " clients " +
+             std::to_string(r["clients"].get<int>()) + " long prompt " +
+             std::to_string(lp["tokens"].get<int64_t>()) +
+             ": failed: " + lp["error"].get<std::string>() + "\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line,
+                  "serve %s clients %d long prompt %lld: TTFT %.1f ms; the others' ITL during "
+                  "its prefill p50 %s ms p99 %s ms (p99 %s x their ITL p50 outside it)%s\n",
+                  r["kv"].get<std::string>().c_str(), r["clients"].get<int>(),
+                  static_cast<long long>(lp["tokens"].get<int64_t>()), lp["ttft_ms"].get<double>(),
+                  fixed_or_dash(lp["others_itl_ms"]["p50"], 2).c_str(),
+                  fixed_or_dash(lp["others_itl_ms"]["p99"], 2).c_str(),
+                  fixed_or_dash(lp["itl_p99_during_over_p50"], 2).c_str(),
+                  lp["others_streaming_through"].get<bool>()
+                      ? ""
+                      : " (the others finished before it: raise --gen-tokens)");
     out += line;
   }
   const Json& opt = section["options"];
@@ -264,22 +398,39 @@ std::string serve_markdown(const Json& section) {
         out += "kv " + r["kv"].get<std::string>() + " clients " +
                std::to_string(r["clients"].get<int>()) + ": " + e.get<std::string>() + "\n";
   }
-  Table t({"KV", "clients", "ok", "aggregate tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-           "ITL p99 ms", "server peak RSS", "KV bytes (peak)"});
+  Table t({"KV", "clients", "ok", "aggregate tok/s", "decode tok/s", "TTFT p50 ms", "TTFT p99 ms",
+           "ITL p50 ms", "ITL p99 ms", "server peak RSS", "KV bytes (peak)"});
   for (const auto& r : section["cells"])
     t.add({r["kv"], r["clients"],
            std::to_string(r["requests_ok"].get<int>()) + "/" +
                std::to_string(r["clients"].get<int>()),
-           fmt_fixed(r["tok_per_s"], 2), fixed_or_dash(r["ttft_p50_ms"], 1),
-           fixed_or_dash(r["ttft_p99_ms"], 1), fixed_or_dash(r["itl_p50_ms"], 2),
-           fixed_or_dash(r["itl_p99_ms"], 2),
-           format_bytes(r["server_peak_rss_bytes"].get<uint64_t>()),
-           bytes_or_dash(r["kv_used_peak_bytes"])});
+           fmt_fixed(r["tok_per_s"], 2), fixed_or_dash(r["decode_tok_per_s"], 2),
+           fixed_or_dash(r["ttft_p50_ms"], 1), fixed_or_dash(r["ttft_p99_ms"], 1),
+           fixed_or_dash(r["itl_p50_ms"], 2), fixed_or_dash(r["itl_p99_ms"], 2),
+           bytes_or_dash(r["server_peak_rss_bytes"]), bytes_or_dash(r["kv_used_peak_bytes"])});
   out += "\nServer under concurrent clients (" +
+         (opt["url"].is_null() ? std::string() : opt["url"].get<std::string>() + ", ") +
          std::to_string(opt["prompt_tokens"].get<int64_t>()) + "-token prompts, " +
          std::to_string(opt["gen_tokens"].get<int64_t>()) +
          " generated tokens each, shared prefix " +
          std::to_string(opt["shared_prefix"].get<int64_t>()) + "):\n\n" + t.markdown();
+  if (any_long) {
+    Table l({"KV", "clients", "long prompt", "its TTFT ms", "others' ITL p50 ms (during)",
+             "others' ITL p99 ms (during)", "p99 / ITL p50"});
+    for (const auto& r : section["cells"]) {
+      const Json& lp = r["long_prompt"];
+      if (lp.is_null()) continue;
+      l.add(
+          {r["kv"], r["clients"], lp["tokens"], fixed_or_dash(lp["ttft_ms"], 1),
+           fixed_or_dash(lp.value("others_itl_ms", Json::object()).value("p50", Json(nullptr)), 2),
+           fixed_or_dash(lp.value("others_itl_ms", Json::object()).value("p99", Json(nullptr)), 2),
+           fixed_or_dash(lp.value("itl_p99_during_over_p50", Json(nullptr)), 2)});
+    }
+    out +=
+        "\nA long prompt arriving while the others stream (its prefill against their "
+        "inter-token latency):\n\n" +
+        l.markdown();
+  }
   return out;
 }
 

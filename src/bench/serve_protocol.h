@@ -8,11 +8,20 @@
 // prompt differs, or shares its first --shared-prefix T tokens). Per stream:
 // time to first token and the gaps between the SSE chunks as they arrive.
 // Per cell: aggregate generated tok/s over the wall time of all N streams,
-// TTFT and inter-token latency p50/p99, the server's peak RSS (VmHWM, read
+// decode-phase tok/s (the tokens after each stream's first, from the first
+// stream's first token to the last stream's last), TTFT and inter-token
+// latency p50/p99, the server's peak RSS (VmHWM, read
 // before it is stopped) and the KV pool bytes of GET /metrics
 // (turbokv_kv_cache_used_bytes, polled during the run: its peak). Requests
 // the server cannot admit under --kv-budget fail (503 or a budget error);
 // the summary gives the largest N whose requests all succeeded.
+//
+// --long-prompt L: one more client (the server gets --parallel N+1) sends
+// an L-token prompt once the N streams have their first token; the cell
+// gives its TTFT and the others' gaps that overlap its prefill.
+// --url URL: the cells drive that server (llama.cpp's llama-server, say)
+// instead of starting one: one cell per client count, KV column "url", no
+// peak RSS; prompts are token ids, so both servers see the same lengths.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +38,13 @@ struct ServeOptions {
   int64_t prompt_tokens = 128;
   int64_t gen_tokens = 64;
   int64_t shared_prefix = 0;
+  // > 0: one more client sends a prompt of this many tokens once the others
+  // are streaming; the cell reports its TTFT and the others' inter-token
+  // latency during its prefill.
+  int64_t long_prompt = 0;
+  // Drive this already running OpenAI-compatible server (http://HOST:PORT)
+  // instead of starting `turbokv serve`; "" = start one per KV item.
+  std::string url;
   std::string kv_budget;  // --kv-budget as given ("" = the server's default)
   // Bench flags passed on to the server as its own (--kv-sinks N, -ub N, ...).
   std::vector<std::string> server_flags;

@@ -1,6 +1,7 @@
 // `turbokv bench serve` through the real binary (its cells start `turbokv
 // serve`) on stories260K: the report's fields, every request served, the
-// largest client count within a budget, bad input.
+// largest client count within a budget, --long-prompt, --url against a
+// running server, bad input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "bench/child_process.h"
+#include "bench/serve_client.h"
 #include "bench_test_util.h"
 #include "test_util.h"
 
@@ -115,6 +117,83 @@ TEST(BenchServe, AServerThatCannotStartIsAFailedCell) {
       << r.out;
 }
 
+// --long-prompt: one more client (the server runs N + 1 sequences) sends a
+// prompt of its own once the others stream; the row gives its TTFT and the
+// others' gaps during its prefill, and every row the decode-phase tok/s.
+TEST(BenchServe, LongPromptFiguresAndDecodeThroughput) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string out = ::tkv::test::temp_dir() + "/serve-long";
+  const ChildResult r = run_turbokv_bench(
+      {"serve", "-m", model, "--kv", "f16", "--clients", "2", "--prompt-tokens", "8",
+       "--gen-tokens", "40", "--long-prompt", "80", "-t", "1", "--out", out, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("serve f16 clients 2 long prompt 80: TTFT "), std::string::npos) << r.out;
+  const Json report = test::read_json_file(out + "/report.json");
+  EXPECT_EQ(report.at("serve").at("options").at("long_prompt").get<int64_t>(), 80);
+  const Json& row = report["serve"].at("rows").at(0);
+  ASSERT_EQ(row.at("status"), "ok") << row.dump();
+  EXPECT_EQ(row.at("requests_ok").get<int>(), 2) << row.at("errors").dump();
+  EXPECT_GT(row.at("decode_tok_per_s").get<double>(), 0);
+  const auto cmd = row.at("server_command").get<std::vector<std::string>>();
+  const auto parallel = std::find(cmd.begin(), cmd.end(), "--parallel");
+  ASSERT_NE(parallel, cmd.end());
+  EXPECT_EQ(*(parallel + 1), "3");  // the two clients and the long prompt
+  const Json& lp = row.at("long_prompt");
+  EXPECT_EQ(lp.at("tokens").get<int64_t>(), 80);
+  EXPECT_TRUE(lp.at("ok").get<bool>()) << lp.dump();
+  EXPECT_GT(lp.at("ttft_ms").get<double>(), 0);
+  EXPECT_TRUE(lp.at("others_itl_ms").contains("p99"));
+  EXPECT_TRUE(lp.at("others_itl_outside_ms").contains("p50"));
+  EXPECT_TRUE(lp.at("others_streaming_through").is_boolean());
+  // The cells' table carries both.
+  const Json& cell = report["serve"].at("cells").at(0);
+  EXPECT_EQ(cell.at("long_prompt").at("tokens").get<int64_t>(), 80);
+  EXPECT_GT(cell.at("decode_tok_per_s").get<double>(), 0);
+  EXPECT_NE(read_text(out + "/report.md").find("decode tok/s"), std::string::npos);
+}
+
+// --url drives a server that is already running (here a `turbokv serve`
+// this test started): one cell per client count, KV column "url", no peak
+// RSS, and the server is left running.
+TEST(BenchServe, UrlDrivesARunningServer) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  ServerProcess server({::tkv::test::turbokv_binary(), "serve", "-m", model, "--port", "0", "-t",
+                        "1", "--parallel", "2"},
+                       60);
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const std::string out = ::tkv::test::temp_dir() + "/serve-url";
+  const ChildResult r =
+      run_turbokv_bench({"serve", "-m", model, "--url", url + "/v1", "--clients", "1,2",
+                         "--prompt-tokens", "20", "--gen-tokens", "5", "--out", out, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json report = test::read_json_file(out + "/report.json");
+  const Json& section = report.at("serve");
+  EXPECT_EQ(section.at("options").at("url"), url + "/v1");
+  ASSERT_EQ(section.at("rows").size(), 2u);
+  for (const auto& row : section["rows"]) {
+    ASSERT_EQ(row.at("status"), "ok") << row.dump();
+    EXPECT_EQ(row.at("kv"), "url");
+    EXPECT_EQ(row.at("requests_ok").get<int>(), row.at("clients").get<int>())
+        << row.at("errors").dump();
+    EXPECT_TRUE(row.at("server_peak_rss_bytes").is_null());
+    EXPECT_TRUE(row.at("server_command").empty());
+    EXPECT_TRUE(row.at("kv_used_peak_bytes").is_number()) << row.dump();  // turbokv's /metrics
+  }
+  EXPECT_NE(r.out.find("serve url clients 2: "), std::string::npos) << r.out;
+  EXPECT_EQ(server.stop(), 0);  // it was still serving
+}
+
+// A --url nothing listens on: the cell fails with the reason, exit 1.
+TEST(BenchServe, UrlWithNoServerIsAFailedCell) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const ChildResult r =
+      run_turbokv_bench({"serve", "-m", model, "--url", "http://127.0.0.1:1", "--clients", "1",
+                         "--prompt-tokens", "8", "--gen-tokens", "2", "--quiet"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("http://127.0.0.1:1 does not answer GET /health"), std::string::npos)
+      << r.out;
+}
+
 TEST(BenchServe, BadInputIsExitCode2) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::vector<std::vector<std::string>> cases{
@@ -127,7 +206,15 @@ TEST(BenchServe, BadInputIsExitCode2) {
       {"serve", "-m", model, "--prompt-tokens", "120", "--gen-tokens", "64"},  // > trained 128
       {"serve", "-m", model, "--kv-budget", "much"},                           // bad size
       {"serve", "-m", model, "--kv", "k9v9", "--prompt-tokens", "8", "--gen-tokens",
-       "4"},  // unknown codec
+       "4"},                                                                    // unknown codec
+      {"serve", "-m", model, "--long-prompt", "0"},                             // no prompt
+      {"serve", "-m", model, "--long-prompt", "many"},                          // not a number
+      {"serve", "-m", model, "--prompt-tokens", "8", "--long-prompt", "126"},   // > trained 128
+      {"serve", "-m", model, "--url", "https://127.0.0.1:8080"},                // no TLS
+      {"serve", "-m", model, "--url", "http://127.0.0.1:port"},                 // bad port
+      {"serve", "-m", model, "--url", "http://127.0.0.1:8080/api"},             // other path
+      {"serve", "-m", model, "--url", "http://127.0.0.1:8080", "--kv", "f16"},  // server's own
+      {"serve", "-m", model, "--url", "http://127.0.0.1:8080", "-ub", "16"},    // server's own
   };
   for (const auto& args : cases) {
     const ChildResult r = run_turbokv_bench(args);
