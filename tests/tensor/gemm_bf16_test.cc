@@ -1,7 +1,7 @@
 // The BF16 weights' prefill GEMM with vdpbf16ps (tensor/kernels/gemm_bf16.h):
 // within its documented bound of the double-precision product (activations
 // rounded to bf16), different from the f32 GEMM that TURBOKV_SIMD=avx3
-// (here: forcing the AVX3 target) keeps, a token's result independent of
+// (here: forcing the AVX3 target) and TURBOKV_BF16_DOT=0 keep, a token's result independent of
 // how many tokens the product has and of the thread count, and decode
 // (matvec, matvec_batch) untouched by it.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "common/f16.h"
 #include "common/thread_pool.h"
 #include "hwy/targets.h"
+#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
@@ -22,12 +23,21 @@
 namespace tkv {
 namespace {
 
-// Skips unless the dispatcher's default target runs the bf16 GEMM.
-#define SKIP_WITHOUT_BF16_GEMM()                                                            \
-  do {                                                                                      \
-    if (!kernels::bf16_dot_gemm_active())                                                   \
-      GTEST_SKIP() << "no AVX512-BF16 on this CPU (target " << active_simd_target() << ")"; \
-  } while (0)
+// Every test runs with the bf16 GEMM preferred (on Intel it is off by
+// default, cpu_features.h) and skips where the CPU or target lacks it.
+class Bf16Gemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    before_ = kernels::bf16_dot_preferred();
+    kernels::set_bf16_dot_preferred(true);
+    if (!kernels::bf16_dot_gemm_active())
+      GTEST_SKIP() << "no AVX512-BF16 on this CPU (target " << active_simd_target() << ")";
+  }
+  void TearDown() override { kernels::set_bf16_dot_preferred(before_); }
+
+ private:
+  bool before_ = false;
+};
 
 struct Product {
   int64_t rows, cols, n;
@@ -69,8 +79,7 @@ double max_relative_error(const Product& p, const std::vector<float>& y, bool ro
   return worst;
 }
 
-TEST(Bf16Gemm, StaysWithinTheBf16RoundingBound) {
-  SKIP_WITHOUT_BF16_GEMM();
+TEST_F(Bf16Gemm, StaysWithinTheBf16RoundingBound) {
   // Odd and partial-chunk column counts, partial row panels and token tiles.
   for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {53, 37, 5}, {49, 300, 33}, {100, 2049, 64}, {13, 8192, 3}}) {
@@ -84,8 +93,7 @@ TEST(Bf16Gemm, StaysWithinTheBf16RoundingBound) {
   }
 }
 
-TEST(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
-  SKIP_WITHOUT_BF16_GEMM();
+TEST_F(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
   const Product p = make_product(61, 1000, 40, 7);
   const std::vector<float> native = run(p);
   hwy::SetSupportedTargetsForTest(HWY_AVX3);  // what TURBOKV_SIMD=avx3 does
@@ -93,15 +101,19 @@ TEST(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
   const std::vector<float> forced = run(p);
   hwy::SetSupportedTargetsForTest(0);
   ASSERT_TRUE(kernels::bf16_dot_gemm_active());
+  kernels::set_bf16_dot_preferred(false);  // TURBOKV_BF16_DOT=0, same target
+  EXPECT_FALSE(kernels::bf16_dot_gemm_active());
+  const std::vector<float> unpreferred = run(p);
+  kernels::set_bf16_dot_preferred(true);
   EXPECT_LE(max_relative_error(p, forced), 1e-5);
+  EXPECT_LE(max_relative_error(p, unpreferred), 1e-5);
   // The bf16 rounding of the activations shows: gaussian x are not bf16.
   EXPECT_NE(native, forced);
   EXPECT_GT(max_relative_error(p, native), 1e-5);
   EXPECT_LE(max_relative_error(p, native), kBf16GemmRelativeBound);
 }
 
-TEST(Bf16Gemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
-  SKIP_WITHOUT_BF16_GEMM();
+TEST_F(Bf16Gemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
   const Product all = make_product(97, 777, 70, 11);
   const std::vector<float> want = run(all, 1);
   for (const int64_t n : {1, 2, 17, 31, 32, 33, 64}) {
@@ -116,8 +128,7 @@ TEST(Bf16Gemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
   }
 }
 
-TEST(Bf16Gemm, DecodeKeepsTheExactF32Path) {
-  SKIP_WITHOUT_BF16_GEMM();
+TEST_F(Bf16Gemm, DecodeKeepsTheExactF32Path) {
   // matvec and matvec_batch never round activations: within the f32 bound.
   const Product p = make_product(45, 520, 3, 17);
   ThreadPool pool(2);

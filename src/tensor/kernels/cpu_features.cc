@@ -2,6 +2,8 @@
 #include "tensor/kernels/cpu_features.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -29,6 +31,27 @@ Leaf7 cpuid_leaf7(unsigned sub) {
 #endif
 
 std::atomic<bool> g_allowed{true};
+
+bool cpu_is_amd() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  return ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+#else
+  return false;
+#endif
+}
+
+bool bf16_dot_default() {
+  if (const char* env = std::getenv("TURBOKV_BF16_DOT"); env && *env)
+    return std::string_view(env) != "0";
+  return cpu_is_amd();
+}
+
+std::atomic<bool>& bf16_dot_flag() {
+  static std::atomic<bool> flag{bf16_dot_default()};
+  return flag;
+}
 
 }  // namespace
 
@@ -68,6 +91,14 @@ bool cpu_has_arm_dotprod() {
 #else
   return false;
 #endif
+}
+
+bool bf16_dot_preferred() {
+  return bf16_dot_flag().load(std::memory_order_relaxed);
+}
+
+void set_bf16_dot_preferred(bool preferred) {
+  bf16_dot_flag().store(preferred, std::memory_order_relaxed);
 }
 
 void set_int_dot_instructions_allowed(bool allowed) {

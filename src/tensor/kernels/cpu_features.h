@@ -10,9 +10,18 @@ namespace tkv::kernels {
 // and AVX512-VNNI (EVEX, Cascade Lake, Ice Lake, Zen 4). False off x86.
 bool cpu_has_avx_vnni();
 bool cpu_has_avx512_vnni();
-// vdpbf16ps / vcvtne2ps2bf16 (AVX512-BF16: Cooper Lake, Sapphire Rapids,
-// Zen 4), which the BF16 weights' GEMM uses (gemm_bf16.h). False off x86.
+// vdpbf16ps (AVX512-BF16: Cooper Lake, Sapphire Rapids, Zen 4), which the
+// BF16 weights' GEMM of gemm_bf16.h uses. False off x86.
 bool cpu_has_avx512_bf16();
+// Whether that GEMM should replace the f32 FMA GEMM for BF16 prefill where
+// the CPU has AVX512-BF16. By default only on AMD: Intel's cores issue
+// vdpbf16ps at half the f32 FMA's multiply-add rate (on this project's
+// Sapphire Rapids VM: one per 2 cycles against two FMAs per cycle, so the
+// bf16 GEMM ran at ~0.7x), Zen 4 and Zen 5 at twice it (AMD's figures, not
+// measured here). TURBOKV_BF16_DOT=1 or 0 overrides the default for the
+// process; set_bf16_dot_preferred (tests, benchmarks) after that.
+bool bf16_dot_preferred();
+void set_bf16_dot_preferred(bool preferred);
 // sdot (ARMv8.2 dotprod, HWCAP_ASIMDDP). False off aarch64.
 bool cpu_has_arm_dotprod();
 

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdlib>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -91,15 +92,90 @@ struct Scratch {
 };
 
 // Whether BF16 weights take vdpbf16ps (gemm_bf16.h) instead of this f32
-// GEMM: on AVX3_DL (and newer) where the CPU has AVX512-BF16, so that
-// TURBOKV_SIMD=avx3 (or any older target) keeps the f32 GEMM. F16 weights
-// always stay here: rounded to bf16 they would lose 3 mantissa bits.
+// GEMM: on AVX3_DL (and newer) where the CPU has AVX512-BF16 and it is
+// preferred there (cpu_features.h: AMD by default, TURBOKV_BF16_DOT), so
+// that TURBOKV_SIMD=avx3 (or any older target) keeps the f32 GEMM. F16
+// weights always stay here: rounded to bf16 they would lose 3 mantissa bits.
 bool Bf16DotActive() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
-  return kernels::cpu_has_avx512_bf16();
+  return kernels::cpu_has_avx512_bf16() && kernels::bf16_dot_preferred();
 #else
   return false;
 #endif
+}
+
+// The weights of the chunk a panel dequantizes next, prefetched into L2 a
+// few cache lines per token tile of the current chunk, so that the row
+// pieces (too short for the hardware's stream detection) arrive under the
+// FMAs instead of stalling the dequantization.
+struct ChunkPrefetch {
+  const uint8_t* rows = nullptr;  // row 0 of the panel, at the chunk's first byte
+  size_t row_bytes = 0, lines_per_row = 0, total = 0, done = 0;
+  ChunkPrefetch() = default;
+  ChunkPrefetch(const uint8_t* first, size_t stride, size_t bytes, size_t nr)
+      : rows(first),
+        row_bytes(stride),
+        lines_per_row((bytes + 63) / 64),
+        total(nr * lines_per_row) {}
+  // Issues the lines up to fraction num / den of the total.
+  HWY_INLINE void Upto(size_t num, size_t den) {
+    for (const size_t want = total * num / den; done < want; ++done)
+      __builtin_prefetch(rows + (done / lines_per_row) * row_bytes + (done % lines_per_row) * 64, 0,
+                         2);
+  }
+};
+
+struct PanelArgs {
+  DType type;
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t rows;
+  size_t K;
+  kernels::DequantizeFn dequantize;
+  const float* xt;
+  size_t n_tiles, n_pad;
+  float* y;
+  size_t n;
+};
+
+// Rows [panel * kPanelRows, +kPanelRows) for all tokens, with p the
+// kPanelRows x kChunk f32 panel and c the kPanelRows x n_pad accumulators.
+// `prefetch_next`: the caller computes panel + 1 next.
+void PanelProduct(const PanelArgs& a, int64_t panel, bool prefetch_next, float* HWY_RESTRICT p,
+                  float* HWY_RESTRICT c) {
+  const int64_t r0 = panel * int64_t(kPanelRows);
+  const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
+  const uint8_t* rows = a.w + size_t(r0) * a.row_bytes;
+  std::fill(c, c + kPanelRows * a.n_pad, 0.0f);
+  if (nr < kPanelRows) std::fill(p + nr * kChunk, p + kPanelRows * kChunk, 0.0f);
+  for (size_t k0 = 0; k0 < a.K; k0 += kChunk) {
+    const size_t kc = std::min(kChunk, a.K - k0);
+    const size_t byte0 = tkv::row_bytes(a.type, int64_t(k0));
+    for (size_t r = 0; r < nr; ++r)
+      a.dequantize(a.type, rows + r * a.row_bytes + byte0, p + r * kChunk, int64_t(kc));
+    ChunkPrefetch pf;
+    static const int exp_pf = getenv("TKV_EXP_PF") ? atoi(getenv("TKV_EXP_PF")) : 1;
+    if (!exp_pf) {
+    } else if (k0 + kChunk < a.K) {
+      const size_t next = tkv::row_bytes(a.type, int64_t(k0 + kChunk));
+      const size_t bytes = tkv::row_bytes(a.type, int64_t(std::min(kChunk, a.K - k0 - kChunk)));
+      pf = ChunkPrefetch(rows + next, a.row_bytes, bytes, nr);
+    } else if (prefetch_next) {
+      const int64_t next_rows = std::min<int64_t>(int64_t(kPanelRows), a.rows - r0 - int64_t(nr));
+      pf = ChunkPrefetch(rows + nr * a.row_bytes, a.row_bytes,
+                         tkv::row_bytes(a.type, int64_t(std::min(kChunk, a.K))), size_t(next_rows));
+    }
+    for (size_t t = 0; t < a.n_tiles; ++t) {
+      pf.Upto(t + 1, a.n_tiles);
+      const float* xtile = a.xt + t * a.K * kTileTokens + k0 * kTileTokens;
+      for (size_t m = 0; m < kPanelRows; m += kTileRows)
+        MicroTile(p + m * kChunk, xtile, kc, c + m * a.n_pad + t * kTileTokens, a.n_pad);
+    }
+  }
+  for (size_t i = 0; i < a.n; ++i) {
+    float* yi = a.y + i * size_t(a.rows) + size_t(r0);
+    for (size_t r = 0; r < nr; ++r) yi[r] = c[r * a.n_pad + i];
+  }
 }
 
 void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
@@ -133,29 +209,17 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
   float* panels =
       scratch.Get(scratch.panels, scratch.panels_size, per_thread * size_t(pool.size()));
   const int64_t n_panels = (rows + int64_t(kPanelRows) - 1) / int64_t(kPanelRows);
-  pool.run(n_panels, [&](int64_t panel, int thread) {
+  // Consecutive panels per task, so that a panel's last chunk can prefetch
+  // the next panel's first one; about 8 tasks per thread keep the dynamic
+  // hand-out balanced. Which panels share a task never changes a value.
+  const int64_t per_task = std::max<int64_t>(1, n_panels / (8 * int64_t(pool.size())));
+  const int64_t n_tasks = (n_panels + per_task - 1) / per_task;
+  const PanelArgs a{type, w, row_bytes, rows, K, dequantize, xt, n_tiles, n_pad, y, size_t(n)};
+  pool.run(n_tasks, [&](int64_t task, int thread) {
     float* p = panels + per_thread * size_t(thread);
-    float* c = p + kPanelRows * kChunk;
-    const int64_t r0 = panel * int64_t(kPanelRows);
-    const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), rows - r0));
-    std::fill(c, c + kPanelRows * n_pad, 0.0f);
-    if (nr < kPanelRows) std::fill(p + nr * kChunk, p + kPanelRows * kChunk, 0.0f);
-    for (size_t k0 = 0; k0 < K; k0 += kChunk) {
-      const size_t kc = std::min(kChunk, K - k0);
-      const size_t byte0 = tkv::row_bytes(type, int64_t(k0));
-      for (size_t r = 0; r < nr; ++r)
-        dequantize(type, w + size_t(r0 + int64_t(r)) * row_bytes + byte0, p + r * kChunk,
-                   int64_t(kc));
-      for (size_t t = 0; t < n_tiles; ++t) {
-        const float* xtile = xt + t * K * kTileTokens + k0 * kTileTokens;
-        for (size_t m = 0; m < kPanelRows; m += kTileRows)
-          MicroTile(p + m * kChunk, xtile, kc, c + m * n_pad + t * kTileTokens, n_pad);
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float* yi = y + i * rows + r0;
-      for (size_t r = 0; r < nr; ++r) yi[r] = c[r * n_pad + size_t(i)];
-    }
+    const int64_t end = std::min(n_panels, (task + 1) * per_task);
+    for (int64_t panel = task * per_task; panel < end; ++panel)
+      PanelProduct(a, panel, panel + 1 < end, p, p + kPanelRows * kChunk);
   });
 }
 
