@@ -15,7 +15,11 @@
 // a long context), the pages are cut into rounds, oldest first, each pinned
 // in turn; a task keeps its online-softmax state in its partial between
 // rounds and walks its tiles in the same order, so the result is
-// bit-identical to one pass.
+// bit-identical to one pass. With the pool's read-ahead a round is half of
+// what may be pinned at once, and the next round's pages are handed to the
+// pool's I/O thread before this one's tasks run, so reading and computing
+// overlap; after the layer, the next layer's first pages are handed over
+// the same way (read_ahead_layer), to be read while the model computes.
 //
 // Per-query policy semantics: a query at position p sees
 //   sinks   [0, min(S, p+1))                             f16
@@ -362,6 +366,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       if (sources[s].kind == Kind::Recent) rank[s] = int64_t(read_pages.size());
   }
   const int64_t n_read = int64_t(read_pages.size());
+  if (selecting) c.layers[size_t(layer)].last_read = read_pages;
 
   // Runs the tasks over the tiles of ranks [lo, hi); the first round
   // (lo == -1) starts each task's softmax state, later ones continue it.
@@ -470,9 +475,15 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
   if (!c.pool->spilling() || n_read == 0) {
     run_round(-1, n_read + 1);
   } else {
-    // As many pages per round as the pool can pin: halved (for this round
-    // and the next) until a pin succeeds.
+    // As many pages per round as the pool can pin (half with read-ahead,
+    // the other half being read meanwhile): halved (for this round and the
+    // next) until a pin succeeds.
+    const bool ahead = c.pool->read_ahead_on();
     int64_t per_round = n_read;
+    if (ahead) {
+      const int64_t room = c.pool->pinnable(L.page_bytes);
+      if (n_read > room) per_round = std::max<int64_t>(1, room / 2);
+    }
     for (int64_t b = 0; b < n_read;) {
       const int64_t e = std::min(n_read, b + per_round);
       const std::vector<uint8_t*> round(read_pages.begin() + b, read_pages.begin() + e);
@@ -483,6 +494,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         per_round = (e - b + 1) / 2;
         continue;
       }
+      if (ahead && e < n_read)
+        c.pool->read_ahead(
+            {read_pages.begin() + e, read_pages.begin() + std::min(n_read, e + per_round)});
       try {
         run_round(b == 0 ? -1 : b, e == n_read ? n_read + 1 : e);
       } catch (...) {
@@ -540,6 +554,20 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       for (int i = 0; i < hd; ++i) dst[i] = ap[i] * inv;
     }
   });
+}
+
+void read_ahead_layer(const KvCache::Impl& c, int layer) {
+  if (!c.pool->read_ahead_on()) return;
+  const LayerKv& L = c.layers[size_t(layer)];
+  const size_t most = size_t(std::max<int64_t>(1, c.pool->pinnable(L.page_bytes) / 2));
+  const bool selects = L.summary_head > 0 && !L.last_read.empty();
+  std::vector<uint8_t*> pages;
+  if (selects) {
+    pages.assign(L.last_read.begin(), L.last_read.begin() + std::min(most, L.last_read.size()));
+  } else {
+    pages.assign(L.pages.begin(), L.pages.begin() + ptrdiff_t(std::min(most, L.pages.size())));
+  }
+  c.pool->read_ahead(pages);
 }
 
 }  // namespace tkv::kv

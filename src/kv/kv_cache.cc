@@ -96,6 +96,7 @@ void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)
     : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes, config.spill_dir)) {
   impl_->private_pool = true;
+  impl_->pool->set_read_ahead(config.read_ahead);
 }
 
 KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<PagePool> pool)
@@ -325,6 +326,9 @@ void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
   attend_layer(c, layer, q, out, pool, scratch);
   c.commit_recent(layer);
+  // The next layer's pages (after the last, the first layer's: the next
+  // chunk's) are read back while the model computes up to its attention.
+  if (c.pool->spilling()) read_ahead_layer(c, (layer + 1) % c.shape.n_layers);
 }
 
 void KvCache::Impl::commit_recent(int layer) {

@@ -49,6 +49,9 @@ struct LayerKv {
   std::vector<float> open_lo, open_hi;
   std::vector<int64_t> open_page;
   std::vector<int> open_filled;
+  // With selection: the pages the last attention of this layer read, oldest
+  // first (what the read-ahead fetches before its next one).
+  std::vector<uint8_t*> last_read;
   int64_t first_page = 0;
   int64_t encoded = 0;  // positions [S, S + encoded) have been encoded into pages
                         // (>= max(0, n_tokens - S - R); more after truncate())
@@ -123,5 +126,10 @@ struct KvCache::Impl {
 // The attention driver (attention.cc).
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
                   AttentionScratch& scratch);
+// With the pool's disk tier and read-ahead: asks the pool to read back the
+// pages `layer`'s next attention is likely to read first (a dense layer's
+// pages oldest first; a selecting layer's last selection), as many as half
+// of what may be pinned at once, while the model computes what comes before.
+void read_ahead_layer(const KvCache::Impl& c, int layer);
 
 }  // namespace tkv::kv

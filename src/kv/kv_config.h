@@ -33,6 +33,11 @@ struct KvConfig {
   // the budget move there instead of failing. Empty = no disk tier. Used by
   // the constructor that makes a private pool (a shared pool has its own).
   std::string spill_dir;
+  // With the disk tier: pages about to be read are read back ahead by the
+  // pool's I/O thread (PagePool::read_ahead); false = every page on demand.
+  // The results are identical either way. Used by the private pool's
+  // constructor, like spill_dir.
+  bool read_ahead = true;
   uint64_t seed = 0x74626b76;  // rotation seeds derive from it and the layer index
   // Query-aware page selection: 0 = dense (every page is read); else each
   // query (per GQA group) reads its best pages up to `select` tokens by the

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 
 #include "common/sys_info.h"
 
@@ -36,6 +37,17 @@ uint8_t* mapped_bytes(size_t bytes) {
   return static_cast<uint8_t*>(p);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Gives an evicted page's mapping its RAM back in one call before it is read
+// into (instead of one fault per OS page during the read); where the kernel
+// lacks MADV_POPULATE_WRITE the read faults the pages in as before.
+void populate(uint8_t* p, size_t footprint) {
+  ::madvise(p, footprint, MADV_POPULATE_WRITE);
+}
+
 std::vector<uint8_t*> distinct(std::vector<uint8_t*> pages) {
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
@@ -59,6 +71,12 @@ PagePool::PagePool(uint64_t budget_bytes, const std::string& spill_dir) : budget
 }
 
 PagePool::~PagePool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  io_wake_.notify_all();
+  if (io_.joinable()) io_.join();
   trim_locked();
 }
 
@@ -86,9 +104,10 @@ uint8_t* PagePool::allocate(size_t bytes, bool movable) {
     while (budget_ != 0 && reserved_ + fp > budget_) {
       trim_locked();  // free-listed pages of other sizes may be what stands in the way
       if (reserved_ + fp <= budget_ || (spill_ && make_room_locked(fp))) break;
-      if (spill_ && pinned_ > 0) {
+      if (spill_ && (pinned_ > 0 || ahead_loading_ > 0)) {
         // What stands in the way is pinned by other sequences' steps (a
-        // caller allocating holds no pins): wait until they release them.
+        // caller allocating holds no pins) or being read ahead: wait until
+        // they release them.
         const uint64_t seen = unpins_;
         loaded_.wait(lock, [&] { return unpins_ != seen; });
         continue;
@@ -114,14 +133,16 @@ uint8_t* PagePool::allocate(size_t bytes, bool movable) {
     throw;
   }
   in_use_ += bytes;
+  if (!mov) fixed_ += fp;
   return p;
 }
 
-bool PagePool::make_room_locked(size_t bytes) {
+bool PagePool::make_room_locked(size_t bytes, bool spare_ahead) {
   if (reserved_ + bytes > budget_) trim_locked();
   while (reserved_ + bytes > budget_) {
-    if (lru_.empty()) return false;
-    uint8_t* coldest = lru_.front();
+    std::list<uint8_t*>& from = !lru_.empty() || spare_ahead ? lru_ : ahead_lru_;
+    if (from.empty()) return false;
+    uint8_t* coldest = from.front();
     evict_locked(coldest, live_.at(coldest));
   }
   return true;
@@ -137,7 +158,8 @@ void PagePool::evict_locked(uint8_t* page, Live& live) {
   }
   const size_t fp = footprint(live.bytes, true);
   ::madvise(page, fp, MADV_DONTNEED);  // the mapping stays; its RAM goes back to the system
-  lru_.erase(live.lru);
+  lru_of(live).erase(live.lru);
+  live.ahead = false;
   live.resident = false;
   reserved_ -= fp;
   spilled_ += live.bytes;
@@ -147,9 +169,15 @@ void PagePool::evict_locked(uint8_t* page, Live& live) {
 void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, bool for_write) {
   if (!spill_) return;
   const std::vector<uint8_t*> pages = distinct(pages_in);
-  std::vector<uint8_t*> pinned, to_load;
-  uint64_t own = 0;  // bytes this call pinned first (others may hold some of its pages)
   std::unique_lock<std::mutex> lock(mutex_);
+  // Starts over while a page another reader was reading back ends on disk.
+  while (!pin_locked(pages, threads, for_write, lock)) continue;
+}
+
+bool PagePool::pin_locked(const std::vector<uint8_t*>& pages_in, ThreadPool* threads,
+                          bool for_write, std::unique_lock<std::mutex>& lock) {
+  std::vector<uint8_t*> pages, pinned, to_load;
+  uint64_t own = 0;  // bytes this call pinned first (others may hold some of its pages)
   // Undoes this call's pins; pages it was reading back go back to disk.
   auto roll_back = [&](const std::vector<uint8_t*>& failed) {
     for (uint8_t* p : failed) {
@@ -166,7 +194,7 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
       Live& live = live_.at(p);
       if (--live.pins > 0) continue;
       pinned_ -= footprint(live.bytes, true);
-      if (live.resident) live.lru = lru_.insert(lru_.end(), p);
+      if (live.resident && !live.loading) live.lru = lru_.insert(lru_.end(), p);
     }
     pinned.clear();
     to_load.clear();
@@ -174,11 +202,21 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
     ++unpins_;
     loaded_.notify_all();
   };
+  // Pages in RAM (or being read) are pinned first, so that making room for
+  // the others never evicts one of them.
+  auto order = [&] {
+    pages.clear();
+    for (int pass = 0; pass < 2; ++pass)
+      for (uint8_t* p : pages_in) {
+        auto it = live_.find(p);
+        if (it == live_.end() || !it->second.movable) continue;
+        if (it->second.resident == (pass == 0)) pages.push_back(p);
+      }
+  };
+  order();
   for (size_t next = 0; next < pages.size(); ++next) {
     uint8_t* p = pages[next];
-    auto it = live_.find(p);
-    if (it == live_.end() || !it->second.movable) continue;
-    Live& live = it->second;
+    Live& live = live_.at(p);
     if (!live.resident) {
       const size_t fp = footprint(live.bytes, true);
       bool fits = false;
@@ -189,13 +227,15 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
         throw;
       }
       if (!fits) {
-        const bool others_pinned = pinned_ > own;
+        const bool others_pinned = pinned_ > own || ahead_loading_ > 0;
         roll_back(to_load);
         if (others_pinned) {
-          // Other sequences' pins are released when their step ends: wait
-          // for that, then start over (this call holds nothing meanwhile).
+          // Other sequences' pins are released when their step ends, and
+          // read-ahead pages become evictable once read: wait for that,
+          // then start over (this call holds nothing meanwhile).
           const uint64_t seen = unpins_;
           loaded_.wait(lock, [&] { return unpins_ != seen; });
+          order();
           next = size_t(-1);
           continue;
         }
@@ -210,8 +250,12 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
       live.resident = true;
       live.loading = true;
       to_load.push_back(p);
-    } else if (live.pins == 0 && !live.loading) {
-      lru_.erase(live.lru);
+    } else {
+      if (live.pins == 0 && !live.loading) lru_of(live).erase(live.lru);
+      if (live.ahead) {  // read ahead for this pin (or one like it)
+        ++read_ahead_hits_;
+        live.ahead = false;
+      }
     }
     if (++live.pins == 1) {
       pinned_ += footprint(live.bytes, true);
@@ -228,6 +272,7 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
     lock.unlock();
     auto read_one = [&](int64_t i, int) {
       try {
+        populate(to_load[size_t(i)], footprint(lives[size_t(i)]->bytes, true));
         spill_->read(lives[size_t(i)]->slot, to_load[size_t(i)], lives[size_t(i)]->bytes,
                      lives[size_t(i)]->checksum);
       } catch (...) {
@@ -256,15 +301,115 @@ void PagePool::pin(const std::vector<uint8_t*>& pages_in, ThreadPool* threads, b
     }
     loaded_.notify_all();
   }
-  // Pages another pin() is reading back are usable once it is done.
+  // Pages another pin() or the read-ahead is reading back are usable once
+  // it is done; one whose read failed is on disk again, and this call starts
+  // over to read it itself (and meet the error, if it is one).
   for (uint8_t* p : pinned) {
     Live& live = live_.at(p);
     loaded_.wait(lock, [&] { return !live.loading; });
     if (!live.resident) {
       roll_back({});
-      throw KvSpillError("KV spill: a page shared with another sequence could not be read back");
+      return false;
     }
   }
+  return true;
+}
+
+void PagePool::read_ahead(const std::vector<uint8_t*>& pages) {
+  if (!spill_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!read_ahead_on_ || stopping_) return;
+  std::vector<uint8_t*> wanted;
+  for (uint8_t* p : pages) {
+    auto it = live_.find(p);
+    if (it != live_.end() && it->second.movable && !it->second.resident) wanted.push_back(p);
+  }
+  if (wanted.empty()) return;
+  // Requests nobody got to are stale by now (their steps have pinned their
+  // pages themselves): the queue keeps the newest few.
+  constexpr size_t kMaxRequests = 8;
+  if (ahead_queue_.size() >= kMaxRequests) ahead_queue_.pop_front();
+  ahead_queue_.push_back(std::move(wanted));
+  if (!io_.joinable()) io_ = std::thread([this] { io_loop(); });
+  io_wake_.notify_one();
+}
+
+void PagePool::io_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    io_wake_.wait(lock, [&] { return stopping_ || !ahead_queue_.empty(); });
+    if (stopping_) return;
+    const std::vector<uint8_t*> request = std::move(ahead_queue_.front());
+    ahead_queue_.pop_front();
+    for (uint8_t* p : request) {
+      if (stopping_ || !read_ahead_on_) break;
+      auto it = live_.find(p);
+      if (it == live_.end() || !it->second.movable || it->second.resident) continue;
+      Live& live = it->second;
+      const size_t fp = footprint(live.bytes, true);
+      bool fits = false;
+      try {
+        fits = make_room_locked(fp, /*spare_ahead=*/true);
+      } catch (const Error&) {  // an eviction's write failed: leave it to the pins
+      }
+      if (!fits) break;  // what follows would not fit either
+      reserved_ += fp;
+      spilled_ -= live.bytes;
+      --spilled_pages_;
+      live.resident = true;
+      live.loading = true;
+      live.ahead = true;
+      ++ahead_loading_;
+      const int64_t slot = live.slot;
+      const size_t bytes = live.bytes;
+      const uint64_t checksum = live.checksum;
+      lock.unlock();
+      bool ok = true;
+      try {
+        populate(p, fp);
+        spill_->read(slot, p, bytes, checksum);
+      } catch (const Error&) {
+        ok = false;
+      }
+      lock.lock();
+      // Still live: release() waits for a page being read.
+      Live& done = live_.at(p);
+      done.loading = false;
+      --ahead_loading_;
+      if (ok) {
+        ++spill_reads_;
+        ++spill_reads_ahead_;
+        if (done.pins == 0) done.lru = lru_of(done).insert(lru_of(done).end(), p);
+      } else {  // back to disk; the pin that needs it reads it and reports the error
+        done.ahead = false;
+        done.resident = false;
+        ::madvise(p, fp, MADV_DONTNEED);
+        reserved_ -= fp;
+        spilled_ += bytes;
+        ++spilled_pages_;
+      }
+      ++unpins_;
+      loaded_.notify_all();
+    }
+  }
+}
+
+void PagePool::set_read_ahead(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  read_ahead_on_ = on;
+  if (!on) ahead_queue_.clear();
+}
+
+bool PagePool::read_ahead_on() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return spill_ != nullptr && read_ahead_on_;
+}
+
+int64_t PagePool::pinnable(size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (budget_ == 0) return std::numeric_limits<int64_t>::max();
+  const uint64_t used = fixed_ + pinned_;
+  return used >= budget_ ? 0 : int64_t((budget_ - used) / footprint(bytes, spill_ != nullptr));
 }
 
 void PagePool::unpin(const std::vector<uint8_t*>& pages_in) {
@@ -278,7 +423,7 @@ void PagePool::unpin(const std::vector<uint8_t*>& pages_in) {
     TKV_CHECK(live.pins > 0);
     if (--live.pins > 0) continue;
     pinned_ -= footprint(live.bytes, true);
-    if (live.resident) live.lru = lru_.insert(lru_.end(), p);
+    if (live.resident && !live.loading) live.lru = lru_.insert(lru_.end(), p);
   }
   ++unpins_;
   loaded_.notify_all();
@@ -302,9 +447,13 @@ void PagePool::retain(uint8_t* page) {
 
 void PagePool::release(uint8_t* page, size_t bytes) {
   if (!page) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   auto it = live_.find(page);
   TKV_CHECK(it != live_.end() && it->second.bytes == bytes);
+  if (it->second.loading) {  // the read-ahead is filling it: its bytes must stay mapped
+    loaded_.wait(lock, [&] { return !live_.at(page).loading; });
+    it = live_.find(page);
+  }
   const int refs = --it->second.refs;
   if (refs == 1) {
     shared_ -= bytes;
@@ -316,6 +465,7 @@ void PagePool::release(uint8_t* page, size_t bytes) {
   const Live live = it->second;
   live_.erase(it);
   in_use_ -= bytes;
+  if (!live.movable) fixed_ -= footprint(bytes, false);
   if (live.movable) {
     TKV_CHECK(live.pins == 0);
     spill_->free_slot(live.slot, bytes);
@@ -325,7 +475,7 @@ void PagePool::release(uint8_t* page, size_t bytes) {
       free_bytes(page, bytes, true);
       return;
     }
-    lru_.erase(live.lru);
+    lru_of(live).erase(live.lru);
   }
   free_[{bytes, live.movable}].push_back(page);
 }
@@ -374,6 +524,8 @@ PoolStats PagePool::stats() const {
   s.spill_file_bytes = spill_ ? spill_->file_bytes() : 0;
   s.spill_writes = spill_writes_;
   s.spill_reads = spill_reads_;
+  s.spill_reads_ahead = spill_reads_ahead_;
+  s.read_ahead_hits = read_ahead_hits_;
   return s;
 }
 

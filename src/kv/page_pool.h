@@ -12,19 +12,28 @@
 // it is pinned again, so every holder's pointer stays valid. Whoever reads or
 // writes a movable page pins it first (PagePins); an unpinned page may be on
 // disk. Disk errors and checksum mismatches throw KvSpillError.
+//
+// Read-ahead: read_ahead() hands pages a caller is about to pin to the
+// pool's I/O thread, which reads those on disk back while the caller
+// computes; a pin that finds one being read waits for it. The read-ahead
+// only takes RAM the budget has free or that unpinned pages not read ahead
+// can give up (it never evicts a pinned page or another read-ahead page not
+// yet pinned), so it stays within the budget; it changes no byte, and its
+// failures are left for the pin that needs the page to meet.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <list>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <list>
-#include <memory>
-#include <string>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
@@ -62,6 +71,11 @@ struct PoolStats {
   uint64_t spill_file_bytes = 0;  // size of the page file (slots, used or free)
   int64_t spill_writes = 0;       // pages written to disk since construction
   int64_t spill_reads = 0;        // pages read back since construction
+  // Of spill_reads, pages the read-ahead read (the rest were read on demand
+  // by a pin), and of those, how many a pin found in RAM (or being read)
+  // before they went back to disk.
+  int64_t spill_reads_ahead = 0;
+  int64_t read_ahead_hits = 0;
 };
 
 // One pool serves any number of sequences (KvCache objects holding it by
@@ -99,6 +113,19 @@ class PagePool {
   void pin(const std::vector<uint8_t*>& pages, ThreadPool* threads = nullptr,
            bool for_write = false);
   void unpin(const std::vector<uint8_t*>& pages);
+  // Queues `pages` (in the order they will be pinned) for the I/O thread to
+  // read back those on disk, as far as RAM allows (see the top of this
+  // file); returns at once. No-op without a disk tier, with read-ahead off,
+  // or when none of them is on disk. Pages released meanwhile are skipped.
+  void read_ahead(const std::vector<uint8_t*>& pages);
+  // Read-ahead is on by default; off, pins read every page on demand (the
+  // results are identical either way).
+  void set_read_ahead(bool on);
+  bool read_ahead_on() const;
+  // How many movable allocations of `bytes` could be pinned at once now:
+  // the budget less what never moves and what is pinned (INT64_MAX without
+  // a budget). Attention sizes its rounds by it.
+  int64_t pinnable(size_t bytes) const;
   // Whether a live allocation's bytes are in RAM.
   bool resident(const uint8_t* page) const;
   bool spilling() const { return spill_ != nullptr; }
@@ -124,18 +151,27 @@ class PagePool {
     bool movable = false;
     bool resident = true;
     bool dirty = true;     // the disk copy (if any) is stale
-    bool loading = false;  // being read back by a pin() without the lock
+    bool loading = false;  // being read back (by a pin() or the read-ahead) without the lock
+    bool ahead = false;    // read back by the read-ahead and not pinned since
     int pins = 0;
-    int64_t slot = -1;                  // offset in the page file, -1 = none
-    uint64_t checksum = 0;              // of the slot's bytes
-    std::list<uint8_t*>::iterator lru;  // in lru_ while resident, movable and unpinned
+    int64_t slot = -1;      // offset in the page file, -1 = none
+    uint64_t checksum = 0;  // of the slot's bytes
+    // In lru_of(*this) while resident, movable, unpinned and not loading.
+    std::list<uint8_t*>::iterator lru;
   };
   void trim_locked();
   // RAM an allocation of `bytes` takes (whole OS pages for movable ones).
   size_t footprint(size_t bytes, bool movable) const;
   // Evicts least recently used unpinned pages until `bytes` more fit in the
   // budget; false when they do not (everything left is pinned).
-  bool make_room_locked(size_t bytes);
+  // `spare_ahead`: pages read ahead and not pinned yet are not evicted
+  // (the read-ahead's own room); else they go after every other.
+  bool make_room_locked(size_t bytes, bool spare_ahead = false);
+  // Pins `pages` (distinct); false when a page another reader was reading
+  // back ended on disk (nothing stays pinned: the caller starts over).
+  bool pin_locked(const std::vector<uint8_t*>& pages, ThreadPool* threads, bool for_write,
+                  std::unique_lock<std::mutex>& lock);
+  void io_loop();  // the read-ahead thread
   void evict_locked(uint8_t* page, Live& live);
   void free_bytes(uint8_t* p, size_t bytes, bool movable);
 
@@ -150,10 +186,23 @@ class PagePool {
   // Disk tier.
   std::unique_ptr<SpillFile> spill_;
   std::list<uint8_t*> lru_;  // front = coldest
+  // Pages read ahead and not pinned since: evicted only after every page
+  // of lru_, and never to make room for another read-ahead.
+  std::list<uint8_t*> ahead_lru_;
+  std::list<uint8_t*>& lru_of(const Live& live) { return live.ahead ? ahead_lru_ : lru_; }
   uint64_t spilled_ = 0;
   int64_t spilled_pages_ = 0, spill_writes_ = 0, spill_reads_ = 0;
   uint64_t pinned_ = 0;  // RAM of pinned movable pages
   uint64_t unpins_ = 0;  // counts releases of pins and allocations (waits watch it)
+  uint64_t fixed_ = 0;   // RAM of live allocations that never move
+  // Read-ahead.
+  bool read_ahead_on_ = true;
+  bool stopping_ = false;
+  int64_t ahead_loading_ = 0;  // pages the I/O thread is reading now
+  int64_t spill_reads_ahead_ = 0, read_ahead_hits_ = 0;
+  std::deque<std::vector<uint8_t*>> ahead_queue_;
+  std::condition_variable io_wake_;
+  std::thread io_;  // started by the first read_ahead()
   // Signalled when a read back ends, pins are released or an allocation is freed.
   std::condition_variable loaded_;
 };

@@ -9,6 +9,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -164,6 +165,95 @@ TEST(SpillPoolTest, CorruptedSpilledPageIsDetected) {
   for (uint8_t* p : pages) pool.release(p, kPage);
 }
 
+// Waits (polling; the read-ahead runs on the pool's own thread) until `page` is in RAM.
+void wait_resident(const PagePool& pool, const uint8_t* page) {
+  for (int i = 0; i < 20000 && !pool.resident(page); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(pool.resident(page)) << "the read-ahead did not read the page back";
+}
+
+TEST(SpillPoolTest, ReadAheadStaysWithinTheRamPinsLeave) {
+  PagePool pool(4 * 8192, spill_dir("ahead"));
+  const auto pages = fill_pages(pool, 12, kPage);  // 0..7 on disk, 8..11 in RAM
+  {
+    pool.read_ahead({pages[0], pages[1]});
+    wait_resident(pool, pages[1]);
+    wait_resident(pool, pages[0]);
+    kv::PoolStats st = pool.stats();
+    EXPECT_EQ(st.spill_reads_ahead, 2);
+    EXPECT_EQ(st.spill_reads, 2);
+    EXPECT_LE(st.bytes_reserved, 4u * 8192);
+    PagePins first(pool, {pages[0], pages[1]});  // in RAM already: nothing read on demand
+    st = pool.stats();
+    EXPECT_EQ(st.read_ahead_hits, 2);
+    EXPECT_EQ(st.spill_reads, 2);
+    EXPECT_EQ(std::memcmp(pages[0], random_bytes(kPage, 0).data(), kPage), 0);
+    EXPECT_EQ(std::memcmp(pages[1], random_bytes(kPage, 1).data(), kPage), 0);
+
+    // Two pages are pinned: the read-ahead of six more takes the two pages of
+    // RAM left (evicting 10 and 11) and stops there, never over the budget.
+    pool.read_ahead({pages[2], pages[3], pages[4], pages[5], pages[6], pages[7]});
+    wait_resident(pool, pages[3]);
+    wait_resident(pool, pages[2]);
+    EXPECT_FALSE(pool.resident(pages[10]));
+    EXPECT_FALSE(pool.resident(pages[11]));
+    {
+      PagePins second(pool, {pages[2], pages[3]});
+      st = pool.stats();
+      EXPECT_EQ(st.spill_reads_ahead, 4);
+      EXPECT_EQ(st.read_ahead_hits, 4);
+      EXPECT_LE(st.bytes_reserved, 4u * 8192);
+      EXPECT_FALSE(pool.resident(pages[4]));
+      EXPECT_EQ(std::memcmp(pages[3], random_bytes(kPage, 3).data(), kPage), 0);
+    }
+    // A pin on demand may take the RAM of pages read ahead and not used yet.
+    pool.read_ahead({pages[8], pages[9]});
+    wait_resident(pool, pages[9]);
+    wait_resident(pool, pages[8]);
+    {
+      PagePins demand(pool, {pages[4], pages[5]});
+      EXPECT_EQ(std::memcmp(pages[5], random_bytes(kPage, 5).data(), kPage), 0);
+      EXPECT_LE(pool.stats().bytes_reserved, 4u * 8192);
+    }
+    // Off, nothing is read ahead.
+    pool.set_read_ahead(false);
+    EXPECT_FALSE(pool.read_ahead_on());
+    const int64_t before = pool.stats().spill_reads_ahead;
+    pool.read_ahead({pages[6], pages[7]});
+    PagePins last(pool, {pages[6], pages[7]});
+    EXPECT_EQ(pool.stats().spill_reads_ahead, before);
+    EXPECT_EQ(std::memcmp(pages[7], random_bytes(kPage, 7).data(), kPage), 0);
+  }
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
+TEST(SpillPoolTest, ReadAheadOfACorruptedPageLeavesTheErrorToThePin) {
+  const std::string dir = spill_dir("ahead_corrupt");
+  PagePool pool(2 * 8192, dir);
+  const auto pages = fill_pages(pool, 4, kPage);
+  const int fd = page_file_fd(dir);
+  ASSERT_GE(fd, 0);
+  uint8_t b = 0;  // pages[0] is in slot 0
+  ASSERT_EQ(::pread(fd, &b, 1, 100), 1);
+  b ^= 0x5a;
+  ASSERT_EQ(::pwrite(fd, &b, 1, 100), 1);
+  pool.read_ahead({pages[1], pages[0]});
+  wait_resident(pool, pages[1]);
+  // Whether the read-ahead got to pages[0] yet or not, the pin meets the mismatch.
+  try {
+    pool.pin({pages[0]});
+    FAIL() << "expected KvSpillError";
+  } catch (const kv::KvSpillError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(pool.resident(pages[0]));
+  {
+    PagePins ok(pool, {pages[1]});
+    EXPECT_EQ(std::memcmp(pages[1], random_bytes(kPage, 1).data(), kPage), 0);
+  }
+  for (uint8_t* p : pages) pool.release(p, kPage);
+}
+
 TEST(SpillPoolTest, UnusableDirectoryIsAClearError) {
   auto message = [](const std::string& dir) {
     try {
@@ -285,6 +375,25 @@ TEST_P(SpillAttentionTest, BudgetSmallerThanTheSequenceEqualsNoBudget) {
   EXPECT_GT(ps.spill_reads, 0);
   EXPECT_EQ(ps.spilled_bytes, st.page_bytes_on_disk);
   EXPECT_TRUE(fs::is_empty(config.spill_dir));
+  // The read-ahead read pages back before the pins that needed them, and
+  // most of what it read was used.
+  EXPECT_GT(ps.spill_reads_ahead, 0);
+  EXPECT_GT(ps.read_ahead_hits, ps.spill_reads_ahead / 2);
+  EXPECT_LE(ps.read_ahead_hits, ps.spill_reads_ahead);
+
+  // Without read-ahead every page is read on demand, with the same outputs.
+  config.read_ahead = false;
+  kv::KvCache on_demand(shape, config);
+  EXPECT_FALSE(on_demand.pool()->read_ahead_on());
+  const std::vector<float> demand = run_sequence(on_demand, in, threads, prefill, decode, 256);
+  ASSERT_EQ(demand.size(), want.size());
+  EXPECT_EQ(std::memcmp(demand.data(), want.data(), demand.size() * sizeof(float)), 0)
+      << "outputs differ without read-ahead";
+  const kv::PoolStats pd = on_demand.pool()->stats();
+  EXPECT_EQ(pd.spill_reads_ahead, 0);
+  EXPECT_EQ(pd.read_ahead_hits, 0);
+  EXPECT_GT(pd.spill_reads, 0);
+  EXPECT_LE(pd.bytes_reserved, config.budget_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseAndSelecting, SpillAttentionTest,
