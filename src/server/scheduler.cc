@@ -65,6 +65,7 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
          ") must be at least the prefill chunk (", o.prefill_chunk, ")");
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
   if (o.max_cached_prefixes < 0) fail("scheduler: max cached prefixes must be >= 0");
+  if (o.max_overtakes < 0) fail("scheduler: max overtakes must be >= 0");
   if (!o.on_warning)
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "turbokv: warning: %s\n", m.c_str());
@@ -183,13 +184,18 @@ void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string err
 // ---- admission ----
 
 void Scheduler::Impl::admit() {
+  // The queue in order; a job that does not fit the budget yet stays in
+  // its place and later ones may pass it (queue[0, at) are the ones passed
+  // in this round), until it has been passed max_overtakes times: then it
+  // holds the rest back until it fits.
+  size_t at = 0;
   while (int(active.size()) < options.parallel) {
     Pending p;
     {
       const std::lock_guard<std::mutex> lock(mu);
-      if (queue.empty()) return;
-      p = std::move(queue.front());
-      queue.pop_front();
+      if (at >= queue.size()) return;
+      p = std::move(queue[at]);
+      queue.erase(queue.begin() + std::ptrdiff_t(at));
       counters.queued = int(queue.size());
     }
     if (p.stream->cancelled()) {
@@ -255,13 +261,24 @@ void Scheduler::Impl::admit() {
         break;
       }
     }
-    if (budget_blocked) {  // wait for running jobs to finish; keep the order
+    if (budget_blocked) {  // wait for running jobs to finish, in its place
+      const bool holds = p.overtaken >= options.max_overtakes;
       const std::lock_guard<std::mutex> lock(mu);
-      queue.push_front(std::move(p));
+      queue.insert(queue.begin() + std::ptrdiff_t(at), std::move(p));
       counters.queued = int(queue.size());
-      return;
+      if (holds) return;
+      ++at;
+      continue;
     }
     if (!session) continue;  // failed above
+    // It passes the waiting ones; one that has been passed enough holds
+    // back the rest from now on.
+    bool passed_enough = false;
+    if (at > 0) {
+      const std::lock_guard<std::mutex> lock(mu);
+      for (size_t i = 0; i < at; ++i)
+        passed_enough |= ++queue[i].overtaken >= options.max_overtakes;
+    }
     auto a = std::make_unique<Active>(std::move(p), tokenizer);
     a->session = std::move(session);
     a->cached_tokens = hit.reuse;
@@ -271,6 +288,7 @@ void Scheduler::Impl::admit() {
       figures.prefix_tokens_reused += uint64_t(hit.reuse);
     }
     active.push_back(std::move(a));
+    if (passed_enough) return;
   }
 }
 

@@ -27,9 +27,10 @@
 // Memory: one kv::PagePool of budget_bytes holds every running sequence
 // and every cached prefix. A job is admitted when its estimated pages
 // (prompt + max_tokens, capped by the context, less what it shares with its
-// cached prefix) fit next to the running jobs' estimates; cached prefixes
-// give way on demand (LRU). An item of a step that cannot get its pages
-// evicts cached prefixes and runs again next step; with nothing left to
+// cached prefix) fit next to the running jobs' estimates (a job that does
+// not fit yet may be passed by later ones, a bounded number of times:
+// SchedulerOptions::max_overtakes); cached prefixes give way on demand (LRU). An item of a step
+// that cannot get its pages evicts cached prefixes and runs again next step; with nothing left to
 // evict its job fails (budget_error) and the others go on.
 //
 // Threads: submit(), stats() and drain() may be called from any thread; a
@@ -67,6 +68,12 @@ struct StepInfo {
 struct SchedulerOptions {
   int parallel = 4;         // sequences decoding at once (--parallel)
   int queue_capacity = 64;  // jobs waiting beyond `parallel`; submit() past it: QueueFull
+  // A queued job whose pages do not fit the budget next to the running
+  // jobs' yet lets later jobs that fit go first, at most this many times;
+  // then nothing behind it is admitted until it fits (no job waits behind
+  // a big one forever, and a big one is not starved by a stream of small
+  // ones). 0: strictly first come, first served.
+  int max_overtakes = 8;
   int context = 4096;  // tokens per sequence (-c; not divided by `parallel`); <= 0: the model's
   // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
   // absolute positions (the last one shorter). Fixed for the scheduler's

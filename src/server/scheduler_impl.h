@@ -35,6 +35,7 @@ struct Pending {
   Job job;
   std::shared_ptr<JobStream> stream;
   Stopwatch since_submit;
+  int overtaken = 0;  // later jobs admitted while it waited for the budget
 };
 
 // An admitted job: its sequence and the state of its reply.

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -248,6 +249,98 @@ TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
   for (const StepInfo& step : log.snapshot())
     if (step.decode_tokens == 0) most_chunks = std::max(most_chunks, step.prefill_chunks);
   EXPECT_EQ(most_chunks, 3);
+}
+
+// Holds the worker in its on_step hook on demand, and records the steps
+// that ran after a release: the test decides what is queued when the
+// worker next admits.
+struct StepGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false, held = false, recording = false;
+  std::vector<StepInfo> recorded;
+  void attach(SchedulerOptions& o) {
+    o.on_step = [this](const StepInfo& s) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (recording) recorded.push_back(s);
+      held = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return !hold; });
+      held = false;
+    };
+  }
+  void pause() {
+    std::unique_lock<std::mutex> lock(mu);
+    hold = true;
+    cv.wait(lock, [&] { return held; });
+  }
+  void resume_recording() {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      hold = false;
+      recording = true;
+    }
+    cv.notify_all();
+  }
+  // The first step that ran after resume_recording().
+  StepInfo first_recorded() {
+    for (int i = 0; i < 6000; ++i) {
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!recorded.empty()) return recorded.front();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "no step ran";
+    return {};
+  }
+};
+
+// A running job R holds most of the budget (its estimate: the whole
+// 512-token context). Queued behind it: B, whose 270 planned tokens do not
+// fit next to R, then small jobs that do. With `max_overtakes` = N, the
+// first N small ones start at once next to R, the rest wait behind B until
+// it fits (R cancelled); every job finishes. Returns the sequences of the
+// first step after they were all queued.
+int running_after_queueing(const LoadedModel& m, int max_overtakes, int small_jobs) {
+  SchedulerOptions o = small_options("f16");
+  // stories260K f16: 640 bytes a token, 20 KiB a 32-token page. R plans
+  // 16 pages, B 9, each small job 1: R and B do not fit, R and 4 small do.
+  o.budget_bytes = 24 * 20 * 1024;
+  o.max_overtakes = max_overtakes;
+  StepGate gate;
+  gate.attach(o);
+  Scheduler s(*m.model, *m.tokenizer, o);
+  std::shared_ptr<JobStream> r =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), -1));
+  std::optional<Event> first;
+  while (!first) first = r->next(std::chrono::milliseconds(100));
+  gate.pause();
+  std::shared_ptr<JobStream> big =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 20, 3), 250));
+  std::vector<std::shared_ptr<JobStream>> small;
+  for (int i = 0; i < small_jobs; ++i)
+    small.push_back(
+        s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10, 5 + size_t(i)), 10)));
+  gate.resume_recording();
+  const StepInfo step = gate.first_recorded();
+  r->cancel();
+  EXPECT_EQ(collect(*big).done.finish, JobFinish::kLength);
+  for (auto& j : small) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
+  EXPECT_EQ(collect(*r).done.finish, JobFinish::kCancelled);
+  return step.decode_tokens + step.prefill_chunks;
+}
+
+TEST_F(SchedulerTest, SmallJobsGoAheadOfOneThatDoesNotFitTheBudgetYet) {
+  EXPECT_EQ(running_after_queueing(*stories_, 8, 3), 4);  // R and the three small ones
+}
+
+TEST_F(SchedulerTest, AJobPassedMaxOvertakesTimesHoldsTheRestBack) {
+  EXPECT_EQ(running_after_queueing(*stories_, 2, 4), 3);  // R and two small ones
+}
+
+TEST_F(SchedulerTest, WithNoOvertakesAdmissionIsFirstComeFirstServed) {
+  EXPECT_EQ(running_after_queueing(*stories_, 0, 2), 1);  // R alone
 }
 
 TEST_F(SchedulerTest, LogprobsAreTheModelsLogSoftmax) {
