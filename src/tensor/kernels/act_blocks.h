@@ -48,12 +48,16 @@ ActFormat act_format(DType type);
 // Bytes of one token's quantized activations (cols a multiple of the block).
 size_t act_row_bytes(ActFormat format, int64_t cols);
 
-// Quantizes one token (cols values) into cols / K blocks at dst. Plain C++
-// loops compiled per SIMD target (the compiler vectorizes them) whose every
-// operation is exactly rounded (max, multiply, round-to-nearest-even through
-// 1.5 * 2^23), so a token's blocks are the same on every target, in every
-// batch and for every thread count.
+// Quantizes one token (cols values) into cols / K blocks at dst with
+// Highway ops (act_quant_simd.cc), byte for byte what quantize_act_scalar
+// gives: every operation is exactly rounded (max, divide, multiply,
+// round-to-nearest-even through 1.5 * 2^23), so a token's blocks are the
+// same on every target, in every batch and for every thread count. A block
+// with a NaN gets d = NaN and every q (and sum) 0; an infinite value d =
+// inf and q = 0.
 void quantize_act(ActFormat format, const float* x, int64_t cols, uint8_t* dst);
 void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst);
+// The scalar reference (act_quant.cc): plain C++, one value at a time.
+void quantize_act_scalar(ActFormat format, const float* x, int64_t cols, uint8_t* dst);
 
 }  // namespace tkv::kernels

@@ -1,15 +1,11 @@
 // Integer-dot matvec rows for the quantized types that have an integer
 // kernel (act_format != kNone): the row groups around the block kernels of
-// intdot-inl.h, and the activation quantization. Products of several tokens
+// intdot-inl.h (the activations are quantized by act_quant_simd.cc). Products of several tokens
 // run the tiles of kernels_intgemm.cc, whose (row, token) outputs are the
 // same bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/kernels_int.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-
-#include <algorithm>
-#include <cstring>
-#include <limits>
 
 #include "hwy/highway.h"
 #include "tensor/kernels/intdot-inl.h"
@@ -51,61 +47,6 @@ void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   if constexpr (kIntHasDotInstructions)
     if (IntVnniUsable()) return MatvecRows<T, true>(a, r0, r1);
   MatvecRows<T, false>(a, r0, r1);
-}
-
-// d and q of one block of K values (see act_blocks.h); returns sum of q.
-template <int K>
-HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_RESTRICT q) {
-  float amax = 0.0f;
-  bool nan = false;
-  for (int k = 0; k < K; ++k) {
-    const float a = x[k] < 0 ? -x[k] : x[k];
-    amax = amax > a ? amax : a;
-    nan |= x[k] != x[k];
-  }
-  // A NaN activation makes the block's scale NaN, so that it reaches the
-  // outputs as on the float path (its quants are 0, never a NaN cast).
-  *d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer,
-  // ties to even; |x * inv| <= 127 up to one rounding, then clamped.
-  constexpr float kMagic = 12582912.0f;
-  int32_t qi[K];
-  for (int k = 0; k < K; ++k) {
-    float v = (x[k] * inv + kMagic) - kMagic;
-    v = v > 127.0f ? 127.0f : v;
-    v = v < -127.0f ? -127.0f : v;
-    qi[k] = v == v ? int32_t(v) : 0;
-  }
-  int sum = 0;
-  for (int k = 0; k < K; ++k) {
-    q[k] = int8_t(qi[k]);
-    sum += qi[k];
-  }
-  return sum;
-}
-
-void QuantizeAct(kernels::ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
-  if (format == kernels::ActFormat::kQ8x32) {
-    ActBlock32* b = reinterpret_cast<ActBlock32*>(dst);
-    for (int64_t i = 0; i < cols / 32; ++i, x += 32) {
-      b[i].sum = int16_t(QuantizeBlock<32>(x, &b[i].d, b[i].q));
-      b[i].pad = 0;
-    }
-  } else if (format == kernels::ActFormat::kQ8x256) {
-    ActBlock256* b = reinterpret_cast<ActBlock256*>(dst);
-    for (int64_t i = 0; i < cols / 256; ++i, x += 256) {
-      QuantizeBlock<256>(x, &b[i].d, b[i].q);
-      for (int g = 0; g < 16; ++g) {
-        int s = 0;
-        for (int k = 0; k < 16; ++k) s += b[i].q[16 * g + k];
-        b[i].bsums[g] = int16_t(s);
-      }
-      for (int k = 0; k < 8; ++k)
-        b[i].psums[k] = int16_t(b[i].bsums[2 * k] + b[i].bsums[2 * k + 1]);
-      std::memset(b[i].pad, 0, sizeof(b[i].pad));
-    }
-  }
 }
 
 // Whether this target has SIMD integer kernels (else the portable scalar
@@ -152,15 +93,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tkv::kernels {
 HWY_EXPORT(IntDotRows);
-HWY_EXPORT(QuantizeAct);
 HWY_EXPORT(IntKernelsNative);
 
 bool int_kernels_native() {
   return HWY_DYNAMIC_DISPATCH(IntKernelsNative)();
-}
-
-void quantize_act_simd(ActFormat format, const float* x, int64_t cols, uint8_t* dst) {
-  HWY_DYNAMIC_DISPATCH(QuantizeAct)(format, x, cols, dst);
 }
 
 void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1) {
