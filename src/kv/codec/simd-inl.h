@@ -82,6 +82,72 @@ HWY_INLINE void Unroll(F&& f) {
   UnrollImpl(f, std::make_integer_sequence<int, N>());
 }
 
+// Register blocks of the prefill kernels: the accumulators of a block stay
+// in registers while the keys stream by, so a block's size follows the
+// target's vector register count (16 below AVX-512).
+#if HWY_TARGET <= HWY_AVX3
+inline constexpr int kVectorRegisters = 32;
+#else
+inline constexpr int kVectorRegisters = 16;
+#endif
+
+// acc[r * acc_stride + m * N] += sum_{t < n} w[r * w_stride + t] * x[t * x_stride + m * N]
+// for R rows and MB vectors of coordinates: R x MB accumulators in registers,
+// each summing its tokens in order (the same result as one token at a time).
+// x is f32: callers convert or decode a block of tokens once and run every
+// row block over it.
+template <int R, int MB, class D>
+HWY_INLINE void AccumulateRowBlock(D d, const float* HWY_RESTRICT w, size_t w_stride,
+                                   const float* HWY_RESTRICT x, size_t x_stride, int n,
+                                   float* HWY_RESTRICT acc, size_t acc_stride) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  V a[R][MB];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int m = 0; m < MB; ++m) a[r][m] = hn::LoadU(d, acc + size_t(r) * acc_stride + m * N);
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + size_t(t) * x_stride;
+    V xv[MB];
+#pragma GCC unroll 16
+    for (int m = 0; m < MB; ++m) xv[m] = hn::LoadU(d, xt + m * N);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V wr = hn::Set(d, w[size_t(r) * w_stride + t]);
+#pragma GCC unroll 16
+      for (int m = 0; m < MB; ++m) a[r][m] = hn::MulAdd(wr, xv[m], a[r][m]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int m = 0; m < MB; ++m) hn::StoreU(a[r][m], d, acc + size_t(r) * acc_stride + m * N);
+}
+
+// AccumulateRowBlock over G rows: blocks of as many rows as the registers
+// allow (MB vectors each), then smaller ones for the rest.
+template <int MB, class D>
+HWY_INLINE void AccumulateRows(D d, const float* HWY_RESTRICT w, int G, size_t w_stride,
+                               const float* HWY_RESTRICT x, size_t x_stride, int n,
+                               float* HWY_RESTRICT acc, size_t acc_stride) {
+  // R x MB accumulators, MB token vectors and the broadcast weight.
+  constexpr int kR = (kVectorRegisters - MB - 1) / MB < 8 ? (kVectorRegisters - MB - 1) / MB : 8;
+  int g = 0;
+  for (; g + kR <= G; g += kR)
+    AccumulateRowBlock<kR, MB>(d, w + size_t(g) * w_stride, w_stride, x, x_stride, n,
+                               acc + size_t(g) * acc_stride, acc_stride);
+  for (; g + 4 <= G; g += 4)
+    AccumulateRowBlock<4, MB>(d, w + size_t(g) * w_stride, w_stride, x, x_stride, n,
+                              acc + size_t(g) * acc_stride, acc_stride);
+  for (; g + 2 <= G; g += 2)
+    AccumulateRowBlock<2, MB>(d, w + size_t(g) * w_stride, w_stride, x, x_stride, n,
+                              acc + size_t(g) * acc_stride, acc_stride);
+  for (; g < G; ++g)
+    AccumulateRowBlock<1, MB>(d, w + size_t(g) * w_stride, w_stride, x, x_stride, n,
+                              acc + size_t(g) * acc_stride, acc_stride);
+}
+
 // A 16-entry float codebook and its lookup by the low 4 bits of each u32
 // lane (higher bits are ignored, so codes can be used straight after a
 // shift; codebooks of fewer entries are replicated to 16 by the caller).
