@@ -445,6 +445,13 @@ void KvCache::clear() {
   c.n_tokens = 0;
 }
 
+void KvCache::abandon_chunk() {
+  Impl& c = *impl_;
+  c.in_chunk = false;
+  c.chunk_n = 0;
+  clear();
+}
+
 KvStats KvCache::stats() const {
   const Impl& c = *impl_;
   KvStats s;

@@ -144,6 +144,10 @@ class KvCache {
   // positions is an error (nothing changes). n > n_tokens() is an error.
   void truncate(int64_t n);
   void clear();  // back to an empty sequence, pages returned
+  // After write() or attend() threw (the disk tier's KvSpillError, or
+  // KvBudgetExceeded when a step's pages do not fit at once): ends the lost
+  // chunk and clears the sequence, which is then empty and usable.
+  void abandon_chunk();
   // Appends `n` tokens of synthetic K/V without running attention, for
   // benchmarks and tests that need a deep sequence fast (a real 64K-token
   // prefill costs quadratic attention; this costs only the encoding).

@@ -214,7 +214,7 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   }
 
   for (int l = 0; l < c.n_layers; ++l) {
-    attention_block(ctx, items, l, n_exact, n_rows, pool);
+    attention_block(ctx, items, l, n_exact, n_rows, pool, status);
     ffn_block(ctx, l, n_exact, n_rows, pool);
     check_finite(ctx.x_.data(), int64_t(n_rows) * E, l, "output");
   }
@@ -228,7 +228,8 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
 // x += Attention(RMSNorm(x)) for layer l; each item's K/V go into its
 // sequence, and its queries attend over that sequence's pages.
 void Model::attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int l,
-                            int n_exact, int n_rows, ThreadPool& pool) const {
+                            int n_exact, int n_rows, ThreadPool& pool,
+                            std::vector<ItemStatus>& status) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[size_t(l)];
   const int E = c.n_embd, D = c.head_dim;
@@ -261,17 +262,37 @@ void Model::attention_block(ExecutionContext& ctx, std::span<const BatchItem> it
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
   check_finite(k, int64_t(T) * c.kv_dim(), l, "keys");
   check_finite(v, int64_t(T) * c.kv_dim(), l, "values");
+  std::vector<size_t> dropped;  // items (caller's indexes) that failed in this layer
   for (const auto& live : ctx.live_) {
     kv::KvCache& seq = *items[live.index].sequence;
     const size_t r = size_t(live.row0);
-    seq.write(l, k + r * c.kv_dim(), v + r * c.kv_dim(), &pool);
     float* out = ctx.att_.data() + r * c.q_dim();
-    if (ctx.sequence_scratch_) {
-      seq.attend(l, q + r * c.q_dim(), out, pool);
-    } else {
-      seq.attend(l, q + r * c.q_dim(), out, pool, ctx.attention_);
+    // With the pool's disk tier a page may fail to move (KvSpillError) or a
+    // layer's pages may not fit at once (KvBudgetExceeded): that ends this
+    // item only. Its rows stay in the batch (their kernels do not depend on
+    // the other rows) with zero attention, and it leaves the later layers.
+    try {
+      seq.write(l, k + r * c.kv_dim(), v + r * c.kv_dim(), &pool);
+      if (ctx.sequence_scratch_) {
+        seq.attend(l, q + r * c.q_dim(), out, pool);
+      } else {
+        seq.attend(l, q + r * c.q_dim(), out, pool, ctx.attention_);
+      }
+      continue;
+    } catch (const kv::KvSpillError& e) {
+      status[live.index] = failed(ItemStatus::Code::kSpillError, e);
+    } catch (const kv::KvBudgetExceeded& e) {
+      status[live.index] = failed(ItemStatus::Code::kSpillError, e);
+    } catch (const kv::KvOutOfMemory& e) {
+      status[live.index] = failed(ItemStatus::Code::kSpillError, e);
     }
+    seq.abandon_chunk();
+    std::fill(out, out + size_t(live.n_rows) * c.q_dim(), 0.0f);
+    dropped.push_back(live.index);
   }
+  std::erase_if(ctx.live_, [&](const ExecutionContext::LiveItem& li) {
+    return std::find(dropped.begin(), dropped.end(), li.index) != dropped.end();
+  });
 
   project(L.wo, ctx.att_.data(), n_exact, T, ctx.xb_.data(), pool);
   ops::add(ctx.x_.data(), ctx.xb_.data(), int64_t(T) * E);

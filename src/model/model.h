@@ -112,7 +112,8 @@ struct BatchItem {
 };
 
 // The outcome of one item of a batch. A failed item changed nothing in its
-// sequence; the other items of the batch went on.
+// sequence, except kSpillError, whose sequence was cleared; either way the
+// other items of the batch went on.
 struct ItemStatus {
   enum class Code {
     kOk,
@@ -120,6 +121,11 @@ struct ItemStatus {
                       // a sequence past its max_tokens, no sequence, a sequence twice
     kBudgetExceeded,  // the pool's byte budget cannot hold the item's pages
     kOutOfMemory,     // the system could not provide memory for its pages
+    kSpillError,      // part-way through the step, the pool's disk tier failed it: a
+                      // page could not be written or read back (disk full, I/O error,
+                      // checksum mismatch), or the pages one layer's attention needs
+                      // at once did not fit; the chunk is lost and the sequence was
+                      // cleared (empty, usable: the caller feeds it again)
   };
   Code code = Code::kOk;
   std::string message;       // the error's one-line message, empty when ok
@@ -161,7 +167,10 @@ class Model {
   // this file), with `ctx` holding every buffer and `pool` running the
   // products and attention. Returns one status per item, in order: an item
   // that fails its checks or its page allocation (begin_chunk) is left out
-  // of the batch with its error, its sequence unchanged, and the others run.
+  // of the batch with its error, its sequence unchanged, and the others run;
+  // an item whose write or attention fails in a later layer (kSpillError) is
+  // dropped from the layers after it, its sequence cleared, and the others
+  // run on with the same results as without it.
   // Delivers the logits each item asked for to `sink` (may be empty) and
   // keeps each kLast item's in ctx.logits(item). An item with no tokens is
   // ok and does nothing. Throws tkv::Error only for a model whose
@@ -180,7 +189,9 @@ class Model {
   // touching the cache) for a token id outside the vocabulary, a cache of
   // another shape, or a sequence that would outgrow the cache's max_tokens,
   // and kv::KvBudgetExceeded when a chunk's pages do not fit (the chunks
-  // before it stay in the cache). Uses a context inside the model:
+  // before it stay in the cache); with the pool's disk tier, a failure
+  // part-way through a chunk (kv::KvSpillError, ItemStatus::kSpillError)
+  // is rethrown after the sequence was cleared. Uses a context inside the model:
   // concurrent calls are serialized (callers that run in parallel use
   // eval_batch with their own contexts).
   void eval(kv::KvCache& cache, std::span<const int32_t> tokens, ThreadPool& pool,
@@ -199,8 +210,11 @@ class Model {
   Model() = default;
   // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
+  // Items whose write or attention fails get their status in `status` and
+  // leave ctx.live_ (their sequence cleared, their attention rows zero).
   void attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int layer,
-                       int n_exact, int n_rows, ThreadPool& pool) const;
+                       int n_exact, int n_rows, ThreadPool& pool,
+                       std::vector<ItemStatus>& status) const;
   // tkv::Error naming the layer when values[0, n) holds a NaN or an Inf.
   void check_finite(const float* values, int64_t n, int layer, const char* what) const;
   void ffn_block(ExecutionContext& ctx, int layer, int n_exact, int n_rows, ThreadPool& pool) const;

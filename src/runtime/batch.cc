@@ -53,6 +53,9 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
       if (!round[b].ok()) {
         status[i] = round[b];
         active[i] = false;
+        // The disk tier failed the step part-way: eval_batch cleared the
+        // sequence, and the session forgets its history with it.
+        if (round[b].code == model::ItemStatus::Code::kSpillError) items[i].session->clear();
         continue;
       }
       const bool last = batch[b].logits == model::Logits::kLast;

@@ -26,7 +26,9 @@ struct BatchFeed {
 // one status per item: an item that does not fit its context, or whose
 // pages the pool cannot hold, fails with its message and leaves the others
 // running; its session keeps the rounds (ubatch chunks) that succeeded
-// before. `ctx` holds the activations (one batch at a time per context).
+// before, except after a disk-tier failure part-way through a round
+// (ItemStatus::Code::kSpillError), which clears the session. `ctx` holds
+// the activations (one batch at a time per context).
 std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::ExecutionContext& ctx,
                                           std::span<const BatchFeed> items, ThreadPool& pool,
                                           int ubatch);

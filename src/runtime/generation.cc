@@ -82,12 +82,25 @@ void InferenceSession::feed(std::span<const int32_t> tokens) {
   std::function<void(int64_t)> on_chunk;
   if (observer_ && tokens.size() > 1) on_chunk = observer_(int64_t(tokens.size()));
   if (on_chunk) options.on_chunk = [&](int64_t done, int64_t) { on_chunk(done); };
-  model_.eval(
-      *cache_, tokens, *threads_,
-      [this](int64_t, std::span<const float> logits) {
-        logits_.assign(logits.begin(), logits.end());
-      },
-      options);
+  try {
+    model_.eval(
+        *cache_, tokens, *threads_,
+        [this](int64_t, std::span<const float> logits) {
+          logits_.assign(logits.begin(), logits.end());
+        },
+        options);
+  } catch (...) {
+    // The history follows the cache: chunks before a failed one stay in it;
+    // a disk-tier failure part-way through a chunk cleared it.
+    const int64_t held = cache_->n_tokens();
+    if (held < int64_t(tokens_.size()))
+      tokens_.clear();
+    else
+      tokens_.insert(tokens_.end(), tokens.begin(),
+                     tokens.begin() + (held - int64_t(tokens_.size())));
+    logits_.clear();
+    throw;
+  }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
