@@ -95,8 +95,15 @@ struct IntGemmTraits {
 
 // Activation scales of a token tile: dx[(b - b0) * kTileDx + t] = d of token
 // t's block b, so that one vector multiply gives a block's NT scale products
-// (NT > 1; a single token's come straight from its blocks).
+// (NT > 1; a single token's come straight from its blocks). The types with
+// an offset (q4_1, q5_1) also take sx, laid out alike: float(sum of q) of
+// the block, so that a block's offset terms of all NT tokens are one FMA.
 inline constexpr int kTileDx = 8;
+
+// Whether T's weights carry an offset m (q4_1, q5_1): sum_k (d q_k + m) x_k
+// needs the activation block sums.
+template <DType T>
+inline constexpr bool kIntOffset = T == DType::Q4_1 || T == DType::Q5_1;
 
 // Whether this target's kernels may use their dot-product instructions now
 // (vpdpbusd / vpdpwssd on x86, sdot on aarch64): AVX3_DL implies
@@ -468,19 +475,31 @@ HWY_INLINE __m256i ChunkOperand(const UnpackedFor<T>& u, int c, __m256i q, __m25
 // (VNNI's vpdpwssd has a 5-cycle latency), then the block's scale products
 // d_w d_x (one vector multiply for NT tokens) feed the float accumulators,
 // which stay in registers over the blocks. matvec is R = 4, NT = 1 (four
-// row streams in flight); the token tiles of matmul R = 1, NT = 8.
+// row streams in flight); the token tiles of matmul R = 1, NT = 8. The
+// offset terms of q4_1 / q5_1, m_w d_x sum(q), are one scalar FMA per block
+// for one token and, in a tile, one 8-lane FMA per block for all NT tokens
+// (lane t: token t, from dx and sx): the same operations per token.
 template <DType T, int R, int NT, bool kVnni>
 HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, const void* const* x,
-                           const float* HWY_RESTRICT dx, IntAcc* st) {
+                           const float* HWY_RESTRICT dx, const float* HWY_RESTRICT sx, IntAcc* st) {
   static_assert(NT <= kTileDx);
   using Tr = IntGemmTraits<T>;
   constexpr size_t kBlockBytes = IntBlockBytes<T>();
   constexpr bool kMins = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q2_K;
-  constexpr bool kOffset = T == DType::Q4_1 || T == DType::Q5_1;
+  constexpr bool kOffset = kIntOffset<T>;
+  constexpr bool kTileOffset = kOffset && NT > 1;
   constexpr bool kOffsetForm = NT == 1 && (T == DType::Q3_K || T == DType::Q6_K);
   __m256 acc[R][NT], accm[R][NT];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = st[r * NT + t].v, accm[r][t] = st[r * NT + t].m;
+  // A tile's offset accumulators, lane t = lane 0 of token t's.
+  __m256 accm_tile[R];
+  if constexpr (kTileOffset)
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float m[kTileDx] = {};
+      for (int t = 0; t < NT; ++t) m[t] = _mm256_cvtss_f32(st[r * NT + t].m);
+      accm_tile[r] = _mm256_load_ps(m);
+    }
   for (size_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -506,8 +525,10 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
       } else {
         const __m256 dxv = _mm256_load_ps(dx + (b - b0) * kTileDx);
         _mm256_store_ps(scale, _mm256_mul_ps(_mm256_set1_ps(u.d), dxv));
-        if constexpr (kMins || kOffset)
-          _mm256_store_ps(scale_m, _mm256_mul_ps(_mm256_set1_ps(u.dm), dxv));
+        if constexpr (kMins) _mm256_store_ps(scale_m, _mm256_mul_ps(_mm256_set1_ps(u.dm), dxv));
+        if constexpr (kTileOffset)
+          accm_tile[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(u.dm), dxv),
+                                         _mm256_load_ps(sx + (b - b0) * kTileDx), accm_tile[r]);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
@@ -516,15 +537,12 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
         if constexpr (!Tr::kSuper) {
           const ActBlock32& a = static_cast<const ActBlock32*>(x[t])[b];
           __m256i au;
-          const __m256i sx = ChunkOperand<T>(u, 0, Load256(a.q), &au);
-          if constexpr (!kOffset) {
-            a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<kVnni>(au, sx));
-          } else {
-            // Unsigned quants times d plus the offset m times the block sum.
-            a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<false>(au, sx));
+          const __m256i xq = ChunkOperand<T>(u, 0, Load256(a.q), &au);
+          // Unsigned quants (q4_1, q5_1) are vpdpbusd's u8 operand as they are.
+          a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<kVnni>(au, xq));
+          if constexpr (kOffset && NT == 1)  // the offset m times the block sum
             a_m = _mm256_castps128_ps256(_mm_fmadd_ss(
                 _mm_set_ss(scale_m[t]), _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
-          }
         } else {
           const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
           __m256i l[2];
@@ -550,11 +568,17 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
       }
     }
   }
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float m[kTileDx];
+    if constexpr (kTileOffset) _mm256_store_ps(m, accm_tile[r]);
     for (int t = 0; t < NT; ++t) {
       st[r * NT + t].v = acc[r][t];
-      if constexpr (kMins || kOffset) st[r * NT + t].m = accm[r][t];
+      if constexpr (kTileOffset)
+        st[r * NT + t].m = _mm256_setr_ps(m[t], 0, 0, 0, 0, 0, 0, 0);
+      else if constexpr (kMins || kOffset)
+        st[r * NT + t].m = accm[r][t];
     }
+  }
 }
 
 #else  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -798,7 +822,7 @@ HWY_INLINE float FinishInt(const IntAcc& a) {
 // only: kIntBlockRanges is false here).
 template <DType T, int R, int NT, bool kVnni>
 HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, const void* const* x,
-                           const float* /*dx*/, IntAcc* st) {
+                           const float* /*dx*/, const float* /*sx*/, IntAcc* st) {
   HWY_DASSERT(b0 == 0);
   (void)b0;
   for (int i = 0; i < R * NT; ++i) {

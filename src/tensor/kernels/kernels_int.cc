@@ -26,7 +26,7 @@ HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, i
   for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
   IntAcc st[R] = {};
-  DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, st);
+  DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
   for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
 }
 

@@ -43,6 +43,8 @@ void TokenTile(const kernels::IntDotArgs& a, size_t nb, int64_t r0, int64_t r1, 
       kIntBlockRanges ? std::clamp<size_t>(kSegmentActBytes / (NT * act_block), 1, kMaxSegment)
                       : nb;  // the portable kernels take whole rows and no scales table
   alignas(32) float dx[kMaxSegment * kTileDx] = {};
+  // q4_1 / q5_1: the blocks' sums of q, as floats, laid out like dx.
+  alignas(32) float sx[kIntOffset<T> ? kMaxSegment * kTileDx : 1] = {};
   for (int64_t rb = r0; rb < r1; rb += kTileRows) {
     const int64_t re = std::min(r1, rb + kTileRows);
     IntAcc st[kTileRows * NT] = {};
@@ -54,10 +56,13 @@ void TokenTile(const kernels::IntDotArgs& a, size_t nb, int64_t r0, int64_t r1, 
             float d;  // the first field of both block layouts
             std::memcpy(&d, static_cast<const uint8_t*>(xs[j]) + b * act_block, sizeof(float));
             dx[(b - b0) * kTileDx + size_t(j)] = d;
+            if constexpr (kIntOffset<T>)
+              sx[(b - b0) * kTileDx + size_t(j)] =
+                  float(static_cast<const kernels::ActBlock32*>(xs[j])[b].sum);
           }
       for (int64_t r = rb; r < re; ++r) {
         const uint8_t* row = a.w + size_t(r) * a.row_bytes;
-        DotRowsInt<T, 1, NT, kVnni>(&row, b0, b1, xs, dx, st + (r - rb) * NT);
+        DotRowsInt<T, 1, NT, kVnni>(&row, b0, b1, xs, dx, sx, st + (r - rb) * NT);
       }
     }
     for (int64_t r = rb; r < re; ++r)
