@@ -21,7 +21,7 @@
 //   lanes += vpmaddwd(s_c, vpmaddubsw(|w_c|, sign(x_c, w_c)))
 // as in ggml (u8 x s8 pairs within int16, never saturating here), the
 // 32-value types vpmaddubsw + vpmaddwd(ones). With VNNI the pair is one
-// vpdpwssd (one vpdpbusd for the 32-value signed types): AVX512-VNNI (EVEX)
+// vpdpwssd (one vpdpbusd for the 32-value types): AVX512-VNNI (EVEX)
 // on AVX3_DL and on AVX3 CPUs that have it, AVX-VNNI (VEX) on AVX2 CPUs
 // that have it (cpu_features.h); the int32 lanes are the same. Every other
 // target (SSE4, EMU128/SCALAR, NEON, SVE) runs the portable scalar version
