@@ -116,7 +116,23 @@ void CacheDir::trim(uint64_t keep_id) {
   }
 }
 
+bool CacheDir::usable() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return usable_;
+}
+
+int CacheDir::files() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return int(files_.size());
+}
+
+uint64_t CacheDir::bytes() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return total_bytes_;
+}
+
 CacheDir::Match CacheDir::find(std::span<const int32_t> prompt) const {
+  const std::lock_guard<std::mutex> lock(mu_);
   Match best;
   for (uint64_t id : index_.candidates(prompt)) {
     const File& f = files_.at(id);
@@ -127,12 +143,20 @@ CacheDir::Match CacheDir::find(std::span<const int32_t> prompt) const {
 }
 
 bool CacheDir::covers(std::span<const int32_t> tokens) const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return covers_locked(tokens);
+}
+
+bool CacheDir::covers_locked(std::span<const int32_t> tokens) const {
   for (uint64_t id : index_.candidates(tokens))
     if (common_prefix(files_.at(id).tokens, tokens) == int64_t(tokens.size())) return true;
   return false;
 }
 
 bool CacheDir::load(const std::string& path, runtime::InferenceSession& session) {
+  // Held while reading: the writer's trim() must not delete the file under
+  // it (writes themselves run unlocked).
+  const std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = 0;
   for (const auto& [i, f] : files_)
     if (f.path == path) id = i;
@@ -159,21 +183,34 @@ void CacheDir::warn_write(const std::string& why) {
 }
 
 bool CacheDir::store(const runtime::InferenceSession& session) {
-  if (!usable_) return false;
   const std::vector<int32_t>& tokens = session.tokens();
   if (tokens.empty()) return false;
-  if (covers(tokens)) return true;
-  if (max_bytes_ > 0 && session.cache().stats().persistent_bytes > max_bytes_) return false;
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const std::string name =
-      str(kPrefix, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), "-", next_id_,
-          kSuffix);
   File f;
-  f.path = (fs::path(dir_) / name).string();
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (!usable_) return false;
+    if (covers_locked(tokens)) return true;
+    for (const auto& w : writing_)
+      if (common_prefix(w, tokens) == int64_t(tokens.size())) return true;
+    if (max_bytes_ > 0 && session.cache().stats().persistent_bytes > max_bytes_) return false;
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const std::string name =
+        str(kPrefix, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), "-",
+            next_id_++, kSuffix);
+    f.path = (fs::path(dir_) / name).string();
+    writing_.push_back(tokens);
+  }
+  // The file is written unlocked: lookups go on, and do not see it yet.
+  std::string error;
   try {
     runtime::save_session(f.path, session, {{kKeyName, key_}});
   } catch (const Error& err) {
-    warn_write(err.what());
+    error = err.what();
+  }
+  const std::lock_guard<std::mutex> lock(mu_);
+  writing_.erase(std::find(writing_.begin(), writing_.end(), tokens));
+  if (!error.empty()) {
+    warn_write(error);
     return false;
   }
   std::error_code ec;

@@ -16,11 +16,17 @@
 //  - A directory that cannot be created or written (read-only, full) gives
 //    one warning; the server goes on without (or with what it could write).
 // One server per directory: another one's unfinished files look like debris.
+//
+// Thread-safe: the scheduler looks files up and loads them while the
+// background writer (cache_writer.h) stores others. A file is indexed only
+// once it is complete, so a lookup never finds one being written; the
+// lock is not held while a file is written.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,9 +58,9 @@ class CacheDir {
   // Whether a file holds `tokens` or more after them.
   bool covers(std::span<const int32_t> tokens) const;
 
-  bool usable() const { return usable_; }
-  int files() const { return int(files_.size()); }
-  uint64_t bytes() const { return total_bytes_; }
+  bool usable() const;
+  int files() const;
+  uint64_t bytes() const;
   const std::string& dir() const { return dir_; }
 
  private:
@@ -65,6 +71,7 @@ class CacheDir {
     uint64_t order = 0;  // age: smaller is older
   };
   void index();
+  bool covers_locked(std::span<const int32_t> tokens) const;
   void add(File file);
   void remove(uint64_t id, bool delete_file);
   void trim(uint64_t keep_id);
@@ -74,6 +81,10 @@ class CacheDir {
   uint64_t max_bytes_;
   std::string key_;
   Warn warn_;
+  mutable std::mutex mu_;  // everything below
+  // Token ids of the files being written now (store() skips a sequence
+  // they cover).
+  std::vector<std::vector<int32_t>> writing_;
   bool usable_ = true;
   bool warned_write_ = false;
   PrefixIndex index_;

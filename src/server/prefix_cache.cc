@@ -1,13 +1,19 @@
 #include "server/prefix_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/error.h"
 
 namespace tkv::server {
 
-PrefixCache::PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk)
-    : index_(block_tokens), grid_(grid), max_entries_(max_entries), disk_(disk) {
+PrefixCache::PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk,
+                         CacheWriter* writer)
+    : index_(block_tokens),
+      grid_(grid),
+      max_entries_(max_entries),
+      disk_(disk),
+      writer_(disk ? writer : nullptr) {
   TKV_CHECK(grid >= 1);
 }
 
@@ -31,7 +37,14 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
   }
   bool from_disk = false;
   if (disk_) {
-    const CacheDir::Match m = disk_->find(prompt);
+    CacheDir::Match m = disk_->find(prompt);
+    // A prefix on its way to disk that would serve better: wait for it
+    // (its file is complete, and indexed, once the writer is idle).
+    if (writer_ && reuse_point(writer_->longest_common(prompt), prompt.size()) >
+                       std::max(best, reuse_point(m.tokens, prompt.size()))) {
+      writer_->wait_idle();
+      m = disk_->find(prompt);
+    }
     if (!m.path.empty() && reuse_point(m.tokens, prompt.size()) > best) {
       std::unique_ptr<runtime::InferenceSession> loaded = make();
       if (disk_->load(m.path, *loaded)) {
@@ -85,14 +98,27 @@ bool PrefixCache::evict_lru() {
   auto oldest = entries_.begin();
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->second.last_use < oldest->second.last_use) oldest = it;
-  if (disk_) disk_->store(*oldest->second.session);  // a no-op when a file holds it
-  remove(oldest->first);
+  std::unique_ptr<runtime::InferenceSession> session = std::move(oldest->second.session);
+  index_.remove(oldest->first, session->tokens());
+  entries_.erase(oldest);
+  // A no-op when a file holds it already.
+  if (writer_ && !disk_->covers(session->tokens()))
+    writer_->submit(std::move(session));
+  else if (disk_)
+    disk_->store(*session);
   return true;
 }
 
 void PrefixCache::persist_all() {
   if (!disk_) return;
-  for (auto& [id, e] : entries_) disk_->store(*e.session);
+  if (!writer_) {
+    for (auto& [id, e] : entries_) disk_->store(*e.session);
+    return;
+  }
+  for (auto& [id, e] : entries_)
+    if (!disk_->covers(e.session->tokens())) writer_->submit(std::move(e.session));
+  clear();
+  writer_->wait_idle();
 }
 
 void PrefixCache::clear() {

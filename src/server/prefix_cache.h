@@ -23,7 +23,9 @@
 //
 // Eviction is LRU (a hit refreshes its entry). An evicted entry is written
 // to the disk tier first when there is one (cache_dir.h) and no file there
-// holds its tokens yet; its pages return to the pool once no running sequence shares them.
+// holds its tokens yet, by the background writer when there is one
+// (cache_writer.h: the entry's pages stay held until its file is written);
+// its pages return to the pool once no running sequence shares them.
 //
 // Window-policy configs (KvConfig::window > 0) are never cached: their
 // sequences free the pages that leave the window, so a prefix of them no
@@ -41,6 +43,7 @@
 
 #include "runtime/generation.h"
 #include "server/cache_dir.h"
+#include "server/cache_writer.h"
 #include "server/prefix_index.h"
 
 namespace tkv::server {
@@ -50,8 +53,10 @@ class PrefixCache {
   using NewSession = std::function<std::unique_ptr<runtime::InferenceSession>()>;
   // `grid`: reuse points are multiples of it; at most `max_entries` are
   // kept (the least recently used go beyond it); `disk` may be null (no
-  // disk tier).
-  PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk);
+  // disk tier). With a `writer`, entries go to the disk tier through it
+  // (in the background) instead of being written by the calling thread.
+  PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk,
+              CacheWriter* writer = nullptr);
   ~PrefixCache();
 
   struct Hit {
@@ -73,7 +78,9 @@ class PrefixCache {
   // Drops the least recently used entry (to disk first, see above); false
   // when there is none.
   bool evict_lru();
-  // Writes every entry the disk tier does not hold yet to it (drain).
+  // Writes every entry the disk tier does not hold yet to it (drain); with
+  // a writer, hands every entry to it, waits until they are written and is
+  // left empty.
   void persist_all();
   void clear();
 
@@ -94,6 +101,7 @@ class PrefixCache {
   int grid_;
   int max_entries_;
   CacheDir* disk_;
+  CacheWriter* writer_;
   std::map<uint64_t, Entry> entries_;
   uint64_t next_id_ = 1;
   uint64_t clock_ = 0;

@@ -53,6 +53,10 @@ void JobStream::push(Event event) {
 
 namespace {
 
+// Evicted prefixes waiting for the background writer at most (a next
+// eviction waits for room).
+constexpr int kCacheWritesQueued = 4;
+
 SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.context <= 0) o.context = model.kv_shape(0).max_tokens;
   if (o.parallel < 1) fail("scheduler: parallel sequences must be >= 1 (got ", o.parallel, ")");
@@ -113,9 +117,10 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
                                       options.kv.page_tokens, options.on_warning);
   }
+  if (disk) writer = std::make_unique<CacheWriter>(*disk, kCacheWritesQueued);
   if (cacheable)
     prefixes = std::make_unique<PrefixCache>(options.kv.page_tokens, options.prefill_chunk,
-                                             options.max_cached_prefixes, disk.get());
+                                             options.max_cached_prefixes, disk.get(), writer.get());
   figures.kv_budget = options.budget_bytes;
 }
 
@@ -126,13 +131,24 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
 }
 
 bool Scheduler::Impl::make_room(uint64_t bytes) {
+  if (!prefixes) return false;
+  const auto fits = [&] {
+    return options.budget_bytes == 0 || pages->bytes_in_use() + bytes <= options.budget_bytes;
+  };
+  // Evicted prefixes still being written hold their pages until then: when
+  // the pool needs them, wait for the writer rather than evict more.
+  const auto wait_for_writes = [&] {
+    if (!writer || writer->pending() == 0) return false;
+    writer->wait_idle();
+    return true;
+  };
+  if (prefixes->size() == 0) return wait_for_writes();
   // At least one goes (an allocation failed, whatever the figures say), then
   // more until the bytes fit.
-  if (!prefixes || prefixes->size() == 0) return false;
   do {
     prefixes->evict_lru();
-  } while (prefixes->size() > 0 && options.budget_bytes > 0 &&
-           pages->bytes_in_use() + bytes > options.budget_bytes);
+    if (!fits()) wait_for_writes();
+  } while (prefixes->size() > 0 && !fits());
   cache_changed = true;
   return true;
 }
@@ -159,11 +175,12 @@ void Scheduler::Impl::publish() {
   if (cache_changed) {
     figures.cached_prefixes = prefixes ? prefixes->size() : 0;
     figures.cached_bytes = prefixes ? prefixes->exclusive_bytes() : 0;
-    figures.disk_prefixes = disk ? disk->files() : 0;
-    figures.disk_bytes = disk ? disk->bytes() : 0;
     figures.disk_loads = prefixes ? prefixes->disk_loads() : 0;
     cache_changed = false;
   }
+  // The writer adds files on its own thread.
+  figures.disk_prefixes = disk ? disk->files() : 0;
+  figures.disk_bytes = disk ? disk->bytes() : 0;
   const std::lock_guard<std::mutex> lock(mu);
   const int queued = counters.queued;
   counters = figures;
@@ -381,8 +398,17 @@ std::shared_ptr<JobStream> Scheduler::submit(Job job) {
 }
 
 SchedulerStats Scheduler::stats() const {
-  const std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->counters;
+  SchedulerStats s;
+  {
+    const std::lock_guard<std::mutex> lock(impl_->mu);
+    s = impl_->counters;
+  }
+  // The background writer adds files while the worker may be idle.
+  if (impl_->disk) {
+    s.disk_prefixes = impl_->disk->files();
+    s.disk_bytes = impl_->disk->bytes();
+  }
+  return s;
 }
 
 void Scheduler::drain(std::chrono::milliseconds grace) {

@@ -29,9 +29,11 @@
 // (prompt + max_tokens, capped by the context, less what it shares with its
 // cached prefix) fit next to the running jobs' estimates (a job that does
 // not fit yet may be passed by later ones, a bounded number of times:
-// SchedulerOptions::max_overtakes); cached prefixes give way on demand (LRU). An item of a step
-// that cannot get its pages evicts cached prefixes and runs again next step; with nothing left to
-// evict its job fails (budget_error) and the others go on.
+// SchedulerOptions::max_overtakes); cached prefixes give way on demand
+// (LRU). An item of a step that cannot get its pages evicts cached
+// prefixes and runs again next step; with nothing left to evict, the most
+// recently admitted of the jobs that ran out fails (budget_error) and the
+// others go on.
 //
 // Threads: submit(), stats() and drain() may be called from any thread; a
 // JobStream is read by one consumer thread (the HTTP handler), cancel() from

@@ -24,6 +24,7 @@
 #include "runtime/text_stream.h"
 #include "sample/sampler.h"
 #include "server/cache_dir.h"
+#include "server/cache_writer.h"
 #include "server/prefix_cache.h"
 #include "server/scheduler.h"
 #include "tokenizer/stream_decoder.h"
@@ -79,6 +80,7 @@ struct Scheduler::Impl {
   ThreadPool threads;
   model::ExecutionContext ctx;
   std::unique_ptr<CacheDir> disk;
+  std::unique_ptr<CacheWriter> writer;          // with disk: its writes, off this thread
   std::unique_ptr<PrefixCache> prefixes;        // null: prefix caching off
   std::vector<std::unique_ptr<Active>> active;  // in admission order
   // Estimate of a sequence's pool bytes: fixed (sinks, residual ring) plus
@@ -94,9 +96,11 @@ struct Scheduler::Impl {
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
   void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
   uint64_t estimate_bytes(int64_t tokens) const;
+  bool admitted_before(const Active& x, const Active& y) const;  // x earlier in `active`
   // Evicts the least recently used cached prefix, then more until the pool
   // has `bytes` free under its budget or none is left; false when there was
-  // none to evict.
+  // none to evict. Pages that evicted prefixes hold until the background
+  // writer has written them are waited for when the pool needs them.
   bool make_room(uint64_t bytes);
   std::unique_ptr<runtime::InferenceSession> new_session() const;
   void publish();  // copies the figures into counters (takes mu)

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "common/error.h"
@@ -75,6 +76,14 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   p.stream->push(std::move(done));
 }
 
+bool Scheduler::Impl::admitted_before(const Active& x, const Active& y) const {
+  for (const auto& a : active) {
+    if (a.get() == &x) return true;
+    if (a.get() == &y) return false;
+  }
+  return false;
+}
+
 bool Scheduler::Impl::step() {
   if (active.empty()) return false;
   const int64_t grid = options.prefill_chunk;
@@ -129,6 +138,11 @@ bool Scheduler::Impl::step() {
     return true;
   }
 
+  struct OutOfPages {
+    Active* job;
+    std::string message;
+  };
+  std::vector<OutOfPages> out_of_pages;
   for (size_t b = 0; b < items.size(); ++b) {
     Active& a = *owner[b];
     const model::ItemStatus& s = status[b];
@@ -136,10 +150,14 @@ bool Scheduler::Impl::step() {
       const bool budget = s.code == model::ItemStatus::Code::kBudgetExceeded ||
                           s.code == model::ItemStatus::Code::kOutOfMemory;
       // Out of pages: cached prefixes give way and the item runs again next
-      // step (it changed nothing); with nothing left to evict it fails.
+      // step (it changed nothing); with nothing left to evict, one job of
+      // those that ran out fails (below) and the others run again.
       if (budget && make_room(estimate_bytes(int64_t(items[b].tokens.size())))) continue;
-      finish(a, JobFinish::kError, budget ? str("KV budget exhausted: ", s.message) : s.message,
-             budget);
+      if (budget) {
+        out_of_pages.push_back({&a, s.message});
+        continue;
+      }
+      finish(a, JobFinish::kError, s.message);
       continue;
     }
     const bool last = items[b].logits == model::Logits::kLast;
@@ -184,6 +202,16 @@ bool Scheduler::Impl::step() {
       a.pending.stream->push(std::exchange(a.out, {}));
     }
     a.next_token = id;
+  }
+  // The youngest of the jobs that found no pages fails: its pages let the
+  // older ones go on next step (several failing in one step would all fail
+  // together otherwise, though one alone was in the way).
+  if (!out_of_pages.empty()) {
+    const auto youngest = std::max_element(
+        out_of_pages.begin(), out_of_pages.end(),
+        [&](const OutOfPages& x, const OutOfPages& y) { return admitted_before(*x.job, *y.job); });
+    finish(*youngest->job, JobFinish::kError, str("KV budget exhausted: ", youngest->message),
+           true);
   }
   std::erase_if(active, [](const auto& a) { return !a->session; });
   return true;

@@ -96,6 +96,18 @@ class PrefixCacheTest : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
     return names;
   }
+  // The stats once the background writer has filed `n` prefixes (a bound
+  // of a minute: a hang).
+  static SchedulerStats wait_for_disk_prefixes(const Scheduler& s, int n) {
+    for (int i = 0; i < 6000 && s.stats().disk_prefixes != n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return s.stats();
+  }
+  static bool has_temporary_file(const std::string& dir) {
+    for (const std::string& name : files_in(dir))
+      if (name.find(".tmp.") != std::string::npos) return true;
+    return false;
+  }
   static LoadedModel* m_;
 };
 LoadedModel* PrefixCacheTest::m_ = nullptr;
@@ -229,15 +241,51 @@ TEST_F(PrefixCacheTest, EvictedPrefixIsWrittenToDiskAndReadBack) {
   Scheduler s(*m_->model, *m_->tokenizer, o);
   std::vector<Outcome> first;
   for (size_t i = 0; i < 3; ++i) first.push_back(run_one(s, greedy_job(prompt(100, 10 * i), 6)));
-  SchedulerStats st = s.stats();
+  SchedulerStats st = wait_for_disk_prefixes(s, 1);  // the first job's (written in the background)
   EXPECT_EQ(st.cached_prefixes, 2);
-  EXPECT_EQ(st.disk_prefixes, 1);  // the first job's
+  EXPECT_EQ(st.disk_prefixes, 1);
   const Outcome again = run_one(s, greedy_job(prompt(100, 0), 6));
   EXPECT_EQ(again.done.cached_tokens, 96);
   EXPECT_EQ(again.tokens, first[0].tokens);
   st = s.stats();
   EXPECT_EQ(st.disk_loads, 1u);
   EXPECT_EQ(st.cached_prefixes, 2);  // read back, and another one out
+}
+
+// Evicted prefixes are written by a background writer: while one write is
+// paused (TURBOKV_FAULT_CACHE_WRITE=pause:MS, past its first 4 KiB), the
+// job whose arrival evicted it has ended and a whole other job runs to its
+// end; a lookup of the prefix being written waits for its file and reuses
+// it; drain waits for the writer.
+TEST_F(PrefixCacheTest, StreamsGoOnWhileACacheWriteIsPaused) {
+  const std::string dir = tkv::test::temp_dir() + "/cache";
+  SchedulerOptions o = cache_options(dir);
+  o.max_cached_prefixes = 1;
+  const Job a = greedy_job(prompt(100, 0), 6);
+  ::setenv("TURBOKV_FAULT_CACHE_WRITE", "pause:5000", 1);
+  {
+    Scheduler s(*m_->model, *m_->tokenizer, o);
+    const Outcome first = run_one(s, a);
+    // b's prefix takes a's place in memory: a's goes to disk, paused.
+    EXPECT_EQ(run_one(s, greedy_job(prompt(100, 10), 6)).done.finish, JobFinish::kLength);
+    for (int i = 0; i < 3000 && !has_temporary_file(dir); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(has_temporary_file(dir)) << "the write of the evicted prefix did not start";
+    ::unsetenv("TURBOKV_FAULT_CACHE_WRITE");  // the writer is asleep inside its pause
+    const Outcome other = run_one(s, greedy_job(prompt(20, 30), 20));
+    EXPECT_EQ(other.done.finish, JobFinish::kLength);
+    EXPECT_EQ(other.tokens.size(), 20u);
+    EXPECT_TRUE(has_temporary_file(dir)) << "the job waited for the cache write";
+    EXPECT_EQ(s.stats().disk_prefixes, 0);  // not filed before it is complete
+    // a's prompt again: its prefix is on its way to disk; the lookup waits.
+    const Outcome again = run_one(s, a);
+    EXPECT_EQ(again.done.cached_tokens, 96);
+    EXPECT_EQ(again.tokens, first.tokens);
+    EXPECT_EQ(s.stats().disk_loads, 1u);
+    s.drain(std::chrono::seconds(0));
+    EXPECT_FALSE(has_temporary_file(dir));
+  }
+  ::unsetenv("TURBOKV_FAULT_CACHE_WRITE");
 }
 
 // The cache dir keeps at most cache_dir_max_bytes: the oldest files go.
@@ -249,8 +297,9 @@ TEST_F(PrefixCacheTest, CacheDirDropsItsOldestFilesBeyondItsBound) {
   Scheduler s(*m_->model, *m_->tokenizer, o);
   std::vector<Outcome> first;
   for (size_t i = 0; i < 3; ++i) first.push_back(run_one(s, greedy_job(prompt(100, 10 * i), 6)));
-  // Job 0's prefix went to disk when job 1's came, then made room for job 1's.
-  SchedulerStats st = s.stats();
+  // Job 0's prefix went to disk when job 1's came, then made room for job 1's
+  // (written in the background).
+  SchedulerStats st = wait_for_disk_prefixes(s, 1);
   EXPECT_EQ(st.cached_prefixes, 1);
   EXPECT_EQ(st.disk_prefixes, 1);
   EXPECT_LE(st.disk_bytes, o.cache_dir_max_bytes);
