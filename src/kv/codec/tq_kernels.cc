@@ -19,6 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/f16.h"
 #include "kv/codec/kernels.h"
 #include "kv/codec/tq_layout.h"
 
@@ -69,6 +70,52 @@ HWY_INLINE hn::Vec<DU> CodesAt(DU du, const TqGeometry& geo, const uint8_t* HWY_
 
 // ---------------------------------------------------------------- keys ----
 
+// Calls fn(tag, i, cv) for every coordinate i in order, cv = the centroid
+// values of coordinate i for the N tokens at lane0 of a tile. On the
+// unrolled full-word path tag is std::integral_constant<int, i % 8> (so a
+// caller can pick a register by it at compile time); on the tail path
+// (codes in partial words) it is std::integral_constant<int, -1>.
+template <int kBits, class DU, class CB, class Fn>
+HWY_INLINE void ForEachKeyCoordinate(DU du, const TqGeometry& geo, const CB& cb,
+                                     const uint8_t* HWY_RESTRICT tile, size_t lane0, const Fn& fn) {
+  using VU = hn::Vec<DU>;
+  const TqPlane& p0 = geo.plane[0];
+  const TqPlane& p1 = geo.plane[1];
+  if constexpr (kBits != 3) {
+    constexpr int kPer = 32 / kBits;
+    for (int j = 0; j < p0.full_words; ++j) {
+      const VU w =
+          hn::LoadU(du, reinterpret_cast<const uint32_t*>(tile + p0.offset + 64 * j) + lane0);
+      simd::Unroll<kPer>([&](auto c) HWY_ATTR {
+        constexpr int kC = decltype(c)::value;
+        fn(std::integral_constant<int, kC % 8>(), j * kPer + kC, cb(hn::ShiftRight<kBits * kC>(w)));
+      });
+    }
+  } else {
+    const VU bit2 = hn::Set(du, 4u);
+    for (int j = 0; j < p1.full_words; ++j) {
+      const uint32_t* hi = reinterpret_cast<const uint32_t*>(tile + p1.offset + 64 * j);
+      const uint32_t* lo = reinterpret_cast<const uint32_t*>(tile + p0.offset + 128 * j);
+      const VU hw = hn::LoadU(du, hi + lane0);
+      const VU lw0 = hn::LoadU(du, lo + lane0);
+      const VU lw1 = hn::LoadU(du, lo + 16 + lane0);
+      simd::Unroll<32>([&](auto c) HWY_ATTR {
+        constexpr int kC = decltype(c)::value;
+        const VU low = hn::ShiftRight<2 * (kC % 16)>(kC < 16 ? lw0 : lw1);
+        VU high;
+        if constexpr (kC >= 2) {
+          high = hn::ShiftRight<kC - 2>(hw);
+        } else {
+          high = hn::ShiftLeft<2 - kC>(hw);
+        }
+        fn(std::integral_constant<int, kC % 8>(), 32 * j + kC, cb(BitSelect(bit2, high, low)));
+      });
+    }
+  }
+  for (int i = geo.full_coords(); i < geo.head_dim; ++i)
+    fn(std::integral_constant<int, -1>(), i, cb(CodesAt(du, geo, tile, lane0, i)));
+}
+
 template <int kBits, int GH, class D>
 HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTRICT table16,
                              const float* HWY_RESTRICT q, const uint8_t* HWY_RESTRICT page,
@@ -76,15 +123,11 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
                              size_t stride) {
   using V = hn::Vec<D>;
   const hn::RebindToUnsigned<D> du;
-  using VU = hn::Vec<decltype(du)>;
   const hn::Rebind<hwy::float16_t, D> dh;
   const int N = int(hn::Lanes(df));
   const int dim = geo.head_dim;
   const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
   const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
-  const TqPlane& p0 = geo.plane[0];
-  const TqPlane& p1 = geo.plane[1];
-  const int full_coords = geo.full_coords();
   // An FMA has a latency of 4 cycles and two issue ports: 8 independent
   // accumulator chains keep both busy. With fewer heads, consecutive
   // coordinates alternate between kChains copies, summed at the end.
@@ -104,41 +147,15 @@ HWY_NOINLINE void ScoreHeads(D df, const TqGeometry& geo, const float* HWY_RESTR
         for (int g = 0; g < GH; ++g)
           acc[chain][g] = hn::MulAdd(hn::Set(df, qi[size_t(g) * dim]), cv, acc[chain][g]);
       };
-      if constexpr (kBits != 3) {
-        constexpr int kPer = 32 / kBits;
-        for (int j = 0; j < p0.full_words; ++j) {
-          const VU w =
-              hn::LoadU(du, reinterpret_cast<const uint32_t*>(tile + p0.offset + 64 * j) + lane0);
-          const float* qj = q + j * kPer;
-          simd::Unroll<kPer>([&](auto c) HWY_ATTR {
-            constexpr int kC = decltype(c)::value;
-            add(kC % kChains, qj + kC, cb(hn::ShiftRight<kBits * kC>(w)));
-          });
-        }
-      } else {
-        const VU bit2 = hn::Set(du, 4u);
-        for (int j = 0; j < p1.full_words; ++j) {
-          const uint32_t* hi = reinterpret_cast<const uint32_t*>(tile + p1.offset + 64 * j);
-          const uint32_t* lo = reinterpret_cast<const uint32_t*>(tile + p0.offset + 128 * j);
-          const VU hw = hn::LoadU(du, hi + lane0);
-          const VU lw0 = hn::LoadU(du, lo + lane0);
-          const VU lw1 = hn::LoadU(du, lo + 16 + lane0);
-          const float* qj = q + 32 * j;
-          simd::Unroll<32>([&](auto c) HWY_ATTR {
-            constexpr int kC = decltype(c)::value;
-            const VU low = hn::ShiftRight<2 * (kC % 16)>(kC < 16 ? lw0 : lw1);
-            VU high;
-            if constexpr (kC >= 2) {
-              high = hn::ShiftRight<kC - 2>(hw);
-            } else {
-              high = hn::ShiftLeft<2 - kC>(hw);
-            }
-            add(kC % kChains, qj + kC, cb(BitSelect(bit2, high, low)));
-          });
-        }
-      }
-      for (int i = full_coords; i < dim; ++i)
-        add(i % kChains, q + i, cb(CodesAt(du, geo, tile, lane0, i)));
+      ForEachKeyCoordinate<kBits>(du, geo, cb, tile, size_t(lane0),
+                                  [&](auto tag, int i, V cv) HWY_ATTR {
+                                    constexpr int kTag = decltype(tag)::value;
+                                    if constexpr (kTag >= 0) {
+                                      add(kTag % kChains, q + i, cv);
+                                    } else {
+                                      add(i % kChains, q + i, cv);
+                                    }
+                                  });
       for (int k = 1; k < kChains; ++k)
         for (int g = 0; g < GH; ++g) acc[0][g] = hn::Add(acc[0][g], acc[k][g]);
 
@@ -182,6 +199,98 @@ HWY_INLINE void ScoreAll(D df, const TqGeometry& geo, const float* table16, cons
                          scores + g * stride, stride);
 }
 
+// Prefill (many query rows per call) on 16-register targets: each 16-token
+// tile is decoded to centroid values once (tokens in lanes, ct[i * 16 +
+// lane]) and every block of R rows scores it, R x 16 / N accumulators fed by
+// one load of the tile's values and one broadcast of q'_r[i] per
+// coordinate, instead of each group of 8 heads unpacking the tile again.
+// The sums run in coordinate order, as ScoreHeads<.., 8> runs them.
+inline constexpr bool kBlockedPrefill = HWY_TARGET == HWY_AVX2;
+inline constexpr int kMaxBlockedDim = 256;
+
+template <int R, class D>
+HWY_INLINE void ScoreTileRows(D df, const float* HWY_RESTRICT q, int dim,
+                              const float* HWY_RESTRICT ct, const float* HWY_RESTRICT nf,
+                              float* HWY_RESTRICT s, size_t stride, int lo, int hi) {
+  using V = hn::Vec<D>;
+  constexpr int kG = kTqTileTokens / hn::MaxLanes(D());
+  const size_t N = hn::Lanes(df);
+  V a[R][kG];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int k = 0; k < kG; ++k) a[r][k] = hn::Zero(df);
+  for (int i = 0; i < dim; ++i) {
+    V c[kG];
+#pragma GCC unroll 4
+    for (int k = 0; k < kG; ++k) c[k] = hn::Load(df, ct + size_t(i) * kTqTileTokens + k * N);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V qr = hn::Set(df, q[size_t(r) * dim + i]);
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k) a[r][k] = hn::MulAdd(qr, c[k], a[r][k]);
+    }
+  }
+  const bool full = lo == 0 && hi == kTqTileTokens;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* sr = s + size_t(r) * stride;
+    if (full) {
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k)
+        hn::StoreU(hn::Mul(a[r][k], hn::Load(df, nf + k * N)), df, sr + k * N);
+    } else {
+      HWY_ALIGN float buf[kTqTileTokens];
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k)
+        hn::Store(hn::Mul(a[r][k], hn::Load(df, nf + k * N)), df, buf + k * N);
+      for (int l = lo; l < hi; ++l) sr[l] = buf[l];
+    }
+  }
+}
+
+template <int kBits, class D>
+HWY_INLINE void ScoreBlocked(D df, const TqGeometry& geo, const float* table16, const float* q,
+                             int G, const uint8_t* page, int page_tokens, int begin, int end,
+                             float* scores, size_t stride) {
+  using V = hn::Vec<D>;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const size_t N = hn::Lanes(df);
+  const int dim = geo.head_dim;
+  const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
+  const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
+  // R x 16 / N accumulators, 16 / N tile vectors and the broadcast query.
+  constexpr int kG = kTqTileTokens / hn::MaxLanes(D());
+  constexpr int kR = (simd::kVectorRegisters - kG - 1) / kG;
+  HWY_ALIGN float ct[kMaxBlockedDim * kTqTileTokens];
+  HWY_ALIGN float nf[kTqTileTokens];
+  for (int tile_first = begin - begin % kTqTileTokens; tile_first < end;
+       tile_first += kTqTileTokens) {
+    const uint8_t* tile = page + size_t(tile_first / kTqTileTokens) * geo.tile_bytes;
+    for (size_t lane0 = 0; lane0 < size_t(kTqTileTokens); lane0 += N) {
+      ForEachKeyCoordinate<kBits>(du, geo, cb, tile, lane0, [&](auto, int i, V cv) HWY_ATTR {
+        hn::Store(cv, df, ct + size_t(i) * kTqTileTokens + lane0);
+      });
+      hn::Store(hn::PromoteTo(df, hn::LoadU(dh, norms + tile_first + lane0)), df, nf + lane0);
+    }
+    // Tile lanes [lo, hi) are in [begin, end); s: the score of lane 0.
+    const int lo = std::max(begin, tile_first) - tile_first;
+    const int hi = std::min(end, tile_first + kTqTileTokens) - tile_first;
+    float* s = scores + (tile_first - begin);
+    int g = 0;
+    for (; g + kR <= G; g += kR)
+      ScoreTileRows<kR>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
+                        hi);
+    for (; g + 4 <= G; g += 4)
+      ScoreTileRows<4>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
+                       hi);
+    for (; g < G; ++g)
+      ScoreTileRows<1>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
+                       hi);
+  }
+}
+
 // Tokens in lanes: any full vector width divides the 16-token tile.
 // fn(std::integral_constant<int, bits>) for bits 1..4: the code width is a
 // template parameter of every kernel so unpacking compiles to fixed shifts.
@@ -212,8 +321,13 @@ void TqScore(const TqGeometry& geo, const float* table16, const float* q, int G,
   if (end <= begin) return;
   WithTokenTag([&](auto df) {
     WithBits(geo.bits, [&](auto bits) {
-      ScoreAll<decltype(bits)::value>(df, geo, table16, q, G, page, page_tokens, begin, end, scores,
-                                      stride);
+      constexpr int kBits = decltype(bits)::value;
+      if constexpr (kBlockedPrefill) {
+        if (G >= 8 && geo.head_dim <= kMaxBlockedDim)
+          return ScoreBlocked<kBits>(df, geo, table16, q, G, page, page_tokens, begin, end, scores,
+                                     stride);
+      }
+      ScoreAll<kBits>(df, geo, table16, q, G, page, page_tokens, begin, end, scores, stride);
     });
   });
 }
@@ -244,6 +358,68 @@ HWY_INLINE void TileWeights(D df, const float* HWY_RESTRICT p, size_t stride, in
   }
 }
 
+// The codes of MB blocks of N coordinates from i0 (every code in full
+// words) for one token: per block, the byte offset of its word in the tile
+// and per-lane shifts, computed once per call; operator() then broadcasts
+// the token's word and shifts each lane to its coordinate's code.
+template <int kBits, int MB, class D>
+class ValueCodes {
+  using DU = hn::RebindToUnsigned<D>;
+  using VU = hn::Vec<DU>;
+  // A block of 16 coordinates of 4-bit codes spans two words (lanes 0..7 and
+  // 8..15); every other block lies in one word per plane.
+  static constexpr bool kTwoWords = kBits == 4 && hn::MaxLanes(D()) == 16;
+
+ public:
+  ValueCodes(D df, const TqGeometry& geo, int i0) {
+    const DU du;
+    const int N = int(hn::Lanes(df));
+    const TqPlane& p0 = geo.plane[0];
+    const TqPlane& p1 = geo.plane[1];
+    HWY_ALIGN uint32_t tmp[kTqTileTokens];
+    for (int m = 0; m < MB; ++m) {
+      const int i = i0 + m * N;
+      off0_[m] = p0.offset + 64 * (i * p0.width / 32);
+      for (int l = 0; l < N; ++l) tmp[l] = uint32_t(((i + l) * p0.width) % 32);
+      sh0_[m] = hn::Load(du, tmp);
+      off1_[m] = 0;
+      sh1_[m] = hn::Zero(du);
+      if constexpr (kBits == 3) {
+        off1_[m] = p1.offset + 64 * (i / 32);
+        for (int l = 0; l < N; ++l) tmp[l] = uint32_t((i + l) % 32);
+        sh1_[m] = hn::Load(du, tmp);
+      }
+    }
+  }
+
+  // Codes of block m of the token whose words start at tk (tile + 4 * lane).
+  HWY_INLINE VU operator()(const uint8_t* HWY_RESTRICT tk, int m) const {
+    const DU du;
+    uint32_t word0;
+    std::memcpy(&word0, tk + off0_[m], 4);
+    VU codes;
+    if constexpr (kTwoWords) {
+      uint32_t word1;
+      std::memcpy(&word1, tk + off0_[m] + 64, 4);
+      codes = hn::IfThenElse(hn::Not(hn::FirstN(du, 8)), hn::Set(du, word1), hn::Set(du, word0));
+    } else {
+      codes = hn::Set(du, word0);
+    }
+    codes = hn::operator>>(codes, sh0_[m]);
+    if constexpr (kBits == 3) {
+      uint32_t word1;
+      std::memcpy(&word1, tk + off1_[m], 4);
+      const VU high = hn::ShiftLeft<2>(hn::operator>>(hn::Set(du, word1), sh1_[m]));
+      codes = BitSelect(hn::Set(du, 4u), high, codes);
+    }
+    return codes;
+  }
+
+ private:
+  int off0_[MB], off1_[MB];
+  VU sh0_[MB], sh1_[MB];
+};
+
 // GH heads x MB blocks of N coordinates starting at coordinate i0, every code
 // in full words (fast path).
 template <int kBits, int GH, int MB, class D>
@@ -252,39 +428,11 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
                                   const uint8_t* HWY_RESTRICT page, int page_tokens, int begin,
                                   int end, int i0, float* HWY_RESTRICT acc) {
   using V = hn::Vec<D>;
-  const hn::RebindToUnsigned<D> du;
-  using VU = hn::Vec<decltype(du)>;
   const int N = int(hn::Lanes(df));
   const int dim = geo.head_dim;
   const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
   const auto* norms = reinterpret_cast<const hwy::float16_t*>(page + geo.norms_offset(page_tokens));
-  const TqPlane& p0 = geo.plane[0];
-  const TqPlane& p1 = geo.plane[1];
-  // A block of 16 coordinates of 4-bit codes spans two words (lanes 0..7 and
-  // 8..15); every other block lies in one word per plane.
-  constexpr bool kTwoWords = kBits == 4 && hn::MaxLanes(D()) == 16;
-  const auto upper = hn::Not(hn::FirstN(du, 8));
-  const VU bit2 = hn::Set(du, 4u);
-
-  // Per block: byte offset of its word in the tile and per-lane shifts.
-  int off0[MB], off1[MB];
-  VU sh0[MB], sh1[MB];
-  {
-    HWY_ALIGN uint32_t tmp[kTqTileTokens];
-    for (int m = 0; m < MB; ++m) {
-      const int i = i0 + m * N;
-      off0[m] = p0.offset + 64 * (i * p0.width / 32);
-      for (int l = 0; l < N; ++l) tmp[l] = uint32_t(((i + l) * p0.width) % 32);
-      sh0[m] = hn::Load(du, tmp);
-      off1[m] = 0;
-      sh1[m] = hn::Zero(du);
-      if constexpr (kBits == 3) {
-        off1[m] = p1.offset + 64 * (i / 32);
-        for (int l = 0; l < N; ++l) tmp[l] = uint32_t((i + l) % 32);
-        sh1[m] = hn::Load(du, tmp);
-      }
-    }
-  }
+  const ValueCodes<kBits, MB, D> codes(df, geo, i0);
 
   // Every loop over the accumulators is unrolled in full (pragmas, not
   // lambdas): then each a[g][m] has a constant index and lives in a
@@ -308,24 +456,7 @@ HWY_NOINLINE void AccumulateChunk(D df, const TqGeometry& geo, const float* HWY_
       const uint8_t* tk = tile + 4 * k;
 #pragma GCC unroll 16
       for (int m = 0; m < MB; ++m) {
-        uint32_t word0;
-        std::memcpy(&word0, tk + off0[m], 4);
-        VU codes;
-        if constexpr (kTwoWords) {
-          uint32_t word1;
-          std::memcpy(&word1, tk + off0[m] + 64, 4);
-          codes = hn::IfThenElse(upper, hn::Set(du, word1), hn::Set(du, word0));
-        } else {
-          codes = hn::Set(du, word0);
-        }
-        codes = hn::operator>>(codes, sh0[m]);
-        if constexpr (kBits == 3) {
-          uint32_t word1;
-          std::memcpy(&word1, tk + off1[m], 4);
-          const VU high = hn::ShiftLeft<2>(hn::operator>>(hn::Set(du, word1), sh1[m]));
-          codes = BitSelect(bit2, high, codes);
-        }
-        const V c = cb(codes);
+        const V c = cb(codes(tk, m));
 #pragma GCC unroll 16
         for (int g = 0; g < GH; ++g)
           a[g][m] = hn::MulAdd(hn::Set(df, w[g * kTqTileTokens + k]), c, a[g][m]);
@@ -412,13 +543,71 @@ HWY_INLINE void AccumulateAll(D df, const TqGeometry& geo, const float* table16,
                               end, acc + g * dim);
 }
 
+// Values of a prefill call on 16-register targets: the weights p * norm of
+// up to kBlockRows rows x kBlockTokens tokens are computed once, each block
+// of 2 vectors of coordinates of those tokens is decoded to centroid values
+// once, and simd::AccumulateRows runs every row block over it, instead of
+// each group of 4 heads unpacking the tokens again. The same sums as
+// AccumulateChunk: weight p * norm, tokens in order. Head dims whose codes
+// are all in full words, in whole blocks (tail coordinates take the
+// per-group path).
+inline constexpr int kBlockRows = 64, kBlockTokens = 64;
+
+template <int kBits, class D>
+HWY_INLINE void AccumulateBlocked(D df, const TqGeometry& geo, const float* table16, const float* p,
+                                  int G, size_t stride, const uint8_t* page, int page_tokens,
+                                  int begin, int end, float* acc) {
+  constexpr int kMB = 2;
+  const int N = int(hn::Lanes(df));
+  const int dim = geo.head_dim;
+  const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
+  const auto* norms = reinterpret_cast<const uint16_t*>(page + geo.norms_offset(page_tokens));
+  HWY_ALIGN float w[kBlockRows * kBlockTokens];
+  HWY_ALIGN float nf[kBlockTokens];
+  HWY_ALIGN float x[kBlockTokens * kMB * hn::MaxLanes(D())];
+  for (int t0 = begin; t0 < end; t0 += kBlockTokens) {
+    const int nt = std::min(kBlockTokens, end - t0);
+    for (int t = 0; t < nt; ++t) nf[t] = f16_to_f32(norms[t0 + t]);
+    for (int g0 = 0; g0 < G; g0 += kBlockRows) {
+      const int ng = std::min(kBlockRows, G - g0);
+      for (int r = 0; r < ng; ++r) {
+        const float* pr = p + size_t(g0 + r) * stride + (t0 - begin);
+        float* wr = w + r * kBlockTokens;
+        int t = 0;
+        for (; t + N <= nt; t += N)
+          hn::Store(hn::Mul(hn::LoadU(df, pr + t), hn::Load(df, nf + t)), df, wr + t);
+        for (; t < nt; ++t) wr[t] = pr[t] * nf[t];
+      }
+      for (int i0 = 0; i0 < dim; i0 += kMB * N) {
+        const ValueCodes<kBits, kMB, D> codes(df, geo, i0);
+        for (int t = 0; t < nt; ++t) {
+          const int slot = t0 + t;
+          const uint8_t* tk =
+              page + size_t(slot / kTqTileTokens) * geo.tile_bytes + 4 * (slot % kTqTileTokens);
+#pragma GCC unroll 4
+          for (int m = 0; m < kMB; ++m)
+            hn::Store(cb(codes(tk, m)), df, x + size_t(t) * kMB * N + m * N);
+        }
+        simd::AccumulateRows<kMB>(df, w, ng, kBlockTokens, x, size_t(kMB * N), nt,
+                                  acc + size_t(g0) * dim + i0, size_t(dim));
+      }
+    }
+  }
+}
+
 void TqAccumulate(const TqGeometry& geo, const float* table16, const float* p, int G, size_t stride,
                   const uint8_t* page, int page_tokens, int begin, int end, float* acc) {
   if (end <= begin) return;
   simd::WithTagDividing(size_t(geo.head_dim), [&](auto df) {
     WithBits(geo.bits, [&](auto bits) {
-      AccumulateAll<decltype(bits)::value>(df, geo, table16, p, G, stride, page, page_tokens, begin,
-                                           end, acc);
+      constexpr int kBits = decltype(bits)::value;
+      if constexpr (kBlockedPrefill) {
+        const int block = int(2 * hn::Lanes(df));
+        if (G >= 8 && geo.full_coords() == geo.head_dim && geo.head_dim % block == 0)
+          return AccumulateBlocked<kBits>(df, geo, table16, p, G, stride, page, page_tokens, begin,
+                                          end, acc);
+      }
+      AccumulateAll<kBits>(df, geo, table16, p, G, stride, page, page_tokens, begin, end, acc);
     });
   });
 }
