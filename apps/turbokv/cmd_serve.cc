@@ -171,11 +171,6 @@ int serve_main(std::span<const std::string> args) {
 
   // Everything the flags alone decide, before the model is mapped.
   kv::KvConfig kv_config = f.kv.config();
-  // The scheduler admits and evicts by the pool's budget in RAM; pages on
-  // disk would need it to count RAM and disk apart. Cached prefixes go to
-  // disk through --cache-dir instead.
-  if (!kv_config.spill_dir.empty())
-    fail("--kv-spill-dir: not supported by serve (cached prefixes go to disk with --cache-dir)");
   const std::string key = api_key(f);
   server::HttpOptions http;
   http.host = f.host;
@@ -188,7 +183,9 @@ int serve_main(std::span<const std::string> args) {
   sched.parallel = f.parallel;
   sched.queue_capacity = f.queue;
   sched.budget_bytes = kv_config.budget_bytes;
-  kv_config.budget_bytes = 0;  // the scheduler's pool has the budget
+  sched.spill_dir = kv_config.spill_dir;
+  kv_config.budget_bytes = 0;  // the scheduler's pool has the budget and the disk tier
+  kv_config.spill_dir.clear();
   sched.cache_dir = f.cache_dir;
   if (!f.cache_dir_max.empty()) {
     if (f.cache_dir.empty()) fail("--cache-dir-max: needs --cache-dir");

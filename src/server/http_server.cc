@@ -69,6 +69,8 @@ ServerGauges gauges_of(const SchedulerStats& s) {
   g.kv_bytes_in_use = s.kv_bytes_in_use;
   g.kv_budget_bytes = s.kv_budget;
   g.kv_shared_bytes = s.kv_shared_bytes;
+  g.kv_spilled_bytes = s.kv_spilled_bytes;
+  g.prefix_evictions = s.prefix_evictions;
   g.kv_pages = uint64_t(s.kv_pages);
   g.sequences_active = uint64_t(s.active);
   g.requests_queued = uint64_t(s.queued);

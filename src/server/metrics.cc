@@ -154,6 +154,9 @@ std::string render_prometheus(const ServerMetrics& m, const ServerGauges& g) {
   counter(out, "prefix_cache_reused_tokens_total",
           "Prompt tokens served from the prefix cache instead of prefilled.",
           m.prefix_cache_reused_tokens());
+  counter(out, "prefix_cache_evictions_total",
+          "Cached prefixes evicted from RAM (to the cache directory, or dropped).",
+          g.prefix_evictions);
 
   header(out, "requests_total", "counter", "Requests answered, by endpoint and HTTP status.");
   for (const auto& [key, n] : m.requests())
@@ -175,6 +178,8 @@ std::string render_prometheus(const ServerMetrics& m, const ServerGauges& g) {
   gauge(out, "kv_cache_budget_bytes", "The KV budget (--kv-budget) in bytes.", g.kv_budget_bytes);
   gauge(out, "kv_cache_shared_bytes", "Bytes of KV pages referenced by more than one owner.",
         g.kv_shared_bytes);
+  gauge(out, "kv_cache_spilled_bytes",
+        "Of the bytes in use, those on the disk tier (--kv-spill-dir).", g.kv_spilled_bytes);
   gauge(out, "kv_cache_pages", "KV pages in use.", g.kv_pages);
   gauge(out, "sequences_active", "Sequences in the running batch.", g.sequences_active);
   gauge(out, "requests_queued", "Requests waiting for a place in the running batch.",

@@ -6,11 +6,12 @@
 // Names (all prefixed turbokv_):
 //   counters    prompt_tokens_total, generation_tokens_total,
 //               prefix_cache_hits_total, prefix_cache_reused_tokens_total,
-//               requests_total{endpoint, code}
+//               prefix_cache_evictions_total, requests_total{endpoint, code}
 //   histograms  time_to_first_token_seconds, time_per_output_token_seconds,
 //               queue_wait_seconds (each _bucket{le}, _sum, _count)
 //   gauges      kv_cache_used_bytes, kv_cache_budget_bytes,
-//               kv_cache_shared_bytes, kv_cache_pages, sequences_active,
+//               kv_cache_shared_bytes, kv_cache_spilled_bytes, kv_cache_pages,
+//               sequences_active,
 //               requests_queued, prefix_cache_entries{tier="ram"|"disk"},
 //               prefix_cache_bytes{tier="ram"|"disk"}
 #pragma once
@@ -102,6 +103,8 @@ struct ServerGauges {
   uint64_t kv_bytes_in_use = 0;   // pages held by sequences and cached prefixes
   uint64_t kv_budget_bytes = 0;   // --kv-budget
   uint64_t kv_shared_bytes = 0;   // bytes of pages referenced by more than one owner
+  uint64_t kv_spilled_bytes = 0;  // of kv_bytes_in_use, on the disk tier (--kv-spill-dir)
+  uint64_t prefix_evictions = 0;  // cached prefixes evicted from RAM so far (a counter)
   uint64_t kv_pages = 0;          // pages in use
   uint64_t sequences_active = 0;  // sequences in the running batch
   uint64_t requests_queued = 0;   // admitted requests waiting for a slot

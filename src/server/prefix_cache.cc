@@ -98,6 +98,7 @@ bool PrefixCache::evict_lru() {
   auto oldest = entries_.begin();
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->second.last_use < oldest->second.last_use) oldest = it;
+  ++evictions_;
   std::unique_ptr<runtime::InferenceSession> session = std::move(oldest->second.session);
   index_.remove(oldest->first, session->tokens());
   entries_.erase(oldest);

@@ -88,6 +88,7 @@ class PrefixCache {
   // Pool bytes only the entries hold (what evicting all of them frees now).
   uint64_t exclusive_bytes() const;
   uint64_t disk_loads() const { return disk_loads_; }
+  uint64_t evictions() const { return evictions_; }  // evict_lru() calls that dropped one
 
  private:
   struct Entry {
@@ -106,6 +107,7 @@ class PrefixCache {
   uint64_t next_id_ = 1;
   uint64_t clock_ = 0;
   uint64_t disk_loads_ = 0;
+  uint64_t evictions_ = 0;
 };
 
 }  // namespace tkv::server

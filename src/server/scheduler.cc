@@ -70,6 +70,10 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
   if (o.max_cached_prefixes < 0) fail("scheduler: max cached prefixes must be >= 0");
   if (o.max_overtakes < 0) fail("scheduler: max overtakes must be >= 0");
+  if (!o.spill_dir.empty() && o.budget_bytes == 0)
+    fail("scheduler: a spill directory needs a KV budget");
+  o.kv.spill_dir.clear();  // the scheduler's pool has the disk tier
+  o.kv.budget_bytes = 0;
   if (!o.on_warning)
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "turbokv: warning: %s\n", m.c_str());
@@ -98,7 +102,9 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     : model(model_),
       tokenizer(tokenizer_),
       options(options_),
-      pages(std::make_shared<kv::PagePool>(options_.budget_bytes)),
+      pages(options_.spill_dir.empty()
+                ? std::make_shared<kv::PagePool>(options_.budget_bytes)
+                : std::make_shared<kv::PagePool>(options_.budget_bytes, options_.spill_dir)),
       threads(options_.threads) {
   // The estimate's figures, from an empty sequence outside the pool.
   {
@@ -133,7 +139,7 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
 bool Scheduler::Impl::make_room(uint64_t bytes) {
   if (!prefixes) return false;
   const auto fits = [&] {
-    return options.budget_bytes == 0 || pages->bytes_in_use() + bytes <= options.budget_bytes;
+    return options.budget_bytes == 0 || ram_bytes() + bytes <= options.budget_bytes;
   };
   // Evicted prefixes still being written hold their pages until then: when
   // the pool needs them, wait for the writer rather than evict more.
@@ -151,6 +157,22 @@ bool Scheduler::Impl::make_room(uint64_t bytes) {
   } while (prefixes->size() > 0 && !fits());
   cache_changed = true;
   return true;
+}
+
+uint64_t Scheduler::Impl::ram_bytes() const {
+  // With the disk tier, live bytes include those on disk; what counts
+  // against the budget is what is in RAM (free-listed bytes included).
+  return pages->spilling() ? pages->stats().bytes_reserved : pages->bytes_in_use();
+}
+
+void Scheduler::Impl::evict_before_spilling() {
+  if (!pages->spilling() || !prefixes || prefixes->size() == 0) return;
+  // Room for this step's new pages: one per sequence (a decode token may
+  // open a page) and the prefill tokens of the step.
+  const int64_t page = options.kv.page_tokens;
+  const int64_t new_tokens = int64_t(active.size()) * page + options.prefill_tokens_per_step;
+  const uint64_t bytes = uint64_t(std::ceil(double(new_tokens) * bytes_per_token));
+  if (ram_bytes() + bytes > options.budget_bytes) make_room(bytes);
 }
 
 std::unique_ptr<runtime::InferenceSession> Scheduler::Impl::new_session() const {
@@ -171,6 +193,8 @@ void Scheduler::Impl::publish() {
   const kv::PoolStats p = pages->stats();
   figures.kv_bytes_in_use = p.bytes_in_use;
   figures.kv_shared_bytes = p.shared_bytes;
+  figures.kv_spilled_bytes = p.spilled_bytes;
+  figures.prefix_evictions = prefixes ? prefixes->evictions() : 0;
   figures.kv_pages = p.pages;
   if (cache_changed) {
     figures.cached_prefixes = prefixes ? prefixes->size() : 0;
@@ -238,7 +262,9 @@ void Scheduler::Impl::admit() {
     const int64_t planned = std::min<int64_t>(
         options.context, p.job.max_tokens < 0 ? options.context : prompt_len + p.job.max_tokens);
     const uint64_t need = estimate_bytes(planned - hit.reuse);
-    if (options.budget_bytes > 0) {
+    // With the disk tier the pool holds any job: nothing is refused or
+    // held back for its pages.
+    if (options.budget_bytes > 0 && !pages->spilling()) {
       if (estimate_bytes(prompt_len - hit.reuse) > options.budget_bytes) {
         fail_pending(
             p, JobFinish::kError,
@@ -337,6 +363,7 @@ void Scheduler::Impl::run() {
     std::erase_if(active, [](const auto& a) { return !a->session; });
     try {
       admit();
+      evict_before_spilling();
       step();
     } catch (const std::exception& e) {
       // A bug or a system failure outside the model (a filesystem error

@@ -89,10 +89,16 @@ struct SchedulerOptions {
   // decodes; 0 = one chunk, else >= prefill_chunk. Bounds how much slower a
   // decoding stream's step is while others prefill.
   int prefill_tokens_per_step = 0;
-  kv::KvConfig kv;            // codecs, page size; kv.budget_bytes is not used
+  kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
-  int threads = 1;            // the worker's ThreadPool (counts the worker itself)
-  bool prefix_cache = true;   // keep finished sequences for reuse (off under kv.window > 0)
+  // The pool's disk tier (--kv-spill-dir; needs a budget): past the budget
+  // the coldest pages move to a page file there, so a job is no longer
+  // refused or held back for its pages, and cached prefixes are evicted
+  // (to cache_dir, or dropped) before any running job's pages spill. A disk
+  // failure ends only the job whose step it hit (Event::error).
+  std::string spill_dir;
+  int threads = 1;           // the worker's ThreadPool (counts the worker itself)
+  bool prefix_cache = true;  // keep finished sequences for reuse (off under kv.window > 0)
   // Cached prefixes kept in memory at most (LRU beyond it, to the cache dir
   // when there is one); the budget evicts sooner when it needs their pages.
   int max_cached_prefixes = 256;
@@ -203,9 +209,10 @@ class JobStream {
 };
 
 struct SchedulerStats {
-  uint64_t kv_bytes_in_use = 0;  // the page pool's live bytes (running + cached)
-  uint64_t kv_budget = 0;        // 0 = unlimited
-  uint64_t kv_shared_bytes = 0;  // held by more than one sequence (forked prefixes)
+  uint64_t kv_bytes_in_use = 0;   // the page pool's live bytes (running + cached)
+  uint64_t kv_budget = 0;         // 0 = unlimited
+  uint64_t kv_shared_bytes = 0;   // held by more than one sequence (forked prefixes)
+  uint64_t kv_spilled_bytes = 0;  // of kv_bytes_in_use, on the disk tier (spill_dir)
   int64_t kv_pages = 0;
   int active = 0;  // sequences admitted (prefilling or decoding)
   int queued = 0;
@@ -215,8 +222,9 @@ struct SchedulerStats {
   uint64_t disk_bytes = 0;
   uint64_t prefix_hits = 0;  // jobs that reused a cached prefix
   uint64_t prefix_tokens_reused = 0;
-  uint64_t disk_loads = 0;     // prefixes read back from the cache dir
-  uint64_t prompt_tokens = 0;  // of finished jobs
+  uint64_t prefix_evictions = 0;  // cached prefixes evicted from RAM (to the cache dir or dropped)
+  uint64_t disk_loads = 0;        // prefixes read back from the cache dir
+  uint64_t prompt_tokens = 0;     // of finished jobs
   uint64_t completion_tokens = 0;
   uint64_t jobs_finished = 0;
 };

@@ -103,6 +103,10 @@ struct Scheduler::Impl {
   // writer has written them are waited for when the pool needs them.
   bool make_room(uint64_t bytes);
   std::unique_ptr<runtime::InferenceSession> new_session() const;
+  uint64_t ram_bytes() const;  // the pool's bytes that count against the budget
+  // With the disk tier: cached prefixes leave RAM (evicted) before the
+  // step's new pages would push running sequences' pages to disk.
+  void evict_before_spilling();
   void publish();  // copies the figures into counters (takes mu)
   void warn(const std::string& message) const;
 };

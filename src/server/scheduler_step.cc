@@ -157,7 +157,12 @@ bool Scheduler::Impl::step() {
         out_of_pages.push_back({&a, s.message});
         continue;
       }
-      finish(a, JobFinish::kError, s.message);
+      // The disk tier failed this item part-way (its sequence was cleared):
+      // the job ends, the others go on.
+      finish(a, JobFinish::kError,
+             s.code == model::ItemStatus::Code::kSpillError
+                 ? str("the KV cache's disk tier failed: ", s.message)
+                 : s.message);
       continue;
     }
     const bool last = items[b].logits == model::Logits::kLast;

@@ -51,10 +51,10 @@ TEST(CliErrors, MissingValue) {
   expect_usage_error({"synth", "--like"}, "flag --like needs a value");
 }
 
-TEST(CliErrors, ServeRefusesTheKvDiskTier) {
-  // Refused before the model is mapped: the scheduler budgets RAM only.
-  expect_usage_error({"serve", "-m", "x.gguf", "--kv-budget", "4M", "--kv-spill-dir", "/tmp"},
-                     "--kv-spill-dir: not supported by serve");
+TEST(CliErrors, ServeKvDiskTierNeedsABudget) {
+  // Checked before the model is mapped.
+  expect_usage_error({"serve", "-m", "x.gguf", "--kv-budget", "0", "--kv-spill-dir", "/tmp"},
+                     "--kv-budget: must be larger than 0");
 }
 
 TEST(CliErrors, NonNumericAndOutOfRangeNumbers) {

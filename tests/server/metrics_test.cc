@@ -82,8 +82,9 @@ TEST(Metrics, EmptyRenderIsValidAndComplete) {
   }
   for (const char* g :
        {"turbokv_kv_cache_used_bytes", "turbokv_kv_cache_budget_bytes",
-        "turbokv_kv_cache_shared_bytes", "turbokv_kv_cache_pages", "turbokv_sequences_active",
-        "turbokv_requests_queued", "turbokv_prefix_cache_entries", "turbokv_prefix_cache_bytes"}) {
+        "turbokv_kv_cache_shared_bytes", "turbokv_kv_cache_spilled_bytes", "turbokv_kv_cache_pages",
+        "turbokv_sequences_active", "turbokv_requests_queued", "turbokv_prefix_cache_entries",
+        "turbokv_prefix_cache_bytes"}) {
     EXPECT_EQ(p.types.at(g), "gauge") << g;
   }
   // Counter families end in _total; nothing else does.
@@ -170,6 +171,8 @@ TEST(Metrics, GaugesComeFromTheSnapshot) {
   g.kv_bytes_in_use = 123456789;
   g.kv_budget_bytes = 536870912;
   g.kv_shared_bytes = 4096;
+  g.kv_spilled_bytes = 8192;
+  g.prefix_evictions = 9;
   g.kv_pages = 77;
   g.sequences_active = 8;
   g.requests_queued = 3;
@@ -181,6 +184,9 @@ TEST(Metrics, GaugesComeFromTheSnapshot) {
   EXPECT_EQ(p.samples.at("turbokv_kv_cache_used_bytes"), 123456789);
   EXPECT_EQ(p.samples.at("turbokv_kv_cache_budget_bytes"), 536870912);
   EXPECT_EQ(p.samples.at("turbokv_kv_cache_shared_bytes"), 4096);
+  EXPECT_EQ(p.samples.at("turbokv_kv_cache_spilled_bytes"), 8192);
+  EXPECT_EQ(p.samples.at("turbokv_prefix_cache_evictions_total"), 9);
+  EXPECT_EQ(p.types.at("turbokv_prefix_cache_evictions_total"), "counter");
   EXPECT_EQ(p.samples.at("turbokv_kv_cache_pages"), 77);
   EXPECT_EQ(p.samples.at("turbokv_sequences_active"), 8);
   EXPECT_EQ(p.samples.at("turbokv_requests_queued"), 3);

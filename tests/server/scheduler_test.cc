@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -490,6 +491,42 @@ TEST_F(SchedulerTest, PromptOverTheBudgetFailsWithABudgetError) {
   const Outcome small =
       run_one(s, greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 4));
   EXPECT_EQ(small.done.finish, JobFinish::kLength) << small.done.error;
+}
+
+// With the pool's disk tier (spill_dir) a prompt three times the budget is
+// served, with the text it gets without any budget; a second one evicts
+// the first one's cached prefix before its own pages spill.
+TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) {
+  const Job first = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 8);
+  const Job second = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, 11), 8);
+  Outcome reference[2];
+  {
+    Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+    reference[0] = run_one(s, first);
+    reference[1] = run_one(s, second);
+  }
+  SchedulerOptions o = small_options("f16");
+  o.budget_bytes = 64 * 1024;  // stories260K f16: 640 bytes a token, 100 tokens
+  o.spill_dir = tkv::test::temp_dir() + "/spill";
+  std::filesystem::create_directories(o.spill_dir);
+  o.prefix_cache = true;
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  const Outcome a = run_one(s, first);
+  ASSERT_EQ(a.done.finish, JobFinish::kLength) << a.done.error;
+  EXPECT_EQ(a.tokens, reference[0].tokens);
+  EXPECT_EQ(a.text, reference[0].text);
+  EXPECT_GT(s.stats().kv_spilled_bytes, 0u);  // its cached prefix, partly on disk
+  const Outcome b = run_one(s, second);
+  ASSERT_EQ(b.done.finish, JobFinish::kLength) << b.done.error;
+  EXPECT_EQ(b.tokens, reference[1].tokens);
+  EXPECT_EQ(s.stats().prefix_evictions, 1u);
+}
+
+// A spill directory without a budget is refused.
+TEST_F(SchedulerTest, ASpillDirNeedsABudget) {
+  SchedulerOptions o = small_options("f16");
+  o.spill_dir = tkv::test::temp_dir();
+  EXPECT_THROW(Scheduler(*stories_->model, *stories_->tokenizer, o), Error);
 }
 
 }  // namespace
