@@ -1,0 +1,53 @@
+// The f32 prefill GEMM (tensor/kernels/gemm.cc) on matrices tall enough that
+// a task holds several weight panels: a token's results must not depend on
+// the token count, the thread count (which changes the panels per task) or
+// a last panel shorter than the others, on every SIMD target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/thread_pool.h"
+#include "tensor/matmul.h"
+#include "tensor/reference.h"
+#include "tensor_test_util.h"
+
+namespace tkv {
+namespace {
+
+TEST(Gemm, ManyPanelsPerTaskKeepEachTokensBits) {
+  // 1000 rows: dozens of panels, the last one partial; 768 columns: three
+  // chunks, so the next-chunk prefetch crosses chunks and panels.
+  const int64_t rows = 1000, cols = 768, n = 40;
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+    const auto wb = test::random_weights(type, rows, cols, 31 + uint32_t(type));
+    const auto x = test::gaussian(static_cast<size_t>(n * cols), 32);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "gemm");
+    std::vector<float> ref(static_cast<size_t>(n * rows));
+    matmul_ref(type, wb.data(), rows, cols, x.data(), n, ref.data());
+    test::for_each_simd_target([&](const std::string& target) {
+      const std::string what = str(dtype_name(type), " on ", target);
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> all(static_cast<size_t>(n * rows)), some(static_cast<size_t>(5 * rows));
+        matmul(w, x.data(), n, all.data(), pool, MatmulKernel::kFloat);
+        matmul(w, x.data(), 5, some.data(), pool, MatmulKernel::kFloat);
+        for (size_t i = 0; i < some.size(); ++i)
+          ASSERT_EQ(some[i], all[i]) << what << ", " << threads << " threads, element " << i;
+        if (first.empty()) {
+          first = all;
+          // Loose: the accuracy contract itself is matmul_test's.
+          for (size_t i = 0; i < all.size(); ++i)
+            ASSERT_NEAR(all[i], ref[i], 1e-3 * (1 + std::fabs(ref[i]))) << what << " element " << i;
+        }
+        ASSERT_EQ(all, first) << what << ", " << threads << " threads";
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace tkv
