@@ -48,7 +48,7 @@ struct BenchFlags {
   float cell_timeout = 0;
   bool quiet = false;
   // memory, speed, batch
-  std::string skip, ctx, depths, batch, depth, fit_tokens;
+  std::string skip, ctx, depths, batch, depth, fit_tokens, fill = "prefill";
   int decode_tokens = 4;
   int warmup = -1, steps = -1;  // -1: the protocol's default
   // recall
@@ -106,6 +106,11 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
     in(all ? "memory and speed" : sub);
     flags.add_string({"-c", "--ctx"}, "LIST",
                      "contexts, e.g. 4k,8k (memory: each; speed: time to first token)", &f.ctx);
+    flags.add_string({"--fill"}, "prefill|synthetic",
+                     "how the cache reaches each context: the model's prefill (default), or\n"
+                     "synthetic K/V written straight into the cache (deep contexts in seconds;\n"
+                     "no prefill figures)",
+                     &f.fill);
   }
   if (sub == "memory" || all) {
     in(all ? "memory" : sub);
@@ -290,6 +295,11 @@ std::string description(const std::string& sub) {
   return d + kExitStatus;
 }
 
+std::string fill_mode(const std::string& fill) {
+  if (fill != "prefill" && fill != "synthetic") fail("--fill ", fill, ": use prefill or synthetic");
+  return fill;
+}
+
 // Budget items spill to a directory under $TMPDIR (else /tmp): says where,
 // and when that is tmpfs (RAM), before anything runs.
 void note_spill_place() {
@@ -419,6 +429,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     auto m = std::make_shared<MemoryOptions>();
     m->ctx = given("--ctx") ? parse_token_counts(f.ctx, "--ctx") : capped(m->ctx, trained);
     m->decode_tokens = f.decode_tokens;
+    m->fill = fill_mode(f.fill);
     const CommonOptions c = with_kv(nullptr, {}, kDefaultKv, /*ram_caps=*/true);
     sections.push_back({"memory", plan_memory(c, *m, info), [m](std::vector<Json> rows) {
                           return summarize_memory(*m, std::move(rows));
@@ -433,6 +444,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     s->threads = threads;
     s->warmup = f.warmup >= 0 ? f.warmup : 2;
     s->steps = f.steps >= 0 ? f.steps : 5;
+    s->fill = fill_mode(f.fill);
     const CommonOptions c = with_kv(nullptr, {}, kDefaultKv, /*ram_caps=*/true);
     sections.push_back({"speed", plan_speed(c, *s, info), [s](std::vector<Json> rows) {
                           return summarize_speed(*s, std::move(rows));

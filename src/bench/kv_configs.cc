@@ -144,7 +144,7 @@ bool is_f16_baseline(const kv::KvConfig& c) {
 }
 
 bool is_f16_baseline(const BenchKv& kv) {
-  return kv.ram_budget == 0 && is_f16_baseline(kv.config);
+  return kv.ram_budget == 0 && kv.config.select == 0 && is_f16_baseline(kv.config);
 }
 
 }  // namespace tkv::bench

@@ -52,7 +52,8 @@ std::string policy_label(const BenchKv& kv);
 double codec_bits(const kv::CodecSpec& spec, int head_dim);
 // True for a configuration that stores exactly what f16 stores (the baseline).
 bool is_f16_baseline(const kv::KvConfig& config);
-// The same, and without a RAM cap (the baseline runs uncapped).
+// The same, and without a RAM cap or page selection (the baseline is plain
+// dense f16).
 bool is_f16_baseline(const BenchKv& kv);
 
 }  // namespace tkv::bench

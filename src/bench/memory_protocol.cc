@@ -5,6 +5,7 @@
 
 #include "bench/cell_env.h"
 #include "bench/kv_configs.h"
+#include "bench/kv_reads.h"
 #include "bench/process_memory.h"
 #include "bench/protocols.h"
 #include "bench/table.h"
@@ -25,10 +26,18 @@ Json memory_cell(const Json& req) {
   kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), kv.config);
   const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
 
-  // Prefill, chunked; only the last token's logits are computed.
+  // Prefill, chunked; only the last token's logits are computed. Or with
+  // --fill synthetic, all but the last token through KvCache::fill_synthetic
+  // (no forward pass, no activations) and the last through the model.
+  const bool synthetic = req.value("fill", std::string("prefill")) == "synthetic";
   std::vector<float> logits;
   Stopwatch prefill_clock;
-  logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
+  if (synthetic && ctx > 1) {
+    cache.fill_synthetic(ctx - 1, req.value("seed", uint64_t(1)), m.pool.get());
+    logits = model.eval_last(cache, std::span<const int32_t>(&prompt.back(), 1), *m.pool, 1);
+  } else {
+    logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
+  }
   const double prefill_s = prefill_clock.seconds();
   const MemorySnapshot after_prefill = memory_snapshot(m.path);
   const kv::KvStats prefill_stats = cache.stats();
@@ -40,6 +49,7 @@ Json memory_cell(const Json& req) {
   // cache and the logits is held around what is measured.
   const bool peak_reset = reset_peak_rss();
   cache.reset_peak_scratch();
+  const KvReadCounters before = kv_read_counters(cache);
   Stopwatch decode_clock;
   for (int i = 0; i < decode_tokens; ++i) {
     const int32_t next = argmax(logits);
@@ -48,6 +58,7 @@ Json memory_cell(const Json& req) {
   const double decode_s = decode_clock.seconds();
   const MemorySnapshot after_decode = memory_snapshot(m.path);
   const kv::KvStats decode_stats = cache.stats();
+  const Json reads = kv_reads_per_token(cache, before, decode_tokens);
 
   const uint64_t peak = std::max(after_prefill.peak_rss, after_decode.peak_rss);
   const uint64_t model_resident =
@@ -69,6 +80,8 @@ Json memory_cell(const Json& req) {
   r["kv_pages"] = decode_stats.pages_allocated;
   r["kv_page_bytes_on_disk"] = decode_stats.page_bytes_on_disk;
   r["kv_disk"] = spill_stats_json(cache.pool()->stats());
+  r["kv_read_per_token"] = reads;
+  r["fill"] = synthetic ? "synthetic" : "prefill";
   r["k_bytes_per_token_head"] = decode_stats.k_bytes_per_token_head;
   r["v_bytes_per_token_head"] = decode_stats.v_bytes_per_token_head;
   r["kv_peak_scratch_bytes"] =
@@ -112,6 +125,7 @@ std::vector<PlannedCell> plan_memory(const CommonOptions& o, const MemoryOptions
       c.request["kv"] = bench_kv_to_json(kv);
       c.request["ctx"] = ctx;
       c.request["decode_tokens"] = m.decode_tokens;
+      c.request["fill"] = m.fill;
       cells.push_back(std::move(c));
     }
   return cells;
@@ -139,7 +153,7 @@ Json summarize_memory(const MemoryOptions& m, std::vector<Json> rows) {
     }
     headline.push_back(std::move(h));
   }
-  return {{"options", {{"ctx", m.ctx}, {"decode_tokens", m.decode_tokens}}},
+  return {{"options", {{"ctx", m.ctx}, {"decode_tokens", m.decode_tokens}, {"fill", m.fill}}},
           {"rows", rows},
           {"headline", headline}};
 }
@@ -157,7 +171,7 @@ std::string memory_markdown(const Json& section) {
   Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model",
            "peak - model vs f16 (lower is better)", "KV persistent", "of which on disk",
            "K/V B/token/head", "peak scratch (KV + act.)", "RSS after prefill", "decode peak",
-           "prefill tok/s"});
+           "prefill tok/s", "decode KV read/token: RAM + disk"});
   const auto& rows = section["rows"];
   const auto& head = section["headline"];
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -165,7 +179,7 @@ std::string memory_markdown(const Json& section) {
     if (!result_ok(r)) {
       t.add({r["kv"], r["policy"], token_count_label(r["ctx"].get<int64_t>()),
              r["status"].get<std::string>() + ": " + r.value("reason", ""), "", "", "", "", "", "",
-             "", "", "", "", ""});
+             "", "", "", "", "", ""});
       continue;
     }
     const auto& ph = r["phases"];
@@ -180,7 +194,13 @@ std::string memory_markdown(const Json& section) {
            fmt_bytes(r["kv_peak_scratch_bytes"]) + " + " + fmt_bytes(r["model_scratch_bytes"]),
            fmt_bytes(ph["prefill"]["memory"]["rss_bytes"]),
            fmt_bytes(ph["decode"]["memory"]["peak_rss_bytes"]),
-           fmt_fixed(ph["prefill"]["tok_per_s"], 1)});
+           r.value("fill", "") == "synthetic" ? Cell("synthetic fill")
+                                              : Cell(fmt_fixed(ph["prefill"]["tok_per_s"], 1)),
+           r.contains("kv_read_per_token")
+               ? Cell(fmt_bytes(Json(uint64_t(r["kv_read_per_token"]["ram_bytes"].get<double>()))) +
+                      " + " +
+                      fmt_bytes(Json(uint64_t(r["kv_read_per_token"]["disk_bytes"].get<double>()))))
+               : Cell("")});
   }
   return t.markdown();
 }

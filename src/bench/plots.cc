@@ -169,6 +169,33 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
                        write_series(dir + "/memory.dat", s, "1:2", "linespoints");
       out.emplace_back("memory.png", gp);
     }
+    // With RAM caps in the run: whole-process peak RSS, capped and not.
+    std::map<std::string, Series> rss;
+    std::vector<std::string> rss_order;
+    bool capped = false;
+    for (const auto& r : report["memory"]["rows"]) {
+      if (r.value("status", "") != "ok") continue;
+      const std::string kv = r["kv"].get<std::string>();
+      capped |= r.contains("kv_ram") && !r["kv_ram"]["spill"].is_null();
+      if (!rss.count(kv)) rss_order.push_back(kv);
+      rss[kv].title = kv;
+      rss[kv].points.push_back(
+          {r["ctx"].get<double>(), r["peak_rss_bytes"].get<double>() / 1048576.0});
+    }
+    if (capped) {
+      std::vector<Series> s;
+      std::set<double> xs;
+      for (const auto& k : rss_order) {
+        s.push_back(rss[k]);
+        for (const auto& p : rss[k].points) xs.insert(p[0]);
+      }
+      std::string gp = header("memory_rss.png",
+                              "Peak RSS vs context, with and without a RAM cap (" + model + ")") +
+                       token_log_x_axis(xs, "context (tokens)") +
+                       "set ylabel 'peak RSS, MiB (lower is better)'\nset yrange [0:*]\n" +
+                       write_series(dir + "/memory_rss.dat", s, "1:2", "linespoints");
+      out.emplace_back("memory_rss.png", gp);
+    }
   }
   if (report.contains("speed")) {
     std::map<std::string, Series> by;

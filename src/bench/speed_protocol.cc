@@ -5,6 +5,8 @@
 
 #include "bench/cell_env.h"
 #include "bench/kv_configs.h"
+#include "bench/kv_reads.h"
+#include "bench/process_memory.h"
 #include "bench/protocols.h"
 #include "bench/stats.h"
 #include "bench/table.h"
@@ -19,11 +21,15 @@ Json speed_cell(const Json& req) {
   const auto depths = req.at("depths").get<std::vector<int64_t>>();
   const int warmup = req.value("warmup", 2), steps = req.value("steps", 5);
   if (steps < 1) fail("--steps must be at least 1");
+  // "synthetic": the cache reaches each checkpoint through
+  // KvCache::fill_synthetic (no forward pass, no prefill figures).
+  const bool synthetic = req.value("fill", std::string("prefill")) == "synthetic";
 
   std::set<int64_t> checkpoints(ctx_points.begin(), ctx_points.end());
   checkpoints.insert(depths.begin(), depths.end());
   const int64_t deepest = checkpoints.empty() ? 1 : std::max<int64_t>(1, *checkpoints.rbegin());
-  const int64_t capacity = deepest + int64_t(depths.size()) * (warmup + steps) + 1;
+  // Each depth adds its decode steps and as many attention steps.
+  const int64_t capacity = deepest + int64_t(depths.size()) * (warmup + 2 * steps) + 1;
 
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
@@ -33,44 +39,62 @@ Json speed_cell(const Json& req) {
       synthetic_prompt(capacity, model, req.value("seed", uint64_t(2)));
 
   Json prefill = Json::array(), decode = Json::array();
-  double prefill_seconds = 0;
+  double prefill_seconds = 0, fill_seconds = 0;
   int64_t prefilled = 0;
   std::vector<float> logits;
   for (const int64_t point : checkpoints) {
     // Depth 0 still needs one token (BOS) to have logits to decode from.
     const int64_t target = std::max<int64_t>(point, 1);
     const int64_t need = target - cache.n_tokens();
-    if (need > 0) {
+    if (need > 0 && synthetic) {
+      // All but the last token synthetic; the last through the model, for
+      // logits to decode from.
+      Stopwatch clock;
+      if (need > 1) cache.fill_synthetic(need - 1, uint64_t(point) + 1, m.pool.get());
+      logits = model.eval_last(cache, std::span<const int32_t>(prompt.data() + cache.n_tokens(), 1),
+                               *m.pool, 1);
+      fill_seconds += clock.seconds();
+    } else if (need > 0) {
       const std::span<const int32_t> chunk(prompt.data() + cache.n_tokens(), size_t(need));
       Stopwatch clock;
       logits = model.eval_last(cache, chunk, *m.pool, m.ubatch);
       prefill_seconds += clock.seconds();
       prefilled += need;
     }
-    if (std::find(ctx_points.begin(), ctx_points.end(), point) != ctx_points.end()) {
+    if (!synthetic && std::find(ctx_points.begin(), ctx_points.end(), point) != ctx_points.end()) {
       prefill.push_back({{"ctx", point},
                          {"prefilled_tokens", prefilled},
                          {"ttft_s", prefill_seconds},
                          {"tok_per_s", prefill_seconds > 0 ? prefilled / prefill_seconds : 0.0}});
     }
     if (std::find(depths.begin(), depths.end(), point) != depths.end()) {
-      std::vector<double> ms;
+      std::vector<double> ms, attention_ms;
       const int64_t depth_actual = cache.n_tokens();
+      KvReadCounters before;
       // Its own greedy loop, not runtime::generate: each step's eval is timed
       // alone (the sampling and bookkeeping around it are not the figure).
       for (int i = 0; i < warmup + steps; ++i) {
+        if (i == warmup) before = kv_read_counters(cache);
         const int32_t next = argmax(logits);
         Stopwatch clock;
         logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
         const double t = clock.seconds() * 1e3;
         if (i >= warmup) ms.push_back(t);
       }
-      const Summary s = summarize(ms);
+      const Json reads = kv_reads_per_token(cache, before, steps);
+      // Attention alone at the same depth (the model does not time its parts).
+      for (int i = 0; i < steps; ++i)
+        attention_ms.push_back(time_attention_step(cache, *m.pool, uint64_t(point) + uint64_t(i)));
+      const Summary s = summarize(ms), a = summarize(attention_ms);
       decode.push_back({{"depth", point},
                         {"depth_actual", depth_actual},
                         {"ms_per_token", to_json(s)},
                         {"tok_per_s", s.median > 0 ? 1e3 / s.median : 0.0},
-                        {"samples_ms", ms}});
+                        {"samples_ms", ms},
+                        {"attention_ms_per_token", to_json(a)},
+                        {"kv_read_per_token", reads},
+                        {"kv_page_bytes_on_disk", cache.stats().page_bytes_on_disk},
+                        {"peak_rss_bytes", memory_snapshot("").peak_rss}});
     }
   }
   const kv::KvStats st = cache.stats();
@@ -78,6 +102,9 @@ Json speed_cell(const Json& req) {
           {"model", model_facts(m)},
           {"kv_describe", cache.config().describe()},
           {"kv_ram", kv.describe()},
+          {"fill", synthetic ? "synthetic" : "prefill"},
+          {"fill_seconds", fill_seconds},
+          {"kv_disk", spill_stats_json(cache.pool()->stats())},
           {"prefill", prefill},
           {"decode", decode},
           {"kv_persistent_bytes", st.persistent_bytes},
@@ -95,7 +122,13 @@ std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& 
     for (const auto& kv : o.kv) {
       PlannedCell c;
       c.label = "speed " + kv.label + " " + std::to_string(t) + "t";
-      c.cost = estimate_flops(info, deepest, int64_t(s.depths.size()) * (s.warmup + s.steps)) / t;
+      // A synthetic fill costs the decode steps (and the encoding) only.
+      c.cost =
+          (s.fill == "synthetic"
+               ? estimate_flops(info, 0, int64_t(s.depths.size()) * (s.warmup + s.steps)) +
+                     double(deepest) * info.n_layers * info.n_kv_heads * info.head_dim * 64
+               : estimate_flops(info, deepest, int64_t(s.depths.size()) * (s.warmup + s.steps))) /
+          t;
       c.identity = {{"kv", kv.label},
                     {"policy", policy_label(kv)},
                     {"f16_baseline", is_f16_baseline(kv)},
@@ -107,6 +140,7 @@ std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& 
       c.request["depths"] = s.depths;
       c.request["warmup"] = s.warmup;
       c.request["steps"] = s.steps;
+      c.request["fill"] = s.fill;
       cells.push_back(std::move(c));
     }
   return cells;
@@ -156,6 +190,11 @@ Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
                     {"min_ms", d["ms_per_token"]["min"]},
                     {"max_ms", d["ms_per_token"]["max"]},
                     {"tok_per_s", d["tok_per_s"]}};
+      if (d.contains("attention_ms_per_token")) {
+        entry["attention_median_ms"] = d["attention_ms_per_token"]["median"];
+        entry["kv_read_per_token"] = d["kv_read_per_token"];
+        entry["peak_rss_bytes"] = d["peak_rss_bytes"];
+      }
       if (base) {
         const double b = median_at(*base, d["depth"].get<int64_t>());
         const double mine = d["ms_per_token"]["median"].get<double>();
@@ -183,7 +222,8 @@ Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
             {"depths", s.depths},
             {"threads", s.threads},
             {"warmup", s.warmup},
-            {"steps", s.steps}}},
+            {"steps", s.steps},
+            {"fill", s.fill}}},
           {"rows", rows},
           {"prefill", prefill},
           {"decode", decode},
@@ -196,15 +236,26 @@ std::string speed_markdown(const Json& section) {
   for (const auto& r : section["prefill"])
     p.add({r["kv"], r["threads"], token_count_label(r["ctx"].get<int64_t>()),
            fmt_fixed(r["ttft_s"], 3), fmt_fixed(r["tok_per_s"], 1)});
-  out += "Prefill:\n\n" + p.markdown();
+  out += section["prefill"].empty() && section["options"].value("fill", "") == "synthetic"
+             ? "Prefill: none (--fill synthetic).\n"
+             : "Prefill:\n\n" + p.markdown();
   Table d({"KV", "threads", "depth", "decode ms/token (median)", "min - max", "tok/s",
-           "time vs f16 (lower is better)"});
-  for (const auto& r : section["decode"])
+           "time vs f16 (lower is better)", "attention ms/token", "KV read/token: RAM + disk",
+           "peak RSS"});
+  for (const auto& r : section["decode"]) {
+    const bool more = r.contains("kv_read_per_token");
+    const Json& rd = more ? r["kv_read_per_token"] : r;
     d.add({r["kv"], r["threads"], token_count_label(r["depth"].get<int64_t>()),
            fmt_fixed(r["median_ms"], 2),
            fmt_fixed(r["min_ms"], 2) + " - " + fmt_fixed(r["max_ms"], 2),
            fmt_fixed(r["tok_per_s"], 2),
-           r.contains("ratio_to_f16") ? fmt_fixed(r["ratio_to_f16"], 3) + "x" : ""});
+           r.contains("ratio_to_f16") ? fmt_fixed(r["ratio_to_f16"], 3) + "x" : "",
+           more ? fmt_fixed(r["attention_median_ms"], 3) : "",
+           more ? fmt_bytes(Json(uint64_t(rd["ram_bytes"].get<double>()))) + " + " +
+                      fmt_bytes(Json(uint64_t(rd["disk_bytes"].get<double>())))
+                : "",
+           more ? fmt_bytes(r["peak_rss_bytes"]) : ""});
+  }
   out += "\nDecode (steady state):\n\n" + d.markdown();
   Table c({"KV", "threads", "decodes faster than f16 from depth"});
   for (const auto& r : section["crossover"]) {

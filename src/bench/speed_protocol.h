@@ -8,7 +8,14 @@
 //     so far including the last token's logits, and prefill tok/s;
 //   - at each --depth: --warmup decode steps, then --steps timed decode
 //     steps (one token each, whole forward pass + greedy pick): median,
-//     min, max ms/token, every sample kept.
+//     min, max ms/token, every sample kept; then --steps attention-only
+//     steps (the KV step of one token on every layer through the KvCache
+//     API, synthetic q/k/v, the attend calls timed: kv_reads.h); KV bytes
+//     attention read per decoded token from RAM and from the disk tier of a
+//     budget item, pages on disk, and peak RSS so far.
+// --fill synthetic: the checkpoints are reached with KvCache::fill_synthetic
+// (N(0,1) K/V through the real codecs and summaries, no forward pass), so
+// 128K-token depths take seconds; decode figures only (no prefill rows).
 // Decode steps add a few tokens, so later checkpoints are reached with
 // slightly fewer prefilled tokens (recorded). The summary gives, per
 // configuration, the depth from which it decodes faster than f16 at every
@@ -16,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench/options.h"
@@ -29,6 +37,7 @@ struct SpeedOptions {
   std::vector<int> threads;  // empty: CommonOptions::threads
   int warmup = 2;
   int steps = 5;
+  std::string fill = "prefill";  // or "synthetic" (KvCache::fill_synthetic, no prefill figures)
 };
 
 std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& s,

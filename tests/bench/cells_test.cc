@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "bench/cell.h"
 #include "bench/kv_configs.h"
@@ -121,6 +122,44 @@ TEST_F(BenchCells, BudgetItemSpillsPagesAndRemovesItsDirectory) {
   const std::string dir = b["kv_ram"]["spill"]["dir"].get<std::string>();
   EXPECT_NE(dir.find("turbokv-spill-"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
+// --fill synthetic: depths without a forward pass over the prompt; with
+// selection attention reads fewer pages than dense, with a cap most of them
+// come back from disk; attention time and peak RSS per depth.
+TEST_F(BenchCells, SpeedSyntheticFillWithSelectionAndACap) {
+  std::map<std::string, Json> rows;
+  for (const char* kv : {"f16", "f16:sel256", "f16:budget400K"}) {
+    Json req = cell_request("speed", model_, kv);
+    req["ctx"] = Json::array();
+    req["depths"] = {2000};
+    req["warmup"] = 1;
+    req["steps"] = 3;
+    req["fill"] = "synthetic";
+    rows[kv] = run_cell(req);
+    ASSERT_EQ(rows[kv]["status"], "ok") << rows[kv].dump();
+    EXPECT_TRUE(rows[kv]["prefill"].empty());
+    EXPECT_EQ(rows[kv]["fill"], "synthetic");
+    const Json& d = rows[kv]["decode"][0];
+    EXPECT_EQ(d["depth_actual"], 2000);
+    EXPECT_GT(d["attention_ms_per_token"]["median"].get<double>(), 0);
+    EXPECT_GT(d["peak_rss_bytes"].get<uint64_t>(), 0u);
+  }
+  const Json& dense = rows["f16"]["decode"][0]["kv_read_per_token"];
+  const Json& sel = rows["f16:sel256"]["decode"][0]["kv_read_per_token"];
+  const Json& cap = rows["f16:budget400K"]["decode"][0]["kv_read_per_token"];
+  // ~2000 f16 tokens of 5 layers x K and V x 4 heads x 8 x 2 B, read whole
+  // (in whole 64-token pages).
+  EXPECT_NEAR(dense["kv_bytes"].get<double>(), 640 * 2001.0, 640 * 64.0);
+  EXPECT_EQ(dense["disk_bytes"], 0.0);
+  EXPECT_TRUE(dense["selected_page_fraction"].is_null());
+  // Three of five layers select 256 of ~2000 tokens (plus the newest page);
+  // a synthetic fill is written in 512-token chunks, which the cap must hold.
+  EXPECT_LT(sel["selected_page_fraction"].get<double>(), 0.5);
+  EXPECT_LT(sel["kv_bytes"].get<double>(), dense["kv_bytes"].get<double>()) << sel.dump();
+  EXPECT_GT(cap["disk_bytes"].get<double>(), 0.5 * cap["kv_bytes"].get<double>()) << cap.dump();
+  EXPECT_GT(cap["pages_read_back"].get<double>(), 0);
+  EXPECT_GT(rows["f16:budget400K"]["decode"][0]["kv_page_bytes_on_disk"].get<uint64_t>(), 0u);
 }
 
 TEST_F(BenchCells, SpeedTimingsArePositiveAndOrdered) {

@@ -74,6 +74,7 @@ TEST(BenchCli, SharedKvFlagsNameTheFlag) {
        "--kv f16:budgetlots: budget part needs a size, e.g. budget64M"},
       {{"quality", "-m", model, "--kv", "f16:budget1M"},
        "--kv f16:budget1M: budget items run in bench recall, speed and memory only"},
+      {{"speed", "-m", model, "--fill", "random"}, "--fill random: use prefill or synthetic"},
       {{"speed", "-m", model, "--kv", "f16:budget1M+budget2M"},
        "--kv f16:budget1M+budget2M: more than one budget part"},
   };

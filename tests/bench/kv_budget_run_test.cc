@@ -1,6 +1,6 @@
 // Page selection and RAM caps through the bench driver on stories260K:
 // recall's comparisons with dense and a window of the same token budget,
-// speed and memory rows with a cap and its spill directory.
+// speed and memory rows with selection, a cap and its spill directory.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -86,6 +86,71 @@ TEST(BenchKvBudgetRun, RecallComparesSelectionAndCapsWithDenseAndAWindow) {
   // Two token budgets: the recall-vs-budget plot.
   if (!find_in_path("gnuplot").empty()) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/out/recall_budget.png"));
+  }
+}
+
+// Speed with a synthetic fill: per depth, attention time, KV bytes read per
+// token from RAM and from disk, pages on disk and peak RSS; no prefill rows.
+TEST(BenchKvBudgetRun, SpeedRowsWithSelectionAndACapOnASyntheticFill) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string dir = ::tkv::test::temp_dir();
+  const ChildResult r =
+      test::run_bench({"speed",  "-m",        model,   "--kv",     "f16,f16:sel256,f16:budget400K",
+                       "--fill", "synthetic", "--ctx", "2k",       "--depths",
+                       "1k,2k",  "--steps",   "3",     "--warmup", "1",
+                       "-t",     "1",         "-q",    "--out",    dir + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json speed = test::read_json_file(dir + "/out/report.json")["speed"];
+  EXPECT_EQ(speed["options"]["fill"], "synthetic");
+  EXPECT_TRUE(speed["prefill"].empty());
+  ASSERT_EQ(speed["decode"].size(), 6u);
+  for (const auto& d : speed["decode"]) {
+    EXPECT_GT(d["attention_median_ms"].get<double>(), 0) << d.dump();
+    EXPECT_GT(d["peak_rss_bytes"].get<uint64_t>(), 0u);
+    const Json& rd = d["kv_read_per_token"];
+    EXPECT_DOUBLE_EQ(rd["ram_bytes"].get<double>() + rd["disk_bytes"].get<double>(),
+                     rd["kv_bytes"].get<double>());
+    const bool capped = d["kv"] == "f16:budget400K";
+    if (capped && d["depth"] == 2048) {
+      EXPECT_GT(rd["disk_bytes"], 0.0) << d.dump();
+    }
+    if (!capped) {
+      EXPECT_EQ(rd["disk_bytes"], 0.0) << d.dump();
+    }
+  }
+  // The cap is not the f16 baseline: the uncapped f16 row is.
+  for (const auto& row : speed["rows"]) EXPECT_EQ(row["f16_baseline"], row["kv"] == "f16");
+  const std::string md = test::read_text_file(dir + "/out/report.md");
+  EXPECT_NE(md.find("Prefill: none (--fill synthetic)."), std::string::npos);
+  EXPECT_NE(md.find("KV read/token: RAM + disk"), std::string::npos);
+}
+
+// Memory at growing contexts with and without a cap: the capped rows keep
+// pages on disk, and the peak-RSS plot shows both.
+TEST(BenchKvBudgetRun, MemoryWithAndWithoutACapAtGrowingContexts) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string dir = ::tkv::test::temp_dir();
+  const ChildResult r =
+      test::run_bench({"memory", "-m", model, "--kv", "f16,f16:budget400K", "--fill", "synthetic",
+                       "--ctx", "1k,4k", "-t", "1", "-q", "--out", dir + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json rows = test::read_json_file(dir + "/out/report.json")["memory"]["rows"];
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& row : rows) {
+    ASSERT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_EQ(row["fill"], "synthetic");
+    const bool capped = row["kv"] == "f16:budget400K";
+    EXPECT_EQ(row["kv_ram"]["spill"].is_null(), !capped);
+    // 4K f16 tokens: 2.5 MiB of pages, of which all but the cap is on disk.
+    if (capped && row["ctx"] == 4096) {
+      EXPECT_GT(row["kv_page_bytes_on_disk"].get<uint64_t>(), 2u << 20) << row.dump();
+    }
+    if (!capped) {
+      EXPECT_EQ(row["kv_page_bytes_on_disk"], 0);
+    }
+  }
+  if (!find_in_path("gnuplot").empty()) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/out/memory_rss.png"));
   }
 }
 
