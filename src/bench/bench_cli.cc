@@ -64,6 +64,8 @@ struct BenchFlags {
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
   // serve
   std::string clients, prompt_tokens, gen_tokens, shared_prefix, long_prompt, url;
+  bool capacity = false;
+  int capacity_max = 512;
 };
 
 // A subcommand accepts the flags that `bench all` passes to its protocol, so
@@ -162,8 +164,14 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
                      "drive this running OpenAI-compatible server (http://HOST:PORT) instead\n"
                      "of starting turbokv serve; -m gives the vocabulary size",
                      &f.url);
+    flags.add_bool({"--capacity"},
+                   "instead: distinct --prompt-tokens prompts (max_tokens 1), one at a time,\n"
+                   "until a cached prefix is evicted: the most the --kv-budget holds",
+                   &f.capacity);
+    flags.add_int({"--capacity-max"}, "N", "requests of --capacity at most (default 512)",
+                  &f.capacity_max, 1, 1 << 20);
     flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
-    flags.set_help("-ub", "the server's prefill chunk (default: serve's, 64)");
+    flags.set_help("-ub", "the server's prefill chunk (default: serve's, 16)");
   }
   if (sub == "recall" || all) {
     in("recall");
@@ -493,6 +501,13 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
         if (given(flag))
           fail("--url: ", flag, " configures a server bench serve starts; not with --url");
       s->url = f.url;
+    }
+    if (f.capacity) {
+      if (!s->url.empty()) fail("--capacity: counts what a server it starts holds; not with --url");
+      if (given("--long-prompt")) fail("--capacity: not with --long-prompt");
+      s->capacity_max = f.capacity_max;
+    } else if (given("--capacity-max")) {
+      fail("--capacity-max: needs --capacity");
     }
     if (given("--kv-budget")) {
       (void)f.kv.budget_bytes();  // a bad size fails here, not in the server

@@ -116,6 +116,68 @@ Json decode_tok_per_s(const std::vector<StreamTiming>& streams) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kRamEntriesMetric = "turbokv_prefix_cache_entries{tier=\"ram\"}";
+constexpr const char* kEvictionsMetric = "turbokv_prefix_cache_evictions_total";
+
+// The capacity count of one KV item (see serve_protocol.h).
+Json capacity_cell(const Json& req, std::vector<std::string> argv) {
+  const int64_t prompt_tokens = req.at("prompt_tokens").get<int64_t>();
+  const int max_requests = req.at("capacity_max").get<int>();
+  const int n_vocab = req.at("n_vocab").get<int>();
+  ServerProcess server(argv, 120);
+  const ServerAddress at = server.address();
+  const auto start = std::chrono::steady_clock::now();
+  int sent = 0, peak = 0;
+  double kv_peak = -1;
+  bool evicted = false;
+  std::string error;
+  Json held = Json::array();  // prefixes in RAM after each request
+  while (sent < max_requests && !evicted) {
+    const Json body = {
+        {"model", "bench"}, {"prompt", client_prompt(prompt_tokens, 0, sent, n_vocab)},
+        {"max_tokens", 1},  {"temperature", 0},
+        {"stream", true},   {"stream_options", {{"include_usage", true}}}};
+    const StreamTiming t = stream_completion(at, body, 600, start);
+    ++sent;
+    if (!t.ok) {
+      error = t.error;
+      break;
+    }
+    const double entries = fetch_metric(at, kRamEntriesMetric);
+    const double evictions = fetch_metric(at, kEvictionsMetric);
+    if (entries < 0 || evictions < 0) {
+      error = "the server's /metrics has no prefix cache figures";
+      break;
+    }
+    kv_peak = std::max(kv_peak, fetch_metric(at, kKvUsedMetric));
+    held.push_back(int(entries));
+    peak = std::max(peak, int(entries));
+    evicted = evictions > 0;
+  }
+  const double wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      1e3;
+  const uint64_t peak_rss = server.peak_rss_bytes();
+  const int exit_status = server.stop();
+  return {{"status", "ok"},
+          {"capacity", true},
+          {"prompt_tokens", prompt_tokens},
+          {"requests_sent", sent},
+          {"evicted", evicted},
+          {"error", error},
+          {"peak_prefixes_held", peak},
+          {"held_after_each", held},
+          {"kv_used_peak_bytes", kv_peak < 0 ? Json(nullptr) : Json(uint64_t(kv_peak))},
+          {"wall_seconds", wall},
+          {"server_peak_rss_bytes", peak_rss},
+          {"server_command", argv},
+          {"server_exit_status", exit_status}};
+}
+
+}  // namespace
+
 Json serve_cell(const Json& req) {
   const std::string url = req.value("url", std::string());
   const int clients = req.at("clients").get<int>();
@@ -151,6 +213,7 @@ Json serve_cell(const Json& req) {
             kv.label};
     for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
     if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
+    if (req.value("capacity_max", 0) > 0) return capacity_cell(req, argv);
     server.emplace(argv, 120);
     at = server->address();
   } else {
@@ -282,11 +345,15 @@ std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& 
     c.request["server_flags"] = s.server_flags;
     c.request["server_exe"] = s.server_exe;
     c.request["url"] = s.url;
+    c.request["capacity_max"] = s.capacity_max;
     c.request["n_vocab"] = info.n_vocab;
     cells.push_back(std::move(c));
   };
+  // --capacity: one cell per KV item (one request at a time).
+  if (s.capacity_max > 0)
+    for (const auto& kv : o.kv) add(kv.label, &kv, 1);
   // --url: one server, whatever its KV settings; a cell per client count.
-  if (!s.url.empty())
+  else if (!s.url.empty())
     for (const int n : s.clients) add(kUrlLabel, nullptr, n);
   else
     for (const auto& kv : o.kv)
@@ -301,6 +368,16 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
     const std::string kv = row.value("kv", std::string());
     if (std::find(order.begin(), order.end(), kv) == order.end()) order.push_back(kv);
     if (!result_ok(row)) continue;
+    if (row.value("capacity", false)) {
+      capacity.push_back({{"kv", kv},
+                          {"prompt_tokens", row["prompt_tokens"]},
+                          {"peak_prefixes_held", row["peak_prefixes_held"]},
+                          {"evicted", row["evicted"]},
+                          {"requests_sent", row["requests_sent"]},
+                          {"kv_used_peak_bytes", row["kv_used_peak_bytes"]},
+                          {"error", row["error"]}});
+      continue;
+    }
     table.push_back({{"kv", kv},
                      {"clients", row["clients"]},
                      {"threads", row["threads"]},
@@ -319,6 +396,7 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
   // The largest N whose requests all succeeded, per configuration (null
   // when none did).
   for (const auto& kv : order) {
+    if (s.capacity_max > 0) break;
     Json best = nullptr;
     for (const auto& row : rows)
       if (row.value("kv", std::string()) == kv && result_ok(row) &&
@@ -334,11 +412,39 @@ Json summarize_serve(const ServeOptions& s, std::vector<Json> rows) {
             {"shared_prefix", s.shared_prefix},
             {"long_prompt", s.long_prompt},
             {"url", s.url.empty() ? Json(nullptr) : Json(s.url)},
+            {"capacity_max", s.capacity_max},
             {"kv_budget", s.kv_budget.empty() ? Json(nullptr) : Json(s.kv_budget)}}},
           {"rows", rows},
           {"cells", table},
           {"capacity", capacity}};
 }
+
+namespace {
+
+std::string capacity_markdown(const Json& section, const std::string& budget) {
+  std::string out;
+  Table t(
+      {"KV", "prompt tokens", "prefixes held (peak)", "requests", "evicted", "KV bytes (peak)"});
+  for (const auto& c : section["capacity"]) {
+    out += "serve " + c["kv"].get<std::string>() +
+           " capacity: " + std::to_string(c["peak_prefixes_held"].get<int>()) + " " +
+           std::to_string(c["prompt_tokens"].get<int64_t>()) + "-token prompts held in " + budget +
+           (c["evicted"].get<bool>() ? "" : " (no eviction seen: raise --capacity-max)") +
+           (c["error"].get<std::string>().empty() ? ""
+                                                  : "; stopped: " + c["error"].get<std::string>()) +
+           "\n";
+    t.add({c["kv"], c["prompt_tokens"], c["peak_prefixes_held"], c["requests_sent"],
+           c["evicted"].get<bool>() ? "yes" : "no", bytes_or_dash(c["kv_used_peak_bytes"])});
+  }
+  for (const auto& r : section["rows"])
+    if (!result_ok(r))
+      out += "kv " + r.value("kv", std::string()) + ": " + r.value("status", std::string()) + ": " +
+             r.value("reason", std::string()) + "\n";
+  return out + "\nConversations a server holds (distinct prompts, one at a time, until a cached " +
+         "prefix is evicted):\n\n" + t.markdown();
+}
+
+}  // namespace
 
 std::string serve_markdown(const Json& section) {
   std::string out;
@@ -382,6 +488,7 @@ std::string serve_markdown(const Json& section) {
   const Json& opt = section["options"];
   const std::string budget = opt["kv_budget"].is_null() ? "the server's default budget"
                                                         : opt["kv_budget"].get<std::string>();
+  if (opt.value("capacity_max", 0) > 0) return capacity_markdown(section, budget);
   for (const auto& c : section["capacity"])
     out += "serve " + c["kv"].get<std::string>() + ": largest N all served within " + budget +
            ": " +

@@ -22,6 +22,11 @@
 // --url URL: the cells drive that server (llama.cpp's llama-server, say)
 // instead of starting one: one cell per client count, KV column "url", no
 // peak RSS; prompts are token ids, so both servers see the same lengths.
+// --capacity: per KV item, one server (--parallel 1) gets distinct
+// --prompt-tokens prompts with max_tokens 1, one at a time, until
+// turbokv_prefix_cache_evictions_total moves (or --capacity-max requests):
+// the most prefixes it held in RAM at once (turbokv_prefix_cache_entries
+// {tier="ram"}) is the conversations of that length its --kv-budget holds.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +50,10 @@ struct ServeOptions {
   // Drive this already running OpenAI-compatible server (http://HOST:PORT)
   // instead of starting `turbokv serve`; "" = start one per KV item.
   std::string url;
+  // > 0: the capacity count instead of the client cells: per KV item, up
+  // to this many distinct prompts (max_tokens 1) one after another until
+  // /metrics shows a cached prefix evicted; the peak count held in RAM.
+  int capacity_max = 0;
   std::string kv_budget;  // --kv-budget as given ("" = the server's default)
   // Bench flags passed on to the server as its own (--kv-sinks N, -ub N, ...).
   std::vector<std::string> server_flags;

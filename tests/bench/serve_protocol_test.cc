@@ -194,6 +194,34 @@ TEST(BenchServe, UrlWithNoServerIsAFailedCell) {
       << r.out;
 }
 
+// --capacity: one server per KV item gets distinct prompts one at a time
+// until a cached prefix is evicted; k4v2 holds more of them than f16 in
+// the same budget.
+TEST(BenchServe, CapacityCountsThePrefixesABudgetHolds) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const std::string out = ::tkv::test::temp_dir() + "/serve-capacity";
+  // stories260K f16: 640 bytes a token, a 100-token prompt about 80 KiB of pages.
+  const ChildResult r = run_turbokv_bench(
+      {"serve", "-m", model, "--kv", "f16,k4v2", "--capacity", "--prompt-tokens", "100",
+       "--gen-tokens", "1", "--kv-budget", "400K", "-t", "1", "--out", out, "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("serve f16 capacity: "), std::string::npos) << r.out;
+  const Json report = test::read_json_file(out + "/report.json");
+  const Json& cap = report.at("serve").at("capacity");
+  ASSERT_EQ(cap.size(), 2u);
+  int held[2] = {0, 0};
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(cap[i].at("evicted").get<bool>()) << cap[i].dump();
+    EXPECT_EQ(cap[i].at("error"), "");
+    held[i] = cap[i].at("peak_prefixes_held").get<int>();
+    EXPECT_GE(held[i], 1);
+    EXPECT_EQ(cap[i].at("requests_sent").get<int>(), held[i] + 1) << cap[i].dump();
+  }
+  EXPECT_EQ(cap[0].at("kv"), "f16");
+  EXPECT_GT(held[1], held[0]);  // k4v2 holds more
+  EXPECT_TRUE(report["serve"].at("cells").empty());
+}
+
 TEST(BenchServe, BadInputIsExitCode2) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::vector<std::vector<std::string>> cases{
@@ -215,6 +243,9 @@ TEST(BenchServe, BadInputIsExitCode2) {
       {"serve", "-m", model, "--url", "http://127.0.0.1:8080/api"},             // other path
       {"serve", "-m", model, "--url", "http://127.0.0.1:8080", "--kv", "f16"},  // server's own
       {"serve", "-m", model, "--url", "http://127.0.0.1:8080", "-ub", "16"},    // server's own
+      {"serve", "-m", model, "--capacity-max", "4"},                            // no --capacity
+      {"serve", "-m", model, "--capacity", "--url", "http://127.0.0.1:8080"},   // not external
+      {"serve", "-m", model, "--capacity", "--capacity-max", "0"},              // below 1
   };
   for (const auto& args : cases) {
     const ChildResult r = run_turbokv_bench(args);
