@@ -33,6 +33,7 @@
 #include "common/mapped_file.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache_impl.h"
+#include "kv/page_summary.h"
 
 namespace tkv::kv {
 
@@ -264,16 +265,46 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
     bad("checksum mismatch (file corrupted)");
   }
 
-  // Every page is allocated before anything changes: a pool without room
-  // leaves the sequence as it was (it holds its own pages meanwhile).
+  // Every page is allocated and filled, and its summary computed, before
+  // anything changes: a pool without room, or (with its disk tier) a page
+  // that cannot be moved to disk to make room, leaves the sequence as it was
+  // (it holds its own pages meanwhile). What follows clear() moves no page.
   std::vector<std::vector<uint8_t*>> fresh(c.shape.n_layers);
+  std::vector<std::vector<std::vector<uint8_t>>> summaries(c.shape.n_layers);
+  auto release_fresh = [&] {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
+  };
   try {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (size_t i = 0; i < loaded[l].pages.size(); ++i)
         fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes, true));
+    std::vector<float> work(size_t(c.shape.head_dim));
+    for (int l = 0; l < c.shape.n_layers; ++l) {
+      const LayerKv& L = c.layers[l];
+      const Loaded& d = loaded[l];
+      for (size_t i = 0; i < d.pages.size(); ++i) {
+        {
+          // With the pool's disk tier a fresh page may already be on disk,
+          // and filling it may move another there.
+          PagePins pins(*c.pool, {fresh[l][i]}, nullptr, true);
+          std::memcpy(fresh[l][i], d.pages[i], L.page_bytes);
+        }
+        // Page summaries are not stored: they are recomputed from the pages
+        // (a pure function of them, so selection is as before the save).
+        if (L.summary_head > 0) {
+          const int64_t filled =
+              std::min<int64_t>(c.P, d.encoded - (d.first_page + int64_t(i)) * c.P);
+          std::vector<uint8_t>& sum =
+              summaries[l].emplace_back(size_t(c.shape.n_kv_heads) * L.summary_head);
+          for (int h = 0; h < c.shape.n_kv_heads; ++h)
+            summarize_keys(*L.k_codec, d.pages[i] + size_t(h) * L.k_head_bytes, c.P, int(filled),
+                           sum.data() + size_t(h) * L.summary_head, work.data());
+        }
+      }
+    }
   } catch (...) {
-    for (int l = 0; l < c.shape.n_layers; ++l)
-      for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
+    release_fresh();
     throw;
   }
   clear();
@@ -284,20 +315,9 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
     if (d.ring) std::memcpy(L.ring.data, d.ring, L.ring.total_bytes());
     L.first_page = d.first_page;
     L.encoded = d.encoded;
-    for (size_t i = 0; i < d.pages.size(); ++i) {
-      // With the pool's disk tier a fresh page may already be on disk.
-      PagePins pins(*c.pool, {fresh[l][i]}, nullptr, true);
-      std::memcpy(fresh[l][i], d.pages[i], L.page_bytes);
-      L.pages.push_back(fresh[l][i]);
-      // Page summaries are not stored: they are recomputed from the pages
-      // (a pure function of them, so selection is as before the save).
-      if (L.summary_head > 0) {
-        L.summaries.emplace_back();
-        const int64_t filled =
-            std::min<int64_t>(c.P, L.encoded - (L.first_page + int64_t(i)) * c.P);
-        L.summarize_page(i, c.shape.n_kv_heads, c.P, int(filled));
-      }
-    }
+    L.pages.assign(fresh[l].begin(), fresh[l].end());
+    L.summaries.assign(std::make_move_iterator(summaries[l].begin()),
+                       std::make_move_iterator(summaries[l].end()));
   }
   c.n_tokens = n_tokens;
   return meta;

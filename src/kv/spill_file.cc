@@ -34,6 +34,8 @@ SpillFile::SpillFile(const std::string& dir, bool& on_tmpfs) : dir_(dir) {
         str("KV spill directory ", dir, ": cannot create the page file: ", std::strerror(errno)));
   struct statfs fs {};
   on_tmpfs = ::fstatfs(fd_, &fs) == 0 && long(fs.f_type) == kTmpfsMagic;
+  if (const char* n = std::getenv("TURBOKV_FAULT_SPILL_WRITE")) fail_write_at_ = std::atoll(n);
+  if (const char* n = std::getenv("TURBOKV_FAULT_SPILL_READ")) fail_read_at_ = std::atoll(n);
 }
 
 SpillFile::~SpillFile() {
@@ -57,6 +59,9 @@ void SpillFile::free_slot(int64_t offset, size_t bytes) {
 }
 
 uint64_t SpillFile::write(int64_t offset, const uint8_t* data, size_t bytes) {
+  if (fail_write_at_ > 0 && ++writes_ == fail_write_at_)
+    throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ", std::strerror(ENOSPC),
+                           " (TURBOKV_FAULT_SPILL_WRITE)"));
   size_t done = 0;
   while (done < bytes) {
     const ssize_t n = ::pwrite(fd_, data + done, bytes - done, offset + int64_t(done));
@@ -70,6 +75,9 @@ uint64_t SpillFile::write(int64_t offset, const uint8_t* data, size_t bytes) {
 }
 
 void SpillFile::read(int64_t offset, uint8_t* data, size_t bytes, uint64_t checksum) const {
+  if (fail_read_at_ > 0 && ++reads_ == fail_read_at_)
+    throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",
+                           std::strerror(EIO), " (TURBOKV_FAULT_SPILL_READ)"));
   size_t done = 0;
   while (done < bytes) {
     const ssize_t n = ::pread(fd_, data + done, bytes - done, offset + int64_t(done));

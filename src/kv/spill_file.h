@@ -5,8 +5,14 @@
 // Each slot's XXH3-64 checksum stays in RAM and is checked on every read.
 // Not thread-safe by itself: PagePool serializes slot bookkeeping; reads and
 // writes of distinct slots may run concurrently (pread / pwrite).
+//
+// Test-only fault injection, read when the file is created:
+// TURBOKV_FAULT_SPILL_WRITE=N makes the N-th page write of this file fail
+// as a full disk would (the page stays in RAM); TURBOKV_FAULT_SPILL_READ=N
+// the N-th read back, as an I/O error.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -52,6 +58,10 @@ class SpillFile {
   int fd_ = -1;
   uint64_t end_ = 0;
   std::map<size_t, std::vector<int64_t>> free_;
+  // Fault injection (see above): 0 = off.
+  int64_t fail_write_at_ = 0, fail_read_at_ = 0;
+  std::atomic<int64_t> writes_{0};
+  mutable std::atomic<int64_t> reads_{0};
 };
 
 }  // namespace tkv::kv

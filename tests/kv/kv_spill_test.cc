@@ -406,6 +406,81 @@ INSTANTIATE_TEST_SUITE_P(DenseAndSelecting, SpillAttentionTest,
                                   std::to_string(info.param.threads);
                          });
 
+// A load into a sequence whose pool has a disk tier either succeeds or
+// leaves the sequence exactly as it was (same tokens, pages and outputs),
+// wherever a page write or read back fails: every write and every read the
+// load makes is failed in turn (TURBOKV_FAULT_SPILL_WRITE / _READ).
+TEST(SpillCacheTest, LoadThatFailsPartWayLeavesTheSequenceAsItWas) {
+  const KvShape shape{2, 4, 2, 64, 4096};
+  KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  config.select = 256;  // summaries are rebuilt by the load too
+  config.select_dense_layers = 1;
+  ThreadPool threads(2);
+  RandomInputs in(shape, 16, 3);  // decode tokens fed to compare sequences
+
+  kv::KvCache saved(shape, config), twin(shape, config);
+  saved.fill_synthetic(1500, 2, &threads);
+  const std::string session = temp_dir() + "/spill_partial_load.session";
+  saved.save(session, "fp");
+  twin.fill_synthetic(600, 1, &threads);
+  std::vector<float> twin_out, saved_out;
+  feed_chunk(twin, in, threads, 0, 1, &twin_out);
+  feed_chunk(saved, in, threads, 0, 1, &saved_out);
+
+  // RAM for a fill chunk's pages (8 per layer at once) and a few more.
+  config.budget_bytes = twin.stats().f16_bytes + 12 * 8192;
+  config.spill_dir = spill_dir("partial_load");
+  // The page moves the fill makes (the same every time), after which the faults count.
+  kv::PoolStats filled;
+  {
+    kv::KvCache probe(shape, config);
+    probe.fill_synthetic(600, 1, &threads);
+    ASSERT_GT(probe.stats().page_bytes_on_disk, 0u);
+    filled = probe.pool()->stats();
+  }
+  for (const bool writes : {true, false}) {
+    const char* fault = writes ? "TURBOKV_FAULT_SPILL_WRITE" : "TURBOKV_FAULT_SPILL_READ";
+    int failures = 0;
+    for (int64_t n = 1;; ++n) {
+      ASSERT_LT(n, 1000) << fault;
+      ::setenv(fault,
+               std::to_string(n + (writes ? filled.spill_writes : filled.spill_reads)).c_str(), 1);
+      kv::KvCache seq(shape, config);  // its page file reads the variable
+      ::unsetenv(fault);
+      seq.fill_synthetic(600, 1, &threads);
+      const kv::KvStats before = seq.stats();
+      std::vector<float> out;
+      try {
+        seq.load(session, "fp");
+      } catch (const kv::KvSpillError& e) {
+        ++failures;
+        EXPECT_NE(std::string(e.what()).find(fault), std::string::npos) << e.what();
+        const kv::KvStats after = seq.stats();
+        EXPECT_EQ(after.n_tokens, 600) << fault << " " << n;
+        EXPECT_EQ(after.pages_allocated, before.pages_allocated);
+        EXPECT_EQ(after.summary_bytes, before.summary_bytes);
+        EXPECT_EQ(seq.pool()->stats().bytes_in_use, after.persistent_bytes - after.summary_bytes);
+        feed_chunk(seq, in, threads, 0, 1, &out);
+        ASSERT_EQ(out, twin_out) << "the load failed at " << fault << " " << n
+                                 << " and changed the sequence";
+        continue;
+      }
+      // The fault is past the load's last page move (and still armed): the load is whole.
+      EXPECT_EQ(seq.n_tokens(), 1500);
+      break;
+    }
+    EXPECT_GT(failures, 0) << fault << ": the load moved no page";
+  }
+  kv::KvCache seq(shape, config);
+  seq.fill_synthetic(600, 1, &threads);
+  seq.load(session, "fp");
+  std::vector<float> out;
+  feed_chunk(seq, in, threads, 0, 1, &out);
+  EXPECT_EQ(out, saved_out);
+  std::remove(session.c_str());
+}
+
 TEST(SpillCacheTest, SaveLoadForkAndTruncateWithPagesOnDisk) {
   const KvShape shape{2, 4, 2, 64, 4096};
   RandomInputs in(shape, 1400, 23);
