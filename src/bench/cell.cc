@@ -87,6 +87,10 @@ Json run_cell(const Json& request) {
     return result;
   } catch (const kv::KvBudgetExceeded& e) {
     return failed_result("oom", std::string("KV budget exceeded: ") + e.what());
+  } catch (const kv::KvOutOfMemory& e) {
+    // Known by its type: near an address-space limit even the message may
+    // have been cut short while it was composed.
+    return failed_result("oom", std::string("out of memory: ") + e.what());
   } catch (const std::bad_alloc&) {
     return failed_result("oom", "allocation failed (std::bad_alloc)");
   } catch (const std::system_error& e) {
