@@ -104,12 +104,12 @@ struct Scratch {
 };
 
 // Whether BF16 weights take vdpbf16ps (gemm_bf16.h) instead of this f32
-// GEMM: on AVX3_DL (and newer) where the CPU has AVX512-BF16 and it is
+// GEMM: on the AVX-512 targets where the CPU has AVX512-BF16 and it is
 // preferred there (cpu_features.h: AMD by default, TURBOKV_BF16_DOT), so
-// that TURBOKV_SIMD=avx3 (or any older target) keeps the f32 GEMM. F16
+// that TURBOKV_SIMD=avx2 (or any older target) keeps the f32 GEMM. F16
 // weights always stay here: rounded to bf16 they would lose 3 mantissa bits.
 bool Bf16DotActive() {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   return kernels::cpu_has_avx512_bf16() && kernels::bf16_dot_preferred();
 #else
   return false;

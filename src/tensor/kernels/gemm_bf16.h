@@ -1,7 +1,7 @@
 // Prefill GEMM of BF16 weights with AVX512-BF16's vdpbf16ps (gemm_bf16.cc).
 // Highway 1.0.3 has neither the op nor a target for it, so the kernel is
 // written with intrinsics in functions compiled for avx512bf16 and reached
-// from gemm.cc's AVX3_DL (and newer) code where the CPU has the feature.
+// from gemm.cc's AVX-512 targets' code where the CPU has the feature.
 //
 // Numerics (the scalar statement is round_to_bf16 / the bound in
 // tensor/reference.h): every activation is rounded to bf16 (round to

@@ -78,8 +78,8 @@ using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
 // Whether matmul_panels runs BF16 weights through vdpbf16ps on the active
-// target (AVX3_DL or newer with AVX512-BF16, where bf16_dot_preferred();
-// TURBOKV_SIMD=avx3 turns it off).
+// target (AVX3 or AVX3_DL with AVX512-BF16, where bf16_dot_preferred();
+// TURBOKV_SIMD=avx2 turns it off).
 bool bf16_dot_gemm_active();
 
 // Name of the SIMD target the dispatcher picks now ("AVX3_DL", "AVX2", ...).
