@@ -80,63 +80,14 @@ HWY_INLINE void ScoreRowsTag(D df, const float* HWY_RESTRICT q, int G, int dim,
   }
 }
 
-// Prefill (many query rows per call) on 16-register targets: a block of KB
-// keys is converted to f32 once and scored against every row, 4 rows x KB
-// keys at a time (4 x KB independent FMA chains sharing each load, where one
-// key at a time leaves the FMAs waiting on their 4 chains' latency). Each
-// score is summed exactly as ScoreRowsTag sums it: lane partials in
-// coordinate order, then Reduce4 (rows beyond a multiple of 4: SumOfLanes).
+// Prefill (many query rows per call) on 16-register targets: keys are
+// converted to f32 and transposed 16 at a time (tokens in lanes, as the
+// TurboQuant tiles are), then scored by blocks of rows
+// (simd::ScoreTokenLanes): one load of 16 keys' coordinate and one
+// broadcast per row and coordinate, no horizontal sums, each key converted
+// once for every row. Each score sums its coordinates in order.
 inline constexpr bool kBlockedPrefill = HWY_TARGET == HWY_AVX2;
-inline constexpr int kScoreKeys = 3;  // keys per block: 12 accumulators, 3 keys, 1 query
 inline constexpr int kMaxBlockedDim = 256;
-
-template <int KB, class D>
-HWY_INLINE void ScoreKeyBlock(D df, const float* HWY_RESTRICT q, int G, int dim,
-                              const float* HWY_RESTRICT k, size_t k_stride, float* HWY_RESTRICT s,
-                              size_t stride) {
-  using V = hn::Vec<D>;
-  const size_t N = hn::Lanes(df);
-  const size_t nv = size_t(dim) / N;
-  int g = 0;
-  for (; g + 4 <= G; g += 4) {
-    const float* q0 = q + size_t(g) * dim;
-    V a[4][KB];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-      for (int j = 0; j < KB; ++j) a[r][j] = hn::Zero(df);
-    for (size_t c = 0; c < nv; ++c) {
-      V kv[KB];
-#pragma GCC unroll 4
-      for (int j = 0; j < KB; ++j) kv[j] = hn::LoadU(df, k + j * k_stride + c * N);
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        const V qv = hn::LoadU(df, q0 + size_t(r) * dim + c * N);
-#pragma GCC unroll 4
-        for (int j = 0; j < KB; ++j) a[r][j] = hn::MulAdd(qv, kv[j], a[r][j]);
-      }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < KB; ++j) {
-      HWY_ALIGN float r4[4];
-      simd::Reduce4(df, a[0][j], a[1][j], a[2][j], a[3][j], r4);
-      float* sj = s + size_t(g) * stride + j;
-      sj[0] = r4[0];
-      sj[stride] = r4[1];
-      sj[2 * stride] = r4[2];
-      sj[3 * stride] = r4[3];
-    }
-  }
-  for (; g < G; ++g) {
-    const float* qg = q + size_t(g) * dim;
-    for (int j = 0; j < KB; ++j) {
-      V a = hn::Zero(df);
-      for (size_t c = 0; c < nv; ++c)
-        a = hn::MulAdd(hn::LoadU(df, qg + c * N), hn::LoadU(df, k + j * k_stride + c * N), a);
-      s[size_t(g) * stride + j] = hn::GetLane(hn::SumOfLanes(df, a));
-    }
-  }
-}
 
 template <class D>
 HWY_INLINE void ConvertRows(D df, const float* HWY_RESTRICT rows, size_t row_stride, int n,
@@ -155,25 +106,73 @@ HWY_INLINE void ConvertRows(D df, const uint16_t* HWY_RESTRICT rows, size_t row_
       hn::StoreU(LoadRow(df, rows + size_t(t) * row_stride + i), df, out + size_t(t) * width + i);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// out[i * 16 + t] = coordinate i of key t for the nk <= 16 keys at rows
+// (zeros for t >= nk): 8 x 8 transposes of 8-lane vectors.
+template <class D, typename T>
+HWY_INLINE void TransposeKeys(D df, const T* HWY_RESTRICT rows, int nk, int dim,
+                              float* HWY_RESTRICT out) {
+  static_assert(hn::MaxLanes(D()) == 8, "8 x 8 transposes");
+  using V = hn::Vec<D>;
+  const hn::Repartition<uint64_t, D> du64;
+  constexpr int kL = simd::kTokenLanes;
+  const auto il64 = [&](V a, V b) HWY_ATTR {
+    return hn::BitCast(df, hn::InterleaveLower(du64, hn::BitCast(du64, a), hn::BitCast(du64, b)));
+  };
+  const auto iu64 = [&](V a, V b) HWY_ATTR {
+    return hn::BitCast(df, hn::InterleaveUpper(du64, hn::BitCast(du64, a), hn::BitCast(du64, b)));
+  };
+  for (int h = 0; h < kL; h += 8) {
+    for (int c = 0; c < dim; c += 8) {
+      V r[8];
+      for (int j = 0; j < 8; ++j)
+        r[j] = h + j < nk ? LoadRow(df, rows + size_t(h + j) * dim + c) : hn::Zero(df);
+      V t[8], u[8];
+      for (int j = 0; j < 8; j += 2) {
+        t[j] = hn::InterleaveLower(df, r[j], r[j + 1]);
+        t[j + 1] = hn::InterleaveUpper(df, r[j], r[j + 1]);
+      }
+      for (int j = 0; j < 8; j += 4) {
+        u[j] = il64(t[j], t[j + 2]);
+        u[j + 1] = iu64(t[j], t[j + 2]);
+        u[j + 2] = il64(t[j + 1], t[j + 3]);
+        u[j + 3] = iu64(t[j + 1], t[j + 3]);
+      }
+      float* o = out + size_t(c) * kL + h;
+      for (int j = 0; j < 4; ++j) {
+        hn::Store(hn::ConcatLowerLower(df, u[j + 4], u[j]), df, o + j * kL);
+        hn::Store(hn::ConcatUpperUpper(df, u[j + 4], u[j]), df, o + (j + 4) * kL);
+      }
+    }
+  }
+}
+
 template <class D, typename T>
 HWY_INLINE void ScoreRowsBlocked(D df, const float* HWY_RESTRICT q, int G, int dim,
                                  const T* HWY_RESTRICT rows, int n, float* HWY_RESTRICT scores,
                                  size_t stride) {
-  HWY_ALIGN float kbuf[kScoreKeys * kMaxBlockedDim];
-  const auto keys = [&](int t, int kb) -> const float* {
-    if constexpr (std::is_same_v<T, float>) {
-      (void)kb;
-      return rows + size_t(t) * dim;
-    } else {
-      ConvertRows(df, rows + size_t(t) * dim, size_t(dim), kb, size_t(dim), kbuf);
-      return kbuf;
-    }
-  };
-  int t = 0;
-  for (; t + kScoreKeys <= n; t += kScoreKeys)
-    ScoreKeyBlock<kScoreKeys>(df, q, G, dim, keys(t, kScoreKeys), size_t(dim), scores + t, stride);
-  for (; t < n; ++t) ScoreKeyBlock<1>(df, q, G, dim, keys(t, 1), size_t(dim), scores + t, stride);
+  constexpr int kL = simd::kTokenLanes;
+  // R x 16 / N accumulators, 16 / N key vectors and the broadcast query.
+  constexpr int kG = kL / hn::MaxLanes(D());
+  constexpr int kR = (simd::kVectorRegisters - kG - 1) / kG;
+  HWY_ALIGN float kt[kMaxBlockedDim * kL];
+  for (int t0 = 0; t0 < n; t0 += kL) {
+    const int nk = std::min(kL, n - t0);
+    TransposeKeys(df, rows + size_t(t0) * dim, nk, dim, kt);
+    float* s = scores + t0;
+    int g = 0;
+    for (; g + kR <= G; g += kR)
+      simd::ScoreTokenLanes<kR>(df, q + size_t(g) * dim, dim, kt, nullptr, s + size_t(g) * stride,
+                                stride, 0, nk);
+    for (; g + 4 <= G; g += 4)
+      simd::ScoreTokenLanes<4>(df, q + size_t(g) * dim, dim, kt, nullptr, s + size_t(g) * stride,
+                               stride, 0, nk);
+    for (; g < G; ++g)
+      simd::ScoreTokenLanes<1>(df, q + size_t(g) * dim, dim, kt, nullptr, s + size_t(g) * stride,
+                               stride, 0, nk);
+  }
 }
+#endif  // HWY_TARGET != HWY_SCALAR
 
 // Values of a prefill call: blocks of MB vectors of coordinates x up to
 // kValueTokens tokens converted to f32 once, then every row block
@@ -282,14 +281,17 @@ bool EncodeF16Row(const float* HWY_RESTRICT x, int n, uint16_t* HWY_RESTRICT out
 
 // Decode (a GQA group's few rows) streams the rows once through
 // ScoreRowsTag / AccumulateRowsTag; prefill takes the blocked kernels where
-// the target has them. Both give the same bits.
+// the target has them (values: the same bits; scores: the same sums in
+// another order, within float rounding).
 template <class D, typename T>
 HWY_INLINE void ScoreRowsAny(D df, const float* q, int G, int dim, const T* rows, int n,
                              float* scores, size_t stride) {
-  if constexpr (kBlockedPrefill && hn::MaxLanes(D()) >= 4) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (kBlockedPrefill && hn::MaxLanes(D()) == 8) {
     if (G >= 8 && dim <= kMaxBlockedDim)
       return ScoreRowsBlocked(df, q, G, dim, rows, n, scores, stride);
   }
+#endif
   ScoreRowsTag(df, q, G, dim, rows, n, scores, stride);
 }
 template <class D, typename T>

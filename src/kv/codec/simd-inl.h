@@ -148,6 +148,54 @@ HWY_INLINE void AccumulateRows(D d, const float* HWY_RESTRICT w, int G, size_t w
                               acc + size_t(g) * acc_stride, acc_stride);
 }
 
+// Scores of R query rows (q: R x dim) against 16 tokens held in lanes
+// (kt[i * 16 + t] = coordinate i of token t, f32): R x 16 / N accumulators,
+// per coordinate one load of the 16 tokens' values and one broadcast of each
+// row's q[i], sums in coordinate order. Times nf[t] unless nf is null;
+// s[r * stride + t] written for t in [lo, hi).
+inline constexpr int kTokenLanes = 16;
+
+template <int R, class D>
+HWY_INLINE void ScoreTokenLanes(D df, const float* HWY_RESTRICT q, int dim,
+                                const float* HWY_RESTRICT ct, const float* HWY_RESTRICT nf,
+                                float* HWY_RESTRICT s, size_t stride, int lo, int hi) {
+  using V = hn::Vec<D>;
+  constexpr int kG = kTokenLanes / hn::MaxLanes(D());
+  const size_t N = hn::Lanes(df);
+  V a[R][kG];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int k = 0; k < kG; ++k) a[r][k] = hn::Zero(df);
+  for (int i = 0; i < dim; ++i) {
+    V c[kG];
+#pragma GCC unroll 4
+    for (int k = 0; k < kG; ++k) c[k] = hn::Load(df, ct + size_t(i) * kTokenLanes + k * N);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V qr = hn::Set(df, q[size_t(r) * dim + i]);
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k) a[r][k] = hn::MulAdd(qr, c[k], a[r][k]);
+    }
+  }
+  const bool full = lo == 0 && hi == kTokenLanes;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* sr = s + size_t(r) * stride;
+    if (full) {
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k)
+        hn::StoreU((nf ? hn::Mul(a[r][k], hn::Load(df, nf + k * N)) : a[r][k]), df, sr + k * N);
+    } else {
+      HWY_ALIGN float buf[kTokenLanes];
+#pragma GCC unroll 4
+      for (int k = 0; k < kG; ++k)
+        hn::Store((nf ? hn::Mul(a[r][k], hn::Load(df, nf + k * N)) : a[r][k]), df, buf + k * N);
+      for (int l = lo; l < hi; ++l) sr[l] = buf[l];
+    }
+  }
+}
+
 // A 16-entry float codebook and its lookup by the low 4 bits of each u32
 // lane (higher bits are ignored, so codes can be used straight after a
 // shift; codebooks of fewer entries are replicated to 16 by the caller).

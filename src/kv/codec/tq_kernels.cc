@@ -203,51 +203,11 @@ HWY_INLINE void ScoreAll(D df, const TqGeometry& geo, const float* table16, cons
 // tile is decoded to centroid values once (tokens in lanes, ct[i * 16 +
 // lane]) and every block of R rows scores it, R x 16 / N accumulators fed by
 // one load of the tile's values and one broadcast of q'_r[i] per
-// coordinate, instead of each group of 8 heads unpacking the tile again.
-// The sums run in coordinate order, as ScoreHeads<.., 8> runs them.
+// coordinate (simd::ScoreTokenLanes), instead of each group of 8 heads
+// unpacking the tile again. The sums run in coordinate order, as
+// ScoreHeads<.., 8> runs them.
 inline constexpr bool kBlockedPrefill = HWY_TARGET == HWY_AVX2;
 inline constexpr int kMaxBlockedDim = 256;
-
-template <int R, class D>
-HWY_INLINE void ScoreTileRows(D df, const float* HWY_RESTRICT q, int dim,
-                              const float* HWY_RESTRICT ct, const float* HWY_RESTRICT nf,
-                              float* HWY_RESTRICT s, size_t stride, int lo, int hi) {
-  using V = hn::Vec<D>;
-  constexpr int kG = kTqTileTokens / hn::MaxLanes(D());
-  const size_t N = hn::Lanes(df);
-  V a[R][kG];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int k = 0; k < kG; ++k) a[r][k] = hn::Zero(df);
-  for (int i = 0; i < dim; ++i) {
-    V c[kG];
-#pragma GCC unroll 4
-    for (int k = 0; k < kG; ++k) c[k] = hn::Load(df, ct + size_t(i) * kTqTileTokens + k * N);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V qr = hn::Set(df, q[size_t(r) * dim + i]);
-#pragma GCC unroll 4
-      for (int k = 0; k < kG; ++k) a[r][k] = hn::MulAdd(qr, c[k], a[r][k]);
-    }
-  }
-  const bool full = lo == 0 && hi == kTqTileTokens;
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    float* sr = s + size_t(r) * stride;
-    if (full) {
-#pragma GCC unroll 4
-      for (int k = 0; k < kG; ++k)
-        hn::StoreU(hn::Mul(a[r][k], hn::Load(df, nf + k * N)), df, sr + k * N);
-    } else {
-      HWY_ALIGN float buf[kTqTileTokens];
-#pragma GCC unroll 4
-      for (int k = 0; k < kG; ++k)
-        hn::Store(hn::Mul(a[r][k], hn::Load(df, nf + k * N)), df, buf + k * N);
-      for (int l = lo; l < hi; ++l) sr[l] = buf[l];
-    }
-  }
-}
 
 template <int kBits, class D>
 HWY_INLINE void ScoreBlocked(D df, const TqGeometry& geo, const float* table16, const float* q,
@@ -280,14 +240,14 @@ HWY_INLINE void ScoreBlocked(D df, const TqGeometry& geo, const float* table16, 
     float* s = scores + (tile_first - begin);
     int g = 0;
     for (; g + kR <= G; g += kR)
-      ScoreTileRows<kR>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
-                        hi);
+      simd::ScoreTokenLanes<kR>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride,
+                                stride, lo, hi);
     for (; g + 4 <= G; g += 4)
-      ScoreTileRows<4>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
-                       hi);
+      simd::ScoreTokenLanes<4>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride,
+                               lo, hi);
     for (; g < G; ++g)
-      ScoreTileRows<1>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride, lo,
-                       hi);
+      simd::ScoreTokenLanes<1>(df, q + size_t(g) * dim, dim, ct, nf, s + size_t(g) * stride, stride,
+                               lo, hi);
   }
 }
 
