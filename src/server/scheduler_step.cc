@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/vec_math.h"
+#include "kv/spill_file.h"
 #include "server/scheduler_impl.h"
 
 namespace tkv::server {
@@ -35,6 +36,20 @@ GeneratedToken with_logprobs(int32_t id, std::span<const float> logits, int n) {
   for (int i = 0; i < n; ++i)
     t.top.push_back({order[size_t(i)], float(double(logits[size_t(order[size_t(i)])]) - lse)});
   return t;
+}
+
+// Whether the pool's disk tier failed an item: kSpillError, or a
+// kv::KvSpillError that its page allocation met (reported as kInvalid).
+bool disk_tier_failed(const model::ItemStatus& s) {
+  if (s.code == model::ItemStatus::Code::kSpillError) return true;
+  if (!s.error) return false;
+  try {
+    std::rethrow_exception(s.error);
+  } catch (const kv::KvSpillError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -157,12 +172,11 @@ bool Scheduler::Impl::step() {
         out_of_pages.push_back({&a, s.message});
         continue;
       }
-      // The disk tier failed this item part-way (its sequence was cleared):
-      // the job ends, the others go on.
+      // The disk tier failed this item (part-way, kSpillError: its sequence
+      // was cleared; or moving pages out for its allocation): the job ends,
+      // the others go on.
       finish(a, JobFinish::kError,
-             s.code == model::ItemStatus::Code::kSpillError
-                 ? str("the KV cache's disk tier failed: ", s.message)
-                 : s.message);
+             disk_tier_failed(s) ? str("the KV cache's disk tier failed: ", s.message) : s.message);
       continue;
     }
     const bool last = items[b].logits == model::Logits::kLast;

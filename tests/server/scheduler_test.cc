@@ -252,48 +252,52 @@ TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
   EXPECT_EQ(most_chunks, 3);
 }
 
-// Holds the worker in its on_step hook on demand, and records the steps
-// that ran after a release: the test decides what is queued when the
-// worker next admits.
+// Holds the worker in its on_step hook on demand, and records one step:
+// the test decides what is queued when the worker next admits, and no job
+// moves on by itself while the test looks.
 struct StepGate {
   std::mutex mu;
   std::condition_variable cv;
-  bool hold = false, held = false, recording = false;
+  bool hold = false, held = false, record = false;
   std::vector<StepInfo> recorded;
   void attach(SchedulerOptions& o) {
     o.on_step = [this](const StepInfo& s) {
       std::unique_lock<std::mutex> lock(mu);
-      if (recording) recorded.push_back(s);
+      if (record) {  // this step, then wait again
+        recorded.push_back(s);
+        record = false;
+        hold = true;
+      }
       held = true;
       cv.notify_all();
       cv.wait(lock, [&] { return !hold; });
       held = false;
     };
   }
-  void pause() {
-    std::unique_lock<std::mutex> lock(mu);
+  void close() {  // the next step waits in the hook
+    const std::lock_guard<std::mutex> lock(mu);
     hold = true;
+  }
+  void wait_held() {
+    std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return held; });
   }
-  void resume_recording() {
+  // Lets the worker go until the hook of its next step, which it records
+  // and waits in; returns that step.
+  StepInfo step_and_record() {
+    std::unique_lock<std::mutex> lock(mu);
+    record = true;
+    hold = false;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !recorded.empty() && held; });
+    return recorded.front();
+  }
+  void open() {
     {
       const std::lock_guard<std::mutex> lock(mu);
       hold = false;
-      recording = true;
     }
     cv.notify_all();
-  }
-  // The first step that ran after resume_recording().
-  StepInfo first_recorded() {
-    for (int i = 0; i < 6000; ++i) {
-      {
-        const std::lock_guard<std::mutex> lock(mu);
-        if (!recorded.empty()) return recorded.front();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "no step ran";
-    return {};
   }
 };
 
@@ -312,20 +316,19 @@ int running_after_queueing(const LoadedModel& m, int max_overtakes, int small_jo
   StepGate gate;
   gate.attach(o);
   Scheduler s(*m.model, *m.tokenizer, o);
+  gate.close();
   std::shared_ptr<JobStream> r =
       s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), -1));
-  std::optional<Event> first;
-  while (!first) first = r->next(std::chrono::milliseconds(100));
-  gate.pause();
+  gate.wait_held();  // R admitted, its first step waiting
   std::shared_ptr<JobStream> big =
       s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 20, 3), 250));
   std::vector<std::shared_ptr<JobStream>> small;
   for (int i = 0; i < small_jobs; ++i)
     small.push_back(
         s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10, 5 + size_t(i)), 10)));
-  gate.resume_recording();
-  const StepInfo step = gate.first_recorded();
+  const StepInfo step = gate.step_and_record();
   r->cancel();
+  gate.open();
   EXPECT_EQ(collect(*big).done.finish, JobFinish::kLength);
   for (auto& j : small) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
   EXPECT_EQ(collect(*r).done.finish, JobFinish::kCancelled);
@@ -520,6 +523,45 @@ TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) 
   ASSERT_EQ(b.done.finish, JobFinish::kLength) << b.done.error;
   EXPECT_EQ(b.tokens, reference[1].tokens);
   EXPECT_EQ(s.stats().prefix_evictions, 1u);
+}
+
+// A page write to the disk tier that fails (TURBOKV_FAULT_SPILL_WRITE=N:
+// the N-th write of the page file, as on a full disk) ends the job whose
+// step it hit, with an error naming the disk tier; the other job running
+// with it finishes with its unbudgeted text.
+TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
+  const Job jobs[2] = {greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 8),
+                       greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, 11), 8)};
+  Outcome reference[2];
+  {
+    Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+    for (int i = 0; i < 2; ++i) reference[i] = run_one(s, jobs[i]);
+  }
+  SchedulerOptions o = small_options("f16");
+  o.budget_bytes = 64 * 1024;
+  o.spill_dir = tkv::test::temp_dir() + "/spill";
+  std::filesystem::create_directories(o.spill_dir);
+  ::setenv("TURBOKV_FAULT_SPILL_WRITE", "20", 1);  // read when the page file is made
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  ::unsetenv("TURBOKV_FAULT_SPILL_WRITE");
+  std::shared_ptr<JobStream> streams[2] = {s.submit(jobs[0]), s.submit(jobs[1])};
+  int failed = 0;
+  for (int i = 0; i < 2; ++i) {
+    const Outcome out = collect(*streams[i]);
+    if (out.done.finish == JobFinish::kError) {
+      ++failed;
+      EXPECT_NE(out.done.error.find("disk tier failed"), std::string::npos) << out.done.error;
+      EXPECT_NE(out.done.error.find("TURBOKV_FAULT_SPILL_WRITE"), std::string::npos)
+          << out.done.error;
+      EXPECT_FALSE(out.done.budget_error);
+    } else {
+      EXPECT_EQ(out.done.finish, JobFinish::kLength) << out.done.error;
+      EXPECT_EQ(out.tokens, reference[i].tokens) << i;
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  // The server goes on.
+  EXPECT_EQ(run_one(s, jobs[0]).tokens, reference[0].tokens);
 }
 
 // A spill directory without a budget is refused.
