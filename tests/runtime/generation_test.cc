@@ -5,10 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "runtime_fixture.h"
 #include "test_util.h"
@@ -116,6 +120,43 @@ TEST(Generation, InterruptFlagStopsBeforeSampling) {
   const GenerateResult r = generate(*f.session, sampler, options, [](int32_t) { return true; });
   EXPECT_EQ(r.reason, StopReason::kInterrupted);
   EXPECT_EQ(r.n_generated, 0);
+}
+
+// A feed whose page read back fails part-way (the disk tier's fault point)
+// throws KvSpillError and leaves the session empty, its history in step with
+// its cleared cache; it can be fed again.
+TEST(Generation, DiskTierFailureMidFeedClearsTheSession) {
+  TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
+  Fixture f = load(path);
+  kv::KvConfig kv;
+  kv.budget_bytes = 24 << 10;  // a few of the prompt's pages in RAM
+  kv.spill_dir = test::temp_dir() + "/session_spill_" + std::to_string(::getpid());
+  std::filesystem::create_directories(kv.spill_dir);
+  std::vector<int32_t> prompt = f.prompt;
+  while (prompt.size() < 240) prompt.insert(prompt.end(), f.prompt.begin() + 1, f.prompt.end());
+  prompt.resize(240);
+  kv.read_ahead = false;  // a failed read-ahead is retried by the pin: reads on demand only
+  const std::span<const int32_t> first(prompt.data(), 16), rest(prompt.data() + 16, 224);
+  int64_t reads_of_first = 0;  // page reads back the first feed makes (the same every time)
+  {
+    InferenceSession probe(*f.model, *f.tokenizer, 256, kv, 1, 16);
+    probe.feed(first);
+    reads_of_first = probe.cache().pool()->stats().spill_reads;
+  }
+  // The first read back after the first feed fails.
+  ::setenv("TURBOKV_FAULT_SPILL_READ", std::to_string(reads_of_first + 1).c_str(), 1);
+  InferenceSession session(*f.model, *f.tokenizer, 256, kv, 1, 16);
+  ::unsetenv("TURBOKV_FAULT_SPILL_READ");
+  session.feed(first);
+  EXPECT_EQ(session.tokens().size(), 16u);
+  EXPECT_THROW(session.feed(rest), kv::KvSpillError);
+  EXPECT_EQ(session.cache().n_tokens(), 0);
+  EXPECT_TRUE(session.tokens().empty());
+  session.feed(prompt);  // the fault fired once: the same prompt goes in whole now
+  EXPECT_EQ(session.tokens().size(), prompt.size());
+  EXPECT_EQ(session.cache().n_tokens(), int64_t(prompt.size()));
+  EXPECT_GT(session.cache().pool()->stats().spill_reads, 0);
+  std::filesystem::remove_all(kv.spill_dir);
 }
 
 }  // namespace
