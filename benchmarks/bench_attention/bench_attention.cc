@@ -7,8 +7,12 @@
 //
 //   BM_Copy/threads                   STREAM-like copy, bytes read + written
 //   BM_DecodeStep/cfg/hd/depth/thr    one decode step of one layer
+//   BM_PrefillChunk/cfg/hd/depth/thr  one 512-token prefill chunk of one layer after
+//                                     `depth` tokens (the causal attention of a long prompt)
 //
-// Counters: kv_B_per_tok (bytes of K/V one step reads), GB_per_s (those
+// Counters: GFLOP_per_s (prefill: 4 * head_dim flops per query head and
+// visible key, the QK and PV products; the attend() call alone is timed),
+// kv_B_per_tok (bytes of K/V one step reads), GB_per_s (those
 // bytes / time), copy_frac (GB_per_s / copy bandwidth of the same thread
 // count, measured in this run: run BM_Copy first, it is registered first),
 // vs_f16 (time / f16's at the same hd, depth, threads).
@@ -18,7 +22,11 @@
 // O(depth^2), minutes at 32K) and grows across the depths, which run in
 // ascending order. Each benchmark runs a fixed 16 steps after 2 untimed ones.
 //
+// BM_PrefillChunk's cache is filled by KvCache::fill_synthetic (no attention)
+// and truncated back to `depth` after each chunk.
+//
 // Example: build-bench/benchmarks/bench_attention/bench_attention --benchmark_filter='Copy|/32768/'
+//          TURBOKV_SIMD is not read here: the best target of the CPU runs.
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -141,6 +149,35 @@ void BM_DecodeStep(benchmark::State& state) {
     state.counters["vs_f16"] = per_step / it->second;
 }
 
+constexpr int kPrefillChunk = 512;
+const std::vector<std::string> kPrefillConfigs = {"f16", "k4v2"};
+
+void BM_PrefillChunk(benchmark::State& state) {
+  const int config = int(state.range(0)), hd = int(state.range(1)), threads = int(state.range(3));
+  const int64_t depth = state.range(2);
+  tkv::kv::KvShape shape{1, kKvHeads * kGroup, kKvHeads, hd, int(depth + kPrefillChunk + 64)};
+  KvCache c(shape, tkv::cli::parse_kv_spec(kPrefillConfigs[size_t(config)], {}).config);
+  ThreadPool& p = pool(threads);
+  c.fill_synthetic(depth, 7, &p);
+  Blocks b(kPrefillChunk, hd);
+  for (auto _ : state) {
+    c.begin_chunk(kPrefillChunk);
+    c.write(0, b.k.data(), b.v.data());
+    tkv::Stopwatch clock;
+    c.attend(0, b.q.data(), b.out.data(), p);
+    state.SetIterationTime(clock.seconds());
+    c.end_chunk();
+    c.truncate(depth);
+  }
+  // Query heads x visible keys (depth + i + 1 for the chunk's i-th query).
+  const double pairs =
+      double(kKvHeads * kGroup) *
+      (double(kPrefillChunk) * double(depth) + double(kPrefillChunk) * (kPrefillChunk + 1) / 2.0);
+  state.SetLabel(kPrefillConfigs[size_t(config)]);
+  state.counters["GFLOP_per_s"] = benchmark::Counter(
+      4.0 * hd * pairs * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_Copy)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
 
 void register_steps() {
@@ -153,6 +190,14 @@ void register_steps() {
               ->Iterations(kSteps)
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
+  for (int cfg = 0; cfg < int(kPrefillConfigs.size()); ++cfg)
+    for (int64_t depth : {4096, 16384})
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark("BM_PrefillChunk", BM_PrefillChunk)
+            ->Args({cfg, 128, depth, threads})
+            ->Iterations(3)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
