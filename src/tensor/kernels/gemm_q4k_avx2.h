@@ -1,0 +1,24 @@
+// Q4_K integer-dot products of several tokens on AVX2 without AVX-VNNI
+// (gemm_q4k_avx2.cc): every (row, token) bit-identical to int_dot_rows.
+#ifndef TKV_TENSOR_KERNELS_GEMM_Q4K_AVX2_H_
+#define TKV_TENSOR_KERNELS_GEMM_Q4K_AVX2_H_
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/kernels/kernels.h"
+
+namespace tkv::kernels {
+
+// Whether int_product should take q4k_gemm_rows for `type` (n >= 2 tokens)
+// on the active target: Q4_K on AVX2 when the dot-product instructions are
+// not in use (not on the CPU, or TURBOKV_VNNI=0).
+bool q4k_gemm_active(DType type);
+
+// Rows [r0, r1) of a Q4_K product of a.n >= 1 tokens; the same contract as
+// int_gemm_rows. Only where q4k_gemm_active(DType::Q4_K).
+void q4k_gemm_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
+
+}  // namespace tkv::kernels
+
+#endif  // TKV_TENSOR_KERNELS_GEMM_Q4K_AVX2_H_
