@@ -186,9 +186,9 @@ void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* 
     kernels::quantize_act(format, x + i * w.cols, w.cols, xq + size_t(i) * stride);
   const kernels::IntDotArgs args{w.type, w.data, w.row_bytes, w.cols, xq, stride, n, y, w.rows};
   // One token: the matvec kernel; more: token tiles, the same bits per token.
-  const auto rows_fn = n == 1                             ? &kernels::int_dot_rows
-                       : kernels::q4k_gemm_active(w.type) ? &kernels::q4k_gemm_rows
-                                                          : &kernels::int_gemm_rows;
+  const auto rows_fn = n == 1                                ? &kernels::int_dot_rows
+                       : kernels::q4k_gemm_active(w.type, n) ? &kernels::q4k_gemm_rows
+                                                             : &kernels::int_gemm_rows;
   if (w.total_bytes() * size_t(n) <= kInlineBytes || pool.size() == 1)
     return rows_fn(args, 0, w.rows);
   const int64_t per_task = rows_per_task(w, pool.size());

@@ -31,6 +31,7 @@
 #include "hwy/highway.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
 #include "tensor/kernels/intdot-inl.h"
+#include "tensor/matmul.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {
@@ -169,8 +170,10 @@ void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
-bool Q4KGemmActive(DType type) {
-  return type == DType::Q4_K && !IntVnniUsable();
+// Prefill-sized products only: at 8 tokens (batched decode) unpacking a
+// panel per call made it 5-10% slower than intdot-inl.h's tiles.
+bool Q4KGemmActive(DType type, int64_t n) {
+  return type == DType::Q4_K && n > kIntMatmulMaxTokens && !IntVnniUsable();
 }
 
 #else  // not AVX2
@@ -179,7 +182,7 @@ void Q4KGemmRows(const kernels::IntDotArgs&, int64_t, int64_t) {
   HWY_ABORT("q4k_gemm_rows: AVX2 only");
 }
 
-bool Q4KGemmActive(DType) {
+bool Q4KGemmActive(DType, int64_t) {
   return false;
 }
 
@@ -198,8 +201,8 @@ void q4k_gemm_rows(const IntDotArgs& a, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(Q4KGemmRows)(a, r0, r1);
 }
 
-bool q4k_gemm_active(DType type) {
-  return HWY_DYNAMIC_DISPATCH(Q4KGemmActive)(type);
+bool q4k_gemm_active(DType type, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(Q4KGemmActive)(type, n);
 }
 }  // namespace tkv::kernels
 #endif  // HWY_ONCE

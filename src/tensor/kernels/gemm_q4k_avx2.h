@@ -10,10 +10,11 @@
 
 namespace tkv::kernels {
 
-// Whether int_product should take q4k_gemm_rows for `type` (n >= 2 tokens)
-// on the active target: Q4_K on AVX2 when the dot-product instructions are
-// not in use (not on the CPU, or TURBOKV_VNNI=0).
-bool q4k_gemm_active(DType type);
+// Whether int_product should take q4k_gemm_rows for n tokens of `type` on
+// the active target: Q4_K on AVX2 when the dot-product instructions are not
+// in use (not on the CPU, or TURBOKV_VNNI=0), above kIntMatmulMaxTokens
+// tokens. Either kernel gives the same bits.
+bool q4k_gemm_active(DType type, int64_t n);
 
 // Rows [r0, r1) of a Q4_K product of a.n >= 1 tokens; the same contract as
 // int_gemm_rows. Only where q4k_gemm_active(DType::Q4_K).
