@@ -80,14 +80,15 @@ Json spill_stats_json(const kv::PoolStats& s) {
           {"spill_reads", s.spill_reads}};
 }
 
+int32_t synthetic_token(uint64_t key, int32_t n_vocab) {
+  const uint64_t span = uint64_t(std::max(n_vocab / 2, 1));
+  return int32_t(uint64_t(n_vocab / 4) + splitmix64(key) % span);
+}
+
 std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint64_t seed) {
   std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
-  const int32_t vocab = model.config().n_vocab;
-  const int32_t lo = vocab / 2, span = std::max(1, vocab - lo);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t r = splitmix64(seed * 0x100000001b3ull + uint64_t(i));
-    ids[size_t(i)] = lo + int32_t(r % uint64_t(span));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    ids[size_t(i)] = synthetic_token(seed * 0x100000001b3ull + uint64_t(i), model.config().n_vocab);
   if (n > 0) ids[0] = bos_token(model);
   return ids;
 }

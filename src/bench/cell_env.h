@@ -51,11 +51,16 @@ CellKv cell_kv(const Json& request, const model::Model& model);
 // "spilled_pages", "spill_file_bytes", "spill_writes", "spill_reads"}.
 Json spill_stats_json(const kv::PoolStats& stats);
 
-// `n` deterministic pseudo-random token ids (splitmix64 of seed and index)
-// from the upper half of the vocabulary -- never the special tokens, which
-// GGUF vocabularies put first -- with BOS (when the vocabulary has one,
-// else id 1) at index 0. Content does not matter for memory and speed: the
-// work per token is the same for any id.
+// A deterministic pseudo-random token id for `key` (splitmix64) from the
+// middle half [n/4, 3n/4) of a vocabulary of n_vocab ids: never the special
+// tokens, which SentencePiece vocabularies put first (with the byte tokens)
+// and Llama-3's and Qwen's last (llama-server fails a stream whose prompt
+// holds them).
+int32_t synthetic_token(uint64_t key, int32_t n_vocab);
+
+// `n` synthetic_token ids of seed and index, with BOS (when the vocabulary
+// has one, else id 1) at index 0. Content does not matter for memory and
+// speed: the work per token is the same for any id.
 std::vector<int32_t> synthetic_prompt(int64_t n, const model::Model& model, uint64_t seed);
 
 int32_t argmax(std::span<const float> logits);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/cell_env.h"
 #include "bench/kv_configs.h"
 #include "bench/protocols.h"
 #include "bench/serve_client.h"
@@ -23,23 +24,13 @@ constexpr const char* kKvUsedMetric = "turbokv_kv_cache_used_bytes";
 // The KV column of the cells of --url (the server's settings are its own).
 constexpr const char* kUrlLabel = "url";
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Client `client`'s prompt: token ids from the upper half of the vocabulary
-// (never the special tokens GGUF vocabularies put first). The first
-// `shared` positions are the same for every client, the rest its own.
+// Client `client`'s prompt (synthetic_token ids): the first `shared`
+// positions are the same for every client, the rest its own.
 std::vector<int32_t> client_prompt(int64_t n, int64_t shared, int client, int n_vocab) {
-  const uint64_t half = uint64_t(std::max(n_vocab / 2, 1));
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t seed = i < shared ? 0 : uint64_t(client) + 1;
-    ids[size_t(i)] =
-        int32_t(uint64_t(n_vocab) - half + splitmix64((seed << 32) ^ uint64_t(i)) % half);
+    ids[size_t(i)] = synthetic_token((seed << 32) ^ uint64_t(i), n_vocab);
   }
   return ids;
 }
