@@ -166,6 +166,8 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
     }
     std::vector<char> chosen(sources.size(), 0);
     std::vector<std::pair<float, int>> ranked;  // (-bound, source): sorts best first, older first
+    std::vector<const uint8_t*> summary_ptrs;
+    std::vector<float> bounds;
     const int t0 = qt * q_tile, t1 = std::min(n, t0 + q_tile);
     for (int t = t0; t < t1; ++t) {
       const auto [vlo, vhi] = vis.of(Kind::Page, c.n_tokens + t);
@@ -180,11 +182,14 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
       if (newest < 0) continue;
       chosen[size_t(newest)] = 1;
       if (ranked.size() > keep_best) {
-        for (auto& [neg_bound, s] : ranked) {
-          const size_t i = size_t((sources[size_t(s)].pos_lo - c.S) / c.P - L.first_page);
-          const float* qh = q + (size_t(t) * n_heads + size_t(h) * G) * hd;
-          neg_bound = -summary_bound_max(qh, G, L.summary(i, h), hd);
-        }
+        const float* qh = q + (size_t(t) * n_heads + size_t(h) * G) * hd;
+        summary_ptrs.resize(ranked.size());
+        bounds.resize(ranked.size());
+        for (size_t r = 0; r < ranked.size(); ++r)
+          summary_ptrs[r] = L.summary(
+              size_t((sources[size_t(ranked[r].second)].pos_lo - c.S) / c.P - L.first_page), h);
+        summary_bounds_max(qh, G, summary_ptrs.data(), ranked.size(), hd, bounds.data());
+        for (size_t r = 0; r < ranked.size(); ++r) ranked[r].first = -bounds[r];
         std::partial_sort(ranked.begin(), ranked.begin() + ptrdiff_t(keep_best), ranked.end());
         ranked.resize(keep_best);
       }

@@ -45,6 +45,48 @@ float BoundMax(const float* q, int G, const uint8_t* summary, int head_dim) {
   return best * scale;  // scale > 0: the max commutes with it
 }
 
+// BoundMax of each of n summaries for the same queries, in one call: the
+// bound pass of a decode step visits every page of the context per KV head,
+// so the queries stay in registers and no call is dispatched per page. The
+// same operations in the same order as BoundMax, so the same bits.
+void BoundsMax(const float* q, int G, const uint8_t* const* summaries, size_t n, int head_dim,
+               float* out) {
+  const hn::ScalableTag<float> d;
+  const int N = int(hn::Lanes(d));
+  if (G * head_dim > 16 * N || head_dim % N != 0) {
+    for (size_t i = 0; i < n; ++i) out[i] = BoundMax(q, G, summaries[i], head_dim);
+    return;
+  }
+  const hn::Rebind<int32_t, decltype(d)> di;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  using V = hn::Vec<decltype(d)>;
+  const int nv = head_dim / N;
+  V vq[16];
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < nv; ++j) vq[g * nv + j] = hn::LoadU(d, q + size_t(g) * head_dim + j * N);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* summary = summaries[i];
+    if (i + 4 < n) {
+      for (int b = 0; b < 4 + 2 * head_dim; b += 64) __builtin_prefetch(summaries[i + 4] + b);
+    }
+    float scale;
+    std::memcpy(&scale, summary, sizeof scale);
+    const int8_t* mn = reinterpret_cast<const int8_t*>(summary + sizeof(float));
+    const int8_t* mx = mn + head_dim;
+    float best = -std::numeric_limits<float>::infinity();
+    for (int g = 0; g < G; ++g) {
+      V acc = hn::Zero(d);
+      for (int j = 0; j < nv; ++j) {
+        const V lo = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mn + j * N)));
+        const V hi = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mx + j * N)));
+        acc = hn::Add(acc, hn::Max(hn::Mul(vq[g * nv + j], lo), hn::Mul(vq[g * nv + j], hi)));
+      }
+      best = std::max(best, hn::GetLane(hn::SumOfLanes(d, acc)));
+    }
+    out[i] = best * scale;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tkv::kv
 HWY_AFTER_NAMESPACE();
@@ -53,6 +95,7 @@ HWY_AFTER_NAMESPACE();
 namespace tkv::kv {
 
 HWY_EXPORT(BoundMax);
+HWY_EXPORT(BoundsMax);
 
 namespace {
 constexpr float kCodeMax = 127.0f;
@@ -121,6 +164,11 @@ float summary_bound(const float* q, const uint8_t* summary, int head_dim) {
 
 float summary_bound_max(const float* q, int G, const uint8_t* summary, int head_dim) {
   return HWY_DYNAMIC_DISPATCH(BoundMax)(q, G, summary, head_dim);
+}
+
+void summary_bounds_max(const float* q, int G, const uint8_t* const* summaries, size_t n,
+                        int head_dim, float* out) {
+  HWY_DYNAMIC_DISPATCH(BoundsMax)(q, G, summaries, n, head_dim, out);
 }
 
 }  // namespace tkv::kv

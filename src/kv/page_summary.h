@@ -53,5 +53,9 @@ void summarize_vectors(const float* keys, int n, int head_dim, uint8_t* summary)
 float summary_bound(const float* q, const uint8_t* summary, int head_dim);
 // The largest bound over G queries q + g * head_dim (a GQA group).
 float summary_bound_max(const float* q, int G, const uint8_t* summary, int head_dim);
+// out[i] = summary_bound_max(q, G, summaries[i], head_dim) for i < n, the
+// same bits, in one call (the decode step's bound pass over every page).
+void summary_bounds_max(const float* q, int G, const uint8_t* const* summaries, size_t n,
+                        int head_dim, float* out);
 
 }  // namespace tkv::kv

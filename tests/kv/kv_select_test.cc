@@ -97,6 +97,36 @@ TEST_P(BoundTest, BoundsEveryDecodedAndScoredKey) {
 INSTANTIATE_TEST_SUITE_P(AllCodecs, BoundTest, ::testing::ValuesIn(kCodecs));
 
 // The bound is not vacuous: it is the maximum itself for a page of one key.
+// The decode step's one-call bound pass gives each page exactly the bits of
+// the per-page bound, for GQA groups that fit its registers and for ones
+// that take the per-page fallback.
+TEST(PageSummaryTest, BoundsOfManyPagesEqualEachPagesBound) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int hd : {64, 128, 40})
+    for (const int G : {1, 4, 8}) {
+      constexpr int kPages = 37;
+      std::vector<std::vector<uint8_t>> summaries(kPages);
+      std::vector<const uint8_t*> ptrs;
+      for (auto& s : summaries) {
+        std::vector<float> keys(size_t(5 * hd));
+        for (auto& v : keys) v = normal(rng) * 2.0f;
+        s.resize(kv::summary_head_bytes(hd));
+        kv::summarize_vectors(keys.data(), 5, hd, s.data());
+        ptrs.push_back(s.data());
+      }
+      std::vector<float> q(size_t(G * hd)), out(kPages);
+      for (auto& v : q) v = normal(rng);
+      kv::summary_bounds_max(q.data(), G, ptrs.data(), kPages, hd, out.data());
+      for (int i = 0; i < kPages; ++i) {
+        const float one = kv::summary_bound_max(q.data(), G, ptrs[size_t(i)], hd);
+        EXPECT_EQ(std::memcmp(&one, &out[size_t(i)], sizeof one), 0)
+            << "hd " << hd << " G " << G << " page " << i << ": " << one << " vs "
+            << out[size_t(i)];
+      }
+    }
+}
+
 TEST(PageSummaryTest, SingleKeyBoundIsNearTheDot) {
   const int hd = 64;
   std::mt19937_64 rng(3);
