@@ -1,8 +1,8 @@
 // How a KV cache is configured: codecs for K and V, the policies that keep
 // some tokens in f16 (sinks, residual) or drop them (window), per-layer codec
-// overrides and the page geometry. Parsed from the CLI flags shared by every
-// subcommand (-ctk, -ctv, --kv, --kv-sinks, --kv-residual, --kv-window,
-// --kv-layer-override, --kv-page, --kv-budget, --kv-spill-dir).
+// overrides, the page geometry, page selection and the disk tier. The
+// command-line front end (src/cli) fills it from the KV flags every
+// subcommand shares; the library knows nothing of flags.
 #pragma once
 
 #include <cstdint>
