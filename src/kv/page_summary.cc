@@ -18,15 +18,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 // max over g of scale * sum_c max(q_gc * min_c, q_gc * max_c). Decode bounds
 // every page of the context per KV head, so this is a vector kernel: the
 // int8 codes widen to floats once per chunk of channels.
+// A stored summary's parts: scale, then head_dim int8 minima and maxima.
+struct SummaryCodes {
+  float scale;
+  const int8_t* mn;
+  const int8_t* mx;
+  SummaryCodes(const uint8_t* summary, int head_dim) {
+    std::memcpy(&scale, summary, sizeof scale);
+    mn = reinterpret_cast<const int8_t*>(summary + sizeof(float));
+    mx = mn + head_dim;
+  }
+};
+
 float BoundMax(const float* q, int G, const uint8_t* summary, int head_dim) {
   const hn::ScalableTag<float> d;
   const hn::Rebind<int32_t, decltype(d)> di;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const int N = int(hn::Lanes(d));
-  float scale;
-  std::memcpy(&scale, summary, sizeof scale);
-  const int8_t* mn = reinterpret_cast<const int8_t*>(summary + sizeof(float));
-  const int8_t* mx = mn + head_dim;
+  const auto [scale, mn, mx] = SummaryCodes(summary, head_dim);
   float best = -std::numeric_limits<float>::infinity();
   for (int g = 0; g < G; ++g) {
     const float* qg = q + size_t(g) * head_dim;
@@ -65,14 +74,10 @@ void BoundsMax(const float* q, int G, const uint8_t* const* summaries, size_t n,
   for (int g = 0; g < G; ++g)
     for (int j = 0; j < nv; ++j) vq[g * nv + j] = hn::LoadU(d, q + size_t(g) * head_dim + j * N);
   for (size_t i = 0; i < n; ++i) {
-    const uint8_t* summary = summaries[i];
     if (i + 4 < n) {
       for (int b = 0; b < 4 + 2 * head_dim; b += 64) __builtin_prefetch(summaries[i + 4] + b);
     }
-    float scale;
-    std::memcpy(&scale, summary, sizeof scale);
-    const int8_t* mn = reinterpret_cast<const int8_t*>(summary + sizeof(float));
-    const int8_t* mx = mn + head_dim;
+    const auto [scale, mn, mx] = SummaryCodes(summaries[i], head_dim);
     float best = -std::numeric_limits<float>::infinity();
     for (int g = 0; g < G; ++g) {
       V acc = hn::Zero(d);
