@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -541,10 +542,18 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
   o.budget_bytes = 64 * 1024;
   o.spill_dir = tkv::test::temp_dir() + "/spill";
   std::filesystem::create_directories(o.spill_dir);
+  // No step runs before both jobs are queued, so that they run together
+  // however the threads are scheduled (alone, the first could finish and
+  // leave the failing write to its cached prefix, which is no job).
+  std::atomic<bool> both_queued{false};
+  o.on_step = [&](const StepInfo&) {
+    while (!both_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   ::setenv("TURBOKV_FAULT_SPILL_WRITE", "20", 1);  // read when the page file is made
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
   ::unsetenv("TURBOKV_FAULT_SPILL_WRITE");
   std::shared_ptr<JobStream> streams[2] = {s.submit(jobs[0]), s.submit(jobs[1])};
+  both_queued = true;
   int failed = 0;
   for (int i = 0; i < 2; ++i) {
     const Outcome out = collect(*streams[i]);
