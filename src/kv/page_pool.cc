@@ -341,6 +341,7 @@ void PagePool::io_loop() {
     if (stopping_) return;
     const std::vector<uint8_t*> request = std::move(ahead_queue_.front());
     ahead_queue_.pop_front();
+    io_busy_ = true;
     for (uint8_t* p : request) {
       if (stopping_ || !read_ahead_on_) break;
       auto it = live_.find(p);
@@ -391,7 +392,14 @@ void PagePool::io_loop() {
       ++unpins_;
       loaded_.notify_all();
     }
+    io_busy_ = false;
+    loaded_.notify_all();
   }
+}
+
+void PagePool::wait_read_ahead_idle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  loaded_.wait(lock, [&] { return stopping_ || (ahead_queue_.empty() && !io_busy_); });
 }
 
 void PagePool::set_read_ahead(bool on) {

@@ -122,6 +122,9 @@ class PagePool {
   // results are identical either way).
   void set_read_ahead(bool on);
   bool read_ahead_on() const;
+  // Waits until the I/O thread has no read-ahead queued or under way (a
+  // consistent moment for stats(): otherwise pages may still be coming back).
+  void wait_read_ahead_idle();
   // How many movable allocations of `bytes` could be pinned at once now:
   // the budget less what never moves and what is pinned (INT64_MAX without
   // a budget). Attention sizes its rounds by it.
@@ -199,6 +202,7 @@ class PagePool {
   bool read_ahead_on_ = true;
   bool stopping_ = false;
   int64_t ahead_loading_ = 0;  // pages the I/O thread is reading now
+  bool io_busy_ = false;       // the I/O thread is working through a request
   int64_t spill_reads_ahead_ = 0, read_ahead_hits_ = 0;
   std::deque<std::vector<uint8_t*>> ahead_queue_;
   std::condition_variable io_wake_;
