@@ -17,7 +17,7 @@ size_t total_floats(const V&... v) {
 
 uint64_t ExecutionContext::activation_bytes() const {
   return total_floats(x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, last_logits_, rope_cos_,
-                      rope_sin_) *
+                      rope_sin_, x_all_) *
          sizeof(float);
 }
 
@@ -41,7 +41,7 @@ void ExecutionContext::reset_peak() {
 
 void ExecutionContext::release() {
   for (auto* b : {&x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &last_logits_,
-                  &rope_cos_, &rope_sin_}) {
+                  &rope_cos_, &rope_sin_, &x_all_}) {
     std::vector<float>().swap(*b);
   }
   attention_.release();

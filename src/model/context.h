@@ -66,7 +66,9 @@ class ExecutionContext {
     int row0 = 0;
     int n_rows = 0;
     int64_t pos0 = 0;
-    bool exact = false;  // small item: rows take the matvec-identical kernels
+    bool exact = false;                  // small item: rows take the matvec-identical kernels
+    int layer_begin = 0, layer_end = 0;  // the layers it runs in this call
+    int home = 0;                        // its first row in x_all_
   };
 
   int capacity_ = 0;                // rows the buffers hold
@@ -79,6 +81,9 @@ class ExecutionContext {
   std::vector<float> logits_;       // a group of rows x n_vocab
   std::vector<float> last_logits_;  // one row per kLast item
   std::vector<float> rope_cos_, rope_sin_;  // rows x n_rot/2
+  // With layer-split items, every live item's residual rows while the
+  // layers run on a subset of them (x_ holds that subset).
+  std::vector<float> x_all_;
   kv::AttentionScratch attention_;
   // Use the sequences' own attention scratch instead of attention_ (the
   // single-sequence Model::eval keeps its memory figures as they were:

@@ -146,7 +146,7 @@ std::vector<float> Model::eval_last(kv::KvCache& cache, std::span<const int32_t>
 std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const BatchItem> items,
                                           ThreadPool& pool, const BatchLogitsSink& sink) const {
   const ModelConfig& c = config_;
-  const int E = c.n_embd;
+  const int E = c.n_embd, n_layers = c.n_layers;
   std::vector<ItemStatus> status(items.size());
   ctx.live_.clear();
   ctx.logits_slot_.assign(items.size(), -1);
@@ -157,6 +157,7 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   std::vector<ExecutionContext::LiveItem> small, large;
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& it = items[i];
+    const int lb = it.layer_begin, le = it.layer_end == 0 ? n_layers : it.layer_end;
     int64_t pos0 = 0;
     try {
       if (it.sequence == nullptr) fail("batch item ", i, " has no sequence");
@@ -164,12 +165,22 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
         if (items[j].sequence == it.sequence)
           fail("batch item ", i, " holds the same sequence as item ", j);
       }
+      if (lb < 0 || le <= lb || le > n_layers)
+        fail("batch item ", i, ": layers [", lb, ", ", le, ") are not a range of the model's ",
+             n_layers);
+      if ((lb > 0 || le < n_layers) && it.carry == nullptr)
+        fail("batch item ", i, ": a part of a layer-split chunk needs a carry buffer");
+      if (le < n_layers && it.logits != Logits::kNone)
+        fail("batch item ", i, ": a part that stops before the last layer has no logits");
       check_item(*it.sequence, it.tokens);
       if (it.tokens.empty()) continue;
+      if (lb > 0 && it.carry->size() != it.tokens.size() * size_t(E))
+        fail("batch item ", i, ": its carry holds ", it.carry->size(), " floats, not the ",
+             it.tokens.size(), " rows of the chunk");
       pos0 = it.sequence->n_tokens();
       if (it.tokens.size() > size_t(std::numeric_limits<int>::max() / 2))
         fail("batch item ", i, " has too many tokens (", it.tokens.size(), ")");
-      it.sequence->begin_chunk(int(it.tokens.size()));
+      if (lb == 0) it.sequence->begin_chunk(int(it.tokens.size()));
     } catch (const kv::KvBudgetExceeded& e) {
       status[i] = failed(ItemStatus::Code::kBudgetExceeded, e);
       continue;
@@ -185,12 +196,14 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
     live.n_rows = int(it.tokens.size());
     live.pos0 = pos0;
     live.exact = int64_t(it.tokens.size()) <= kIntMatmulMaxTokens;
+    live.layer_begin = lb;
+    live.layer_end = le;
     (live.exact ? small : large).push_back(live);
   }
   int n_rows = 0, n_exact = 0;
   for (auto* group : {&small, &large}) {
     for (auto& live : *group) {
-      live.row0 = n_rows;
+      live.row0 = live.home = n_rows;
       n_rows += live.n_rows;
       ctx.live_.push_back(live);
     }
@@ -199,24 +212,92 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   if (n_rows == 0) return status;
 
   ctx.reserve(c, n_rows, kFfnRows);
-  // Embedding lookup (row `token` of token_embd, dequantized) and the RoPE
-  // angles of each row's position: once per call, not per layer.
+  // Embedding lookup (row `token` of token_embd, dequantized), or the rows
+  // an earlier part of the chunk left in its carry.
   const WeightMatrix& emb = weights_.token_embd;
-  const size_t pairs = size_t(c.n_rot / 2);
   for (const auto& live : ctx.live_) {
     const BatchItem& it = items[live.index];
-    for (int t = 0; t < live.n_rows; ++t) {
-      dequantize_row(emb.type, emb.row(it.tokens[size_t(t)]),
-                     ctx.x_.data() + size_t(live.row0 + t) * E, E);
+    float* x = ctx.x_.data() + size_t(live.row0) * E;
+    if (live.layer_begin > 0) {
+      std::copy(it.carry->begin(), it.carry->end(), x);
+      continue;
     }
-    ops::rope_angles(rope_, live.pos0, live.n_rows, ctx.rope_cos_.data() + live.row0 * pairs,
-                     ctx.rope_sin_.data() + live.row0 * pairs);
+    for (int t = 0; t < live.n_rows; ++t)
+      dequantize_row(emb.type, emb.row(it.tokens[size_t(t)]), x + size_t(t) * E, E);
   }
+  // The RoPE angles of each row's position, once per layout of the rows.
+  const size_t pairs = size_t(c.n_rot / 2);
+  const auto rope_rows = [&] {
+    for (const auto& live : ctx.live_)
+      ops::rope_angles(rope_, live.pos0, live.n_rows, ctx.rope_cos_.data() + live.row0 * pairs,
+                       ctx.rope_sin_.data() + live.row0 * pairs);
+  };
 
-  for (int l = 0; l < c.n_layers; ++l) {
-    attention_block(ctx, items, l, n_exact, n_rows, pool, status);
-    ffn_block(ctx, l, n_exact, n_rows, pool);
-    check_finite(ctx.x_.data(), int64_t(n_rows) * E, l, "output");
+  // Phases: runs of layers over which the same items run. Without
+  // layer-split items there is one, over every row; else each phase packs
+  // its items' rows into x_ (exact rows first, as above) from x_all_, where
+  // every item's rows wait between the phases it is in.
+  std::vector<int> cuts = {0, n_layers};
+  for (const auto& live : ctx.live_) {
+    cuts.push_back(live.layer_begin);
+    cuts.push_back(live.layer_end);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const bool split = cuts.size() > 2;
+  const std::vector<ExecutionContext::LiveItem> all = ctx.live_;
+  if (split) {
+    ctx.x_all_.assign(ctx.x_.begin(), ctx.x_.begin() + ptrdiff_t(size_t(n_rows) * E));
+  } else {
+    rope_rows();
+  }
+  const auto home = [&](const ExecutionContext::LiveItem& live) {
+    return ctx.x_all_.data() + size_t(live.home) * E;
+  };
+  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+    const int l0 = cuts[p], l1 = cuts[p + 1];
+    int rows = n_rows, exact = n_exact;
+    if (split) {
+      ctx.live_.clear();
+      rows = exact = 0;
+      for (auto live : all) {
+        if (!status[live.index].ok() || live.layer_begin > l0 || live.layer_end < l1) continue;
+        live.row0 = rows;
+        std::copy(home(live), home(live) + size_t(live.n_rows) * E,
+                  ctx.x_.data() + size_t(rows) * E);
+        rows += live.n_rows;
+        if (live.exact) exact = rows;
+        ctx.live_.push_back(live);
+      }
+      if (rows == 0) continue;
+      rope_rows();
+    }
+    for (int l = l0; l < l1; ++l) {
+      attention_block(ctx, items, l, exact, rows, pool, status);
+      ffn_block(ctx, l, exact, rows, pool);
+      check_finite(ctx.x_.data(), int64_t(rows) * E, l, "output");
+    }
+    if (split)
+      for (const auto& live : ctx.live_)
+        std::copy(ctx.x_.data() + size_t(live.row0) * E,
+                  ctx.x_.data() + size_t(live.row0 + live.n_rows) * E, home(live));
+  }
+  // Items through the last layer end their chunk (and give logits); a part
+  // that stops earlier keeps its rows in its carry for the next one.
+  if (split) {
+    ctx.live_.clear();
+    int rows = 0;
+    for (auto live : all) {
+      if (!status[live.index].ok()) continue;
+      if (live.layer_end < n_layers) {
+        items[live.index].carry->assign(home(live), home(live) + size_t(live.n_rows) * E);
+        continue;
+      }
+      live.row0 = rows;
+      std::copy(home(live), home(live) + size_t(live.n_rows) * E, ctx.x_.data() + size_t(rows) * E);
+      rows += live.n_rows;
+      ctx.live_.push_back(live);
+    }
   }
   for (const auto& live : ctx.live_) items[live.index].sequence->end_chunk();
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <thread>
 
-#include "common/vec_math.h"
 #include "common/test_util.h"
+#include "common/vec_math.h"
 #include "kv/kv_cache.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -180,6 +180,100 @@ TEST_P(Batch, MixedPrefillAndDecodeEqualsEachAlone) {
   EXPECT_TRUE(got[4].empty());
 }
 
+// Prefill chunks run in layer parts over several calls, next to decode
+// tokens that run every layer in each call: the chunks' logits, and the
+// decode tokens' after them, equal the same chunks run whole, bit for bit
+// (a small chunk on the exact kernels and a large one on the GEMM).
+TEST_P(Batch, LayerSplitChunkEqualsWhole) {
+  ThreadPool pool(2);
+  ExecutionContext ctx, whole_ctx;
+  const int n_layers = model_->config().n_layers;
+  ASSERT_GE(n_layers, 2);
+  const int chunk_len[2] = {16, 40};
+  std::vector<std::unique_ptr<kv::KvCache>> split, whole;
+  std::vector<std::vector<int32_t>> chunks;
+  for (size_t i = 0; i < 3; ++i) {  // 0, 1: prefilling in parts; 2: decoding
+    split.push_back(sequence(i));
+    whole.push_back(sequence(i));
+    const auto history = tokens_of(20 + 5 * int(i), vocab(), uint32_t(60 + i));
+    run_alone(*model_, ctx, *split[i], history, pool);
+    run_alone(*model_, whole_ctx, *whole[i], history, pool);
+  }
+  for (size_t i = 0; i < 2; ++i)
+    chunks.push_back(tokens_of(chunk_len[i], vocab(), uint32_t(70 + i)));
+  // The whole chunks, then one decode token each.
+  std::vector<Logit> expect(2);
+  for (size_t i = 0; i < 2; ++i)
+    expect[i] = run_alone(*model_, whole_ctx, *whole[i], chunks[i], pool);
+  int32_t next = 5;
+  // Parts: chunk 0 in layer parts of 1, 2, ...; chunk 1 in two halves,
+  // starting a call later; the decoding sequence in every call.
+  std::vector<float> carry[2];
+  int done[2] = {0, 0};
+  for (int call = 0; done[0] < n_layers || done[1] < n_layers; ++call) {
+    std::vector<BatchItem> items;
+    items.push_back({split[2].get(), {&next, 1}, Logits::kLast});
+    const int want[2] = {std::min(n_layers, done[0] + call + 1),
+                         call == 0 ? 0 : std::min(n_layers, done[1] + (n_layers + 1) / 2)};
+    std::vector<size_t> slot(2, 0);
+    for (size_t i = 0; i < 2; ++i) {
+      if (want[i] <= done[i]) continue;
+      slot[i] = items.size();
+      items.push_back({split[i].get(), chunks[i],
+                       want[i] == n_layers ? Logits::kLast : Logits::kNone, done[i],
+                       want[i] == n_layers ? 0 : want[i], &carry[i]});
+    }
+    const auto st = model_->eval_batch(ctx, items, pool);
+    for (const auto& s : st) ASSERT_TRUE(s.ok()) << s.message;
+    const Logit decode(ctx.logits(0).begin(), ctx.logits(0).end());
+    EXPECT_TRUE(same_bits(decode, run_alone(*model_, whole_ctx, *whole[2], {&next, 1}, pool)))
+        << "call " << call;
+    for (size_t i = 0; i < 2; ++i) {
+      if (want[i] <= done[i]) continue;
+      done[i] = want[i];
+      if (done[i] < n_layers) {
+        EXPECT_EQ(split[i]->n_tokens(), whole[i]->n_tokens() - chunk_len[i]);  // mid-chunk
+        EXPECT_TRUE(ctx.logits(slot[i]).empty());
+      } else {
+        EXPECT_TRUE(same_bits(ctx.logits(slot[i]), expect[i])) << "chunk " << i;
+      }
+    }
+    next = argmax_of(decode);
+  }
+  // Decoding on after the split chunks: still the whole chunks' bits.
+  for (size_t i = 0; i < 2; ++i) {
+    const int32_t t = argmax_of(expect[i]);
+    EXPECT_TRUE(same_bits(run_alone(*model_, ctx, *split[i], {&t, 1}, pool),
+                          run_alone(*model_, whole_ctx, *whole[i], {&t, 1}, pool)));
+  }
+}
+
+// A bad layer range or carry is the item's error; the others run.
+TEST_P(Batch, BadLayerSplitItemsFailAlone) {
+  ThreadPool pool(1);
+  ExecutionContext ctx;
+  const int n_layers = model_->config().n_layers;
+  auto a = sequence(0), b = sequence(1), d = sequence(2), e = sequence(3);
+  const auto toks = tokens_of(4, vocab(), 3);
+  std::vector<float> carry;
+  const std::vector<BatchItem> items = {
+      {a.get(), toks, Logits::kNone, 0, 1, nullptr},            // no carry
+      {b.get(), toks, Logits::kLast, 0, 1, &carry},             // logits before the last layer
+      {d.get(), toks, Logits::kNone, 1, n_layers + 1, &carry},  // past the last layer
+      {e.get(), toks, Logits::kLast}};
+  const auto st = model_->eval_batch(ctx, items, pool);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(st[i].code, ItemStatus::Code::kInvalid) << i;
+    EXPECT_FALSE(st[i].message.empty());
+  }
+  EXPECT_NE(st[0].message.find("carry"), std::string::npos) << st[0].message;
+  EXPECT_NE(st[1].message.find("no logits"), std::string::npos) << st[1].message;
+  EXPECT_NE(st[2].message.find("layers"), std::string::npos) << st[2].message;
+  EXPECT_TRUE(st[3].ok());
+  EXPECT_EQ(a->n_tokens(), 0);
+  EXPECT_EQ(e->n_tokens(), 4);
+}
+
 // In a shared pool with a small budget, an item whose pages do not fit fails
 // alone: its sequence and the pool unchanged, the other items' logits as if
 // they had run without it, and everything goes on afterwards.
@@ -309,7 +403,8 @@ TEST(MatvecBatch, FloatWeightsEqualMatvecPerToken) {
       for (const int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (const int64_t n : {1, 3, 4, 9}) {
-          std::vector<float> x(size_t(n * cols)), y(size_t(n * rows)), one(static_cast<size_t>(rows));
+          std::vector<float> x(size_t(n * cols)), y(size_t(n * rows)),
+              one(static_cast<size_t>(rows));
           for (auto& v : x) {
             s = s * 1664525u + 1013904223u;
             v = float(int32_t(s >> 9) - (1 << 22)) / float(1 << 21);
