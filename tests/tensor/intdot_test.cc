@@ -14,6 +14,7 @@
 #include "common/thread_pool.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_q4k_avx2.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
@@ -204,6 +205,44 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
         matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
         ASSERT_EQ(y, single) << dtype_name(type) << " on " << target << (vnni ? " with VNNI" : "");
       });
+    });
+  }
+}
+
+// The Q4_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc: 2 rows x
+// 6 tokens, then 1-row and 1..5-token tails) on odd row and token counts
+// and several row lengths (1, 2, 9 and 32 super-blocks), one and two
+// threads: matvec's bits for every (row, token).
+TEST(IntDot, Q4KPrefillTilesOnOddShapesEqualMatvec) {
+  ThreadPool one(1), two(2);
+  for (const int64_t cols : {256, 512, 2304, 8192}) {
+    const int64_t rows = 37, n = 41;
+    const auto wb = test::random_block_bytes(DType::Q4_K, rows, cols, 70 + uint32_t(cols));
+    const auto x = test::gaussian(size_t(n * cols), 71);
+    const WeightMatrix w = make_weight(DType::Q4_K, wb.data(), rows, cols, "q4k");
+    test::for_each_simd_target([&](const std::string& target) {
+      kernels::set_int_dot_instructions_allowed(false);
+      // Where the integer path is native the tiles must be the ones tested.
+      if (target == "AVX2") {
+        EXPECT_TRUE(kernels::q4k_gemm_active(DType::Q4_K, n));
+      }
+      std::vector<float> single(size_t(n * rows));
+      for (int64_t i = 0; i < n; ++i)
+        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+      for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
+        for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
+          const WeightMatrix part = make_weight(DType::Q4_K, wb.data(), r, cols, "q4k");
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> y(size_t(nt * r), -1.0f);
+            matmul(part, x.data(), nt, y.data(), *pool, MatmulKernel::kInteger);
+            for (int64_t t = 0; t < nt; ++t)
+              for (int64_t i = 0; i < r; ++i)
+                ASSERT_EQ(y[size_t(t * r + i)], single[size_t(t * rows + i)])
+                    << target << " cols " << cols << " rows " << r << " n " << nt << " token " << t
+                    << " row " << i << " threads " << pool->size();
+          }
+        }
+      kernels::set_int_dot_instructions_allowed(true);
     });
   }
 }

@@ -4,28 +4,38 @@
 // intdot-inl.h's token tiles unpack a weight block into registers (8 chunks
 // of u8 weights and their int16 scales: 16 vectors) and run 8 tokens over
 // it, so on AVX2 (16 vector registers) the unpacked block lives on the
-// stack. Here a panel of kPanelRows rows is unpacked once (UnpackBlock, the
-// same canonical form) into a thread-local buffer, and tiles of 2 rows x 4
-// tokens sweep it: per 32-value chunk 4 activation loads, and per (row,
-// token) vpmaddubsw + vpmaddwd (the chunk's scale folded in) + vpaddd into
-// an int32 accumulator that spans the super-block; then one float step per
-// (row, token) and super-block. Measured (2048 x 2048, n = 512, AVX2
-// without VNNI, two threads of this machine): ~245 GFLOP/s against ~192 for
-// the f32 GEMM; llama-3.2-1b Q4_K_M prefill ~90 -> ~100 tok/s against
-// intdot-inl.h's tiles (best of runs on a busy machine).
+// stack. Here a panel of rows (kPanelBytes of unpacked blocks, in L2) is
+// unpacked once (UnpackBlock, the same canonical form) into a thread-local
+// buffer and swept by tiles of 2 rows x 6 tokens. Per 32-value chunk and
+// row one weight and one scale load, then per token vpmaddubsw (the
+// activations as its memory operand) + vpmaddwd (the chunk's scale) +
+// vpaddd into the block's int32 lanes: the 12 lane vectors of a tile stay
+// in registers over the 8 chunks (written in assembly, BlockSums2x6: GCC
+// spilled them). Then the float step per (row, token) and super-block, the
+// scale products of a row's 6 tokens one vector multiply and the mins term
+// two tokens per 256-bit instruction (TileBlock holds the tokens' d and
+// group sums in that layout, made once per panel and tile).
+//
+// The arithmetic is bound by its multiplies: two (vpmaddubsw, vpmaddwd) per
+// (row, token, chunk), two ports. Measured (2048 x 2048, n = 512, one
+// thread of this machine, best of 3): ~143 GFLOP/s against ~126 for the
+// 2 x 4 tile it replaced and ~107 for the f32 GEMM; the 12 sums in
+// registers run at ~1.3 cycles per (row, token, chunk), a register-only
+// probe of the same three instructions at ~1.1.
 //
 // The numbers are intdot-inl.h's: the int32 lanes of a super-block are
 // exact (the same sums in another order), and the float step, acc =
 // fma(d_w * d_x, float(lanes), acc) and the mins term, runs per (row,
-// token) in block order with the same instructions; FinishInt makes the
-// output. So every (row, token) is bit-identical to int_dot_rows (matvec)
-// and to int_gemm_rows, whatever n, tiling or thread split.
+// token) in block order with the same operations on every lane; FinishInt
+// makes the output. So every (row, token) is bit-identical to int_dot_rows
+// (matvec) and to int_gemm_rows, whatever n, tiling or thread split.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/gemm_q4k_avx2.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -39,27 +49,42 @@ namespace HWY_NAMESPACE {
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 
-// Rows unpacked at a time: their unpacked blocks (544 bytes each: 68 KiB
-// at 2048 columns) are read from L1/L2 by every token tile.
-inline constexpr int64_t kPanelRows = 16;
-inline constexpr int kRows = 2, kTokens = 4;
+// Bytes of rows unpacked at a time (576 per block: 112 rows at 2048
+// columns, 28 at 8192): read from L2 by every token tile, whose per-block
+// data (TileBlock) is then made once per panel and stays in L1.
+inline constexpr size_t kPanelBytes = 512 << 10;
+// A tile: its kRows x kTokens int32 block sums are 12 of the 16 registers
+// while the 8 chunks of a block are swept (one weight vector and two
+// temporaries besides); the activations are memory operands.
+inline constexpr int kRows = 2, kTokens = 6;
+inline constexpr int kPairs = (kTokens + 1) / 2;
 
 // One Q4_K block of one row, unpacked (UnpackBlock's canonical form).
 struct alignas(32) PackedQ4K {
   __m256i w[8];  // u8 weights of chunk c (0..15)
   __m256i s[8];  // int16 scale of chunk c in every lane
-  __m128i mins;  // 8 int16 mins
+  __m256i mins;  // the 8 int16 mins in both halves
   float d, dm;
-  uint8_t pad[8];
+  uint8_t pad[24];
 };
-static_assert(sizeof(PackedQ4K) == 544);
+static_assert(sizeof(PackedQ4K) == 576);
 
-struct PanelBuffer {
-  hwy::AlignedFreeUniquePtr<PackedQ4K[]> data;
+// What a tile of tokens needs per block besides the activations: their d
+// (lane t: token t) and, per pair of tokens, the group sums and d laid out
+// for a 256-bit mins step (low half the even token, high half the odd one).
+struct alignas(32) TileBlock {
+  float dx[8];
+  float dx_pair[kPairs][8];
+  int16_t psums_pair[kPairs][16];
+};
+
+template <typename T>
+struct ScratchBuffer {
+  hwy::AlignedFreeUniquePtr<T[]> data;
   size_t size = 0;
-  PackedQ4K* Get(size_t want) {
+  T* Get(size_t want) {
     if (size < want) {
-      data = hwy::AllocateAligned<PackedQ4K>(want);
+      data = hwy::AllocateAligned<T>(want);
       HWY_ASSERT(data != nullptr);
       size = want;
     }
@@ -67,47 +92,133 @@ struct PanelBuffer {
   }
 };
 
-// R rows (their nb blocks at p, p + nb, ...) times NT tokens (x[t]).
+// The float accumulators of a tile: v per (row, token), m per (row, pair).
+template <int R, int NT>
+struct TileAcc {
+  static constexpr int kP = (NT + 1) / 2;
+  __m256 v[R][NT];
+  __m256 m[R][kP];
+};
+
+// One (row, token, chunk) of a tile: the chunk's int32 lanes with the
+// chunk scale folded in, added to l (or l's first value).
+HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, const __m256i* s) {
+  const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(w, Load256(x)), _mm256_load_si256(s));
+  return first ? prod : _mm256_add_epi32(l, prod);
+}
+
+// The int32 block sums of the full tile (2 rows x 6 tokens, block b) in
+// assembly: GCC keeps neither the 12 sums in registers nor the 8 adds of
+// each as one chain (it reassociates them into trees and spills the
+// products), which halved the throughput. Per chunk and row one weight
+// load, then per token vpmaddubsw (activations from memory) + vpmaddwd (the
+// chunk scale from memory) + vpaddd: 14 of the 16 registers.
+// clang-format off
+#define TKV_MAC(xa, A) \
+  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
+  "vpmaddwd %[s], %[t], %[t]\n\t" \
+  "vpaddd %[t], %[" A "], %[" A "]\n\t"
+#define TKV_MAC0(xa, A) \
+  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
+  "vpmaddwd %[s], %[t], %[" A "]\n\t"
+// clang-format on
+#define TKV_ROW(M, wo, so, xo, wp, A0, A1, A2, A3, A4, A5)                                     \
+  "vmovdqa " wo "(%[" wp "]), %[w]\n\tvmovdqa " so "(%[" wp "]), %[s]\n\t" M(xo "(%[x0])", A0) \
+      M(xo "(%[x0],%[xs],1)", A1) M(xo "(%[x0],%[xs],2)", A2) M(xo "(%[x3])", A3)              \
+          M(xo "(%[x3],%[xs],1)", A4) M(xo "(%[x3],%[xs],2)", A5)
+#define TKV_CHUNK(M, wo, so)                                       \
+  TKV_ROW(M, wo, so, wo, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
+  TKV_ROW(M, wo, so, wo, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
+
+HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const ActBlock256* const* x,
+                             size_t b, __m256i* l) {
+  static_assert(offsetof(PackedQ4K, s) == 256);
+  const int8_t* x0 = x[0][b].q;
+  const int8_t* x3 = x[3][b].q;
+  const intptr_t xs = x[1][b].q - x0;
+  HWY_DASSERT(x[2][b].q - x0 == 2 * xs && x[4][b].q - x3 == xs && x[5][b].q - x3 == 2 * xs);
+  __m256i w, sc, t;
+  __asm__(
+      TKV_CHUNK(TKV_MAC0, "0", "256") TKV_CHUNK(TKV_MAC, "32", "288")
+          TKV_CHUNK(TKV_MAC, "64", "320") TKV_CHUNK(TKV_MAC, "96", "352")
+              TKV_CHUNK(TKV_MAC, "128", "384") TKV_CHUNK(TKV_MAC, "160", "416")
+                  TKV_CHUNK(TKV_MAC, "192", "448") TKV_CHUNK(TKV_MAC, "224", "480")
+      : [a0] "=&x"(l[0]), [a1] "=&x"(l[1]), [a2] "=&x"(l[2]), [a3] "=&x"(l[3]), [a4] "=&x"(l[4]),
+        [a5] "=&x"(l[5]), [a6] "=&x"(l[6]), [a7] "=&x"(l[7]), [a8] "=&x"(l[8]), [a9] "=&x"(l[9]),
+        [a10] "=&x"(l[10]), [a11] "=&x"(l[11]), [w] "=&x"(w), [s] "=&x"(sc), [t] "=&x"(t)
+      : [p0] "r"(u0), [p1] "r"(u1), [x0] "r"(x0), [x3] "r"(x3), [xs] "r"(xs)
+      : "memory");
+}
+#undef TKV_CHUNK
+#undef TKV_ROW
+#undef TKV_MAC0
+#undef TKV_MAC
+
+// R rows (their nb blocks at p, p + nb, ...) times NT tokens (x[t], their
+// per-block data tb) into acc. Per chunk and (row, token) vpmaddubsw +
+// vpmaddwd (the chunk's scale) + vpaddd into the int32 lanes of the block;
+// then DotRowsInt's float step: v = fma(d_w d_x, float(lanes), v) and, two
+// tokens per instruction, m = fma(dm_w d_x, float(mins . group sums), m).
 template <int R, int NT>
 HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock256* const* x,
-                     IntAcc* st) {
-  for (int i = 0; i < R * NT; ++i) st[i] = IntAcc{};
+                     const TileBlock* HWY_RESTRICT tb, TileAcc<R, NT>& acc) {
+  constexpr int kP = TileAcc<R, NT>::kP;
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < NT; ++t) acc.v[r][t] = _mm256_setzero_ps();
+    for (int q = 0; q < kP; ++q) acc.m[r][q] = _mm256_setzero_ps();
+  }
   for (size_t b = 0; b < nb; ++b) {
-    __m256i l[R][NT];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) l[r][t] = _mm256_setzero_si256();
-        // Not unrolled: the 8 int32 accumulators, 4 activation vectors and a
-        // product fit the 16 registers only one chunk at a time.
-#pragma GCC unroll 1
-    for (int c = 0; c < 8; ++c) {
-      __m256i q[NT];
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) q[t] = Load256(x[t][b].q + 32 * c);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const PackedQ4K& u = p[size_t(r) * nb + b];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t)
-          l[r][t] = _mm256_add_epi32(l[r][t],
-                                     _mm256_madd_epi16(u.s[c], _mm256_maddubs_epi16(u.w[c], q[t])));
-      }
+    const PackedQ4K* u[R];
+    for (int r = 0; r < R; ++r) u[r] = p + size_t(r) * nb + b;
+    // The tile's int32 block sums, l[r * NT + t].
+    __m256i l[R * NT];
+    if constexpr (R == kRows && NT == kTokens) {
+      BlockSums2x6(u[0], u[1], x, b, l);
+    } else {
+      auto chunk = [&]<size_t... I>(std::index_sequence<I...>, int c, bool first) {
+        __m256i w[R];
+        for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256(&u[r]->w[c]);
+        ((l[I] = Chunk(first, l[I], w[I / NT], x[I % NT][b].q + 32 * c, &u[I / NT]->s[c])), ...);
+      };
+      chunk(std::make_index_sequence<R * NT>(), 0, true);
+      for (int c = 1; c < 8; ++c) chunk(std::make_index_sequence<R * NT>(), c, false);
     }
-    // DotRowsInt's float step, per (row, token).
-#pragma GCC unroll 4
+    const TileBlock& k = tb[b];
+    alignas(32) float scale[R][8];
+    for (int r = 0; r < R; ++r)
+      _mm256_store_ps(scale[r], _mm256_mul_ps(_mm256_set1_ps(u[r]->d), _mm256_load_ps(k.dx)));
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((acc.v[I / NT][I % NT] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[I / NT][I % NT]),
+                                                _mm256_cvtepi32_ps(l[I]), acc.v[I / NT][I % NT])),
+       ...);
+    }
+    (std::make_index_sequence<R * NT>());
     for (int r = 0; r < R; ++r) {
-      const PackedQ4K& u = p[size_t(r) * nb + b];
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const ActBlock256& a = x[t][b];
-        IntAcc& s = st[r * NT + t];
-        s.v = AccLanes(s.v, u.d * a.d, l[r][t]);
-        const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
-        s.m = _mm256_castps128_ps256(_mm_fmadd_ps(_mm_set1_ps(u.dm * a.d),
-                                                  _mm_cvtepi32_ps(_mm_madd_epi16(u.mins, s32)),
-                                                  _mm256_castps256_ps128(s.m)));
-      }
+      const __m256 dm = _mm256_set1_ps(u[r]->dm);
+      for (int q = 0; q < kP; ++q)
+        acc.m[r][q] = _mm256_fmadd_ps(
+            _mm256_mul_ps(dm, _mm256_load_ps(k.dx_pair[q])),
+            _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                u[r]->mins, _mm256_load_si256(reinterpret_cast<const __m256i*>(k.psums_pair[q])))),
+            acc.m[r][q]);
+    }
+    // The float accumulators go back to memory between blocks, leaving the
+    // registers to the int32 sums (kept in registers, GCC spills those).
+    __asm__ volatile("" : : "r"(&acc) : "memory");
+  }
+}
+
+// The tile data of tokens [t, t + nt) (nt <= kTokens), nb blocks.
+HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t t, int nt,
+                               TileBlock* tb) {
+  std::memset(static_cast<void*>(tb), 0, nb * sizeof(TileBlock));
+  for (int j = 0; j < nt; ++j) {
+    const auto* x = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
+    for (size_t b = 0; b < nb; ++b) {
+      TileBlock& k = tb[b];
+      k.dx[j] = x[b].d;
+      for (int i = 0; i < 4; ++i) k.dx_pair[j / 2][4 * (j % 2) + i] = x[b].d;
+      std::memcpy(&k.psums_pair[j / 2][8 * (j % 2)], x[b].psums, 16);
     }
   }
 }
@@ -116,30 +227,52 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
 // activations stay in L1 while the panel's row pairs are swept over them.
 template <int NT>
 HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
-                            int64_t r0, int64_t nr, int64_t t) {
+                            int64_t r0, int64_t nr, int64_t t, const TileBlock* tb) {
   const ActBlock256* x[NT];
   for (int j = 0; j < NT; ++j)
     x[j] = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
-  IntAcc st[kRows * NT];
+  // The output of (row i, token j) from the tile's accumulators.
+  auto finish = [](const auto& acc, int i, int j) {
+    IntAcc s;
+    s.v = acc.v[i][j];
+    const __m256 m = acc.m[i][j / 2];
+    s.m = _mm256_castps128_ps256(j % 2 ? _mm256_extractf128_ps(m, 1) : _mm256_castps256_ps128(m));
+    return FinishInt<DType::Q4_K>(s);
+  };
   int64_t r = 0;
   for (; r + kRows <= nr; r += kRows) {
-    Tile<kRows, NT>(panel + size_t(r) * nb, nb, x, st);
+    TileAcc<kRows, NT> acc;
+    Tile<kRows, NT>(panel + size_t(r) * nb, nb, x, tb, acc);
     for (int i = 0; i < kRows; ++i)
-      for (int j = 0; j < NT; ++j)
-        a.y[(t + j) * a.y_stride + r0 + r + i] = FinishInt<DType::Q4_K>(st[i * NT + j]);
+      for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r + i] = finish(acc, i, j);
   }
   if (r < nr) {
-    Tile<1, NT>(panel + size_t(r) * nb, nb, x, st);
-    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r] = FinishInt<DType::Q4_K>(st[j]);
+    TileAcc<1, NT> acc;
+    Tile<1, NT>(panel + size_t(r) * nb, nb, x, tb, acc);
+    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r] = finish(acc, 0, j);
+  }
+}
+
+template <int NT>
+HWY_INLINE void PanelTail(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
+                          int64_t r0, int64_t nr, int64_t t, const TileBlock* tb) {
+  if constexpr (NT > 0) {
+    if (a.n - t == NT) return PanelTokens<NT>(a, panel, nb, r0, nr, t, tb);
+    PanelTail<NT - 1>(a, panel, nb, r0, nr, t, tb);
   }
 }
 
 void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  static thread_local PanelBuffer buffer;
+  static thread_local ScratchBuffer<PackedQ4K> panel_buffer;
+  static thread_local ScratchBuffer<TileBlock> tile_buffer;
   const size_t nb = size_t(a.cols) / 256;
-  PackedQ4K* panel = buffer.Get(size_t(kPanelRows) * nb);
-  for (int64_t rp = r0; rp < r1; rp += kPanelRows) {
-    const int64_t nr = std::min(kPanelRows, r1 - rp);
+  // Rows per panel: as many as fit kPanelBytes (an even number, at least 2).
+  const int64_t panel_rows =
+      std::max<int64_t>(kRows, int64_t(kPanelBytes / (nb * sizeof(PackedQ4K))) / kRows * kRows);
+  PackedQ4K* panel = panel_buffer.Get(size_t(panel_rows) * nb);
+  TileBlock* tb = tile_buffer.Get(nb);
+  for (int64_t rp = r0; rp < r1; rp += panel_rows) {
+    const int64_t nr = std::min(panel_rows, r1 - rp);
     for (int64_t r = 0; r < nr; ++r) {
       const uint8_t* row = a.w + size_t(rp + r) * a.row_bytes;
       for (size_t b = 0; b < nb; ++b) {
@@ -147,25 +280,18 @@ void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
         UnpackBlock<DType::Q4_K>(row + b * sizeof(BlockQ4_K), u);
         PackedQ4K& o = panel[size_t(r) * nb + b];
         for (int c = 0; c < 8; ++c) o.w[c] = u.w[c], o.s[c] = u.s[c];
-        o.mins = _mm256_castsi256_si128(u.mins);
+        o.mins = _mm256_permute2x128_si256(u.mins, u.mins, 0x00);
         o.d = u.d;
         o.dm = u.dm;
       }
     }
-    int64_t t = 0;
-    for (; t + kTokens <= a.n; t += kTokens) PanelTokens<kTokens>(a, panel, nb, rp, nr, t);
-    switch (a.n - t) {
-      case 3:
-        PanelTokens<3>(a, panel, nb, rp, nr, t);
-        break;
-      case 2:
-        PanelTokens<2>(a, panel, nb, rp, nr, t);
-        break;
-      case 1:
-        PanelTokens<1>(a, panel, nb, rp, nr, t);
-        break;
-      default:
-        break;
+    for (int64_t t = 0; t < a.n; t += kTokens) {
+      const int nt = int(std::min<int64_t>(kTokens, a.n - t));
+      FillTileBlocks(a, nb, t, nt, tb);
+      if (nt == kTokens)
+        PanelTokens<kTokens>(a, panel, nb, rp, nr, t, tb);
+      else
+        PanelTail<kTokens - 1>(a, panel, nb, rp, nr, t, tb);
     }
   }
 }
