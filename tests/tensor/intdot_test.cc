@@ -209,42 +209,44 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
   }
 }
 
-// The Q4_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc: 2 rows x
-// 6 tokens, then 1-row and 1..5-token tails) on odd row and token counts
-// and several row lengths (1, 2, 9 and 32 super-blocks), one and two
+// The Q4_K and Q6_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc:
+// 2 rows x 6 tokens, then 1-row and 1..5-token tails) on odd row and token
+// counts and several row lengths (1, 2, 9 and 32 super-blocks), one and two
 // threads: matvec's bits for every (row, token).
-TEST(IntDot, Q4KPrefillTilesOnOddShapesEqualMatvec) {
+TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
   ThreadPool one(1), two(2);
-  for (const int64_t cols : {256, 512, 2304, 8192}) {
-    const int64_t rows = 37, n = 41;
-    const auto wb = test::random_block_bytes(DType::Q4_K, rows, cols, 70 + uint32_t(cols));
-    const auto x = test::gaussian(size_t(n * cols), 71);
-    const WeightMatrix w = make_weight(DType::Q4_K, wb.data(), rows, cols, "q4k");
-    test::for_each_simd_target([&](const std::string& target) {
-      kernels::set_int_dot_instructions_allowed(false);
-      // Where the integer path is native the tiles must be the ones tested.
-      if (target == "AVX2") {
-        EXPECT_TRUE(kernels::q4k_gemm_active(DType::Q4_K, n));
-      }
-      std::vector<float> single(size_t(n * rows));
-      for (int64_t i = 0; i < n; ++i)
-        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
-      for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
-        for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
-          const WeightMatrix part = make_weight(DType::Q4_K, wb.data(), r, cols, "q4k");
-          for (ThreadPool* pool : {&one, &two}) {
-            std::vector<float> y(size_t(nt * r), -1.0f);
-            matmul(part, x.data(), nt, y.data(), *pool, MatmulKernel::kInteger);
-            for (int64_t t = 0; t < nt; ++t)
-              for (int64_t i = 0; i < r; ++i)
-                ASSERT_EQ(y[size_t(t * r + i)], single[size_t(t * rows + i)])
-                    << target << " cols " << cols << " rows " << r << " n " << nt << " token " << t
-                    << " row " << i << " threads " << pool->size();
-          }
+  for (const DType type : {DType::Q4_K, DType::Q6_K})
+    for (const int64_t cols : {256, 512, 2304, 8192}) {
+      const int64_t rows = 37, n = 41;
+      const auto wb = test::random_block_bytes(type, rows, cols, 70 + uint32_t(cols));
+      const auto x = test::gaussian(size_t(n * cols), 71);
+      const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "kq");
+      test::for_each_simd_target([&](const std::string& target) {
+        kernels::set_int_dot_instructions_allowed(false);
+        // On AVX2 the tiles must be the kernel tested.
+        if (target == "AVX2") {
+          EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
         }
-      kernels::set_int_dot_instructions_allowed(true);
-    });
-  }
+        std::vector<float> single(size_t(n * rows));
+        for (int64_t i = 0; i < n; ++i)
+          matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+        for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
+          for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
+            const WeightMatrix part = make_weight(type, wb.data(), r, cols, "kq");
+            for (ThreadPool* pool : {&one, &two}) {
+              std::vector<float> y(size_t(nt * r), -1.0f);
+              matmul(part, x.data(), nt, y.data(), *pool, MatmulKernel::kInteger);
+              for (int64_t t = 0; t < nt; ++t)
+                for (int64_t i = 0; i < r; ++i)
+                  ASSERT_EQ(y[size_t(t * r + i)], single[size_t(t * rows + i)])
+                      << dtype_name(type) << " on " << target << ", cols " << cols << " rows " << r
+                      << " n " << nt << " token " << t << " row " << i << " threads "
+                      << pool->size();
+            }
+          }
+        kernels::set_int_dot_instructions_allowed(true);
+      });
+    }
 }
 
 // The kernel kAuto picks: integer up to kIntMatmulMaxTokens wherever the

@@ -1,5 +1,6 @@
-// Q4_K prefill product on AVX2 without the dot-product instructions: the
-// integer-dot arithmetic of intdot-inl.h in a tile shaped for 16 registers.
+// Q4_K and Q6_K prefill products on AVX2 without the dot-product
+// instructions: the integer-dot arithmetic of intdot-inl.h in a tile shaped
+// for 16 registers.
 //
 // intdot-inl.h's token tiles unpack a weight block into registers (8 chunks
 // of u8 weights and their int16 scales: 16 vectors) and run 8 tokens over
@@ -101,9 +102,16 @@ struct TileAcc {
 };
 
 // One (row, token, chunk) of a tile: the chunk's int32 lanes with the
-// chunk scale folded in, added to l (or l's first value).
-HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, const __m256i* s) {
-  const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(w, Load256(x)), _mm256_load_si256(s));
+// chunk scale folded in, added to l (or l's first value). Q6_K's weights
+// are q - 32 with q in 0..63: its pairs are vpmaddubsw(q, x) minus the
+// token's 32 x pairs (off), the same int16 values as intdot-inl.h's sign
+// form (no saturation: 2 * 63 * 127 and 2 * 32 * 127 fit).
+template <DType T>
+HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, const __m256i* s,
+                         const __m256i* off) {
+  __m256i pairs = _mm256_maddubs_epi16(w, Load256(x));
+  if constexpr (T == DType::Q6_K) pairs = _mm256_sub_epi16(pairs, _mm256_load_si256(off));
+  const __m256i prod = _mm256_madd_epi16(pairs, _mm256_load_si256(s));
   return first ? prod : _mm256_add_epi32(l, prod);
 }
 
@@ -114,43 +122,68 @@ HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, cons
 // load, then per token vpmaddubsw (activations from memory) + vpmaddwd (the
 // chunk scale from memory) + vpaddd: 14 of the 16 registers.
 // clang-format off
-#define TKV_MAC(xa, A) \
+#define TKV_MAC(xa, oa, A) \
   "vpmaddubsw " xa ", %[w], %[t]\n\t" \
   "vpmaddwd %[s], %[t], %[t]\n\t" \
   "vpaddd %[t], %[" A "], %[" A "]\n\t"
-#define TKV_MAC0(xa, A) \
+#define TKV_MAC0(xa, oa, A) \
   "vpmaddubsw " xa ", %[w], %[t]\n\t" \
   "vpmaddwd %[s], %[t], %[" A "]\n\t"
+#define TKV_MAC6(xa, oa, A) \
+  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
+  "vpsubw " oa ", %[t], %[t]\n\t" \
+  "vpmaddwd %[s], %[t], %[t]\n\t" \
+  "vpaddd %[t], %[" A "], %[" A "]\n\t"
+#define TKV_MAC60(xa, oa, A) \
+  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
+  "vpsubw " oa ", %[t], %[t]\n\t" \
+  "vpmaddwd %[s], %[t], %[" A "]\n\t"
+// Token j's activations at x0 + j * xs (j < 3) or x3 + (j - 3) * xs, its
+// Q6_K offset pairs at ob + 256 j; chunk c 32 c bytes further.
+#define TKV_ROW(M, wo, so, wp, A0, A1, A2, A3, A4, A5) \
+  "vmovdqa " wo "(%[" wp "]), %[w]\n\t" \
+  "vmovdqa " so "(%[" wp "]), %[s]\n\t" \
+  M(wo "(%[x0])", wo "(%[ob])", A0) \
+  M(wo "(%[x0],%[xs],1)", wo "+256(%[ob])", A1) \
+  M(wo "(%[x0],%[xs],2)", wo "+512(%[ob])", A2) \
+  M(wo "(%[x3])", wo "+768(%[ob])", A3) \
+  M(wo "(%[x3],%[xs],1)", wo "+1024(%[ob])", A4) \
+  M(wo "(%[x3],%[xs],2)", wo "+1280(%[ob])", A5)
+#define TKV_CHUNK(M, wo, so) \
+  TKV_ROW(M, wo, so, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
+  TKV_ROW(M, wo, so, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
+#define TKV_BLOCK(M0, M) \
+  TKV_CHUNK(M0, "0", "256") TKV_CHUNK(M, "32", "288") TKV_CHUNK(M, "64", "320") \
+  TKV_CHUNK(M, "96", "352") TKV_CHUNK(M, "128", "384") TKV_CHUNK(M, "160", "416") \
+  TKV_CHUNK(M, "192", "448") TKV_CHUNK(M, "224", "480")
 // clang-format on
-#define TKV_ROW(M, wo, so, xo, wp, A0, A1, A2, A3, A4, A5)                                     \
-  "vmovdqa " wo "(%[" wp "]), %[w]\n\tvmovdqa " so "(%[" wp "]), %[s]\n\t" M(xo "(%[x0])", A0) \
-      M(xo "(%[x0],%[xs],1)", A1) M(xo "(%[x0],%[xs],2)", A2) M(xo "(%[x3])", A3)              \
-          M(xo "(%[x3],%[xs],1)", A4) M(xo "(%[x3],%[xs],2)", A5)
-#define TKV_CHUNK(M, wo, so)                                       \
-  TKV_ROW(M, wo, so, wo, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
-  TKV_ROW(M, wo, so, wo, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
 
+template <DType T>
 HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const ActBlock256* const* x,
-                             size_t b, __m256i* l) {
+                             size_t b, const __m256i* off, __m256i* l) {
   static_assert(offsetof(PackedQ4K, s) == 256);
   const int8_t* x0 = x[0][b].q;
   const int8_t* x3 = x[3][b].q;
   const intptr_t xs = x[1][b].q - x0;
   HWY_DASSERT(x[2][b].q - x0 == 2 * xs && x[4][b].q - x3 == xs && x[5][b].q - x3 == 2 * xs);
   __m256i w, sc, t;
-  __asm__(
-      TKV_CHUNK(TKV_MAC0, "0", "256") TKV_CHUNK(TKV_MAC, "32", "288")
-          TKV_CHUNK(TKV_MAC, "64", "320") TKV_CHUNK(TKV_MAC, "96", "352")
-              TKV_CHUNK(TKV_MAC, "128", "384") TKV_CHUNK(TKV_MAC, "160", "416")
-                  TKV_CHUNK(TKV_MAC, "192", "448") TKV_CHUNK(TKV_MAC, "224", "480")
-      : [a0] "=&x"(l[0]), [a1] "=&x"(l[1]), [a2] "=&x"(l[2]), [a3] "=&x"(l[3]), [a4] "=&x"(l[4]),
-        [a5] "=&x"(l[5]), [a6] "=&x"(l[6]), [a7] "=&x"(l[7]), [a8] "=&x"(l[8]), [a9] "=&x"(l[9]),
-        [a10] "=&x"(l[10]), [a11] "=&x"(l[11]), [w] "=&x"(w), [s] "=&x"(sc), [t] "=&x"(t)
-      : [p0] "r"(u0), [p1] "r"(u1), [x0] "r"(x0), [x3] "r"(x3), [xs] "r"(xs)
-      : "memory");
+#define TKV_OPERANDS                                                                          \
+  : [a0] "=&x"(l[0]), [a1] "=&x"(l[1]), [a2] "=&x"(l[2]), [a3] "=&x"(l[3]), [a4] "=&x"(l[4]), \
+    [a5] "=&x"(l[5]), [a6] "=&x"(l[6]), [a7] "=&x"(l[7]), [a8] "=&x"(l[8]), [a9] "=&x"(l[9]), \
+    [a10] "=&x"(l[10]), [a11] "=&x"(l[11]), [w] "=&x"(w), [s] "=&x"(sc), [t] "=&x"(t)         \
+  : [p0] "r"(u0), [p1] "r"(u1), [x0] "r"(x0), [x3] "r"(x3), [xs] "r"(xs), [ob] "r"(off)       \
+  : "memory"
+  if constexpr (T == DType::Q6_K)
+    __asm__(TKV_BLOCK(TKV_MAC60, TKV_MAC6) TKV_OPERANDS);
+  else
+    __asm__(TKV_BLOCK(TKV_MAC0, TKV_MAC) TKV_OPERANDS);
+#undef TKV_OPERANDS
 }
+#undef TKV_BLOCK
 #undef TKV_CHUNK
 #undef TKV_ROW
+#undef TKV_MAC60
+#undef TKV_MAC6
 #undef TKV_MAC0
 #undef TKV_MAC
 
@@ -159,9 +192,10 @@ HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const Act
 // vpmaddwd (the chunk's scale) + vpaddd into the int32 lanes of the block;
 // then DotRowsInt's float step: v = fma(d_w d_x, float(lanes), v) and, two
 // tokens per instruction, m = fma(dm_w d_x, float(mins . group sums), m).
-template <int R, int NT>
+template <DType T, int R, int NT>
 HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock256* const* x,
-                     const TileBlock* HWY_RESTRICT tb, TileAcc<R, NT>& acc) {
+                     const TileBlock* HWY_RESTRICT tb, const __m256i* HWY_RESTRICT off,
+                     TileAcc<R, NT>& acc) {
   constexpr int kP = TileAcc<R, NT>::kP;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < NT; ++t) acc.v[r][t] = _mm256_setzero_ps();
@@ -173,12 +207,14 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
     // The tile's int32 block sums, l[r * NT + t].
     __m256i l[R * NT];
     if constexpr (R == kRows && NT == kTokens) {
-      BlockSums2x6(u[0], u[1], x, b, l);
+      BlockSums2x6<T>(u[0], u[1], x, b, off + b * kTokens * 8, l);
     } else {
       auto chunk = [&]<size_t... I>(std::index_sequence<I...>, int c, bool first) {
         __m256i w[R];
         for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256(&u[r]->w[c]);
-        ((l[I] = Chunk(first, l[I], w[I / NT], x[I % NT][b].q + 32 * c, &u[I / NT]->s[c])), ...);
+        ((l[I] = Chunk<T>(first, l[I], w[I / NT], x[I % NT][b].q + 32 * c, &u[I / NT]->s[c],
+                          off + (b * kTokens + I % NT) * 8 + c)),
+         ...);
       };
       chunk(std::make_index_sequence<R * NT>(), 0, true);
       for (int c = 1; c < 8; ++c) chunk(std::make_index_sequence<R * NT>(), c, false);
@@ -193,7 +229,7 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
        ...);
     }
     (std::make_index_sequence<R * NT>());
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R && T == DType::Q4_K; ++r) {
       const __m256 dm = _mm256_set1_ps(u[r]->dm);
       for (int q = 0; q < kP; ++q)
         acc.m[r][q] = _mm256_fmadd_ps(
@@ -209,8 +245,11 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
 }
 
 // The tile data of tokens [t, t + nt) (nt <= kTokens), nb blocks.
+// Q6_K: also the offset pairs, off[(b * kTokens + j) * 8 + c] =
+// vpmaddubsw(32, chunk c of token j's block b).
+template <DType T>
 HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t t, int nt,
-                               TileBlock* tb) {
+                               TileBlock* tb, __m256i* off) {
   std::memset(static_cast<void*>(tb), 0, nb * sizeof(TileBlock));
   for (int j = 0; j < nt; ++j) {
     const auto* x = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
@@ -219,15 +258,20 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
       k.dx[j] = x[b].d;
       for (int i = 0; i < 4; ++i) k.dx_pair[j / 2][4 * (j % 2) + i] = x[b].d;
       std::memcpy(&k.psums_pair[j / 2][8 * (j % 2)], x[b].psums, 16);
+      if constexpr (T == DType::Q6_K)
+        for (int c = 0; c < 8; ++c)
+          off[(b * kTokens + size_t(j)) * 8 + size_t(c)] =
+              _mm256_maddubs_epi16(_mm256_set1_epi8(32), Load256(x[b].q + 32 * c));
     }
   }
 }
 
 // Rows [r0, r0 + nr) of the panel times NT tokens from t: the tokens'
 // activations stay in L1 while the panel's row pairs are swept over them.
-template <int NT>
+template <DType T, int NT>
 HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
-                            int64_t r0, int64_t nr, int64_t t, const TileBlock* tb) {
+                            int64_t r0, int64_t nr, int64_t t, const TileBlock* tb,
+                            const __m256i* off) {
   const ActBlock256* x[NT];
   for (int j = 0; j < NT; ++j)
     x[j] = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
@@ -237,69 +281,92 @@ HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel
     s.v = acc.v[i][j];
     const __m256 m = acc.m[i][j / 2];
     s.m = _mm256_castps128_ps256(j % 2 ? _mm256_extractf128_ps(m, 1) : _mm256_castps256_ps128(m));
-    return FinishInt<DType::Q4_K>(s);
+    return FinishInt<T>(s);
   };
   int64_t r = 0;
   for (; r + kRows <= nr; r += kRows) {
     TileAcc<kRows, NT> acc;
-    Tile<kRows, NT>(panel + size_t(r) * nb, nb, x, tb, acc);
+    Tile<T, kRows, NT>(panel + size_t(r) * nb, nb, x, tb, off, acc);
     for (int i = 0; i < kRows; ++i)
       for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r + i] = finish(acc, i, j);
   }
   if (r < nr) {
     TileAcc<1, NT> acc;
-    Tile<1, NT>(panel + size_t(r) * nb, nb, x, tb, acc);
+    Tile<T, 1, NT>(panel + size_t(r) * nb, nb, x, tb, off, acc);
     for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r] = finish(acc, 0, j);
   }
 }
 
-template <int NT>
+template <DType T, int NT>
 HWY_INLINE void PanelTail(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
-                          int64_t r0, int64_t nr, int64_t t, const TileBlock* tb) {
+                          int64_t r0, int64_t nr, int64_t t, const TileBlock* tb,
+                          const __m256i* off) {
   if constexpr (NT > 0) {
-    if (a.n - t == NT) return PanelTokens<NT>(a, panel, nb, r0, nr, t, tb);
-    PanelTail<NT - 1>(a, panel, nb, r0, nr, t, tb);
+    if (a.n - t == NT) return PanelTokens<T, NT>(a, panel, nb, r0, nr, t, tb, off);
+    PanelTail<T, NT - 1>(a, panel, nb, r0, nr, t, tb, off);
   }
 }
 
-void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
+// One block of a row in the panel's form: Q4_K's u8 weights, chunk scales
+// and mins; Q6_K's unsigned quants q (UnpackBlock's offset form) and its
+// 16-value group scales.
+template <DType T>
+HWY_INLINE void PackBlock(const uint8_t* blk, PackedQ4K& o) {
+  UnpackedFor<T> u;
+  UnpackBlock<T, T == DType::Q6_K>(blk, u);
+  for (int c = 0; c < 8; ++c) o.w[c] = u.w[c], o.s[c] = u.s[c];
+  if constexpr (T == DType::Q4_K) {
+    o.mins = _mm256_permute2x128_si256(u.mins, u.mins, 0x00);
+    o.dm = u.dm;
+  } else {
+    o.mins = _mm256_setzero_si256();
+    o.dm = 0.0f;
+  }
+  o.d = u.d;
+}
+
+template <DType T>
+void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   static thread_local ScratchBuffer<PackedQ4K> panel_buffer;
   static thread_local ScratchBuffer<TileBlock> tile_buffer;
+  static thread_local ScratchBuffer<__m256i> offset_buffer;
+  constexpr size_t kBlockBytes = T == DType::Q6_K ? sizeof(BlockQ6_K) : sizeof(BlockQ4_K);
   const size_t nb = size_t(a.cols) / 256;
   // Rows per panel: as many as fit kPanelBytes (an even number, at least 2).
   const int64_t panel_rows =
       std::max<int64_t>(kRows, int64_t(kPanelBytes / (nb * sizeof(PackedQ4K))) / kRows * kRows);
   PackedQ4K* panel = panel_buffer.Get(size_t(panel_rows) * nb);
   TileBlock* tb = tile_buffer.Get(nb);
+  __m256i* off = T == DType::Q6_K ? offset_buffer.Get(nb * kTokens * 8) : nullptr;
   for (int64_t rp = r0; rp < r1; rp += panel_rows) {
     const int64_t nr = std::min(panel_rows, r1 - rp);
     for (int64_t r = 0; r < nr; ++r) {
       const uint8_t* row = a.w + size_t(rp + r) * a.row_bytes;
-      for (size_t b = 0; b < nb; ++b) {
-        UnpackedFor<DType::Q4_K> u;
-        UnpackBlock<DType::Q4_K>(row + b * sizeof(BlockQ4_K), u);
-        PackedQ4K& o = panel[size_t(r) * nb + b];
-        for (int c = 0; c < 8; ++c) o.w[c] = u.w[c], o.s[c] = u.s[c];
-        o.mins = _mm256_permute2x128_si256(u.mins, u.mins, 0x00);
-        o.d = u.d;
-        o.dm = u.dm;
-      }
+      for (size_t b = 0; b < nb; ++b)
+        PackBlock<T>(row + b * kBlockBytes, panel[size_t(r) * nb + b]);
     }
     for (int64_t t = 0; t < a.n; t += kTokens) {
       const int nt = int(std::min<int64_t>(kTokens, a.n - t));
-      FillTileBlocks(a, nb, t, nt, tb);
+      FillTileBlocks<T>(a, nb, t, nt, tb, off);
       if (nt == kTokens)
-        PanelTokens<kTokens>(a, panel, nb, rp, nr, t, tb);
+        PanelTokens<T, kTokens>(a, panel, nb, rp, nr, t, tb, off);
       else
-        PanelTail<kTokens - 1>(a, panel, nb, rp, nr, t, tb);
+        PanelTail<T, kTokens - 1>(a, panel, nb, rp, nr, t, tb, off);
     }
   }
+}
+
+void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
+  if (a.type == DType::Q6_K) return GemmRows<DType::Q6_K>(a, r0, r1);
+  HWY_DASSERT(a.type == DType::Q4_K);
+  GemmRows<DType::Q4_K>(a, r0, r1);
 }
 
 // Prefill-sized products only: at 8 tokens (batched decode) unpacking a
 // panel per call made it 5-10% slower than intdot-inl.h's tiles.
 bool Q4KGemmActive(DType type, int64_t n) {
-  return type == DType::Q4_K && n > kIntMatmulMaxTokens && !IntVnniUsable();
+  return (type == DType::Q4_K || type == DType::Q6_K) && n > kIntMatmulMaxTokens &&
+         !IntVnniUsable();
 }
 
 #else  // not AVX2
