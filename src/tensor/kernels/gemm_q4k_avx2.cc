@@ -64,7 +64,7 @@ inline constexpr int kPairs = (kTokens + 1) / 2;
 struct alignas(32) PackedQ4K {
   __m256i w[8];  // u8 weights of chunk c (0..15)
   __m256i s[8];  // int16 scale of chunk c in every lane
-  __m256i mins;  // the 8 int16 mins in both halves
+  __m256i mins;  // Q4_K: the 8 int16 mins in both halves; Q6_K: bias (PackBlock)
   float d, dm;
   uint8_t pad[24];
 };
@@ -102,15 +102,15 @@ struct TileAcc {
 };
 
 // One (row, token, chunk) of a tile: the chunk's int32 lanes with the
-// chunk scale folded in, added to l (or l's first value). Q6_K's weights
-// are q - 32 with q in 0..63: its pairs are vpmaddubsw(q, x) minus the
-// token's 32 x pairs (off), the same int16 values as intdot-inl.h's sign
-// form (no saturation: 2 * 63 * 127 and 2 * 32 * 127 fit).
+// chunk scale folded in, added to l (or l's first value). Q6_K's signed
+// weights w = q - 32 (-32..31) are vpmaddubsw's s8 operand and the token's
+// activations plus 128 (xu, u8) the other: pairs (x + 128) w, within int16
+// (2 * 255 * 32), whose 128 w part the row's bias removes per block.
 template <DType T>
 HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, const __m256i* s,
-                         const __m256i* off) {
-  __m256i pairs = _mm256_maddubs_epi16(w, Load256(x));
-  if constexpr (T == DType::Q6_K) pairs = _mm256_sub_epi16(pairs, _mm256_load_si256(off));
+                         const __m256i* xu) {
+  const __m256i pairs = T == DType::Q6_K ? _mm256_maddubs_epi16(_mm256_load_si256(xu), w)
+                                         : _mm256_maddubs_epi16(w, Load256(x));
   const __m256i prod = _mm256_madd_epi16(pairs, _mm256_load_si256(s));
   return first ? prod : _mm256_add_epi32(l, prod);
 }
@@ -129,15 +129,6 @@ HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, cons
 #define TKV_MAC0(xa, oa, A) \
   "vpmaddubsw " xa ", %[w], %[t]\n\t" \
   "vpmaddwd %[s], %[t], %[" A "]\n\t"
-#define TKV_MAC6(xa, oa, A) \
-  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
-  "vpsubw " oa ", %[t], %[t]\n\t" \
-  "vpmaddwd %[s], %[t], %[t]\n\t" \
-  "vpaddd %[t], %[" A "], %[" A "]\n\t"
-#define TKV_MAC60(xa, oa, A) \
-  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
-  "vpsubw " oa ", %[t], %[t]\n\t" \
-  "vpmaddwd %[s], %[t], %[" A "]\n\t"
 // Token j's activations at x0 + j * xs (j < 3) or x3 + (j - 3) * xs, its
 // Q6_K offset pairs at ob + 256 j; chunk c 32 c bytes further.
 #define TKV_ROW(M, wo, so, wp, A0, A1, A2, A3, A4, A5) \
@@ -152,6 +143,26 @@ HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, cons
 #define TKV_CHUNK(M, wo, so) \
   TKV_ROW(M, wo, so, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
   TKV_ROW(M, wo, so, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
+// Q6_K, token by token: xu of token j (ob + 256 j) in a register, the
+// rows' weights and scales as memory operands.
+#define TKV_Q6MAC(wo, so, wp, A) \
+  "vpmaddubsw " wo "(%[" wp "]), %[w], %[t]\n\t" \
+  "vpmaddwd " so "(%[" wp "]), %[t], %[t]\n\t" \
+  "vpaddd %[t], %[" A "], %[" A "]\n\t"
+#define TKV_Q6MAC0(wo, so, wp, A) \
+  "vpmaddubsw " wo "(%[" wp "]), %[w], %[t]\n\t" \
+  "vpmaddwd " so "(%[" wp "]), %[t], %[" A "]\n\t"
+#define TKV_Q6TOKEN(M, wo, so, xo, A, B) \
+  "vmovdqa " wo "+" xo "(%[ob]), %[w]\n\t" M(wo, so, "p0", A) M(wo, so, "p1", B)
+#define TKV_Q6CHUNK(M, wo, so) \
+  TKV_Q6TOKEN(M, wo, so, "0", "a0", "a6") TKV_Q6TOKEN(M, wo, so, "256", "a1", "a7") \
+  TKV_Q6TOKEN(M, wo, so, "512", "a2", "a8") TKV_Q6TOKEN(M, wo, so, "768", "a3", "a9") \
+  TKV_Q6TOKEN(M, wo, so, "1024", "a4", "a10") TKV_Q6TOKEN(M, wo, so, "1280", "a5", "a11")
+#define TKV_Q6BLOCK \
+  TKV_Q6CHUNK(TKV_Q6MAC0, "0", "256") TKV_Q6CHUNK(TKV_Q6MAC, "32", "288") \
+  TKV_Q6CHUNK(TKV_Q6MAC, "64", "320") TKV_Q6CHUNK(TKV_Q6MAC, "96", "352") \
+  TKV_Q6CHUNK(TKV_Q6MAC, "128", "384") TKV_Q6CHUNK(TKV_Q6MAC, "160", "416") \
+  TKV_Q6CHUNK(TKV_Q6MAC, "192", "448") TKV_Q6CHUNK(TKV_Q6MAC, "224", "480")
 #define TKV_BLOCK(M0, M) \
   TKV_CHUNK(M0, "0", "256") TKV_CHUNK(M, "32", "288") TKV_CHUNK(M, "64", "320") \
   TKV_CHUNK(M, "96", "352") TKV_CHUNK(M, "128", "384") TKV_CHUNK(M, "160", "416") \
@@ -174,7 +185,7 @@ HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const Act
   : [p0] "r"(u0), [p1] "r"(u1), [x0] "r"(x0), [x3] "r"(x3), [xs] "r"(xs), [ob] "r"(off)       \
   : "memory"
   if constexpr (T == DType::Q6_K)
-    __asm__(TKV_BLOCK(TKV_MAC60, TKV_MAC6) TKV_OPERANDS);
+    __asm__(TKV_Q6BLOCK TKV_OPERANDS);
   else
     __asm__(TKV_BLOCK(TKV_MAC0, TKV_MAC) TKV_OPERANDS);
 #undef TKV_OPERANDS
@@ -182,8 +193,11 @@ HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const Act
 #undef TKV_BLOCK
 #undef TKV_CHUNK
 #undef TKV_ROW
-#undef TKV_MAC60
-#undef TKV_MAC6
+#undef TKV_Q6BLOCK
+#undef TKV_Q6CHUNK
+#undef TKV_Q6TOKEN
+#undef TKV_Q6MAC0
+#undef TKV_Q6MAC
 #undef TKV_MAC0
 #undef TKV_MAC
 
@@ -219,6 +233,8 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
       chunk(std::make_index_sequence<R * NT>(), 0, true);
       for (int c = 1; c < 8; ++c) chunk(std::make_index_sequence<R * NT>(), c, false);
     }
+    if constexpr (T == DType::Q6_K)
+      for (int i = 0; i < R * NT; ++i) l[i] = _mm256_sub_epi32(l[i], u[i / NT]->mins);
     const TileBlock& k = tb[b];
     alignas(32) float scale[R][8];
     for (int r = 0; r < R; ++r)
@@ -245,8 +261,8 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
 }
 
 // The tile data of tokens [t, t + nt) (nt <= kTokens), nb blocks.
-// Q6_K: also the offset pairs, off[(b * kTokens + j) * 8 + c] =
-// vpmaddubsw(32, chunk c of token j's block b).
+// Q6_K: also the activations plus 128 as u8, off[(b * kTokens + j) * 8 + c]
+// = chunk c of token j's block b xor 0x80.
 template <DType T>
 HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t t, int nt,
                                TileBlock* tb, __m256i* off) {
@@ -261,7 +277,7 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
       if constexpr (T == DType::Q6_K)
         for (int c = 0; c < 8; ++c)
           off[(b * kTokens + size_t(j)) * 8 + size_t(c)] =
-              _mm256_maddubs_epi16(_mm256_set1_epi8(32), Load256(x[b].q + 32 * c));
+              _mm256_xor_si256(Load256(x[b].q + 32 * c), _mm256_set1_epi8(char(0x80)));
     }
   }
 }
@@ -308,18 +324,24 @@ HWY_INLINE void PanelTail(const kernels::IntDotArgs& a, const PackedQ4K* panel, 
 }
 
 // One block of a row in the panel's form: Q4_K's u8 weights, chunk scales
-// and mins; Q6_K's unsigned quants q (UnpackBlock's offset form) and its
-// 16-value group scales.
+// and mins; Q6_K's signed weights q - 32, its 16-value group scales and
+// the bias of the 128 added to the activations, sum_c vpmaddwd(s_c,
+// 128 (w pairs of chunk c)): the block's int32 lanes of 128 sum w s.
 template <DType T>
 HWY_INLINE void PackBlock(const uint8_t* blk, PackedQ4K& o) {
   UnpackedFor<T> u;
-  UnpackBlock<T, T == DType::Q6_K>(blk, u);
+  UnpackBlock<T>(blk, u);
   for (int c = 0; c < 8; ++c) o.w[c] = u.w[c], o.s[c] = u.s[c];
   if constexpr (T == DType::Q4_K) {
     o.mins = _mm256_permute2x128_si256(u.mins, u.mins, 0x00);
     o.dm = u.dm;
   } else {
-    o.mins = _mm256_setzero_si256();
+    __m256i bias = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c)
+      bias = _mm256_add_epi32(
+          bias,
+          _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(char(0x80)), u.w[c]), u.s[c]));
+    o.mins = bias;
     o.dm = 0.0f;
   }
   o.d = u.d;
