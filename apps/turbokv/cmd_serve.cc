@@ -57,7 +57,7 @@ struct ServeFlags {
   std::string max_body = "8M";
   int timeout = server::HttpOptions{}.read_timeout_seconds;
   int drain_grace = 10;
-  int prefill_step = 0;  // 0: one -ub chunk
+  int prefill_step = server::SchedulerOptions{}.prefill_tokens_per_step;
 };
 
 // The API key: --api-key, or the first line of --api-key-file (which keeps
@@ -110,18 +110,20 @@ int serve_main(std::span<const std::string> args) {
   ServeFlags f;
   f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
-  // -ub is the prefill grid: small by default (the decode path's kernels),
-  // so that a long prompt arriving slows the other streams' steps only a
-  // little.
-  f.context.ubatch = server::SchedulerOptions{}.prefill_chunk;
+  // -ub is the prefill grid (the scheduler's: chunks the prefill GEMM takes,
+  // spread over several steps in layer parts while others decode).
+  const server::SchedulerOptions defaults;
+  f.context.ubatch = defaults.prefill_chunk;
   FlagParser flags(
       "serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
       "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
       "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
       "together (continuous batching); finished prompts stay cached for reuse.\n"
       "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
-      "sequences), -ub 16 (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
-      "docs/SERVER.md has the details.");
+      "sequences), -ub " +
+          std::to_string(defaults.prefill_chunk) +
+          " (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
+          "docs/SERVER.md has the details.");
   f.model.add_to(flags);
   flags.section("HTTP");
   flags.add_string({"--host"}, "ADDR",
@@ -156,15 +158,18 @@ int serve_main(std::span<const std::string> args) {
                 "on SIGTERM, let running requests finish for S seconds (default 10)",
                 &f.drain_grace, 0, 3600);
   flags.add_int({"--prefill-step"}, "N",
-                "prefill tokens per step while other sequences decode, >= -ub\n"
-                "(default: one -ub chunk; more: faster prefill, slower streams)",
+                "prefill work per step while other sequences decode, in tokens through\n"
+                "every layer; a larger chunk runs a few layers a step (default " +
+                    std::to_string(defaults.prefill_tokens_per_step) +
+                    ";\nmore: faster prefill, slower streams)",
                 &f.prefill_step, 1, 1 << 20);
   flags.section("compute");
   f.threads.add_to(flags);
   f.context.add_to(flags);
   f.kv.add_to(flags);
   // The shared flags' help states their defaults elsewhere; serve's differ.
-  flags.set_help("-ub", "tokens per prefill chunk, the prefill grid (default 16)");
+  flags.set_help("-ub", "tokens per prefill chunk, the prefill grid (default " +
+                            std::to_string(defaults.prefill_chunk) + ")");
   flags.set_help("--kv-budget",
                  "byte budget of the page pool: running and cached sequences (default 1G)");
   if (!flags.parse(args)) return 0;
@@ -192,9 +197,6 @@ int serve_main(std::span<const std::string> args) {
     sched.cache_dir_max_bytes = size_flag("--cache-dir-max", f.cache_dir_max);
   }
   sched.prefill_chunk = f.context.ubatch;
-  if (f.prefill_step > 0 && f.prefill_step < f.context.ubatch)
-    fail("--prefill-step: ", f.prefill_step, " is less than one -ub chunk (", f.context.ubatch,
-         ")");
   sched.prefill_tokens_per_step = f.prefill_step;
   std::optional<tok::ChatTemplate> forced_template;
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);

@@ -64,9 +64,8 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.context < 1) fail("scheduler: context must be >= 1 token");
   if (o.prefill_chunk < 1) fail("scheduler: prefill chunk must be >= 1 token");
   if (o.prefill_tokens_per_step == 0) o.prefill_tokens_per_step = o.prefill_chunk;
-  if (o.prefill_tokens_per_step < o.prefill_chunk)
-    fail("scheduler: prefill tokens per step (", o.prefill_tokens_per_step,
-         ") must be at least the prefill chunk (", o.prefill_chunk, ")");
+  if (o.prefill_tokens_per_step < 1)
+    fail("scheduler: prefill tokens per step must be >= 1 (got ", o.prefill_tokens_per_step, ")");
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
   if (o.max_cached_prefixes < 0) fail("scheduler: max cached prefixes must be >= 0");
   if (o.max_overtakes < 0) fail("scheduler: max overtakes must be >= 0");
@@ -114,6 +113,14 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     fixed_bytes = s.persistent_bytes;
     bytes_per_token = (s.k_bytes_per_token_head + s.v_bytes_per_token_head) *
                       double(shape.n_kv_heads) * double(shape.n_layers);
+  }
+  {
+    // Per layer: 2 x n_heads x head_dim multiply-adds per query and key
+    // (scores and values), against one per weight per token.
+    const model::ModelConfig& c = model.config();
+    const double matrices = double(c.n_embd) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                            3.0 * double(c.n_embd) * double(c.n_ff);
+    attention_per_key = 2.0 * c.n_heads * c.head_dim / matrices;
   }
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
   if (cacheable && !options.cache_dir.empty()) {

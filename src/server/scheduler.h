@@ -8,11 +8,12 @@
 //      prompt (prefix_cache.h: forked pages, copy-on-write) or empty;
 //   3. one Model::eval_batch with every decoding sequence's last token plus
 //      prefill chunks of admitting ones: at most one chunk per sequence, and
-//      while any sequence decodes at most `prefill_tokens_per_step` prefill
-//      tokens (one chunk by default), so a long prompt arriving costs each
-//      of the other streams' steps one small chunk instead of freezing them
-//      for its whole prefill; when none decodes, every admitting sequence's
-//      next chunk goes in the step;
+//      while any sequence decodes at most `prefill_tokens_per_step` tokens'
+//      worth of prefill work (a chunk larger than that runs a few of its
+//      layers per step), so a long prompt arriving costs each of the other
+//      streams' steps a bounded slice of work instead of freezing them for
+//      its whole prefill; when none decodes, every admitting sequence's next
+//      chunk goes in the step whole (or what is left of it);
 //   4. sample each sequence from its logits, stream its text (TextStream:
 //      the same decoder + stop strings as `turbokv run`), finish the ones
 //      that stopped: their sequences go to the prefix cache.
@@ -63,8 +64,17 @@ namespace tkv::server {
 // What one step of the batch evaluated.
 struct StepInfo {
   int decode_tokens = 0;   // decoding sequences (one token each)
-  int prefill_chunks = 0;  // admitting sequences with a chunk in the step
+  int prefill_chunks = 0;  // admitting sequences with a chunk (or a part of one) in the step
   int prefill_tokens = 0;  // the chunks' tokens
+  // The prefill work: each chunk's tokens x the layers it runs in this
+  // step (a chunk run whole counts tokens x the model's layers).
+  int64_t prefill_token_layers = 0;
+  // The same in the unit of prefill_tokens_per_step x layers: a chunk's
+  // rows through one layer at depth d cost tokens x (1 + attention's FLOPs
+  // per query and key / the layer matrices' per token x d); what a step
+  // carries while others decode.
+  double prefill_work = 0;
+  int split_chunks = 0;  // chunks of which only some layers run in this step
 };
 
 struct SchedulerOptions {
@@ -79,16 +89,21 @@ struct SchedulerOptions {
   int context = 4096;  // tokens per sequence (-c; not divided by `parallel`); <= 0: the model's
   // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
   // absolute positions (the last one shorter). Fixed for the scheduler's
-  // life: it decides the bits of the prefill (model.h). 16 is the largest
-  // chunk that takes the decode path's kernels (kIntMatmulMaxTokens): a
-  // step with one such chunk next to the decode tokens costs a few decode
-  // steps less than one with a 64-token chunk (the GEMM); docs/SERVER.md
-  // has the figures.
-  int prefill_chunk = 16;
-  // Prefill tokens per step over all admitting sequences while any sequence
-  // decodes; 0 = one chunk, else >= prefill_chunk. Bounds how much slower a
-  // decoding stream's step is while others prefill.
-  int prefill_tokens_per_step = 0;
+  // life: it decides the bits of the prefill (model.h). Chunks of more than
+  // 16 tokens (kIntMatmulMaxTokens) take the prefill GEMM, faster per token
+  // than the decode path's kernels; next to decoding streams they run in
+  // layer parts (prefill_tokens_per_step). docs/SERVER.md has the figures.
+  int prefill_chunk = 64;
+  // While any sequence decodes, the prefill work a step carries: at most
+  // that of this many tokens through every layer at depth 0 (a deep
+  // chunk's attention counts too: StepInfo::prefill_work). A
+  // chunk that fits runs whole; a larger one runs as many of its layers as
+  // fit (at least one when it is the step's first), the rest in the next
+  // steps (Model::eval_batch's layer-split items: the same bits as whole).
+  // Several admitting sequences share the budget in admission order. Bounds
+  // how much slower a decoding stream's step is while others prefill. 0 =
+  // one chunk (prefill_chunk tokens).
+  int prefill_tokens_per_step = 10;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
   // The pool's disk tier (--kv-spill-dir; needs a budget): past the budget

@@ -51,6 +51,10 @@ struct Active {
   int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
   bool decoding = false;      // the prompt is in; next_token is to be fed
   int32_t next_token = 0;
+  // A prefill chunk run in layer parts: the layers done so far (0: none
+  // started) and its rows' residual stream between the steps.
+  int chunk_layers_done = 0;
+  std::vector<float> chunk_carry;
   int64_t generated = 0;
   uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double queued_seconds = 0;
@@ -87,6 +91,9 @@ struct Scheduler::Impl {
   // whole pages per token (admission only; the pool has the final word).
   uint64_t fixed_bytes = 0;
   double bytes_per_token = 0;
+  // Attention's FLOPs per query and key over a layer's matrix FLOPs per
+  // token (the prefill budget's depth term).
+  double attention_per_key = 0;
   SchedulerStats figures;  // worker's running totals
   bool cache_changed = true;
 

@@ -114,34 +114,56 @@ bool Scheduler::Impl::step() {
     }
   const int decode_items = int(items.size());
   // Then prefill chunks in admission order, each the next cell of the grid
-  // [k*C, (k+1)*C) (cut by the prompt's end): while sequences decode as
-  // many as the step's cap takes (their latency), else one per admitting
-  // sequence (nobody waits on the step but the prompts themselves).
-  int64_t prefill_left =
-      decode_items > 0 ? options.prefill_tokens_per_step : std::numeric_limits<int64_t>::max();
+  // [k*C, (k+1)*C) (cut by the prompt's end). While sequences decode, the
+  // step's prefill work is capped (their latency) at the work of
+  // prefill_tokens_per_step tokens through every layer at depth 0; a chunk
+  // over what is left runs as many of its layers as fit (the step's first
+  // one at least one layer) and goes on next step. Else each admitting
+  // sequence's chunk runs whole, or what is left of it (nobody waits on the
+  // step but the prompts themselves).
+  const int n_layers = model.config().n_layers;
+  double budget = decode_items > 0 ? double(options.prefill_tokens_per_step) * n_layers
+                                   : std::numeric_limits<double>::infinity();
+  std::vector<int> part_end;  // per prefill item: the layer its part ends at
+  StepInfo info{.decode_tokens = decode_items};
   for (auto& a : active) {
     if (a->decoding) continue;
     const std::vector<int32_t>& prompt = a->pending.job.prompt;
     const int64_t at = a->session->cache().n_tokens();
     const int64_t end = std::min<int64_t>(int64_t(prompt.size()), (at / grid + 1) * grid);
     const int64_t n = end - at;
-    if (n > prefill_left) break;  // the rest wait their turn (the order is kept)
-    prefill_left -= n;
-    items.push_back(
-        {.sequence = &a->session->cache(),
-         .tokens = std::span<const int32_t>(prompt).subspan(size_t(at), size_t(n)),
-         .logits = end == int64_t(prompt.size()) ? model::Logits::kLast : model::Logits::kNone});
+    const int begin = a->chunk_layers_done;
+    // The chunk's work per layer in depth-0 tokens: its rows through the
+    // matrices (and attention among themselves) plus its queries against
+    // the keys before them.
+    const double per_layer = double(n) * (1 + attention_per_key * double(at));
+    int layers = n_layers - begin;
+    if (per_layer * layers > budget) {
+      layers = int(budget / per_layer);
+      if (layers == 0 && part_end.empty()) layers = 1;
+      if (layers == 0) break;  // the rest wait their turn (the order is kept)
+    }
+    budget -= per_layer * layers;
+    const int stop = begin + layers;
+    const bool whole = begin == 0 && stop == n_layers;
+    items.push_back({.sequence = &a->session->cache(),
+                     .tokens = std::span<const int32_t>(prompt).subspan(size_t(at), size_t(n)),
+                     .logits = stop == n_layers && end == int64_t(prompt.size())
+                                   ? model::Logits::kLast
+                                   : model::Logits::kNone,
+                     .layer_begin = begin,
+                     .layer_end = stop == n_layers ? 0 : stop,
+                     .carry = whole ? nullptr : &a->chunk_carry});
     owner.push_back(a.get());
+    part_end.push_back(stop);
+    ++info.prefill_chunks;
+    info.prefill_tokens += int(n);
+    info.prefill_token_layers += n * layers;
+    info.prefill_work += per_layer * layers;
+    info.split_chunks += !whole;
   }
   if (items.empty()) return false;
-  if (options.on_step) {
-    StepInfo info{.decode_tokens = decode_items,
-                  .prefill_chunks = int(items.size()) - decode_items,
-                  .prefill_tokens = 0};
-    for (size_t b = size_t(decode_items); b < items.size(); ++b)
-      info.prefill_tokens += int(items[b].tokens.size());
-    options.on_step(info);
-  }
+  if (options.on_step) options.on_step(info);
 
   std::vector<model::ItemStatus> status;
   try {
@@ -178,6 +200,15 @@ bool Scheduler::Impl::step() {
       finish(a, JobFinish::kError,
              disk_tier_failed(s) ? str("the KV cache's disk tier failed: ", s.message) : s.message);
       continue;
+    }
+    if (b >= size_t(decode_items)) {  // a prefill chunk, or a part of one
+      const int stop = part_end[b - size_t(decode_items)];
+      if (stop < model.config().n_layers) {
+        a.chunk_layers_done = stop;  // its rows wait in chunk_carry
+        continue;
+      }
+      a.chunk_layers_done = 0;
+      a.chunk_carry.clear();
     }
     const bool last = items[b].logits == model::Logits::kLast;
     a.session->record_fed(items[b].tokens, {});  // logits are read from ctx below

@@ -198,9 +198,11 @@ struct StepLog {
 };
 
 // While a stream decodes, two long prompts arriving together get at most
-// `prefill_tokens_per_step` prefill tokens a step (one chunk by default),
-// one after the other; with more allowed, both chunks share a step.
-void expect_prefill_cap_while_decoding(const LoadedModel& m, int per_step, int max_chunks) {
+// `prefill_tokens_per_step` tokens' work through every layer a step (one
+// chunk's by default), the chunks over it in layer parts; with two chunks'
+// worth allowed, both prompts share a step. Returns the most prompts a
+// step had.
+int prefill_cap_while_decoding(const LoadedModel& m, int per_step) {
   SchedulerOptions o = small_options("f16");
   o.prefill_tokens_per_step = per_step;
   StepLog log;
@@ -218,21 +220,82 @@ void expect_prefill_cap_while_decoding(const LoadedModel& m, int per_step, int m
   EXPECT_EQ(collect(*c).done.finish, JobFinish::kLength);
   a->cancel();
   collect(*a);
-  int most_chunks = 0;
+  const double budget =
+      double(per_step == 0 ? o.prefill_chunk : per_step) * double(m.model->config().n_layers);
+  int most_chunks = 0, split = 0;
   for (const StepInfo& step : log.snapshot()) {
     if (step.decode_tokens == 0) continue;
-    EXPECT_LE(step.prefill_tokens, per_step == 0 ? o.prefill_chunk : per_step);
+    EXPECT_LE(step.prefill_work, budget + 1e-9);
     most_chunks = std::max(most_chunks, step.prefill_chunks);
+    split += step.split_chunks;
   }
-  EXPECT_EQ(most_chunks, max_chunks);
+  EXPECT_GT(split, 0);  // the 32-token chunks at depth cost more than 32 tokens' work
+  return most_chunks;
 }
 
-TEST_F(SchedulerTest, WhileOthersDecodeAStepTakesOnePrefillChunkByDefault) {
-  expect_prefill_cap_while_decoding(*stories_, 0, 1);
+TEST_F(SchedulerTest, WhileOthersDecodeAStepCarriesOneChunksWorkByDefault) {
+  EXPECT_GE(prefill_cap_while_decoding(*stories_, 0), 1);
 }
 
 TEST_F(SchedulerTest, APrefillBudgetOfTwoChunksLetsTwoPromptsShareAStep) {
-  expect_prefill_cap_while_decoding(*stories_, 64, 2);
+  EXPECT_EQ(prefill_cap_while_decoding(*stories_, 64), 2);
+}
+
+// While a stream decodes, a chunk over the step's budget runs in layer
+// parts (here one layer a step: two never fit), a step's work within the
+// budget unless its one layer alone is over it; the job's greedy tokens
+// are those it gives alone, prefilled in whole chunks.
+void expect_layer_parts_while_decoding(const LoadedModel& m, int per_step) {
+  SchedulerOptions o = small_options("f16");  // a grid of 32 tokens
+  o.prefill_tokens_per_step = per_step;
+  const int64_t n_layers = m.model->config().n_layers;
+  ASSERT_GE(n_layers, 2);
+  ASSERT_LT(per_step * n_layers, 2 * o.prefill_chunk);
+  StepLog log;
+  log.attach(o);
+  const Job long_job = greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 3), 12);
+  Outcome alone;
+  {
+    Scheduler s(*m.model, *m.tokenizer, o);
+    alone = run_one(s, long_job);
+  }
+  for (const StepInfo& step : log.snapshot()) EXPECT_EQ(step.split_chunks, 0);  // nothing decoded
+  log.steps.clear();
+  Scheduler s(*m.model, *m.tokenizer, o);
+  std::shared_ptr<JobStream> a =
+      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), 2000));
+  std::optional<Event> first;
+  while (!first) first = a->next(std::chrono::milliseconds(100));
+  const Outcome split = collect(*s.submit(long_job));
+  a->cancel();
+  collect(*a);
+  ASSERT_TRUE(split.finished);
+  EXPECT_EQ(split.tokens, alone.tokens);
+  int parts = 0, over_budget = 0;
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens == 0 || step.prefill_chunks == 0) continue;
+    EXPECT_EQ(step.prefill_chunks, 1);
+    if (step.prefill_tokens != o.prefill_chunk) continue;  // the last, 8-token chunk
+    EXPECT_EQ(step.split_chunks, 1);
+    // One layer: within the budget, or over it only as the step's one
+    // layer (a step always moves the prefill on).
+    EXPECT_EQ(step.prefill_token_layers, o.prefill_chunk);
+    over_budget += step.prefill_work > double(per_step * n_layers) + 1e-9;
+    ++parts;
+  }
+  EXPECT_EQ(parts, 6 * n_layers);  // six full chunks, a layer a step
+  // A budget under one 32-token layer: every part is over it.
+  if (per_step * n_layers < o.prefill_chunk) {
+    EXPECT_EQ(over_budget, parts);
+  }
+}
+
+TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInLayerPartsWhileOthersDecode) {
+  expect_layer_parts_while_decoding(*stories_, 8);
+}
+
+TEST_F(SchedulerTest, AChunkOverABudgetUnderOneLayerStillRunsALayerAStep) {
+  expect_layer_parts_while_decoding(*stories_, 1);
 }
 
 // With nothing decoding, every admitting prompt's next chunk is in the
