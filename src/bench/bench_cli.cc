@@ -64,6 +64,7 @@ struct BenchFlags {
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
   // serve
   std::string clients, prompt_tokens, gen_tokens, shared_prefix, long_prompt, url;
+  int prefill_step = 0;  // serve's --prefill-step (0: the server's default)
   bool capacity = false;
   int capacity_max = 512;
 };
@@ -171,7 +172,10 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
     flags.add_int({"--capacity-max"}, "N", "requests of --capacity at most (default 512)",
                   &f.capacity_max, 1, 1 << 20);
     flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
-    flags.set_help("-ub", "the server's prefill chunk (default: serve's, 16)");
+    flags.add_int({"--prefill-step"}, "N",
+                  "the server's prefill work per step while others decode (default: serve's)",
+                  &f.prefill_step, 1, 1 << 20);
+    flags.set_help("-ub", "the server's prefill chunk, the grid (default: serve's)");
   }
   if (sub == "recall" || all) {
     in("recall");
@@ -497,7 +501,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     if (given("--url")) {
       (void)parse_server_url(f.url);  // a bad URL fails here
       // The server's settings are its own: flags that would go to it cannot.
-      for (const char* flag : {"--kv", "-ctk", "-ctv", "--kv-budget", "-ub"})
+      for (const char* flag : {"--kv", "-ctk", "-ctv", "--kv-budget", "-ub", "--prefill-step"})
         if (given(flag))
           fail("--url: ", flag, " configures a server bench serve starts; not with --url");
       s->url = f.url;
@@ -528,6 +532,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
       s->server_flags.insert(s->server_flags.end(), {"--kv-layer-override", o});
     // The server's prefill chunk stays its own default unless -ub is given.
     pass("-ub", std::to_string(f.context.ubatch));
+    pass("--prefill-step", std::to_string(f.prefill_step));
     s->server_exe = cell_argv.front();
     const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"serve", plan_serve(c, *s, info), [s](std::vector<Json> rows) {
