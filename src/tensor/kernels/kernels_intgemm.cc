@@ -133,14 +133,14 @@ bool IntDotVnni() {
 bool IntGemmPreferred(DType type) {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   switch (type) {
-    case DType::Q4_K:  // 1.18x with AVX-VNNI; 1.4x without (gemm_q4k_avx2.cc)
+    case DType::Q4_K:  // 1.4x (gemm_q4k_avx2.cc's tiles, with or without AVX-VNNI)
     case DType::Q5_K:  // 1.08x / 1.00x
       return true;
     case DType::Q2_K:    // 1.04x / 0.96x
     case DType::IQ4_XS:  // 1.05x / 0.92x
       return IntVnniUsable();
-    case DType::Q6_K:  // without VNNI gemm_q4k_avx2.cc's tiles: 1.29x
-      return !IntVnniUsable();
+    case DType::Q6_K:  // gemm_q4k_avx2.cc's tiles: 1.1-1.3x
+      return true;
     default:
       return false;
   }
