@@ -15,7 +15,9 @@
 // spilled them). Then the float step per (row, token) and super-block, the
 // scale products of a row's 6 tokens one vector multiply and the mins term
 // two tokens per 256-bit instruction (TileBlock holds the tokens' d and
-// group sums in that layout, made once per panel and tile).
+// group sums in that layout, made once per panel and tile). Q6_K runs the
+// same tiles with its signed weights as vpmaddubsw's s8 operand and the
+// activations + 128 as the u8 one (Chunk, PackBlock), token by token.
 //
 // The arithmetic is bound by its multiplies: two (vpmaddubsw, vpmaddwd) per
 // (row, token, chunk), two ports. Measured (2048 x 2048, n = 512, one
@@ -387,8 +389,8 @@ void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 // Prefill-sized products only: at 8 tokens (batched decode) unpacking a
 // panel per call made it 5-10% slower than intdot-inl.h's tiles. With or
 // without AVX-VNNI: on this Sapphire Rapids these tiles (no VNNI) beat
-// intdot-inl.h's VNNI tiles too (2048 x 2048, n = 512, one thread: q4_K
-// 31.4 against 35.3 ms, q6_K 34.0 against 43.4), with the same lanes.
+// intdot-inl.h's VNNI tiles too (2048 x 2048, n = 512, one thread, best of
+// 3: q4_K 29.7 against 35.2 ms, q6_K 35.5 against 43.4), the same lanes.
 bool Q4KGemmActive(DType type, int64_t n) {
   return (type == DType::Q4_K || type == DType::Q6_K) && n > kIntMatmulMaxTokens;
 }
