@@ -279,7 +279,7 @@ void register_in_cache() {
   for (DType t : {DType::F16, DType::BF16, DType::F32})
     benchmark::RegisterBenchmark(str("MatvecBatchInCache/", dtype_name(t)).c_str(),
                                  [t](benchmark::State& st) { BM_MatvecBatchInCache(st, t); })
-        ->ArgsProduct({{1, 4, 8, 16}, {2048, 8192}})
+        ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {2048, 8192}})
         ->ArgNames({"n", "cols"})
         ->ComputeStatistics("max", max_of)
         ->Unit(benchmark::kMicrosecond);

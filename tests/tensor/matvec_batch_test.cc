@@ -64,10 +64,19 @@ TEST(MatvecBatch, FloatTokensEqualMatvecForEveryShapeAndTarget) {
   }
 }
 
+TEST(MatvecBatch, ManyFloatTokensEqualMatvec) {
+  // Prefill-sized batches: several token groups, a partial last group and
+  // partial token tiles, with partial row panels and a column tail.
+  for (const DType type : {DType::F32, DType::F16, DType::BF16})
+    expect_batch_equals_matvec(type, 45, 1061, {40, 64, 101});
+}
+
 TEST(MatvecBatch, LongFloatRowsEqualMatvec) {
-  // 8192 columns (llama's FFN down projection) across two threads' tasks.
+  // 8192 columns (llama's FFN down projection) across two threads' tasks;
+  // 40 and 61 tokens span more than one token block (the packed activations
+  // of 24 tokens on AVX-512, 30 on AVX2, fill the kernel's L2 share).
   for (const DType type : {DType::F16, DType::BF16})
-    expect_batch_equals_matvec(type, 40, 8192, {8, 16});
+    expect_batch_equals_matvec(type, 40, 8192, {8, 16, 40, 61});
 }
 
 TEST(MatvecBatch, ZeroTokensWriteNothingAndNegativeCountsAreErrors) {

@@ -7,13 +7,14 @@
 // final sum, so they can be run one after the other; this kernel does, and
 // keeps them in memory between column chunks, which leaves the whole
 // register file for more tokens per weight vector (each f16/bf16 vector is
-// converted once for 8 tokens) and keeps the tokens' activations in L1.
+// converted once for up to 6 tokens on AVX-512, 5 on AVX2).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/matvec_float_batch.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/float_rows-inl.h"
@@ -24,37 +25,50 @@ namespace tkv {
 namespace HWY_NAMESPACE {
 namespace batch {
 
-// Blocking, outermost first (sizes for an L1 of 32 KiB or more):
+// Blocking, outermost first (sizes for an L1 of 48 KiB, an L2 of 2 MiB):
+//  - the tokens' activations packed once per task, group by group and
+//    chunk by chunk, token-interleaved (PackedAt), so that a group's chunk
+//    is one contiguous block. The callers' activation rows are a power of
+//    two apart (8 or 32 KiB): read in place, the tokens' lines of a chunk
+//    would all fall in the same L1 sets, together with the weight rows
+//    (also a power of two apart), and evict each other;
+//  - tokens in blocks of whole groups whose packed activations fit
+//    kBlockBytes (L2), swept by every panel of the task: one block up to
+//    120 tokens at 2048 columns, 24 at 8192 (AVX-512);
 //  - rows in panels of kPanelRows; the next panel's weights stream into L2
 //    (Prefetcher) while this one is computed;
 //  - tokens in groups of up to kGroupTokens, each group's (row, token,
-//    chain) accumulators of the panel kept in a small buffer (16 KiB on
+//    chain) accumulators of the panel kept in a small buffer (6 KiB on
 //    AVX-512) between column chunks; a second group finds the panel's
-//    weights in L2;
-//  - columns in chunks of kChunkValues, the group's activations of a chunk
-//    copied token-interleaved into an 8 KiB buffer that stays in L1 while
-//    every row of the panel uses it (a copy per panel and chunk: one vector
-//    per kPanelRows FMAs). The callers' activation rows are a power of two
-//    apart (8 or 32 KiB), so read in place the tokens' lines of a chunk
-//    would all fall in the same L1 sets, together with the weight rows
-//    (also a power of two apart), and evict each other;
-//  - in registers, one chain of kTileRows rows x kTileTokens tokens: each
-//    weight vector loaded and converted once for kTileTokens tokens, each
+//    weights in L1/L2;
+//  - columns in chunks of kChunkValues: a whole row of 2048 columns, so
+//    that a register tile runs 64 steps (AVX-512) per chain between loading
+//    and storing its accumulators;
+//  - in registers, one chain of kTileRows rows x m <= kTileTokens tokens:
+//    each weight vector loaded and converted once for m tokens, each
 //    activation vector loaded once for kTileRows rows.
-// Per weight vector and tile: kTileRows conversions (2 uops each on x86),
-// kTileRows x kTileTokens FMAs. AVX-512 (32 registers): 2 x 8 = 16
-// accumulators; 16-register targets (AVX2, SSE4, NEON): 1 x 8 (2 x 4 and
-// 2 x 2 measured 2-20% slower on AVX2). Panels of 16 rows and chunks of 256
-// columns measured 4-10% faster (8 tokens, one thread, AVX-512) than 8 x
-// 512, 32 x 256 or 16 x 512.
-inline constexpr int64_t kGroupTokens = 8;
-inline constexpr int64_t kPanelRows = 16;
-inline constexpr size_t kChunkValues = 256;
+// Per weight vector and tile: one conversion (one FMA-port uop on x86 when
+// it reads memory), m FMAs. AVX-512 (32 registers): 4 x 6 = 24
+// accumulators + 4 weights + 1 activation; 16-register targets (AVX2):
+// 2 x 5. Measured (one thread, f16, 64 x 2048 in cache, GFLOP/s at n = 8 /
+// 16 / 64, same sitting) against the previous 2 x 8 (AVX-512) and 1 x 8
+// (AVX2) tiles over 16-row panels and 256-column chunks: AVX-512 ~118 /
+// 116 / 124 vs 108 / 109 / 108; AVX2 ~77 / 74 / 82 vs 71 / 74 / 74. Chunks
+// of 256 or 512 columns were 10-20% slower (the tiles' fixed cost: loading
+// and storing 24 accumulators per 8 or 16 steps); converting a panel's
+// chunk to f32 once per group (instead of once per tile) 10-15% slower; F32
+// weights run at the same speed as F16, so the conversions are not what
+// limits it.
+inline constexpr int64_t kTileRows = kLanes >= 16 ? 4 : kLanes >= 8 ? 2 : 1;
+inline constexpr int64_t kTileTokens = kLanes >= 16 ? 6 : kLanes >= 8 ? 5 : 8;
+inline constexpr int64_t kGroupTokens = 2 * kTileTokens;
+inline constexpr int64_t kPanelRows = kLanes >= 16 ? 4 : 8;
+inline constexpr size_t kChunkValues = 2048;
 inline constexpr size_t kChunkVecs = kChunkValues / kLanes;
+inline constexpr size_t kBlockBytes = size_t(1) << 20;
 static_assert(kChunkVecs % 2 == 0, "a chunk starts on chain 0");
-inline constexpr int64_t kTileRows = kLanes >= 16 ? 2 : 1;
-inline constexpr int64_t kTileTokens = 8;
 static_assert(kGroupTokens % kTileTokens == 0);
+static_assert(kPanelRows % kTileRows == 0);
 
 // Accumulator (row p, token t, chain c) of a panel, in floats.
 HWY_INLINE size_t AccAt(int64_t p, int64_t t, int64_t c) {
@@ -75,13 +89,14 @@ HWY_INLINE size_t PackedAt(size_t j, int64_t t) {
 // step, in the order the tiles will read them (chunk by chunk, each chunk
 // row by row), so that the memory stream runs under the FMAs and, when it
 // falls behind, the lines needed first are the ones already there. One line
-// per step of the 2 x 8 tile is the rate at which the tiles consume weights
-// (chain 0 of a chunk reads a new line of each of its two rows per step,
-// chain 1 the other halves of the same lines), so the stream stays one
-// panel ahead. (Measured on AVX-512, 8 tokens: without it 20% slower on one
-// thread; two lines per step, a lead of two panels, or an extra burst of L1
-// prefetches per chunk 5-15% slower; this order rather than row by row 9%
-// faster on an 8192 x 2048 f16 matrix with two threads.)
+// per tile step keeps the stream about one panel ahead for a group of 8
+// to 12 tokens (the tiles read a panel's rows once per token tile and
+// chain). (Measured on AVX-512 with the earlier 2 x 8 tile, 8 tokens:
+// without it 20% slower on one thread; two lines per step, a lead of two
+// panels, or an extra burst of L1 prefetches per chunk 5-15% slower; this
+// order rather than row by row 9% faster on an 8192 x 2048 f16 matrix with
+// two threads. With the 4 x 6 tile, two lines per step measured 10-15%
+// slower again.)
 struct Prefetcher {
   const uint8_t* panel = nullptr;  // the next panel's row 0
   size_t row_bytes = 0, chunk_bytes = 0;
@@ -132,31 +147,60 @@ HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const
     for (int64_t t = 0; t < N; ++t) hn::Store(a[r][t], df, acc + AccAt(r, t, chain));
 }
 
+// One chain of R rows x m tokens (1 <= m <= kTileTokens), m a run-time
+// count.
+template <class Src, int64_t R, int64_t N = kTileTokens>
+HWY_INLINE void ChainTileOf(int64_t m, const uint8_t* rows, size_t row_bytes, size_t c,
+                            const float* xp, size_t j0, size_t j1, int64_t chain, float* acc,
+                            Prefetcher& pf) {
+  if constexpr (N > 1) {
+    if (m < N) return ChainTileOf<Src, R, N - 1>(m, rows, row_bytes, c, xp, j0, j1, chain, acc, pf);
+  }
+  ChainTile<Src, R, N>(rows, row_bytes, c, xp, j0, j1, chain, acc, pf);
+}
+
 // Both chains of R rows over one chunk of nj vectors starting at value c,
-// for g tokens: tiles of kTileTokens tokens, then 4, 2, 1.
+// for g tokens, in the fewest token tiles, of equal sizes within one (8
+// tokens on AVX-512: 4 + 4 rather than 6 + 2, whose 2-token tile spends a
+// conversion per two FMAs).
 template <class Src, int64_t R>
 HWY_INLINE void ChunkRows(const uint8_t* rows, size_t row_bytes, size_t c, const float* xp,
                           int64_t g, size_t nj, float* acc, Prefetcher& pf) {
+  const int64_t n_tiles = (g + kTileTokens - 1) / kTileTokens;
   for (int64_t chain = 0; chain < 2; ++chain) {
-    const size_t j0 = size_t(chain);
-    int64_t t = 0;
-    for (; t + kTileTokens <= g; t += kTileTokens)
-      ChainTile<Src, R, kTileTokens>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
-                                     acc + AccAt(0, t, 0), pf);
-    if (t + 4 <= g) {
-      ChainTile<Src, R, 4>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
-                           acc + AccAt(0, t, 0), pf);
-      t += 4;
+    for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
+      const int64_t m = g / n_tiles + (i < g % n_tiles ? 1 : 0);
+      ChainTileOf<Src, R>(m, rows, row_bytes, c, xp + PackedAt(0, t), size_t(chain), nj, chain,
+                          acc + AccAt(0, t, 0), pf);
+      t += m;
     }
-    if (t + 2 <= g) {
-      ChainTile<Src, R, 2>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
-                           acc + AccAt(0, t, 0), pf);
-      t += 2;
-    }
-    if (t < g)
-      ChainTile<Src, R, 1>(rows, row_bytes, c, xp + PackedAt(0, t), j0, nj, chain,
-                           acc + AccAt(0, t, 0), pf);
   }
+}
+
+// The calling thread's grow-only buffer of packed activations.
+float* PackBuffer(size_t floats) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  static thread_local size_t size = 0;
+  if (size < floats) {
+    buf = hwy::AllocateAligned<float>(floats);
+    HWY_ASSERT(buf != nullptr);
+    size = floats;
+  }
+  return buf.get();
+}
+
+// Rows [p, p + np) of a panel, both chains of one chunk: row tiles of
+// kTileRows, then single rows.
+template <class Src>
+HWY_INLINE void ChunkPanel(const uint8_t* panel, size_t row_bytes, int64_t np, size_t c,
+                           const float* xp, int64_t g, size_t nj, float* acc, Prefetcher& pf) {
+  int64_t p = 0;
+  for (; p + kTileRows <= np; p += kTileRows)
+    ChunkRows<Src, kTileRows>(panel + size_t(p) * row_bytes, row_bytes, c, xp, g, nj,
+                              acc + AccAt(p, 0, 0), pf);
+  for (; p < np; ++p)
+    ChunkRows<Src, 1>(panel + size_t(p) * row_bytes, row_bytes, c, xp, g, nj, acc + AccAt(p, 0, 0),
+                      pf);
 }
 
 template <class Src>
@@ -164,50 +208,59 @@ void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64
   const DF df;
   const size_t cols = size_t(a.cols), n_vecs = cols / kLanes, tail0 = n_vecs * kLanes;
   const size_t n_chunks = (n_vecs + kChunkVecs - 1) / kChunkVecs;
+  const int64_t n_groups = (n + kGroupTokens - 1) / kGroupTokens;
+  // Group gi's chunk ci at xp + (gi * n_chunks + ci) * kGroupChunk.
+  constexpr size_t kGroupChunk = kChunkValues * size_t(kGroupTokens);
+  float* xp = PackBuffer(size_t(n_groups) * n_chunks * kGroupChunk);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = a.x + size_t(t) * cols;
+    float* xc =
+        xp + size_t(t / kGroupTokens) * n_chunks * kGroupChunk + PackedAt(0, t % kGroupTokens);
+    for (size_t v0 = 0; v0 < n_vecs; v0 += kChunkVecs, xc += kGroupChunk)
+      for (size_t j = 0, nj = std::min(kChunkVecs, n_vecs - v0); j < nj; ++j)
+        hn::Store(hn::LoadU(df, xt + (v0 + j) * kLanes), df, xc + PackedAt(j, 0));
+  }
   HWY_ALIGN float acc[kPanelRows * kGroupTokens * 2 * kLanes];
-  HWY_ALIGN float xp[kChunkValues * kGroupTokens];
-  for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
-    const int64_t np = std::min(kPanelRows, r1 - p0);
-    const uint8_t* panel = a.w + size_t(p0) * a.row_bytes;
-    // The next panel's rows (contiguous after this one's) stream into L2
-    // while this panel is computed: a panel holds only a few chunks of each
-    // row, too few for the hardware's stream detection to warm up in.
-    Prefetcher pf{panel + size_t(np) * a.row_bytes, a.row_bytes, kChunkValues * Src::kBytes,
-                  std::min(kPanelRows, r1 - p0 - np)};
-    for (int64_t t0 = 0; t0 < n; t0 += kGroupTokens) {
-      const int64_t g = std::min(kGroupTokens, n - t0);
-      const float* x = a.x + size_t(t0) * cols;
-      for (int64_t p = 0; p < np; ++p)
-        for (int64_t t = 0; t < g; ++t)
-          for (int64_t c = 0; c < 2; ++c) hn::Store(hn::Zero(df), df, acc + AccAt(p, t, c));
-      for (size_t ci = 0; ci < n_chunks; ++ci) {
-        const size_t v0 = ci * kChunkVecs, nj = std::min(kChunkVecs, n_vecs - v0);
-        const size_t c = v0 * kLanes;
-        for (int64_t t = 0; t < g; ++t)
-          for (size_t j = 0; j < nj; ++j)
-            hn::Store(hn::LoadU(df, x + size_t(t) * cols + c + j * kLanes), df,
-                      xp + PackedAt(j, t));
-        int64_t p = 0;
-        for (; p + kTileRows <= np; p += kTileRows)
-          ChunkRows<Src, kTileRows>(panel + size_t(p) * a.row_bytes, a.row_bytes, c, xp, g, nj,
-                                    acc + AccAt(p, 0, 0), pf);
-        for (; p < np; ++p)
-          ChunkRows<Src, 1>(panel + size_t(p) * a.row_bytes, a.row_bytes, c, xp, g, nj,
-                            acc + AccAt(p, 0, 0), pf);
-      }
-      for (int64_t p = 0; p < np; ++p) {
-        const uint8_t* row = panel + size_t(p) * a.row_bytes;
-        for (int64_t t = 0; t < g; ++t) {
-          const float* xt = x + size_t(t) * cols;
-          float tail = 0;
-          for (size_t i = tail0; i < cols; ++i) tail += Src::At(row, i) * xt[i];
-          const VF sum =
-              hn::Add(hn::Load(df, acc + AccAt(p, t, 0)), hn::Load(df, acc + AccAt(p, t, 1)));
-          a.y[(t0 + t) * y_stride + p0 + p] = hn::GetLane(hn::SumOfLanes(df, sum)) + tail;
+  // Token blocks of whole groups whose packed activations stay in L2
+  // (kBlockBytes) while every panel of the task sweeps them; the weights
+  // are read once per block.
+  const size_t group_bytes = n_chunks * kGroupChunk * sizeof(float);
+  const int64_t block_groups =
+      std::max<int64_t>(1, int64_t(kBlockBytes / std::max<size_t>(1, group_bytes)));
+  for (int64_t b0 = 0; b0 < n_groups; b0 += block_groups)
+    for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
+      const int64_t np = std::min(kPanelRows, r1 - p0);
+      const uint8_t* panel = a.w + size_t(p0) * a.row_bytes;
+      // The next panel's rows (contiguous after this one's) stream into L2
+      // while this panel is computed: a panel holds only a few chunks of each
+      // row, too few for the hardware's stream detection to warm up in.
+      Prefetcher pf{panel + size_t(np) * a.row_bytes, a.row_bytes, kChunkValues * Src::kBytes,
+                    std::min(kPanelRows, r1 - p0 - np)};
+      for (int64_t gi = b0; gi < std::min(n_groups, b0 + block_groups); ++gi) {
+        const int64_t t0 = gi * kGroupTokens, g = std::min(kGroupTokens, n - t0);
+        const float* x = a.x + size_t(t0) * cols;
+        const float* xg = xp + size_t(gi) * n_chunks * kGroupChunk;
+        for (int64_t p = 0; p < np; ++p)
+          for (int64_t t = 0; t < g; ++t)
+            for (int64_t c = 0; c < 2; ++c) hn::Store(hn::Zero(df), df, acc + AccAt(p, t, c));
+        for (size_t ci = 0; ci < n_chunks; ++ci) {
+          const size_t v0 = ci * kChunkVecs, nj = std::min(kChunkVecs, n_vecs - v0);
+          ChunkPanel<Src>(panel, a.row_bytes, np, v0 * kLanes, xg + ci * kGroupChunk, g, nj, acc,
+                          pf);
+        }
+        for (int64_t p = 0; p < np; ++p) {
+          const uint8_t* row = panel + size_t(p) * a.row_bytes;
+          for (int64_t t = 0; t < g; ++t) {
+            const float* xt = x + size_t(t) * cols;
+            float tail = 0;
+            for (size_t i = tail0; i < cols; ++i) tail += Src::At(row, i) * xt[i];
+            const VF sum =
+                hn::Add(hn::Load(df, acc + AccAt(p, t, 0)), hn::Load(df, acc + AccAt(p, t, 1)));
+            a.y[(t0 + t) * y_stride + p0 + p] = hn::GetLane(hn::SumOfLanes(df, sum)) + tail;
+          }
         }
       }
     }
-  }
 }
 
 }  // namespace batch
