@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "common/error.h"
@@ -142,6 +143,12 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
 // over the GQA group's heads; ties to the older page), and the tile reads
 // the union. When a query sees no more pages than that, it keeps them all,
 // so a budget covering every page gives the dense lists exactly.
+//
+// What does not depend on the head (each query tile's pages, oldest first,
+// and their summaries) is found once per layer; a task then bounds the
+// pages its query sees in one call and keeps the best by a threshold on
+// the bounds (the keep_best-th largest, then the ties oldest first), which
+// picks the same pages as sorting (-bound, page) would.
 std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const LayerKv& L,
                                                const float* q, const std::vector<Source>& sources,
                                                const std::vector<std::vector<KeyTile>>& tiles,
@@ -151,50 +158,79 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
   const int hd = c.shape.head_dim, G = n_heads / n_kv;
   const int n_qt = int(tiles.size());
   const size_t keep_best = size_t(c.config.select / c.P);
+  // Page sources each query tile may read, oldest first.
+  std::vector<std::vector<int>> tile_pages(static_cast<size_t>(n_qt));
+  for (int qt = 0; qt < n_qt; ++qt) {
+    std::vector<int>& pages = tile_pages[size_t(qt)];
+    pages.reserve(tiles[size_t(qt)].size());
+    for (const KeyTile& kt : tiles[size_t(qt)])
+      if (sources[kt.source].kind == Kind::Page && (pages.empty() || pages.back() != kt.source))
+        pages.push_back(kt.source);
+  }
+  // Each page source's place in the layer's summaries.
+  std::vector<size_t> summary_of(sources.size(), 0);
+  for (size_t s = 0; s < sources.size(); ++s)
+    if (sources[s].kind == Kind::Page)
+      summary_of[s] = size_t((sources[s].pos_lo - c.S) / c.P - L.first_page);
+
   std::vector<std::vector<KeyTile>> out(size_t(n_kv) * n_qt);
   pool.run(int64_t(n_kv) * n_qt, [&](int64_t task, int) {
     const int h = int(task / n_qt), qt = int(task % n_qt);
     const std::vector<KeyTile>& dense = tiles[size_t(qt)];
-    std::vector<int> pages;  // page sources this tile may read, oldest first
-    for (const KeyTile& kt : dense)
-      if (sources[kt.source].kind == Kind::Page && (pages.empty() || pages.back() != kt.source))
-        pages.push_back(kt.source);
+    const std::vector<int>& pages = tile_pages[size_t(qt)];
     std::vector<KeyTile>& mine = out[size_t(task)];
     if (pages.size() <= keep_best + 1) {
       mine = dense;
       return;
     }
     std::vector<char> chosen(sources.size(), 0);
-    std::vector<std::pair<float, int>> ranked;  // (-bound, source): sorts best first, older first
-    std::vector<const uint8_t*> summary_ptrs;
-    std::vector<float> bounds;
+    std::vector<const uint8_t*> summaries(pages.size());
+    for (size_t i = 0; i < pages.size(); ++i)
+      summaries[i] = L.summary(summary_of[size_t(pages[i])], h);
+    std::vector<float> bounds(pages.size()), best(keep_best);
     const int t0 = qt * q_tile, t1 = std::min(n, t0 + q_tile);
     for (int t = t0; t < t1; ++t) {
+      // The pages a query sees are a run of `pages` (positions increase along it).
       const auto [vlo, vhi] = vis.of(Kind::Page, c.n_tokens + t);
-      ranked.clear();
-      int newest = -1;
-      for (int s : pages) {
-        const Source& src = sources[size_t(s)];
-        if (src.pos_hi <= vlo || src.pos_lo >= vhi) continue;
-        if (newest >= 0) ranked.push_back({0.0f, newest});
-        newest = s;
+      const auto first = std::partition_point(
+          pages.begin(), pages.end(), [&](int s) { return sources[size_t(s)].pos_hi <= vlo; });
+      const auto last = std::partition_point(
+          first, pages.end(), [&](int s) { return sources[size_t(s)].pos_lo < vhi; });
+      if (first == last) continue;
+      chosen[size_t(*(last - 1))] = 1;  // the newest
+      const size_t a = size_t(first - pages.begin());
+      const size_t m = size_t(last - first) - 1;  // the others, oldest first
+      if (m <= keep_best) {
+        for (size_t i = 0; i < m; ++i) chosen[size_t(pages[a + i])] = 1;
+        continue;
       }
-      if (newest < 0) continue;
-      chosen[size_t(newest)] = 1;
-      if (ranked.size() > keep_best) {
-        const float* qh = q + (size_t(t) * n_heads + size_t(h) * G) * hd;
-        summary_ptrs.resize(ranked.size());
-        bounds.resize(ranked.size());
-        for (size_t r = 0; r < ranked.size(); ++r)
-          summary_ptrs[r] = L.summary(
-              size_t((sources[size_t(ranked[r].second)].pos_lo - c.S) / c.P - L.first_page), h);
-        summary_bounds_max(qh, G, summary_ptrs.data(), ranked.size(), hd, bounds.data());
-        for (size_t r = 0; r < ranked.size(); ++r) ranked[r].first = -bounds[r];
-        std::partial_sort(ranked.begin(), ranked.begin() + ptrdiff_t(keep_best), ranked.end());
-        ranked.resize(keep_best);
+      if (keep_best == 0) continue;  // a budget under one page: the newest only
+      const float* qh = q + (size_t(t) * n_heads + size_t(h) * G) * hd;
+      summary_bounds_max(qh, G, summaries.data() + a, m, hd, bounds.data());
+      // The keep_best-th largest bound (a min-heap of the best so far: most
+      // pages fall below its top and cost one compare); every page above it
+      // is kept, and of those equal to it the oldest, as many as there is
+      // room for.
+      std::copy(bounds.begin(), bounds.begin() + ptrdiff_t(keep_best), best.begin());
+      std::make_heap(best.begin(), best.end(), std::greater<float>());
+      for (size_t i = keep_best; i < m; ++i)
+        if (bounds[i] > best.front()) {
+          std::pop_heap(best.begin(), best.end(), std::greater<float>());
+          best.back() = bounds[i];
+          std::push_heap(best.begin(), best.end(), std::greater<float>());
+        }
+      const float threshold = best.front();
+      size_t above = 0;
+      for (size_t i = 0; i < m; ++i) above += bounds[i] > threshold;
+      size_t ties = keep_best - above;
+      for (size_t i = 0; i < m; ++i) {
+        const bool tie = bounds[i] == threshold && ties > 0;
+        if (bounds[i] > threshold || tie) chosen[size_t(pages[a + i])] = 1;
+        ties -= tie;
       }
-      for (const auto& r : ranked) chosen[size_t(r.second)] = 1;
     }
+    mine.reserve(dense.size() - pages.size() +
+                 std::min(pages.size(), (keep_best + 1) * size_t(t1 - t0)));
     for (const KeyTile& kt : dense)
       if (sources[kt.source].kind != Kind::Page || chosen[size_t(kt.source)]) mine.push_back(kt);
   });

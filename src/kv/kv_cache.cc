@@ -64,8 +64,7 @@ void validate(const KvShape& s, const KvConfig& c) {
 
 void LayerKv::summarize(size_t i, int h, int page_tokens, int filled) {
   float work[kMaxHeadDim];
-  summarize_keys(*k_codec, page_k(pages[i], h), page_tokens, filled,
-                 summaries[i].data() + size_t(h) * summary_head, work);
+  summarize_keys(*k_codec, page_k(pages[i], h), page_tokens, filled, summaries.head(i, h), work);
 }
 
 void LayerKv::summarize_written(size_t i, int64_t index, int h, int page_tokens, int from, int to,
@@ -81,7 +80,7 @@ void LayerKv::summarize_written(size_t i, int64_t index, int h, int page_tokens,
     summary_reset(lo, hi, hd);
     summary_extend(*k_codec, kp, page_tokens, 0, to, lo, hi, work);
   }
-  summary_store(lo, hi, hd, summaries[i].data() + size_t(h) * summary_head);
+  summary_store(lo, hi, hd, summaries.head(i, h));
   if (track) {
     open_page[size_t(h)] = index;
     open_filled[size_t(h)] = to;
@@ -89,7 +88,6 @@ void LayerKv::summarize_written(size_t i, int64_t index, int h, int page_tokens,
 }
 
 void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
-  summaries[i].resize(size_t(n_kv) * summary_head);
   for (int h = 0; h < n_kv; ++h) summarize(i, h, page_tokens, filled);
 }
 
@@ -125,6 +123,7 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     // Layers that select keep summaries (the first select_dense_layers read every page).
     if (config.select > 0 && l >= config.select_dense_layers) {
       L.summary_head = summary_head_bytes(shape.head_dim);
+      L.summaries.init(shape.n_kv_heads, L.summary_head);
       L.open_lo.resize(size_t(shape.n_kv_heads) * shape.head_dim);
       L.open_hi.resize(L.open_lo.size());
       L.open_page.assign(size_t(shape.n_kv_heads), -1);
@@ -226,8 +225,7 @@ void KvCache::begin_chunk(int n_new) {
   }
   for (auto& [L, p] : fresh) {
     L->pages.push_back(p);
-    if (L->summary_head > 0)
-      L->summaries.emplace_back(size_t(c.shape.n_kv_heads) * L->summary_head);
+    if (L->summary_head > 0) L->summaries.push_back();
   }
   c.in_chunk = true;
   c.chunk_n = n_new;
@@ -466,7 +464,7 @@ KvStats KvCache::stats() const {
     }
     const uint64_t pages = uint64_t(L.pages.size()) * L.page_bytes;
     const uint64_t f16 = L.sinks.total_bytes() + L.ring.total_bytes();
-    const uint64_t summaries = uint64_t(L.summaries.size()) * c.shape.n_kv_heads * L.summary_head;
+    const uint64_t summaries = L.summaries.bytes();
     s.page_bytes += pages;
     s.f16_bytes += f16;
     s.summary_bytes += summaries;

@@ -11,6 +11,7 @@
 #include "kv/codec/codec.h"
 #include "kv/kv_cache.h"
 #include "kv/page_pool.h"
+#include "kv/summary_store.h"
 
 namespace tkv::kv {
 
@@ -37,10 +38,10 @@ struct LayerKv {
   // Page table. Page index i (counting evicted ones) holds positions
   // [S + i*P, S + (i+1)*P); pages.front() is index first_page.
   std::deque<uint8_t*> pages;
-  // With selection (KvConfig::select > 0): the summary of pages[i]
+  // With selection (KvConfig::select > 0): the summaries of pages[i]
   // (page_summary.h), n_kv heads of summary_head_bytes each; empty otherwise.
   // Owned by this sequence (a fork copies them; they are small).
-  std::deque<std::vector<uint8_t>> summaries;
+  SummaryStore summaries;
   size_t summary_head = 0;  // bytes of one head's summary (0 = no summaries)
   // Float min/max of the decoded keys of the page last written, per head
   // (n_kv x head_dim each), covering its slots [0, open_filled[h]) of page
@@ -62,9 +63,7 @@ struct LayerKv {
   uint8_t* page_v(uint8_t* page, int h, int n_kv) const {
     return page + size_t(n_kv) * k_head_bytes + size_t(h) * v_head_bytes;
   }
-  const uint8_t* summary(size_t i, int h) const {
-    return summaries[i].data() + size_t(h) * summary_head;
-  }
+  const uint8_t* summary(size_t i, int h) const { return summaries.head(i, h); }
   // Recomputes head h's summary of pages[i] from its first `filled` slots.
   void summarize(size_t i, int h, int page_tokens, int filled);
   // Head h's summary of pages[i] (page index `index`) after slots [from, to)

@@ -270,7 +270,9 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   // that cannot be moved to disk to make room, leaves the sequence as it was
   // (it holds its own pages meanwhile). What follows clear() moves no page.
   std::vector<std::vector<uint8_t*>> fresh(c.shape.n_layers);
-  std::vector<std::vector<std::vector<uint8_t>>> summaries(c.shape.n_layers);
+  std::vector<SummaryStore> summaries(c.shape.n_layers);
+  for (int l = 0; l < c.shape.n_layers; ++l)
+    summaries[l].init(c.shape.n_kv_heads, c.layers[l].summary_head);
   auto release_fresh = [&] {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
@@ -295,11 +297,10 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
         if (L.summary_head > 0) {
           const int64_t filled =
               std::min<int64_t>(c.P, d.encoded - (d.first_page + int64_t(i)) * c.P);
-          std::vector<uint8_t>& sum =
-              summaries[l].emplace_back(size_t(c.shape.n_kv_heads) * L.summary_head);
+          summaries[l].push_back();
           for (int h = 0; h < c.shape.n_kv_heads; ++h)
             summarize_keys(*L.k_codec, d.pages[i] + size_t(h) * L.k_head_bytes, c.P, int(filled),
-                           sum.data() + size_t(h) * L.summary_head, work.data());
+                           summaries[l].head(i, h), work.data());
         }
       }
     }
@@ -316,8 +317,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
     L.first_page = d.first_page;
     L.encoded = d.encoded;
     L.pages.assign(fresh[l].begin(), fresh[l].end());
-    L.summaries.assign(std::make_move_iterator(summaries[l].begin()),
-                       std::make_move_iterator(summaries[l].end()));
+    L.summaries = std::move(summaries[l]);
   }
   c.n_tokens = n_tokens;
   return meta;

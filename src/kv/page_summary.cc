@@ -54,42 +54,99 @@ float BoundMax(const float* q, int G, const uint8_t* summary, int head_dim) {
   return best * scale;  // scale > 0: the max commutes with it
 }
 
-// BoundMax of each of n summaries for the same queries, in one call: the
-// bound pass of a decode step visits every page of the context per KV head,
-// so the queries stay in registers and no call is dispatched per page. The
-// same operations in the same order as BoundMax, so the same bits.
-void BoundsMax(const float* q, int G, const uint8_t* const* summaries, size_t n, int head_dim,
-               float* out) {
-  const hn::ScalableTag<float> d;
+// BoundMax of each of n summaries for the same G queries of NV vectors each,
+// in one call: the bound pass of a decode step visits every page of the
+// context per KV head. Each summary's codes widen to floats once for the
+// whole group, and with G and NV known the loops unroll into independent
+// chains, so the latency of one summary's horizontal sums hides behind the
+// next one's work. The same operations in the same order per query as
+// BoundMax (acc from zero over the vectors in order, one SumOfLanes, the
+// max over g, times the scale), so the same bits.
+template <int G, int NV, class D>
+void BoundsMaxFixed(D d, const float* HWY_RESTRICT q, const uint8_t* const* summaries, size_t n,
+                    float* HWY_RESTRICT out) {
+  const hn::Rebind<int32_t, D> di;
+  const hn::Rebind<int8_t, D> d8;
+  using V = hn::Vec<D>;
   const int N = int(hn::Lanes(d));
-  if (G * head_dim > 16 * N || head_dim % N != 0) {
-    for (size_t i = 0; i < n; ++i) out[i] = BoundMax(q, G, summaries[i], head_dim);
-    return;
-  }
-  const hn::Rebind<int32_t, decltype(d)> di;
-  const hn::Rebind<int8_t, decltype(d)> d8;
-  using V = hn::Vec<decltype(d)>;
-  const int nv = head_dim / N;
-  V vq[16];
-  for (int g = 0; g < G; ++g)
-    for (int j = 0; j < nv; ++j) vq[g * nv + j] = hn::LoadU(d, q + size_t(g) * head_dim + j * N);
+  const int head_dim = NV * N;
+  constexpr size_t kAhead = 16;  // summaries prefetched ahead (about 2 KiB at head_dim 64)
   for (size_t i = 0; i < n; ++i) {
-    if (i + 4 < n) {
-      for (int b = 0; b < 4 + 2 * head_dim; b += 64) __builtin_prefetch(summaries[i + 4] + b);
+    if (i + kAhead < n) {
+      for (int b = 0; b < 4 + 2 * head_dim; b += 64) __builtin_prefetch(summaries[i + kAhead] + b);
     }
     const auto [scale, mn, mx] = SummaryCodes(summaries[i], head_dim);
+    V lo[NV], hi[NV];
+    for (int j = 0; j < NV; ++j) {
+      lo[j] = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mn + j * N)));
+      hi[j] = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mx + j * N)));
+    }
     float best = -std::numeric_limits<float>::infinity();
     for (int g = 0; g < G; ++g) {
       V acc = hn::Zero(d);
-      for (int j = 0; j < nv; ++j) {
-        const V lo = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mn + j * N)));
-        const V hi = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, mx + j * N)));
-        acc = hn::Add(acc, hn::Max(hn::Mul(vq[g * nv + j], lo), hn::Mul(vq[g * nv + j], hi)));
+      for (int j = 0; j < NV; ++j) {
+        const V vq = hn::LoadU(d, q + size_t(g) * head_dim + j * N);
+        acc = hn::Add(acc, hn::Max(hn::Mul(vq, lo[j]), hn::Mul(vq, hi[j])));
       }
       best = std::max(best, hn::GetLane(hn::SumOfLanes(d, acc)));
     }
     out[i] = best * scale;
   }
+}
+
+// The group sizes and head sizes (in vectors) models have: G in 1..8 and
+// NV in 1..16 (head_dim 64 / 128 / 256 with 4 to 16 lanes); others take
+// BoundMax per summary.
+template <int G, class D>
+bool BoundsMaxOfGroup(D d, int nv, const float* q, const uint8_t* const* summaries, size_t n,
+                      float* out) {
+  switch (nv) {
+    case 1:
+      BoundsMaxFixed<G, 1>(d, q, summaries, n, out);
+      return true;
+    case 2:
+      BoundsMaxFixed<G, 2>(d, q, summaries, n, out);
+      return true;
+    case 4:
+      BoundsMaxFixed<G, 4>(d, q, summaries, n, out);
+      return true;
+    case 8:
+      BoundsMaxFixed<G, 8>(d, q, summaries, n, out);
+      return true;
+    case 16:
+      BoundsMaxFixed<G, 16>(d, q, summaries, n, out);
+      return true;
+    default:
+      return false;
+  }
+}
+
+void BoundsMax(const float* q, int G, const uint8_t* const* summaries, size_t n, int head_dim,
+               float* out) {
+  const hn::ScalableTag<float> d;
+  const int N = int(hn::Lanes(d));
+  const int nv = head_dim / N;
+  bool done = false;
+  if (head_dim % N == 0) {
+    switch (G) {
+      case 1:
+        done = BoundsMaxOfGroup<1>(d, nv, q, summaries, n, out);
+        break;
+      case 2:
+        done = BoundsMaxOfGroup<2>(d, nv, q, summaries, n, out);
+        break;
+      case 4:
+        done = BoundsMaxOfGroup<4>(d, nv, q, summaries, n, out);
+        break;
+      case 8:
+        done = BoundsMaxOfGroup<8>(d, nv, q, summaries, n, out);
+        break;
+      default:
+        break;
+    }
+  }
+  if (!done)
+    for (size_t i = 0; i < n; ++i) out[i] = BoundMax(q, G, summaries[i], head_dim);
 }
 
 }  // namespace HWY_NAMESPACE

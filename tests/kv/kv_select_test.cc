@@ -338,6 +338,21 @@ TEST(PageSelectionTest, DenseLayersReadEveryPage) {
             std::memcmp(dense.outputs[1].data(), sel.outputs[1].data(), d0.size() * sizeof(float)));
 }
 
+// A budget under one page keeps only each query's newest page: a decode
+// step reads one page per KV head and layer of the seven a query sees.
+TEST(PageSelectionTest, BudgetUnderOnePageReadsTheNewestOnly) {
+  const KvShape sh{2, 4, 2, 64, 4096};
+  RandomInputs in(sh, 501, 4);
+  kv::KvCache cache(sh, config_of("k4v2", 32));
+  ThreadPool pool(2);
+  feed(cache, in, pool, 0, 500, 500);
+  const kv::KvStats before = cache.stats();
+  feed(cache, in, pool, 500, 1, 1);
+  const kv::KvStats after = cache.stats();
+  EXPECT_EQ(after.select_dense_page_reads - before.select_dense_page_reads, 2 * 2 * 7);
+  EXPECT_EQ(after.select_page_reads - before.select_page_reads, 2 * 2 * 1);
+}
+
 TEST(PageSelectionTest, NegativeSelectionIsRefused) {
   KvConfig c = config_of("k4v2", -1);
   EXPECT_THROW(kv::KvCache(KvShape{1, 2, 1, 64, 128}, c), Error);
