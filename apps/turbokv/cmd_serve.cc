@@ -110,8 +110,9 @@ int serve_main(std::span<const std::string> args) {
   ServeFlags f;
   f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
-  // -ub is the prefill grid (the scheduler's: chunks the prefill GEMM takes,
-  // spread over several steps in layer parts while others decode).
+  // -ub is the prefill grid: small by default (the decode path's kernels, in
+  // the decode tokens' weight pass), so that a long prompt arriving slows
+  // the other streams' steps only a little.
   const server::SchedulerOptions defaults;
   f.context.ubatch = defaults.prefill_chunk;
   FlagParser flags(
@@ -159,9 +160,8 @@ int serve_main(std::span<const std::string> args) {
                 &f.drain_grace, 0, 3600);
   flags.add_int({"--prefill-step"}, "N",
                 "prefill work per step while other sequences decode, in tokens through\n"
-                "every layer; a larger chunk runs a few layers a step (default " +
-                    std::to_string(defaults.prefill_tokens_per_step) +
-                    ";\nmore: faster prefill, slower streams)",
+                "every layer; a larger chunk runs a few layers a step (default: one\n"
+                "-ub chunk, whole; more: faster prefill, slower streams)",
                 &f.prefill_step, 1, 1 << 20);
   flags.section("compute");
   f.threads.add_to(flags);

@@ -63,9 +63,8 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.queue_capacity < 0) fail("scheduler: queue capacity must be >= 0");
   if (o.context < 1) fail("scheduler: context must be >= 1 token");
   if (o.prefill_chunk < 1) fail("scheduler: prefill chunk must be >= 1 token");
-  if (o.prefill_tokens_per_step == 0) o.prefill_tokens_per_step = o.prefill_chunk;
-  if (o.prefill_tokens_per_step < 1)
-    fail("scheduler: prefill tokens per step must be >= 1 (got ", o.prefill_tokens_per_step, ")");
+  if (o.prefill_tokens_per_step < 0)
+    fail("scheduler: prefill tokens per step must be >= 0 (got ", o.prefill_tokens_per_step, ")");
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
   if (o.max_cached_prefixes < 0) fail("scheduler: max cached prefixes must be >= 0");
   if (o.max_overtakes < 0) fail("scheduler: max overtakes must be >= 0");
@@ -177,7 +176,8 @@ void Scheduler::Impl::evict_before_spilling() {
   // Room for this step's new pages: one per sequence (a decode token may
   // open a page) and the prefill tokens of the step.
   const int64_t page = options.kv.page_tokens;
-  const int64_t new_tokens = int64_t(active.size()) * page + options.prefill_tokens_per_step;
+  const int64_t new_tokens = int64_t(active.size()) * page +
+                             std::max(options.prefill_tokens_per_step, options.prefill_chunk);
   const uint64_t bytes = uint64_t(std::ceil(double(new_tokens) * bytes_per_token));
   if (ram_bytes() + bytes > options.budget_bytes) make_room(bytes);
 }

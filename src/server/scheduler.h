@@ -89,21 +89,21 @@ struct SchedulerOptions {
   int context = 4096;  // tokens per sequence (-c; not divided by `parallel`); <= 0: the model's
   // The prefill grid: prompts are evaluated in chunks [k*C, (k+1)*C) of
   // absolute positions (the last one shorter). Fixed for the scheduler's
-  // life: it decides the bits of the prefill (model.h). Chunks of more than
-  // 16 tokens (kIntMatmulMaxTokens) take the prefill GEMM, faster per token
-  // than the decode path's kernels; next to decoding streams they run in
-  // layer parts (prefill_tokens_per_step). docs/SERVER.md has the figures.
-  int prefill_chunk = 64;
-  // While any sequence decodes, the prefill work a step carries: at most
-  // that of this many tokens through every layer at depth 0 (a deep
-  // chunk's attention counts too: StepInfo::prefill_work). A
-  // chunk that fits runs whole; a larger one runs as many of its layers as
-  // fit (at least one when it is the step's first), the rest in the next
+  // life: it decides the bits of the prefill (model.h). Chunks of at most
+  // 16 tokens (kIntMatmulMaxTokens) take the decode path's kernels, in the
+  // same weight pass as the decode tokens; larger ones the prefill GEMM.
+  // docs/SERVER.md has the figures.
+  int prefill_chunk = 16;
+  // While any sequence decodes, the prefill a step carries. 0: one chunk,
+  // whole (chunks of several sequences while they fit in prefill_chunk
+  // tokens). N > 0: at most the work of N tokens through every layer at
+  // depth 0, a deep chunk's attention counted (StepInfo::prefill_work); a
+  // chunk that fits runs whole, a larger one as many of its layers as fit
+  // (at least one when it is the step's first) and the rest in the next
   // steps (Model::eval_batch's layer-split items: the same bits as whole).
-  // Several admitting sequences share the budget in admission order. Bounds
-  // how much slower a decoding stream's step is while others prefill. 0 =
-  // one chunk (prefill_chunk tokens).
-  int prefill_tokens_per_step = 10;
+  // Several admitting sequences share it in admission order. Bounds how
+  // much slower a decoding stream's step is while others prefill.
+  int prefill_tokens_per_step = 0;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
   // The pool's disk tier (--kv-spill-dir; needs a budget): past the budget

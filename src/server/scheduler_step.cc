@@ -115,15 +115,18 @@ bool Scheduler::Impl::step() {
   const int decode_items = int(items.size());
   // Then prefill chunks in admission order, each the next cell of the grid
   // [k*C, (k+1)*C) (cut by the prompt's end). While sequences decode, the
-  // step's prefill work is capped (their latency) at the work of
-  // prefill_tokens_per_step tokens through every layer at depth 0; a chunk
-  // over what is left runs as many of its layers as fit (the step's first
-  // one at least one layer) and goes on next step. Else each admitting
-  // sequence's chunk runs whole, or what is left of it (nobody waits on the
-  // step but the prompts themselves).
+  // step's prefill is capped (their latency): whole chunks within one
+  // chunk's tokens, or (prefill_tokens_per_step > 0) the work of that many
+  // tokens through every layer at depth 0, a chunk over what is left
+  // running as many of its layers as fit (the step's first one at least
+  // one layer) and going on next step. Else each admitting sequence's
+  // chunk runs whole, or what is left of it (nobody waits on the step but
+  // the prompts themselves).
   const int n_layers = model.config().n_layers;
-  double budget = decode_items > 0 ? double(options.prefill_tokens_per_step) * n_layers
-                                   : std::numeric_limits<double>::infinity();
+  const bool by_work = options.prefill_tokens_per_step > 0;
+  double budget = decode_items == 0
+                      ? std::numeric_limits<double>::infinity()
+                      : double(by_work ? options.prefill_tokens_per_step : grid) * n_layers;
   std::vector<int> part_end;  // per prefill item: the layer its part ends at
   StepInfo info{.decode_tokens = decode_items};
   for (auto& a : active) {
@@ -136,9 +139,10 @@ bool Scheduler::Impl::step() {
     // The chunk's work per layer in depth-0 tokens: its rows through the
     // matrices (and attention among themselves) plus its queries against
     // the keys before them.
-    const double per_layer = double(n) * (1 + attention_per_key * double(at));
+    const double per_layer = by_work ? double(n) * (1 + attention_per_key * double(at)) : double(n);
     int layers = n_layers - begin;
     if (per_layer * layers > budget) {
+      if (!by_work) break;  // whole chunks only: the rest wait their turn
       layers = int(budget / per_layer);
       if (layers == 0 && part_end.empty()) layers = 1;
       if (layers == 0) break;  // the rest wait their turn (the order is kept)

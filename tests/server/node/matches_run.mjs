@@ -1,7 +1,7 @@
 // A greedy completion from the server is the text `turbokv run --temp 0`
 // prints for the same prompt and length, streamed or not, on stories260K and
 // tkv-test-23M (same KV codec, thread count and prefill chunk on both sides:
-// `run -ub 64`, the server's default prefill grid, since a prompt's chunking
+// `run -ub 16`, the server's default prefill grid, since a prompt's chunking
 // decides the last bits of its prefill).
 // No prompt here starts with a whole 64-token block of an earlier one, so
 // none is served from the prefix cache (a cache hit is close to a fresh
@@ -38,7 +38,7 @@ main(async () => {
     for (const [base, n, kind] of cases) {
       for (const mode of ['whole', 'streamed']) {
         let prompt = base;
-        const runArgs = ['--kv', 'k4v2', '-t', '2', '-ub', '64'];
+        const runArgs = ['--kv', 'k4v2', '-t', '2', '-ub', '16'];
         if (kind === 'long') {
           // ~200 tokens: several prefill chunks; each mode its own prompt.
           prompt = `${mode === 'whole' ? 'Each' : 'Every'} ${base} ${'pages of metadata and data blocks, '.repeat(30)}and`;
