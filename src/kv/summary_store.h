@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <vector>
 
@@ -39,11 +40,13 @@ class SummaryStore {
   }
   const uint8_t* head(size_t i, int h) const { return const_cast<SummaryStore*>(this)->head(i, h); }
 
-  // One more page at the back, its summaries zero until written.
+  // One more page at the back, its summaries zero until written (a slot
+  // truncate() left is cleared again).
   void push_back() {
     if (first_ + size_ == blocks_.size() * kBlockPages)
       blocks_.emplace_back(kBlockPages * n_kv_ * head_bytes_, uint8_t(0));
     ++size_;
+    for (size_t h = 0; h < n_kv_; ++h) std::memset(head(size_ - 1, int(h)), 0, head_bytes_);
   }
   void pop_front() {
     ++first_;
