@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "kv/codec/codec.h"
 #include "kv/kv_cache.h"
@@ -42,6 +43,17 @@ std::vector<float> feed(kv::KvCache& cache, const RandomInputs& in, ThreadPool& 
   for (int done = 0; done < n; done += chunk)
     feed_chunk(cache, in, pool, from + done, std::min(chunk, n - done), &outs);
   return outs;
+}
+
+// Feeds a `prompt`-row prefill, then one decode row; the cache's stats
+// before and after that decode step.
+std::pair<kv::KvStats, kv::KvStats> prompt_then_one_step(kv::KvCache& cache, const RandomInputs& in,
+                                                         int prompt) {
+  ThreadPool pool(2);
+  feed(cache, in, pool, 0, prompt, prompt);
+  const kv::KvStats before = cache.stats();
+  feed(cache, in, pool, prompt, 1, 1);
+  return {before, cache.stats()};
 }
 
 class BoundTest : public ::testing::TestWithParam<const char*> {};
@@ -189,11 +201,7 @@ TEST(PageSelectionTest, DeterministicAndReallySelecting) {
   const auto b = run_scenario(s, in, false);
   {  // decode reads 2 + 1 of the 7 pages a query sees (KvStats counts them)
     kv::KvCache cache(s.shape, s.config);
-    ThreadPool pool(2);
-    feed(cache, in, pool, 0, 500, 500);
-    const kv::KvStats before = cache.stats();
-    feed(cache, in, pool, 500, 1, 1);
-    const kv::KvStats after = cache.stats();
+    const auto [before, after] = prompt_then_one_step(cache, in, 500);
     EXPECT_EQ(after.select_dense_page_reads - before.select_dense_page_reads, 2 * 2 * 7);
     EXPECT_EQ(after.select_page_reads - before.select_page_reads, 2 * 2 * 3);
     // Prefill tiles read the union of their 32 queries' pages: with random
@@ -344,11 +352,7 @@ TEST(PageSelectionTest, BudgetUnderOnePageReadsTheNewestOnly) {
   const KvShape sh{2, 4, 2, 64, 4096};
   RandomInputs in(sh, 501, 4);
   kv::KvCache cache(sh, config_of("k4v2", 32));
-  ThreadPool pool(2);
-  feed(cache, in, pool, 0, 500, 500);
-  const kv::KvStats before = cache.stats();
-  feed(cache, in, pool, 500, 1, 1);
-  const kv::KvStats after = cache.stats();
+  const auto [before, after] = prompt_then_one_step(cache, in, 500);
   EXPECT_EQ(after.select_dense_page_reads - before.select_dense_page_reads, 2 * 2 * 7);
   EXPECT_EQ(after.select_page_reads - before.select_page_reads, 2 * 2 * 1);
 }
