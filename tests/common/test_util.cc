@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -94,6 +95,30 @@ std::string temp_dir() {
   std::lock_guard<std::mutex> lock(t.mu);
   t.dirs.emplace_back(buf.data());
   return buf.data();
+}
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(int32_t((x >> 8) % uint32_t(vocab)));
+  }
+  return t;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && !a.empty() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int page_file_fd(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind(dir + "/", 0) == 0) return std::stoi(e.path().filename().string());
+  }
+  return -1;
 }
 
 }  // namespace tkv::test

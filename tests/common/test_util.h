@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ std::string model_path(const std::string& relative);
 std::string turbokv_binary();
 // n values from N(0, scale^2), seeded (the same values for the same seed).
 std::vector<float> random_vector(int64_t n, uint32_t seed, float scale = 1.0f);
+// n token ids in [0, vocab), seeded (a small LCG: the same ids for the same seed).
+std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed);
+// Whether two non-empty float arrays are bit-identical.
+bool same_bits(std::span<const float> a, std::span<const float> b);
+// The descriptor of the unnamed page file a KV pool keeps open in `dir`
+// (found through /proc/self/fd), -1 if none.
+int page_file_fd(const std::string& dir);
 // A fresh, empty temporary directory for this test (removed at exit).
 std::string temp_dir();
 // True when TURBOKV_REQUIRE_FIXTURES=1 (CI): a missing fixture then fails

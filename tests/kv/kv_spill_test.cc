@@ -61,16 +61,6 @@ std::vector<uint8_t*> fill_pages(PagePool& pool, int n, size_t bytes) {
   return pages;
 }
 
-// The descriptor of the pool's unnamed page file in `dir` (-1 if none).
-int page_file_fd(const std::string& dir) {
-  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const std::string target = fs::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind(dir + "/", 0) == 0) return std::stoi(e.path().filename().string());
-  }
-  return -1;
-}
-
 constexpr size_t kPage = 6000;  // two OS pages of RAM each
 
 TEST(SpillPoolTest, EvictedPageReadsBackByteIdentical) {

@@ -20,21 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Logit = std::vector<float>;
-
-std::vector<int32_t> tokens_of(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(int32_t((x >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && !a.empty() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::page_file_fd;
+using test::same_bits;
 
 Logit run_alone(const Model& m, ExecutionContext& ctx, kv::KvCache& seq,
                 std::span<const int32_t> tokens, ThreadPool& pool) {
@@ -64,16 +51,6 @@ std::string spill_dir(int i) {
   return dir;
 }
 
-// The descriptor of the unnamed page file a pool keeps in `dir` (-1 if none).
-int page_file_fd(const std::string& dir) {
-  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const std::string target = fs::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind(dir + "/", 0) == 0) return std::stoi(e.path().filename().string());
-  }
-  return -1;
-}
-
 TEST(BatchSpill, UnreadablePageFailsOnlyItsItem) {
   const std::string path = test::write_model(test::small_spec("llama-3.2-1b"), "q8_0");
   const auto model = Model::load(path);
@@ -89,7 +66,7 @@ TEST(BatchSpill, UnreadablePageFailsOnlyItsItem) {
   std::vector<Logit> prompt_logits;
   std::vector<int32_t> next;
   for (int i = 0; i < kSeqs; ++i) {
-    prompts.push_back(tokens_of(kPrompt, vocab, uint32_t(5 + i)));
+    prompts.push_back(test::random_tokens(kPrompt, vocab, uint32_t(5 + i)));
     plain.push_back(std::make_unique<kv::KvCache>(model->kv_shape(4096), config));
     prompt_logits.push_back(prefill(*model, alone_ctx, *plain.back(), prompts.back(), pool));
     next.push_back(int32_t(i + 1));

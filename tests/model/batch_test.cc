@@ -21,26 +21,12 @@ namespace tkv::model {
 namespace {
 
 using Logit = std::vector<float>;
+using test::same_bits;
 
 kv::KvConfig kv_config(const std::string& shorthand) {
   kv::KvConfig c;
   EXPECT_TRUE(kv::parse_kv_shorthand(shorthand, c.k, c.v)) << shorthand;
   return c;
-}
-
-std::vector<int32_t> tokens_of(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(int32_t((x >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && !a.empty() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 int32_t argmax_of(std::span<const float> l) {
@@ -95,7 +81,7 @@ TEST_P(Batch, DecodeOfEightEqualsEachAlone) {
   for (size_t i = 0; i < 8; ++i) {
     alone.push_back(sequence(i));
     batched.push_back(sequence(i));
-    const auto prompt = tokens_of(lengths[i], vocab(), uint32_t(i + 1));
+    const auto prompt = test::random_tokens(lengths[i], vocab(), uint32_t(i + 1));
     const Logit a = run_alone(*model_, alone_ctx, *alone[i], prompt, pool);
     const Logit b = run_alone(*model_, batch_ctx, *batched[i], prompt, pool);
     ASSERT_TRUE(same_bits(a, b));
@@ -116,7 +102,7 @@ TEST_P(Batch, DecodeOfEightEqualsEachAlone) {
   }
   // The single-sequence Model::eval decodes to the same logits too.
   kv::KvCache via_eval(model_->kv_shape(1024), kv_config(codecs_[0]));
-  const auto prompt = tokens_of(lengths[0], vocab(), 1);
+  const auto prompt = test::random_tokens(lengths[0], vocab(), 1);
   model_->eval_last(via_eval, prompt, pool);
   kv::KvCache via_batch(model_->kv_shape(1024), kv_config(codecs_[0]));
   const Logit first = run_alone(*model_, alone_ctx, via_batch, prompt, pool);
@@ -138,10 +124,10 @@ TEST_P(Batch, MixedPrefillAndDecodeEqualsEachAlone) {
   for (size_t i = 0; i < 6; ++i) {
     alone.push_back(sequence(i));
     batched.push_back(sequence(i));
-    const auto history = tokens_of(30 + 7 * int(i), vocab(), uint32_t(40 + i));
+    const auto history = test::random_tokens(30 + 7 * int(i), vocab(), uint32_t(40 + i));
     run_alone(*model_, ctx, *alone[i], history, pool);
     run_alone(*model_, ctx, *batched[i], history, pool);
-    toks[i] = tokens_of(prompt_len[i] > 0 ? prompt_len[i] : 1, vocab(), uint32_t(90 + i));
+    toks[i] = test::random_tokens(prompt_len[i] > 0 ? prompt_len[i] : 1, vocab(), uint32_t(90 + i));
   }
   const Logits want[6] = {Logits::kLast, Logits::kAll,  Logits::kLast,
                           Logits::kLast, Logits::kNone, Logits::kAll};
@@ -195,12 +181,12 @@ TEST_P(Batch, LayerSplitChunkEqualsWhole) {
   for (size_t i = 0; i < 3; ++i) {  // 0, 1: prefilling in parts; 2: decoding
     split.push_back(sequence(i));
     whole.push_back(sequence(i));
-    const auto history = tokens_of(20 + 5 * int(i), vocab(), uint32_t(60 + i));
+    const auto history = test::random_tokens(20 + 5 * int(i), vocab(), uint32_t(60 + i));
     run_alone(*model_, ctx, *split[i], history, pool);
     run_alone(*model_, whole_ctx, *whole[i], history, pool);
   }
   for (size_t i = 0; i < 2; ++i)
-    chunks.push_back(tokens_of(chunk_len[i], vocab(), uint32_t(70 + i)));
+    chunks.push_back(test::random_tokens(chunk_len[i], vocab(), uint32_t(70 + i)));
   // The whole chunks, then one decode token each.
   std::vector<Logit> expect(2);
   for (size_t i = 0; i < 2; ++i)
@@ -254,7 +240,7 @@ TEST_P(Batch, BadLayerSplitItemsFailAlone) {
   ExecutionContext ctx;
   const int n_layers = model_->config().n_layers;
   auto a = sequence(0), b = sequence(1), d = sequence(2), e = sequence(3);
-  const auto toks = tokens_of(4, vocab(), 3);
+  const auto toks = test::random_tokens(4, vocab(), 3);
   std::vector<float> carry;
   const std::vector<BatchItem> items = {
       {a.get(), toks, Logits::kNone, 0, 1, nullptr},            // no carry
@@ -286,11 +272,11 @@ TEST_P(Batch, ItemOverBudgetFailsAlone) {
   for (size_t i = 0; i < 4; ++i) {
     seqs.push_back(sequence(i, shared));
     alone.push_back(sequence(i));
-    const auto prompt = tokens_of(12 + int(i), vocab(), uint32_t(7 + i));
+    const auto prompt = test::random_tokens(12 + int(i), vocab(), uint32_t(7 + i));
     run_alone(*model_, ctx, *seqs[i], prompt, pool);
     next[i] = argmax_of(run_alone(*model_, alone_ctx, *alone[i], prompt, pool));
   }
-  const auto huge = tokens_of(3000, vocab(), 99);  // far more pages than the budget holds
+  const auto huge = test::random_tokens(3000, vocab(), 99);  // far more pages than the budget holds
   const int64_t before_tokens = seqs[3]->n_tokens();
   const uint64_t before_bytes = shared->stats().bytes_in_use;
   std::vector<BatchItem> items;
@@ -353,7 +339,8 @@ TEST_P(Batch, ThreadsWithOwnContextsAgreeWithOne) {
   auto run = [&](size_t i, ExecutionContext& ctx, ThreadPool& pool) {
     auto seq = sequence(i);
     std::vector<Logit> out;
-    Logit l = run_alone(*model_, ctx, *seq, tokens_of(20 + 9 * int(i), vocab(), uint32_t(i)), pool);
+    Logit l = run_alone(*model_, ctx, *seq,
+                        test::random_tokens(20 + 9 * int(i), vocab(), uint32_t(i)), pool);
     for (int s = 0; s < kSteps; ++s) {
       const int32_t t = argmax_of(l);
       l = run_alone(*model_, ctx, *seq, {&t, 1}, pool);
