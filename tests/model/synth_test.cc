@@ -28,22 +28,12 @@ kv::KvConfig f32_kv() {
   return c;
 }
 
-std::vector<int32_t> test_tokens(int n, int vocab, uint32_t seed = 3) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(int32_t((x >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
 // Largest |model - reference| over every logit of every position, with the
 // model prefilled in chunks of `ubatch` and then decoding `decode` tokens.
 double max_logit_error(const std::string& path, int n_tokens, int ubatch, int threads) {
   auto m = Model::load(path);
   test::ReferenceForward ref(path);
-  const auto tokens = test_tokens(n_tokens, m->config().n_vocab);
+  const auto tokens = test::random_tokens(n_tokens, m->config().n_vocab, 3);
   const auto expect = ref.run(tokens);
   kv::KvCache cache(m->kv_shape(), f32_kv());
   ThreadPool pool(threads);
