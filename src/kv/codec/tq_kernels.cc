@@ -521,13 +521,19 @@ HWY_INLINE void AccumulateBlocked(D df, const TqGeometry& geo, const float* tabl
   const int N = int(hn::Lanes(df));
   const int dim = geo.head_dim;
   const simd::Codebook16<D, (1 << kBits)> cb(df, table16);
+  const hn::Rebind<hwy::float16_t, D> dh;
   const auto* norms = reinterpret_cast<const uint16_t*>(page + geo.norms_offset(page_tokens));
   HWY_ALIGN float w[kBlockRows * kBlockTokens];
   HWY_ALIGN float nf[kBlockTokens];
   HWY_ALIGN float x[kBlockTokens * kMB * hn::MaxLanes(D())];
   for (int t0 = begin; t0 < end; t0 += kBlockTokens) {
     const int nt = std::min(kBlockTokens, end - t0);
-    for (int t = 0; t < nt; ++t) nf[t] = f16_to_f32(norms[t0 + t]);
+    int tn = 0;
+    for (; tn + N <= nt; tn += N)
+      hn::Store(hn::PromoteTo(
+                    df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(norms) + t0 + tn)),
+                df, nf + tn);
+    for (; tn < nt; ++tn) nf[tn] = f16_to_f32(norms[t0 + tn]);
     for (int g0 = 0; g0 < G; g0 += kBlockRows) {
       const int ng = std::min(kBlockRows, G - g0);
       for (int r = 0; r < ng; ++r) {
@@ -540,13 +546,19 @@ HWY_INLINE void AccumulateBlocked(D df, const TqGeometry& geo, const float* tabl
       }
       for (int i0 = 0; i0 < dim; i0 += kMB * N) {
         const ValueCodes<kBits, kMB, D> codes(df, geo, i0);
-        for (int t = 0; t < nt; ++t) {
-          const int slot = t0 + t;
-          const uint8_t* tk =
-              page + size_t(slot / kTqTileTokens) * geo.tile_bytes + 4 * (slot % kTqTileTokens);
+        // Tile by tile: the token's word address is one add per token (no
+        // division by the tile size in the loop).
+        float* xt = x;
+        for (int slot = t0; slot < t0 + nt;) {
+          const uint8_t* tile = page + size_t(slot / kTqTileTokens) * geo.tile_bytes;
+          const int k0 = slot % kTqTileTokens;
+          const int k1 = std::min(kTqTileTokens, k0 + (t0 + nt - slot));
+          for (const uint8_t *tk = tile + 4 * k0, *tk_end = tile + 4 * k1; tk < tk_end;
+               tk += 4, xt += kMB * N) {
 #pragma GCC unroll 4
-          for (int m = 0; m < kMB; ++m)
-            hn::Store(cb(codes(tk, m)), df, x + size_t(t) * kMB * N + m * N);
+            for (int m = 0; m < kMB; ++m) hn::Store(cb(codes(tk, m)), df, xt + m * N);
+          }
+          slot += k1 - k0;
         }
         simd::AccumulateRows<kMB>(df, w, ng, kBlockTokens, x, size_t(kMB * N), nt,
                                   acc + size_t(g0) * dim + i0, size_t(dim));
