@@ -191,7 +191,9 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
     const int t0 = qt * q_tile, t1 = std::min(n, t0 + q_tile);
     for (int t = t0; t < t1; ++t) {
       // The pages a query sees are a run of `pages` (positions increase along it).
-      const auto [vlo, vhi] = vis.of(Kind::Page, c.n_tokens + t);
+      // (Plain variables: lambdas may not capture structured bindings before clang 16.)
+      const auto visible = vis.of(Kind::Page, c.n_tokens + t);
+      const auto vlo = visible.first, vhi = visible.second;
       const auto first = std::partition_point(
           pages.begin(), pages.end(), [&](int s) { return sources[size_t(s)].pos_hi <= vlo; });
       const auto last = std::partition_point(
