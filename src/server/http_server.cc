@@ -205,7 +205,11 @@ void HttpServer::add_routes() {
                  what.c_str());
     send_api_error(res, make_api_error(500, str("Internal server error: ", what)));
   });
-  http.set_logger([this](const Request& req, const Response& res) {
+  // Counted as the response's status line is about to be written (cpp-httplib
+  // runs the post-routing handler for every response, errors included), not
+  // in the logger, which runs after the client may already have read it: a
+  // client that asks /metrics right after a response then sees it counted.
+  http.set_post_routing_handler([this](const Request& req, Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
   });
 }
