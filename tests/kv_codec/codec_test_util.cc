@@ -15,6 +15,13 @@ std::vector<float> gaussian_vector(std::mt19937_64& rng, int n, float sigma) {
   return v;
 }
 
+std::vector<float> uniform_vector(std::mt19937_64& rng, int n) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = unit(rng);
+  return v;
+}
+
 CodecUnderTest make_test_codec(const std::string& name, int head_dim, uint64_t seed) {
   const auto spec = kv::parse_codec(name);
   EXPECT_TRUE(spec.has_value()) << name;

@@ -18,6 +18,8 @@ namespace tkv::test {
 
 // N(0, sigma^2) vector of length n from a seeded generator.
 std::vector<float> gaussian_vector(std::mt19937_64& rng, int n, float sigma = 1.0f);
+// n values uniform in [0, 1) (attention weights for score/accumulate tests).
+std::vector<float> uniform_vector(std::mt19937_64& rng, int n);
 
 // A codec plus the rotation it shares (kept alive together).
 struct CodecUnderTest {

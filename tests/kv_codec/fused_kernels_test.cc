@@ -40,9 +40,7 @@ void check_codec(const Codec& codec, int page_tokens, uint64_t seed) {
     std::vector<float> prepared(G * codec.prepared_query_floats());
     codec.prepare_queries(q.data(), G, prepared.data());
     const size_t stride = page_tokens + 7;
-    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-    std::vector<float> p(G * stride);
-    for (float& v : p) v = unit(rng);
+    const auto p = test::uniform_vector(rng, int(G * stride));
     const auto acc0 = test::gaussian_vector(rng, G * d);
     std::vector<float> acc0_plain = acc0;
     codec.unrotate(acc0_plain.data(), G);

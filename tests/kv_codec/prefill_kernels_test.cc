@@ -27,9 +27,7 @@ void check_rows(const Codec& codec, int G, uint64_t seed) {
   std::vector<float> prepared(G * pq);
   codec.prepare_queries(q.data(), G, prepared.data());
   const size_t stride = kPage + 3;
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  std::vector<float> p(G * stride);
-  for (float& v : p) v = unit(rng);
+  const auto p = test::uniform_vector(rng, int(G * stride));
   const auto acc0 = test::gaussian_vector(rng, G * d);
 
   for (auto [b, e] : std::vector<std::pair<int, int>>{{0, kPage}, {5, 50}, {16, 33}, {63, 64}}) {
