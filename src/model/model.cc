@@ -254,20 +254,23 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   const auto home = [&](const ExecutionContext::LiveItem& live) {
     return ctx.x_all_.data() + size_t(live.home) * E;
   };
+  // Appends an item's waiting rows to x_ at row `rows` (and to live_).
+  const auto place = [&](ExecutionContext::LiveItem live, int& rows) {
+    live.row0 = rows;
+    std::copy(home(live), home(live) + size_t(live.n_rows) * E, ctx.x_.data() + size_t(rows) * E);
+    rows += live.n_rows;
+    ctx.live_.push_back(live);
+  };
   for (size_t p = 0; p + 1 < cuts.size(); ++p) {
     const int l0 = cuts[p], l1 = cuts[p + 1];
     int rows = n_rows, exact = n_exact;
     if (split) {
       ctx.live_.clear();
       rows = exact = 0;
-      for (auto live : all) {
+      for (const auto& live : all) {
         if (!status[live.index].ok() || live.layer_begin > l0 || live.layer_end < l1) continue;
-        live.row0 = rows;
-        std::copy(home(live), home(live) + size_t(live.n_rows) * E,
-                  ctx.x_.data() + size_t(rows) * E);
-        rows += live.n_rows;
+        place(live, rows);
         if (live.exact) exact = rows;
-        ctx.live_.push_back(live);
       }
       if (rows == 0) continue;
       rope_rows();
@@ -287,16 +290,13 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   if (split) {
     ctx.live_.clear();
     int rows = 0;
-    for (auto live : all) {
+    for (const auto& live : all) {
       if (!status[live.index].ok()) continue;
       if (live.layer_end < n_layers) {
         items[live.index].carry->assign(home(live), home(live) + size_t(live.n_rows) * E);
         continue;
       }
-      live.row0 = rows;
-      std::copy(home(live), home(live) + size_t(live.n_rows) * E, ctx.x_.data() + size_t(rows) * E);
-      rows += live.n_rows;
-      ctx.live_.push_back(live);
+      place(live, rows);
     }
   }
   for (const auto& live : ctx.live_) items[live.index].sequence->end_chunk();
