@@ -436,6 +436,7 @@ SchedulerStats Scheduler::stats() const {
   {
     const std::lock_guard<std::mutex> lock(impl_->mu);
     s = impl_->counters;
+    s.accepting = impl_->accepting;
   }
   // The background writer adds files while the worker may be idle.
   if (impl_->disk) {

@@ -242,6 +242,7 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0;     // of finished jobs
   uint64_t completion_tokens = 0;
   uint64_t jobs_finished = 0;
+  bool accepting = true;  // false once drain() started: submit() throws NotAccepting
 };
 
 class Scheduler {

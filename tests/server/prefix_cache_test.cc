@@ -445,6 +445,10 @@ TEST_F(PrefixCacheTest, BudgetExhaustedMidBatchFailsOneJobAndTheOtherGoesOn) {
   // is estimated at 8 pages beyond the shared 3; the pool holds 17.
   o.budget_bytes = 17 * 20480;
   o.parallel = 2;
+  // The first job's first step waits until both are queued, so that they
+  // run side by side however the threads are scheduled.
+  test::StepGate gate;
+  gate.attach(o);
   Scheduler s(*m_->model, *m_->tokenizer, o);
   const std::vector<int32_t> shared = prompt(96);
   run_one(s, greedy_job(shared, 1));
@@ -455,8 +459,10 @@ TEST_F(PrefixCacheTest, BudgetExhaustedMidBatchFailsOneJobAndTheOtherGoesOn) {
     p.erase(p.begin() + 96);  // the second part's BOS
     jobs.push_back(greedy_job(p, 200));
   }
+  gate.close();
   auto a = s.submit(jobs[0]);
   auto b = s.submit(jobs[1]);
+  gate.open();
   const Outcome out[2] = {test::collect(*a), test::collect(*b)};
   int failed = 0;
   for (int i = 0; i < 2; ++i) {

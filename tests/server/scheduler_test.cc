@@ -26,6 +26,7 @@ using test::LoadedModel;
 using test::Outcome;
 using test::prompt_of;
 using test::run_one;
+using test::StepGate;
 
 SchedulerOptions small_options(const std::string& kv) {
   SchedulerOptions o;
@@ -319,55 +320,6 @@ TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
   EXPECT_EQ(most_chunks, 3);
 }
 
-// Holds the worker in its on_step hook on demand, and records one step:
-// the test decides what is queued when the worker next admits, and no job
-// moves on by itself while the test looks.
-struct StepGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool hold = false, held = false, record = false;
-  std::vector<StepInfo> recorded;
-  void attach(SchedulerOptions& o) {
-    o.on_step = [this](const StepInfo& s) {
-      std::unique_lock<std::mutex> lock(mu);
-      if (record) {  // this step, then wait again
-        recorded.push_back(s);
-        record = false;
-        hold = true;
-      }
-      held = true;
-      cv.notify_all();
-      cv.wait(lock, [&] { return !hold; });
-      held = false;
-    };
-  }
-  void close() {  // the next step waits in the hook
-    const std::lock_guard<std::mutex> lock(mu);
-    hold = true;
-  }
-  void wait_held() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return held; });
-  }
-  // Lets the worker go until the hook of its next step, which it records
-  // and waits in; returns that step.
-  StepInfo step_and_record() {
-    std::unique_lock<std::mutex> lock(mu);
-    record = true;
-    hold = false;
-    cv.notify_all();
-    cv.wait(lock, [&] { return !recorded.empty() && held; });
-    return recorded.front();
-  }
-  void open() {
-    {
-      const std::lock_guard<std::mutex> lock(mu);
-      hold = false;
-    }
-    cv.notify_all();
-  }
-};
-
 // A running job R holds most of the budget (its estimate: the whole
 // 512-token context). Queued behind it: B, whose 270 planned tokens do not
 // fit next to R, then small jobs that do. With `max_overtakes` = N, the
@@ -518,13 +470,24 @@ TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {
 TEST_F(SchedulerTest, DrainFinishesRunningJobsCancelsQueuedOnesAndRefusesNewOnes) {
   SchedulerOptions o = small_options("f16");
   o.parallel = 1;
+  // The worker is held in the running job's first step until the drain has
+  // begun, so the job is still running when the second one is queued and
+  // when the drain starts, however the threads are scheduled.
+  StepGate gate;
+  gate.attach(o);
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  gate.close();
   std::shared_ptr<JobStream> running =
       s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 30));
-  while (s.stats().active == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.wait_held();
   std::shared_ptr<JobStream> queued =
       s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20, 3), 30));
+  std::thread releaser([&] {
+    while (s.stats().accepting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    gate.open();
+  });
   s.drain(std::chrono::seconds(600));
+  releaser.join();
   // The running job had its grace: it finished whole.
   const Outcome out = collect(*running);
   EXPECT_EQ(out.done.finish, JobFinish::kLength);

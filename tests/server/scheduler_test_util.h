@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -90,6 +93,56 @@ inline Outcome collect(JobStream& stream) {
   ADD_FAILURE() << "no final event";
   return o;
 }
+
+// Holds the worker in its on_step hook on demand, and records one step:
+// the test decides what is queued when the worker next admits (or that a
+// drain has begun), and no job moves on by itself while the test looks,
+// however the threads are scheduled.
+struct StepGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false, held = false, record = false;
+  std::vector<StepInfo> recorded;
+  void attach(SchedulerOptions& o) {
+    o.on_step = [this](const StepInfo& s) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (record) {  // this step, then wait again
+        recorded.push_back(s);
+        record = false;
+        hold = true;
+      }
+      held = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return !hold; });
+      held = false;
+    };
+  }
+  void close() {  // the next step waits in the hook
+    const std::lock_guard<std::mutex> lock(mu);
+    hold = true;
+  }
+  void wait_held() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return held; });
+  }
+  // Lets the worker go until the hook of its next step, which it records
+  // and waits in; returns that step.
+  StepInfo step_and_record() {
+    std::unique_lock<std::mutex> lock(mu);
+    record = true;
+    hold = false;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !recorded.empty() && held; });
+    return recorded.front();
+  }
+  void open() {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      hold = false;
+    }
+    cv.notify_all();
+  }
+};
 
 inline Outcome run_one(Scheduler& s, Job job) {
   return collect(*s.submit(std::move(job)));
