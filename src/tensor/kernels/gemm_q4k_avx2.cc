@@ -62,15 +62,36 @@ inline constexpr size_t kPanelBytes = 512 << 10;
 inline constexpr int kRows = 2, kTokens = 6;
 inline constexpr int kPairs = (kTokens + 1) / 2;
 
-// One Q4_K block of one row, unpacked (UnpackBlock's canonical form).
+// One Q4_K or Q6_K block of one row in the panel's pair form: chunks 2p and
+// 2p + 1 interleaved by int16 lanes (InterleavePair) into w[2p] (A) and
+// w[2p + 1] (B), whose vpmaddubsw pair sums at one lane have one scale, so
+// that they are added in int16 and take one vpmaddwd with s[p].
 struct alignas(32) PackedQ4K {
-  __m256i w[8];  // u8 weights of chunk c (0..15)
-  __m256i s[8];  // int16 scale of chunk c in every lane
+  __m256i w[8];  // Q4_K: u8 weights 0..15; Q6_K: s8 weights q - 32
+  __m256i s[4];  // int16 scales of pair p: chunk 2p's even lanes, 2p + 1's odd
   __m256i mins;  // Q4_K: the 8 int16 mins in both halves; Q6_K: bias (PackBlock)
   float d, dm;
   uint8_t pad[24];
 };
-static_assert(sizeof(PackedQ4K) == 576);
+static_assert(sizeof(PackedQ4K) == 448);
+
+// Two 32-value chunks c0, c1 as the vectors a, b whose vpmaddubsw sums add
+// lane by lane within one sub-block. In int16 lanes (two values each):
+// a = (c0[0], c1[1], c0[2], c1[3], ...), b = (c0[1], c1[0], c0[3], c1[2], ...),
+// so lane 2j of a + b holds c0's values 4j..4j+3 and lane 2j + 1 c1's, and
+// vpmaddwd by (s_c0[2j], s_c1[2j + 1]) puts into int32 lane j exactly the
+// products intdot-inl.h's chunk steps put there (vpmaddwd(pairs_c, s_c) of
+// c0 and c1): the same integers, added in another order. The weights and the
+// activations take the same permutation, so each product meets its
+// partner. The int16 sum never wraps: q4_K |2 * 2 * 15 * 128| = 7680, q6_K
+// (x + 128 as u8 times q - 32) at most 2 * 2 * 255 * 32 = 32640.
+HWY_INLINE void InterleavePair(__m256i c0, __m256i c1, __m256i* a, __m256i* b) {
+  *a = _mm256_blend_epi16(c0, c1, 0xAA);
+  const __m256i swapped = _mm256_blend_epi16(c1, c0, 0xAA);  // (c1[0], c0[1], ...)
+  *b = _mm256_shuffle_epi8(
+      swapped, _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6,
+                                7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+}
 
 // What a tile of tokens needs per block besides the activations: their d
 // (lane t: token t) and, per pair of tokens, the group sums and d laid out
@@ -103,115 +124,108 @@ struct TileAcc {
   __m256 m[R][kP];
 };
 
-// One (row, token, chunk) of a tile: the chunk's int32 lanes with the
-// chunk scale folded in, added to l (or l's first value). Q6_K's signed
-// weights w = q - 32 (-32..31) are vpmaddubsw's s8 operand and the token's
-// activations plus 128 (xu, u8) the other: pairs (x + 128) w, within int16
-// (2 * 255 * 32), whose 128 w part the row's bias removes per block.
+// One (row, token, chunk pair p) of a tile: the pair's int32 lanes with
+// the scales folded in, added to l (or l's first value). Q4_K: the u8
+// weights wa, wb against the activations xp[0], xp[1] (pair form). Q6_K:
+// its signed weights q - 32 (-32..31) are vpmaddubsw's s8 operand and the
+// token's activations plus 128 (u8, xp) the other, whose 128 w part the
+// row's bias removes per block.
 template <DType T>
-HWY_INLINE __m256i Chunk(bool first, __m256i l, __m256i w, const int8_t* x, const __m256i* s,
-                         const __m256i* xu) {
-  const __m256i pairs = T == DType::Q6_K ? _mm256_maddubs_epi16(_mm256_load_si256(xu), w)
-                                         : _mm256_maddubs_epi16(w, Load256(x));
-  const __m256i prod = _mm256_madd_epi16(pairs, _mm256_load_si256(s));
+HWY_INLINE __m256i ChunkPair(bool first, __m256i l, __m256i wa, __m256i wb, const __m256i* xp,
+                             const __m256i* s) {
+  const __m256i xa = _mm256_load_si256(xp), xb = _mm256_load_si256(xp + 1);
+  const __m256i sums =
+      T == DType::Q6_K
+          ? _mm256_add_epi16(_mm256_maddubs_epi16(xa, wa), _mm256_maddubs_epi16(xb, wb))
+          : _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
+  const __m256i prod = _mm256_madd_epi16(sums, _mm256_load_si256(s));
   return first ? prod : _mm256_add_epi32(l, prod);
 }
 
 // The int32 block sums of the full tile (2 rows x 6 tokens, block b) in
-// assembly: GCC keeps neither the 12 sums in registers nor the 8 adds of
-// each as one chain (it reassociates them into trees and spills the
-// products), which halved the throughput. Per chunk and row one weight
-// load, then per token vpmaddubsw (activations from memory) + vpmaddwd (the
-// chunk scale from memory) + vpaddd: 14 of the 16 registers.
+// assembly: GCC keeps neither the 12 sums in registers nor the adds of each
+// as one chain (it reassociates them into trees and spills the products),
+// which halved the throughput. Per chunk pair, row and token two vpmaddubsw
+// (one operand from memory) + vpaddw + vpmaddwd (the pair's scales from
+// memory) + vpaddd: 16 registers (12 sums, two operands, two temporaries).
 // clang-format off
-#define TKV_MAC(xa, oa, A) \
-  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
-  "vpmaddwd %[s], %[t], %[t]\n\t" \
+#define TKV_MAC(ma, mb, ms, A) \
+  "vpmaddubsw " ma ", %[va], %[t]\n\t" \
+  "vpmaddubsw " mb ", %[vb], %[u]\n\t" \
+  "vpaddw %[u], %[t], %[t]\n\t" \
+  "vpmaddwd " ms ", %[t], %[t]\n\t" \
   "vpaddd %[t], %[" A "], %[" A "]\n\t"
-#define TKV_MAC0(xa, oa, A) \
-  "vpmaddubsw " xa ", %[w], %[t]\n\t" \
-  "vpmaddwd %[s], %[t], %[" A "]\n\t"
-// Token j's activations at x0 + j * xs (j < 3) or x3 + (j - 3) * xs, its
-// Q6_K offset pairs at ob + 256 j; chunk c 32 c bytes further.
-#define TKV_ROW(M, wo, so, wp, A0, A1, A2, A3, A4, A5) \
-  "vmovdqa " wo "(%[" wp "]), %[w]\n\t" \
-  "vmovdqa " so "(%[" wp "]), %[s]\n\t" \
-  M(wo "(%[x0])", wo "(%[ob])", A0) \
-  M(wo "(%[x0],%[xs],1)", wo "+256(%[ob])", A1) \
-  M(wo "(%[x0],%[xs],2)", wo "+512(%[ob])", A2) \
-  M(wo "(%[x3])", wo "+768(%[ob])", A3) \
-  M(wo "(%[x3],%[xs],1)", wo "+1024(%[ob])", A4) \
-  M(wo "(%[x3],%[xs],2)", wo "+1280(%[ob])", A5)
-#define TKV_CHUNK(M, wo, so) \
-  TKV_ROW(M, wo, so, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
-  TKV_ROW(M, wo, so, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
-// Q6_K, token by token: xu of token j (ob + 256 j) in a register, the
+#define TKV_MAC0(ma, mb, ms, A) \
+  "vpmaddubsw " ma ", %[va], %[t]\n\t" \
+  "vpmaddubsw " mb ", %[vb], %[u]\n\t" \
+  "vpaddw %[u], %[t], %[t]\n\t" \
+  "vpmaddwd " ms ", %[t], %[" A "]\n\t"
+// Q4_K, row by row: the row's pair (wa, wb: offsets in PackedQ4K) in
+// va, vb; token j's pair-form activations at ob + 256 j as memory operands.
+#define TKV_ROW(M, wa, wb, so, wp, A0, A1, A2, A3, A4, A5) \
+  "vmovdqa " wa "(%[" wp "]), %[va]\n\t" \
+  "vmovdqa " wb "(%[" wp "]), %[vb]\n\t" \
+  M(wa "(%[ob])", wb "(%[ob])", so "(%[" wp "])", A0) \
+  M(wa "+256(%[ob])", wb "+256(%[ob])", so "(%[" wp "])", A1) \
+  M(wa "+512(%[ob])", wb "+512(%[ob])", so "(%[" wp "])", A2) \
+  M(wa "+768(%[ob])", wb "+768(%[ob])", so "(%[" wp "])", A3) \
+  M(wa "+1024(%[ob])", wb "+1024(%[ob])", so "(%[" wp "])", A4) \
+  M(wa "+1280(%[ob])", wb "+1280(%[ob])", so "(%[" wp "])", A5)
+#define TKV_PAIR(M, wa, wb, so) \
+  TKV_ROW(M, wa, wb, so, "p0", "a0", "a1", "a2", "a3", "a4", "a5") \
+  TKV_ROW(M, wa, wb, so, "p1", "a6", "a7", "a8", "a9", "a10", "a11")
+// Q6_K, token by token: token j's pair (activations + 128) in va, vb, the
 // rows' weights and scales as memory operands.
-#define TKV_Q6MAC(wo, so, wp, A) \
-  "vpmaddubsw " wo "(%[" wp "]), %[w], %[t]\n\t" \
-  "vpmaddwd " so "(%[" wp "]), %[t], %[t]\n\t" \
-  "vpaddd %[t], %[" A "], %[" A "]\n\t"
-#define TKV_Q6MAC0(wo, so, wp, A) \
-  "vpmaddubsw " wo "(%[" wp "]), %[w], %[t]\n\t" \
-  "vpmaddwd " so "(%[" wp "]), %[t], %[" A "]\n\t"
-#define TKV_Q6TOKEN(M, wo, so, xo, A, B) \
-  "vmovdqa " wo "+" xo "(%[ob]), %[w]\n\t" M(wo, so, "p0", A) M(wo, so, "p1", B)
-#define TKV_Q6CHUNK(M, wo, so) \
-  TKV_Q6TOKEN(M, wo, so, "0", "a0", "a6") TKV_Q6TOKEN(M, wo, so, "256", "a1", "a7") \
-  TKV_Q6TOKEN(M, wo, so, "512", "a2", "a8") TKV_Q6TOKEN(M, wo, so, "768", "a3", "a9") \
-  TKV_Q6TOKEN(M, wo, so, "1024", "a4", "a10") TKV_Q6TOKEN(M, wo, so, "1280", "a5", "a11")
-#define TKV_Q6BLOCK \
-  TKV_Q6CHUNK(TKV_Q6MAC0, "0", "256") TKV_Q6CHUNK(TKV_Q6MAC, "32", "288") \
-  TKV_Q6CHUNK(TKV_Q6MAC, "64", "320") TKV_Q6CHUNK(TKV_Q6MAC, "96", "352") \
-  TKV_Q6CHUNK(TKV_Q6MAC, "128", "384") TKV_Q6CHUNK(TKV_Q6MAC, "160", "416") \
-  TKV_Q6CHUNK(TKV_Q6MAC, "192", "448") TKV_Q6CHUNK(TKV_Q6MAC, "224", "480")
-#define TKV_BLOCK(M0, M) \
-  TKV_CHUNK(M0, "0", "256") TKV_CHUNK(M, "32", "288") TKV_CHUNK(M, "64", "320") \
-  TKV_CHUNK(M, "96", "352") TKV_CHUNK(M, "128", "384") TKV_CHUNK(M, "160", "416") \
-  TKV_CHUNK(M, "192", "448") TKV_CHUNK(M, "224", "480")
+#define TKV_Q6TOKEN(M, wa, wb, so, xo, A, B) \
+  "vmovdqa " wa "+" xo "(%[ob]), %[va]\n\t" \
+  "vmovdqa " wb "+" xo "(%[ob]), %[vb]\n\t" \
+  M(wa "(%[p0])", wb "(%[p0])", so "(%[p0])", A) \
+  M(wa "(%[p1])", wb "(%[p1])", so "(%[p1])", B)
+#define TKV_Q6PAIR(M, wa, wb, so) \
+  TKV_Q6TOKEN(M, wa, wb, so, "0", "a0", "a6") TKV_Q6TOKEN(M, wa, wb, so, "256", "a1", "a7") \
+  TKV_Q6TOKEN(M, wa, wb, so, "512", "a2", "a8") TKV_Q6TOKEN(M, wa, wb, so, "768", "a3", "a9") \
+  TKV_Q6TOKEN(M, wa, wb, so, "1024", "a4", "a10") TKV_Q6TOKEN(M, wa, wb, so, "1280", "a5", "a11")
+#define TKV_BLOCK(P) \
+  P(TKV_MAC0, "0", "32", "256") P(TKV_MAC, "64", "96", "288") \
+  P(TKV_MAC, "128", "160", "320") P(TKV_MAC, "192", "224", "352")
 // clang-format on
 
+// xp: the pair-form activations of the tile's 6 tokens for block b.
 template <DType T>
-HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const ActBlock256* const* x,
-                             size_t b, const __m256i* off, __m256i* l) {
+HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const __m256i* xp,
+                             __m256i* l) {
   static_assert(offsetof(PackedQ4K, s) == 256);
-  const int8_t* x0 = x[0][b].q;
-  const int8_t* x3 = x[3][b].q;
-  const intptr_t xs = x[1][b].q - x0;
-  HWY_DASSERT(x[2][b].q - x0 == 2 * xs && x[4][b].q - x3 == xs && x[5][b].q - x3 == 2 * xs);
-  __m256i w, sc, t;
+  __m256i va, vb, t, u;
 #define TKV_OPERANDS                                                                          \
   : [a0] "=&x"(l[0]), [a1] "=&x"(l[1]), [a2] "=&x"(l[2]), [a3] "=&x"(l[3]), [a4] "=&x"(l[4]), \
     [a5] "=&x"(l[5]), [a6] "=&x"(l[6]), [a7] "=&x"(l[7]), [a8] "=&x"(l[8]), [a9] "=&x"(l[9]), \
-    [a10] "=&x"(l[10]), [a11] "=&x"(l[11]), [w] "=&x"(w), [s] "=&x"(sc), [t] "=&x"(t)         \
-  : [p0] "r"(u0), [p1] "r"(u1), [x0] "r"(x0), [x3] "r"(x3), [xs] "r"(xs), [ob] "r"(off)       \
+    [a10] "=&x"(l[10]), [a11] "=&x"(l[11]), [va] "=&x"(va), [vb] "=&x"(vb), [t] "=&x"(t),     \
+    [u] "=&x"(u)                                                                              \
+  : [p0] "r"(u0), [p1] "r"(u1), [ob] "r"(xp)                                                  \
   : "memory"
   if constexpr (T == DType::Q6_K)
-    __asm__(TKV_Q6BLOCK TKV_OPERANDS);
+    __asm__(TKV_BLOCK(TKV_Q6PAIR) TKV_OPERANDS);
   else
-    __asm__(TKV_BLOCK(TKV_MAC0, TKV_MAC) TKV_OPERANDS);
+    __asm__(TKV_BLOCK(TKV_PAIR) TKV_OPERANDS);
 #undef TKV_OPERANDS
 }
 #undef TKV_BLOCK
-#undef TKV_CHUNK
+#undef TKV_PAIR
 #undef TKV_ROW
-#undef TKV_Q6BLOCK
-#undef TKV_Q6CHUNK
+#undef TKV_Q6PAIR
 #undef TKV_Q6TOKEN
-#undef TKV_Q6MAC0
-#undef TKV_Q6MAC
 #undef TKV_MAC0
 #undef TKV_MAC
 
-// R rows (their nb blocks at p, p + nb, ...) times NT tokens (x[t], their
-// per-block data tb) into acc. Per chunk and (row, token) vpmaddubsw +
-// vpmaddwd (the chunk's scale) + vpaddd into the int32 lanes of the block;
+// R rows (their nb blocks at p, p + nb, ...) times NT tokens (their
+// pair-form activations xp, per-block data tb) into acc. Per chunk pair and
+// (row, token) two vpmaddubsw + vpaddw + vpmaddwd (the pair's scales) +
+// vpaddd into the int32 lanes of the block;
 // then DotRowsInt's float step: v = fma(d_w d_x, float(lanes), v) and, two
 // tokens per instruction, m = fma(dm_w d_x, float(mins . group sums), m).
 template <DType T, int R, int NT>
-HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock256* const* x,
-                     const TileBlock* HWY_RESTRICT tb, const __m256i* HWY_RESTRICT off,
-                     TileAcc<R, NT>& acc) {
+HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const TileBlock* HWY_RESTRICT tb,
+                     const __m256i* HWY_RESTRICT xp, TileAcc<R, NT>& acc) {
   constexpr int kP = TileAcc<R, NT>::kP;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < NT; ++t) acc.v[r][t] = _mm256_setzero_ps();
@@ -223,17 +237,19 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
     // The tile's int32 block sums, l[r * NT + t].
     __m256i l[R * NT];
     if constexpr (R == kRows && NT == kTokens) {
-      BlockSums2x6<T>(u[0], u[1], x, b, off + b * kTokens * 8, l);
+      BlockSums2x6<T>(u[0], u[1], xp + b * kTokens * 8, l);
     } else {
-      auto chunk = [&]<size_t... I>(std::index_sequence<I...>, int c, bool first) {
-        __m256i w[R];
-        for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256(&u[r]->w[c]);
-        ((l[I] = Chunk<T>(first, l[I], w[I / NT], x[I % NT][b].q + 32 * c, &u[I / NT]->s[c],
-                          off + (b * kTokens + I % NT) * 8 + c)),
+      auto pair = [&]<size_t... I>(std::index_sequence<I...>, int q, bool first) {
+        __m256i wa[R], wb[R];
+        for (int r = 0; r < R; ++r)
+          wa[r] = _mm256_load_si256(&u[r]->w[2 * q]),
+          wb[r] = _mm256_load_si256(&u[r]->w[2 * q + 1]);
+        ((l[I] = ChunkPair<T>(first, l[I], wa[I / NT], wb[I / NT],
+                              xp + (b * kTokens + I % NT) * 8 + 2 * q, &u[I / NT]->s[q])),
          ...);
       };
-      chunk(std::make_index_sequence<R * NT>(), 0, true);
-      for (int c = 1; c < 8; ++c) chunk(std::make_index_sequence<R * NT>(), c, false);
+      pair(std::make_index_sequence<R * NT>(), 0, true);
+      for (int q = 1; q < 4; ++q) pair(std::make_index_sequence<R * NT>(), q, false);
     }
     if constexpr (T == DType::Q6_K)
       for (int i = 0; i < R * NT; ++i) l[i] = _mm256_sub_epi32(l[i], u[i / NT]->mins);
@@ -262,12 +278,13 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const ActBlock2
   }
 }
 
-// The tile data of tokens [t, t + nt) (nt <= kTokens), nb blocks.
-// Q6_K: also the activations plus 128 as u8, off[(b * kTokens + j) * 8 + c]
-// = chunk c of token j's block b xor 0x80.
+// The tile data of tokens [t, t + nt) (nt <= kTokens), nb blocks, and their
+// activations in pair form, xp[(b * kTokens + j) * 8 + 2 p (+ 1)] = A (B) of
+// chunk pair p of token j's block b (Q6_K: of the activations plus 128 as
+// u8, xor 0x80).
 template <DType T>
 HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t t, int nt,
-                               TileBlock* tb, __m256i* off) {
+                               TileBlock* tb, __m256i* xp) {
   std::memset(static_cast<void*>(tb), 0, nb * sizeof(TileBlock));
   for (int j = 0; j < nt; ++j) {
     const auto* x = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
@@ -276,10 +293,15 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
       k.dx[j] = x[b].d;
       for (int i = 0; i < 4; ++i) k.dx_pair[j / 2][4 * (j % 2) + i] = x[b].d;
       std::memcpy(&k.psums_pair[j / 2][8 * (j % 2)], x[b].psums, 16);
-      if constexpr (T == DType::Q6_K)
-        for (int c = 0; c < 8; ++c)
-          off[(b * kTokens + size_t(j)) * 8 + size_t(c)] =
-              _mm256_xor_si256(Load256(x[b].q + 32 * c), _mm256_set1_epi8(char(0x80)));
+      __m256i* o = xp + (b * kTokens + size_t(j)) * 8;
+      for (int q = 0; q < 4; ++q) {
+        __m256i c0 = Load256(x[b].q + 64 * q), c1 = Load256(x[b].q + 64 * q + 32);
+        if constexpr (T == DType::Q6_K) {
+          c0 = _mm256_xor_si256(c0, _mm256_set1_epi8(char(0x80)));
+          c1 = _mm256_xor_si256(c1, _mm256_set1_epi8(char(0x80)));
+        }
+        InterleavePair(c0, c1, o + 2 * q, o + 2 * q + 1);
+      }
     }
   }
 }
@@ -289,10 +311,7 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
 template <DType T, int NT>
 HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
                             int64_t r0, int64_t nr, int64_t t, const TileBlock* tb,
-                            const __m256i* off) {
-  const ActBlock256* x[NT];
-  for (int j = 0; j < NT; ++j)
-    x[j] = reinterpret_cast<const ActBlock256*>(a.xq + size_t(t + j) * a.xq_stride);
+                            const __m256i* xp) {
   // The output of (row i, token j) from the tile's accumulators.
   auto finish = [](const auto& acc, int i, int j) {
     IntAcc s;
@@ -304,13 +323,13 @@ HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel
   int64_t r = 0;
   for (; r + kRows <= nr; r += kRows) {
     TileAcc<kRows, NT> acc;
-    Tile<T, kRows, NT>(panel + size_t(r) * nb, nb, x, tb, off, acc);
+    Tile<T, kRows, NT>(panel + size_t(r) * nb, nb, tb, xp, acc);
     for (int i = 0; i < kRows; ++i)
       for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r + i] = finish(acc, i, j);
   }
   if (r < nr) {
     TileAcc<1, NT> acc;
-    Tile<T, 1, NT>(panel + size_t(r) * nb, nb, x, tb, off, acc);
+    Tile<T, 1, NT>(panel + size_t(r) * nb, nb, tb, xp, acc);
     for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r] = finish(acc, 0, j);
   }
 }
@@ -318,22 +337,25 @@ HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel
 template <DType T, int NT>
 HWY_INLINE void PanelTail(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
                           int64_t r0, int64_t nr, int64_t t, const TileBlock* tb,
-                          const __m256i* off) {
+                          const __m256i* xp) {
   if constexpr (NT > 0) {
-    if (a.n - t == NT) return PanelTokens<T, NT>(a, panel, nb, r0, nr, t, tb, off);
-    PanelTail<T, NT - 1>(a, panel, nb, r0, nr, t, tb, off);
+    if (a.n - t == NT) return PanelTokens<T, NT>(a, panel, nb, r0, nr, t, tb, xp);
+    PanelTail<T, NT - 1>(a, panel, nb, r0, nr, t, tb, xp);
   }
 }
 
-// One block of a row in the panel's form: Q4_K's u8 weights, chunk scales
-// and mins; Q6_K's signed weights q - 32, its 16-value group scales and
+// One block of a row in the panel's pair form: Q4_K's u8 weights, chunk
+// scales and mins; Q6_K's signed weights q - 32, its 16-value group scales and
 // the bias of the 128 added to the activations, sum_c vpmaddwd(s_c,
 // 128 (w pairs of chunk c)): the block's int32 lanes of 128 sum w s.
 template <DType T>
 HWY_INLINE void PackBlock(const uint8_t* blk, PackedQ4K& o) {
   UnpackedFor<T> u;
   UnpackBlock<T>(blk, u);
-  for (int c = 0; c < 8; ++c) o.w[c] = u.w[c], o.s[c] = u.s[c];
+  for (int q = 0; q < 4; ++q) {
+    InterleavePair(u.w[2 * q], u.w[2 * q + 1], &o.w[2 * q], &o.w[2 * q + 1]);
+    o.s[q] = _mm256_blend_epi16(u.s[2 * q], u.s[2 * q + 1], 0xAA);
+  }
   if constexpr (T == DType::Q4_K) {
     o.mins = _mm256_permute2x128_si256(u.mins, u.mins, 0x00);
     o.dm = u.dm;
@@ -353,7 +375,7 @@ template <DType T>
 void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   static thread_local ScratchBuffer<PackedQ4K> panel_buffer;
   static thread_local ScratchBuffer<TileBlock> tile_buffer;
-  static thread_local ScratchBuffer<__m256i> offset_buffer;
+  static thread_local ScratchBuffer<__m256i> act_buffer;
   constexpr size_t kBlockBytes = T == DType::Q6_K ? sizeof(BlockQ6_K) : sizeof(BlockQ4_K);
   const size_t nb = size_t(a.cols) / 256;
   // Rows per panel: as many as fit kPanelBytes (an even number, at least 2).
@@ -361,7 +383,7 @@ void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
       std::max<int64_t>(kRows, int64_t(kPanelBytes / (nb * sizeof(PackedQ4K))) / kRows * kRows);
   PackedQ4K* panel = panel_buffer.Get(size_t(panel_rows) * nb);
   TileBlock* tb = tile_buffer.Get(nb);
-  __m256i* off = T == DType::Q6_K ? offset_buffer.Get(nb * kTokens * 8) : nullptr;
+  __m256i* xp = act_buffer.Get(nb * kTokens * 8);
   for (int64_t rp = r0; rp < r1; rp += panel_rows) {
     const int64_t nr = std::min(panel_rows, r1 - rp);
     for (int64_t r = 0; r < nr; ++r) {
@@ -371,11 +393,11 @@ void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
     }
     for (int64_t t = 0; t < a.n; t += kTokens) {
       const int nt = int(std::min<int64_t>(kTokens, a.n - t));
-      FillTileBlocks<T>(a, nb, t, nt, tb, off);
+      FillTileBlocks<T>(a, nb, t, nt, tb, xp);
       if (nt == kTokens)
-        PanelTokens<T, kTokens>(a, panel, nb, rp, nr, t, tb, off);
+        PanelTokens<T, kTokens>(a, panel, nb, rp, nr, t, tb, xp);
       else
-        PanelTail<T, kTokens - 1>(a, panel, nb, rp, nr, t, tb, off);
+        PanelTail<T, kTokens - 1>(a, panel, nb, rp, nr, t, tb, xp);
     }
   }
 }
