@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "tensor/blocks.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
@@ -247,6 +249,62 @@ TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
         kernels::set_int_dot_instructions_allowed(true);
       });
     }
+}
+
+// The AVX2 prefill tiles add two vpmaddubsw pair sums in int16 before the
+// scale step; at the extremes (q6_K's q - 32 = -32 against activations
+// quantized to +127, i.e. 255 after the +128 offset: -32640; q4_K's 15
+// against -127) that sum is closest to wrapping. Such blocks must still give
+// matvec's bits and the float reference's value.
+TEST(IntDot, KQuantPrefillTilesAtTheInt16ExtremesEqualMatvec) {
+  ThreadPool one(1), two(2);
+  const int64_t rows = 5, cols = 512, n = 23;
+  for (const DType type : {DType::Q4_K, DType::Q6_K})
+    for (const bool top : {false, true})
+      for (const float sign : {1.0f, -1.0f}) {
+        auto wb = test::random_block_bytes(type, rows, cols, 90 + uint32_t(type));
+        const size_t block_bytes = type == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
+        const uint8_t q = top ? 0xFF : 0x00;  // every quant at its largest / smallest
+        for (size_t b = 0; b < wb.size() / block_bytes; ++b) {
+          uint8_t* blk = wb.data() + b * block_bytes;
+          if (type == DType::Q4_K) {
+            std::memset(blk + offsetof(BlockQ4_K, qs), q, sizeof(BlockQ4_K::qs));
+          } else {
+            std::memset(blk + offsetof(BlockQ6_K, ql), q, sizeof(BlockQ6_K::ql));
+            std::memset(blk + offsetof(BlockQ6_K, qh), q, sizeof(BlockQ6_K::qh));
+          }
+        }
+        // Every activation of a token equal: all quantize to +-127.
+        std::vector<float> x(size_t(n * cols));
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t i = 0; i < cols; ++i) x[size_t(t * cols + i)] = sign * float(1 + t % 3);
+        std::vector<float> want(size_t(n * rows));
+        matmul_ref(type, wb.data(), rows, cols, x.data(), n, want.data());
+        const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "kq");
+        test::for_each_simd_target([&](const std::string& target) {
+          kernels::set_int_dot_instructions_allowed(false);
+          if (target == "AVX2") {
+            EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
+          }
+          std::vector<float> single(size_t(n * rows));
+          for (int64_t t = 0; t < n; ++t)
+            matmul(w, x.data() + t * cols, 1, single.data() + t * rows, one,
+                   MatmulKernel::kInteger);
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> y(size_t(n * rows), -1.0f);
+            matmul(w, x.data(), n, y.data(), *pool, MatmulKernel::kInteger);
+            for (size_t i = 0; i < y.size(); ++i) {
+              ASSERT_EQ(y[i], single[i])
+                  << dtype_name(type) << " on " << target << " top " << top << " sign " << sign
+                  << " at " << i << " threads " << pool->size();
+              ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i])))
+                  << dtype_name(type) << " on " << target << " top " << top << " sign " << sign
+                  << " at " << i;
+            }
+          }
+          kernels::set_int_dot_instructions_allowed(true);
+        });
+      }
 }
 
 // The kernel kAuto picks: integer up to kIntMatmulMaxTokens wherever the
