@@ -7,31 +7,37 @@
 // it, so on AVX2 (16 vector registers) the unpacked block lives on the
 // stack. Here a panel of rows (kPanelBytes of unpacked blocks, in L2) is
 // unpacked once (UnpackBlock, the same canonical form) into a thread-local
-// buffer and swept by tiles of 2 rows x 6 tokens. Per 32-value chunk and
-// row one weight and one scale load, then per token vpmaddubsw (the
-// activations as its memory operand) + vpmaddwd (the chunk's scale) +
-// vpaddd into the block's int32 lanes: the 12 lane vectors of a tile stay
-// in registers over the 8 chunks (written in assembly, BlockSums2x6: GCC
-// spilled them). Then the float step per (row, token) and super-block, the
-// scale products of a row's 6 tokens one vector multiply and the mins term
-// two tokens per 256-bit instruction (TileBlock holds the tokens' d and
-// group sums in that layout, made once per panel and tile). Q6_K runs the
-// same tiles with its signed weights as vpmaddubsw's s8 operand and the
-// activations + 128 as the u8 one (Chunk, PackBlock), token by token.
+// buffer, in pair form (PackedQ4K, InterleavePair: chunks 2p and 2p + 1
+// interleaved by int16 lanes, the tokens' activations likewise, made once
+// per panel and token tile), and swept by tiles of 2 rows x 6 tokens. Per
+// chunk pair, row and token: two vpmaddubsw (one per 32 values) whose int16
+// pair sums are added (vpaddw; they share a scale lane by lane) + one
+// vpmaddwd (the pair's scales) + vpaddd into the block's int32 lanes,
+// i.e. 3 multiplies per 2 chunks where one vpmaddwd per chunk took 4. The
+// 12 lane vectors of a tile stay in registers over the block (written in
+// assembly, BlockSums2x6: GCC spilled them). Then the float step per (row,
+// token) and super-block, the scale products of a row's 6 tokens one vector
+// multiply and the mins term two tokens per 256-bit instruction (TileBlock
+// holds the tokens' d and group sums in that layout). Q6_K runs the same
+// tiles with its signed weights as vpmaddubsw's s8 operand and the
+// activations + 128 as the u8 one (ChunkPair, PackBlock), token by token.
+// Rows of more than kSliceBlocks blocks are swept a slice of blocks at a
+// time (PanelTokens) so that a token tile's activations stay in L1.
 //
-// The arithmetic is bound by its multiplies: two (vpmaddubsw, vpmaddwd) per
-// (row, token, chunk), two ports. Measured (2048 x 2048, n = 512, one
-// thread of this machine, best of 3): ~143 GFLOP/s against ~126 for the
-// 2 x 4 tile it replaced and ~107 for the f32 GEMM; the 12 sums in
-// registers run at ~1.3 cycles per (row, token, chunk), a register-only
-// probe of the same three instructions at ~1.1.
+// The arithmetic is bound by its multiply ports: 12 multiplies per (row,
+// token, block) in the int32 sums and ~4 in the float step. Measured (one
+// thread of this machine, n = 512, best of 7, q4_K / q6_K): 2048 x 2048
+// ~31 / ~32 ms against ~36 / ~40 ms with one vpmaddwd per chunk; the f32
+// GEMM ~41.
 //
 // The numbers are intdot-inl.h's: the int32 lanes of a super-block are
-// exact (the same sums in another order), and the float step, acc =
-// fma(d_w * d_x, float(lanes), acc) and the mins term, runs per (row,
-// token) in block order with the same operations on every lane; FinishInt
-// makes the output. So every (row, token) is bit-identical to int_dot_rows
-// (matvec) and to int_gemm_rows, whatever n, tiling or thread split.
+// exact and hold the same products as matvec's (InterleavePair keeps each
+// product in its int32 lane; only the order of the integer additions
+// differs), and the float step, acc = fma(d_w * d_x, float(lanes), acc) and
+// the mins term, runs per (row, token) in block order with the same
+// operations on every lane; FinishInt makes the output. So every (row,
+// token) is bit-identical to int_dot_rows (matvec) and to int_gemm_rows,
+// whatever n, tiling, slicing or thread split.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/gemm_q4k_avx2.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -52,15 +58,20 @@ namespace HWY_NAMESPACE {
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 
-// Bytes of rows unpacked at a time (576 per block: 112 rows at 2048
-// columns, 28 at 8192): read from L2 by every token tile, whose per-block
-// data (TileBlock) is then made once per panel and stays in L1.
+// Bytes of rows unpacked at a time (448 per block: 146 rows at 2048
+// columns, 36 at 8192): read from L2 by every token tile, whose per-block
+// data (TileBlock, pair-form activations) is made once per panel.
 inline constexpr size_t kPanelBytes = 512 << 10;
 // A tile: its kRows x kTokens int32 block sums are 12 of the 16 registers
-// while the 8 chunks of a block are swept (one weight vector and two
-// temporaries besides); the activations are memory operands.
+// while the 4 chunk pairs of a block are swept (a pair's two operand
+// vectors and two temporaries besides); the rest are memory operands.
 inline constexpr int kRows = 2, kTokens = 6;
 inline constexpr int kPairs = (kTokens + 1) / 2;
+// Blocks of a slice (2048 columns: 12 KiB of a token tile's pair-form
+// activations, with a row pair's 7 KiB of weights well within L1) and the
+// rows whose accumulators are kept from slice to slice (4.5 KiB).
+inline constexpr size_t kSliceBlocks = 8;
+inline constexpr int64_t kGroupRows = 16;
 
 // One Q4_K or Q6_K block of one row in the panel's pair form: chunks 2p and
 // 2p + 1 interleaved by int16 lanes (InterleavePair) into w[2p] (A) and
@@ -217,21 +228,19 @@ HWY_INLINE void BlockSums2x6(const PackedQ4K* u0, const PackedQ4K* u1, const __m
 #undef TKV_MAC0
 #undef TKV_MAC
 
-// R rows (their nb blocks at p, p + nb, ...) times NT tokens (their
+// R rows (their nb blocks at p, p + nb, ...), blocks [b0, b1), times NT
+// tokens (their
 // pair-form activations xp, per-block data tb) into acc. Per chunk pair and
 // (row, token) two vpmaddubsw + vpaddw + vpmaddwd (the pair's scales) +
 // vpaddd into the int32 lanes of the block;
 // then DotRowsInt's float step: v = fma(d_w d_x, float(lanes), v) and, two
 // tokens per instruction, m = fma(dm_w d_x, float(mins . group sums), m).
 template <DType T, int R, int NT>
-HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, const TileBlock* HWY_RESTRICT tb,
-                     const __m256i* HWY_RESTRICT xp, TileAcc<R, NT>& acc) {
+HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, size_t b0, size_t b1,
+                     const TileBlock* HWY_RESTRICT tb, const __m256i* HWY_RESTRICT xp,
+                     TileAcc<R, NT>& acc) {
   constexpr int kP = TileAcc<R, NT>::kP;
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < NT; ++t) acc.v[r][t] = _mm256_setzero_ps();
-    for (int q = 0; q < kP; ++q) acc.m[r][q] = _mm256_setzero_ps();
-  }
-  for (size_t b = 0; b < nb; ++b) {
+  for (size_t b = b0; b < b1; ++b) {
     const PackedQ4K* u[R];
     for (int r = 0; r < R; ++r) u[r] = p + size_t(r) * nb + b;
     // The tile's int32 block sums, l[r * NT + t].
@@ -306,8 +315,20 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
   }
 }
 
+template <int R, int NT>
+HWY_INLINE void Clear(TileAcc<R, NT>& acc) {
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < NT; ++t) acc.v[r][t] = _mm256_setzero_ps();
+    for (int q = 0; q < TileAcc<R, NT>::kP; ++q) acc.m[r][q] = _mm256_setzero_ps();
+  }
+}
+
 // Rows [r0, r0 + nr) of the panel times NT tokens from t: the tokens'
 // activations stay in L1 while the panel's row pairs are swept over them.
+// Rows wider than kSliceBlocks blocks (ffn_down's 8192 columns: 48 KiB of
+// pair-form activations for 6 tokens, more than L1) go kGroupRows rows at a
+// time, a slice of blocks at a time, the group's accumulators kept between
+// slices: each (row, token) still sees its blocks in order, the same bits.
 template <DType T, int NT>
 HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel, size_t nb,
                             int64_t r0, int64_t nr, int64_t t, const TileBlock* tb,
@@ -320,17 +341,27 @@ HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel
     s.m = _mm256_castps128_ps256(j % 2 ? _mm256_extractf128_ps(m, 1) : _mm256_castps256_ps128(m));
     return FinishInt<T>(s);
   };
-  int64_t r = 0;
-  for (; r + kRows <= nr; r += kRows) {
-    TileAcc<kRows, NT> acc;
-    Tile<T, kRows, NT>(panel + size_t(r) * nb, nb, tb, xp, acc);
-    for (int i = 0; i < kRows; ++i)
-      for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r + i] = finish(acc, i, j);
-  }
-  if (r < nr) {
-    TileAcc<1, NT> acc;
-    Tile<T, 1, NT>(panel + size_t(r) * nb, nb, tb, xp, acc);
-    for (int j = 0; j < NT; ++j) a.y[(t + j) * a.y_stride + r0 + r] = finish(acc, 0, j);
+  for (int64_t g = 0; g < nr; g += kGroupRows) {
+    const int64_t rows = std::min(kGroupRows, nr - g);
+    const int64_t pairs = rows / kRows;
+    const bool odd = rows % kRows != 0;
+    TileAcc<kRows, NT> acc[kGroupRows / kRows];
+    TileAcc<1, NT> last;
+    for (int64_t i = 0; i < pairs; ++i) Clear(acc[i]);
+    Clear(last);
+    for (size_t b0 = 0; b0 < nb; b0 += kSliceBlocks) {
+      const size_t b1 = std::min(nb, b0 + kSliceBlocks);
+      for (int64_t i = 0; i < pairs; ++i)
+        Tile<T, kRows, NT>(panel + size_t(g + kRows * i) * nb, nb, b0, b1, tb, xp, acc[i]);
+      if (odd) Tile<T, 1, NT>(panel + size_t(g + kRows * pairs) * nb, nb, b0, b1, tb, xp, last);
+    }
+    for (int64_t i = 0; i < pairs; ++i)
+      for (int r = 0; r < kRows; ++r)
+        for (int j = 0; j < NT; ++j)
+          a.y[(t + j) * a.y_stride + r0 + g + kRows * i + r] = finish(acc[i], r, j);
+    if (odd)
+      for (int j = 0; j < NT; ++j)
+        a.y[(t + j) * a.y_stride + r0 + g + kRows * pairs] = finish(last, 0, j);
   }
 }
 
@@ -412,7 +443,8 @@ void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
 // panel per call made it 5-10% slower than intdot-inl.h's tiles. With or
 // without AVX-VNNI: on this Sapphire Rapids these tiles (no VNNI) beat
 // intdot-inl.h's VNNI tiles too (2048 x 2048, n = 512, one thread, best of
-// 3: q4_K 29.7 against 35.2 ms, q6_K 35.5 against 43.4), the same lanes.
+// 3: q4_K 29.7 against 35.2 ms, q6_K 35.5 against 43.4, and that was
+// before the chunk pairs), the same lanes.
 bool Q4KGemmActive(DType type, int64_t n) {
   return (type == DType::Q4_K || type == DType::Q6_K) && n > kIntMatmulMaxTokens;
 }
