@@ -347,7 +347,62 @@ void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols,
   state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " n=", n, " ", active_simd_target()));
 }
 
+// Prefill of one llama-3.2-1b layer: its seven products (q, k, v, o, gate,
+// up, down) at n tokens with the kernel matmul picks, so that the panel
+// split of the tall (8192 x 2048), short (512 x 2048) and long (2048 x 8192)
+// shapes is timed as a prefill runs them, not only the square one.
+void BM_PrefillLayer(benchmark::State& state, DType type) {
+  const int64_t n = state.range(0);
+  const int threads = int(state.range(1));
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{2048, 2048}, {512, 2048},  {512, 2048}, {2048, 2048},
+                          {8192, 2048}, {8192, 2048}, {2048, 8192}};
+  std::vector<AlignedBytes> mats;
+  std::vector<WeightMatrix> ws;
+  double flops = 0;
+  for (const Shape& s : shapes) {
+    mats.push_back(make_matrix(type, s.rows, s.cols));
+    flops += 2.0 * double(s.rows) * double(s.cols) * double(n);
+  }
+  for (size_t i = 0; i < mats.size(); ++i)
+    ws.push_back(make_weight(type, mats[i].data(), shapes[i].rows, shapes[i].cols, "bench"));
+  std::vector<float> x(static_cast<size_t>(n * 8192)), y(static_cast<size_t>(n * 8192));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  ThreadPool pool(threads);
+  for (const auto& w : ws) matmul(w, x.data(), n, y.data(), pool);  // warm-up: scratch, page-in
+  double total = 0;
+  int64_t passes = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    for (const auto& w : ws) matmul(w, x.data(), n, y.data(), pool);
+    const double s = seconds_since(t0);
+    state.SetIterationTime(s);
+    total += s;
+    ++passes;
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double gflops = flops * double(passes) / total / 1e9;
+  state.counters["GFLOPs"] = gflops;
+  state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
+  state.counters["layers_per_s"] = double(passes) / total;
+  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target()));
+}
+
 void register_matmul() {
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K})
+    benchmark::RegisterBenchmark(str("PrefillLayer/", dtype_name(t)).c_str(),
+                                 [t](benchmark::State& st) { BM_PrefillLayer(st, t); })
+        ->Args({512, 2})
+        ->Args({512, 1})
+        ->ArgNames({"n", "threads"})
+        ->UseManualTime()
+        ->MinTime(1.0)
+        ->ComputeStatistics("max", max_of)
+        ->Unit(benchmark::kMillisecond);
   struct Variant {
     const char* name;
     MatmulKernel kernel;

@@ -49,5 +49,44 @@ TEST(Gemm, ManyPanelsPerTaskKeepEachTokensBits) {
   }
 }
 
+TEST(Gemm, ShortLastPanelsAndOddTokenCountsKeepEachTokensBits) {
+  // 97 rows: one row past 96 (4 row tiles of 24 on AVX2, 2 of 48 on
+  // AVX-512), so the last panel holds a single row and skips its empty row
+  // tiles; 5 rows: one partial panel, fewer rows than a row tile; 3 threads
+  // on 5 rows: more threads than panels. The tasks are cut evenly for each
+  // thread count; no cut may change a bit.
+  const int64_t cols = 96;
+  for (DType type : {DType::F16, DType::Q8_0}) {
+    for (int64_t rows : {5, 97}) {
+      const auto wb = test::random_weights(type, rows, cols, 7 + uint32_t(rows));
+      const int64_t n_max = 40;
+      const auto x = test::gaussian(static_cast<size_t>(n_max * cols), 8);
+      const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "gemm");
+      std::vector<float> ref(static_cast<size_t>(n_max * rows));
+      matmul_ref(type, wb.data(), rows, cols, x.data(), n_max, ref.data());
+      test::for_each_simd_target([&](const std::string& target) {
+        const std::string what = str(dtype_name(type), " ", rows, " rows on ", target);
+        std::vector<float> first;
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          std::vector<float> all(static_cast<size_t>(n_max * rows));
+          matmul(w, x.data(), n_max, all.data(), pool, MatmulKernel::kFloat);
+          for (size_t i = 0; i < all.size(); ++i)
+            ASSERT_NEAR(all[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << what << " element " << i;
+          if (first.empty()) first = all;
+          ASSERT_EQ(all, first) << what << ", " << threads << " threads";
+          for (int64_t n : {1, 17, 33}) {
+            std::vector<float> some(static_cast<size_t>(n * rows));
+            matmul(w, x.data(), n, some.data(), pool, MatmulKernel::kFloat);
+            for (size_t i = 0; i < some.size(); ++i)
+              ASSERT_EQ(some[i], all[i])
+                  << what << ", n = " << n << ", " << threads << " threads, element " << i;
+          }
+        }
+      });
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tkv
