@@ -58,6 +58,7 @@ struct ServeFlags {
   int timeout = server::HttpOptions{}.read_timeout_seconds;
   int drain_grace = 10;
   int prefill_step = server::SchedulerOptions{}.prefill_tokens_per_step;
+  int prefill_whole = server::SchedulerOptions{}.whole_prompt_tokens;
 };
 
 // The API key: --api-key, or the first line of --api-key-file (which keeps
@@ -163,6 +164,11 @@ int serve_main(std::span<const std::string> args) {
                 "every layer; a larger chunk runs a few layers a step (default: one\n"
                 "-ub chunk, whole; more: faster prefill, slower streams)",
                 &f.prefill_step, 1, 1 << 20);
+  flags.add_int({"--prefill-whole"}, "N",
+                "prompts of at most N tokens are prefilled as one chunk (the prefill\n"
+                "GEMM), longer ones on the -ub grid (default " +
+                    std::to_string(defaults.whole_prompt_tokens) + "; 0: every prompt on the grid)",
+                &f.prefill_whole, 0, 1 << 20);
   flags.section("compute");
   f.threads.add_to(flags);
   f.context.add_to(flags);
@@ -198,6 +204,7 @@ int serve_main(std::span<const std::string> args) {
   }
   sched.prefill_chunk = f.context.ubatch;
   sched.prefill_tokens_per_step = f.prefill_step;
+  sched.whole_prompt_tokens = f.prefill_whole;
   std::optional<tok::ChatTemplate> forced_template;
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 

@@ -64,7 +64,8 @@ struct BenchFlags {
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
   // serve
   std::string clients, prompt_tokens, gen_tokens, shared_prefix, long_prompt, url;
-  int prefill_step = 0;  // serve's --prefill-step (0: the server's default)
+  int prefill_step = 0;   // serve's --prefill-step (0: the server's default)
+  int prefill_whole = 0;  // serve's --prefill-whole (given or not)
   bool capacity = false;
   int capacity_max = 512;
 };
@@ -175,6 +176,9 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
     flags.add_int({"--prefill-step"}, "N",
                   "the server's prefill work per step while others decode (default: serve's)",
                   &f.prefill_step, 1, 1 << 20);
+    flags.add_int({"--prefill-whole"}, "N",
+                  "the server's longest prompt prefilled as one chunk (default: serve's)",
+                  &f.prefill_whole, 0, 1 << 20);
     flags.set_help("-ub", "the server's prefill chunk, the grid (default: serve's)");
   }
   if (sub == "recall" || all) {
@@ -501,7 +505,8 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     if (given("--url")) {
       (void)parse_server_url(f.url);  // a bad URL fails here
       // The server's settings are its own: flags that would go to it cannot.
-      for (const char* flag : {"--kv", "-ctk", "-ctv", "--kv-budget", "-ub", "--prefill-step"})
+      for (const char* flag :
+           {"--kv", "-ctk", "-ctv", "--kv-budget", "-ub", "--prefill-step", "--prefill-whole"})
         if (given(flag))
           fail("--url: ", flag, " configures a server bench serve starts; not with --url");
       s->url = f.url;
@@ -533,6 +538,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     // The server's prefill chunk stays its own default unless -ub is given.
     pass("-ub", std::to_string(f.context.ubatch));
     pass("--prefill-step", std::to_string(f.prefill_step));
+    pass("--prefill-whole", std::to_string(f.prefill_whole));
     s->server_exe = cell_argv.front();
     const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"serve", plan_serve(c, *s, info), [s](std::vector<Json> rows) {

@@ -57,12 +57,20 @@ namespace {
 // eviction waits for room).
 constexpr int kCacheWritesQueued = 4;
 
+// From idle, the worker waits for more jobs while they keep arriving: at
+// most kIdleSettleSteps gaps of kIdleSettle each (the first step starts at
+// most ~5 ms later).
+constexpr std::chrono::milliseconds kIdleSettle{1};
+constexpr int kIdleSettleSteps = 5;
+
 SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
   if (o.context <= 0) o.context = model.kv_shape(0).max_tokens;
   if (o.parallel < 1) fail("scheduler: parallel sequences must be >= 1 (got ", o.parallel, ")");
   if (o.queue_capacity < 0) fail("scheduler: queue capacity must be >= 0");
   if (o.context < 1) fail("scheduler: context must be >= 1 token");
   if (o.prefill_chunk < 1) fail("scheduler: prefill chunk must be >= 1 token");
+  if (o.whole_prompt_tokens < 0)
+    fail("scheduler: whole-prompt tokens must be >= 0 (got ", o.whole_prompt_tokens, ")");
   if (o.prefill_tokens_per_step < 0)
     fail("scheduler: prefill tokens per step must be >= 0 (got ", o.prefill_tokens_per_step, ")");
   if (o.threads < 1) fail("scheduler: threads must be >= 1");
@@ -104,6 +112,7 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
                 ? std::make_shared<kv::PagePool>(options_.budget_bytes)
                 : std::make_shared<kv::PagePool>(options_.budget_bytes, options_.spill_dir)),
       threads(options_.threads) {
+  free_slots = options.parallel;
   // The estimate's figures, from an empty sequence outside the pool.
   {
     const kv::KvCache probe(model.kv_shape(options.context), options.kv);
@@ -176,8 +185,10 @@ void Scheduler::Impl::evict_before_spilling() {
   // Room for this step's new pages: one per sequence (a decode token may
   // open a page) and the prefill tokens of the step.
   const int64_t page = options.kv.page_tokens;
-  const int64_t new_tokens = int64_t(active.size()) * page +
-                             std::max(options.prefill_tokens_per_step, options.prefill_chunk);
+  const int64_t new_tokens =
+      int64_t(active.size()) * page +
+      std::max({options.prefill_tokens_per_step, options.prefill_chunk,
+                std::min(options.whole_prompt_tokens, kWholePromptRowsPerStep)});
   const uint64_t bytes = uint64_t(std::ceil(double(new_tokens) * bytes_per_token));
   if (ram_bytes() + bytes > options.budget_bytes) make_room(bytes);
 }
@@ -216,6 +227,12 @@ void Scheduler::Impl::publish() {
   const int queued = counters.queued;
   counters = figures;
   counters.queued = queued;
+  free_slots = std::max(0, options.parallel - int(active.size()));
+}
+
+void Scheduler::Impl::note_free_slots() {
+  const std::lock_guard<std::mutex> lock(mu);
+  free_slots = std::max(0, options.parallel - int(active.size()));
 }
 
 void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string error, bool budget) {
@@ -348,7 +365,18 @@ void Scheduler::Impl::run() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu);
+      const bool idle = active.empty();
       wake.wait(lock, [&] { return stopping || !queue.empty() || !active.empty(); });
+      // Starting from idle: requests sent together reach the queue over a
+      // few milliseconds (their HTTP threads parse them); admitting them in
+      // one step lets their prompts share the first prefill steps instead
+      // of the later ones prefilling next to the first ones' decoding.
+      if (idle)
+        for (int i = 0; i < kIdleSettleSteps && !stopping; ++i) {
+          const size_t queued = queue.size();
+          if (!wake.wait_for(lock, kIdleSettle, [&] { return stopping || queue.size() > queued; }))
+            break;
+        }
       // Draining: queued jobs are not started.
       if (!accepting)
         while (!queue.empty()) {
@@ -370,6 +398,7 @@ void Scheduler::Impl::run() {
     std::erase_if(active, [](const auto& a) { return !a->session; });
     try {
       admit();
+      note_free_slots();
       evict_before_spilling();
       step();
     } catch (const std::exception& e) {
@@ -422,7 +451,7 @@ std::shared_ptr<JobStream> Scheduler::submit(Job job) {
   {
     const std::lock_guard<std::mutex> lock(impl_->mu);
     if (!impl_->accepting) throw NotAccepting("the server is shutting down");
-    if (int(impl_->queue.size()) >= options_.queue_capacity)
+    if (int(impl_->queue.size()) >= options_.queue_capacity + impl_->free_slots)
       throw QueueFull(str("queue full: ", impl_->queue.size(), " requests waiting"));
     impl_->queue.push_back(std::move(p));
     impl_->counters.queued = int(impl_->queue.size());

@@ -77,6 +77,12 @@ struct StepInfo {
   int split_chunks = 0;  // chunks of which only some layers run in this step
 };
 
+// With none decoding, short prompts' whole chunks (SchedulerOptions::
+// whole_prompt_tokens) join a step while its prefill rows stay within this
+// many (the rows of a step are held at once: this bounds the activations of
+// a burst of short prompts); the step's first always does.
+inline constexpr int kWholePromptRowsPerStep = 2048;
+
 struct SchedulerOptions {
   int parallel = 4;         // sequences decoding at once (--parallel)
   int queue_capacity = 64;  // jobs waiting beyond `parallel`; submit() past it: QueueFull
@@ -94,13 +100,25 @@ struct SchedulerOptions {
   // same weight pass as the decode tokens; larger ones the prefill GEMM.
   // docs/SERVER.md has the figures.
   int prefill_chunk = 16;
+  // Prompts of at most this many tokens are prefilled as one chunk, from
+  // where their prefill starts (0, or the end of their cached prefix) to
+  // their end, off the grid: a chunk over 16 tokens takes the prefill GEMM,
+  // which runs a burst of short prompts faster than the small-batch
+  // product, and a prompt alone gets the bits `turbokv run` gives it with
+  // its default -ub. Decided by the prompt alone, so batch invariance
+  // holds. While others decode such a chunk runs in layer parts within the
+  // step's prefill budget (one grid chunk's work through every layer by
+  // default). Longer prompts stay on the grid (a long prompt next to
+  // decoding streams rides in their weight pass). 0: every prompt on the
+  // grid. docs/SERVER.md has the figures.
+  int whole_prompt_tokens = 256;
   // While any sequence decodes, the prefill a step carries. 0: one chunk,
   // whole (chunks of several sequences while they fit in prefill_chunk
-  // tokens). N > 0: at most the work of N tokens through every layer at
-  // depth 0, a deep chunk's attention counted (StepInfo::prefill_work); a
-  // chunk that fits runs whole, a larger one as many of its layers as fit
-  // (at least one when it is the step's first) and the rest in the next
-  // steps (Model::eval_batch's layer-split items: the same bits as whole).
+  // tokens; a whole-prompt chunk over prefill_chunk tokens runs as many of
+  // its layers as that much work allows). N > 0: at most the work of N tokens through every layer
+  // at depth 0, a deep chunk's attention counted (StepInfo::prefill_work); a chunk that fits runs
+  // whole, a larger one as many of its layers as fit (at least one when it is the step's first) and
+  // the rest in the next steps (Model::eval_batch's layer-split items: the same bits as whole).
   // Several admitting sequences share it in admission order. Bounds how
   // much slower a decoding stream's step is while others prefill.
   int prefill_tokens_per_step = 0;

@@ -73,6 +73,11 @@ struct Scheduler::Impl {
   bool stopping = false;  // drain(): finish, then exit
   std::optional<std::chrono::steady_clock::time_point> cancel_at;
   SchedulerStats counters;  // the worker's figures, copied under mu after each step
+  // Places in the running batch the worker has not filled (parallel less
+  // the admitted jobs, as of its last admission or step): that many queued
+  // jobs are about to start, not waiting beyond `parallel`, so they do not
+  // count against queue_capacity.
+  int free_slots = 0;
   std::once_flag drained;
   std::thread thread;
 
@@ -114,7 +119,8 @@ struct Scheduler::Impl {
   // With the disk tier: cached prefixes leave RAM (evicted) before the
   // step's new pages would push running sequences' pages to disk.
   void evict_before_spilling();
-  void publish();  // copies the figures into counters (takes mu)
+  void publish();          // copies the figures into counters (takes mu)
+  void note_free_slots();  // free_slots from `active` (takes mu)
   void warn(const std::string& message) const;
 };
 

@@ -114,14 +114,17 @@ bool Scheduler::Impl::step() {
     }
   const int decode_items = int(items.size());
   // Then prefill chunks in admission order, each the next cell of the grid
-  // [k*C, (k+1)*C) (cut by the prompt's end). While sequences decode, the
+  // [k*C, (k+1)*C) (cut by the prompt's end), or a short prompt's whole
+  // rest (whole_prompt_tokens). While sequences decode, the
   // step's prefill is capped (their latency): whole chunks within one
-  // chunk's tokens, or (prefill_tokens_per_step > 0) the work of that many
+  // chunk's tokens (a short prompt's one chunk, when larger, in layer parts
+  // within that work), or (prefill_tokens_per_step > 0) the work of that many
   // tokens through every layer at depth 0, a chunk over what is left
   // running as many of its layers as fit (the step's first one at least
   // one layer) and going on next step. Else each admitting sequence's
   // chunk runs whole, or what is left of it (nobody waits on the step but
-  // the prompts themselves).
+  // the prompts themselves), short prompts' chunks up to
+  // kWholePromptRowsPerStep rows.
   const int n_layers = model.config().n_layers;
   const bool by_work = options.prefill_tokens_per_step > 0;
   double budget = decode_items == 0
@@ -133,8 +136,14 @@ bool Scheduler::Impl::step() {
     if (a->decoding) continue;
     const std::vector<int32_t>& prompt = a->pending.job.prompt;
     const int64_t at = a->session->cache().n_tokens();
-    const int64_t end = std::min<int64_t>(int64_t(prompt.size()), (at / grid + 1) * grid);
+    const int64_t size = int64_t(prompt.size());
+    // A short prompt is one chunk to its end; a longer one the next grid cell.
+    const bool whole_prompt = size <= options.whole_prompt_tokens;
+    const int64_t end = whole_prompt ? size : std::min<int64_t>(size, (at / grid + 1) * grid);
     const int64_t n = end - at;
+    if (whole_prompt && n > grid && info.prefill_tokens > 0 &&
+        info.prefill_tokens + n > kWholePromptRowsPerStep)
+      break;  // the step's rows are enough; the rest wait their turn
     const int begin = a->chunk_layers_done;
     // The chunk's work per layer in depth-0 tokens: its rows through the
     // matrices (and attention among themselves) plus its queries against
@@ -142,7 +151,9 @@ bool Scheduler::Impl::step() {
     const double per_layer = by_work ? double(n) * (1 + attention_per_key * double(at)) : double(n);
     int layers = n_layers - begin;
     if (per_layer * layers > budget) {
-      if (!by_work) break;  // whole chunks only: the rest wait their turn
+      // By default grid chunks run whole (the rest wait their turn); a
+      // whole-prompt chunk over a grid chunk's work runs in layer parts.
+      if (!by_work && n <= grid) break;
       layers = int(budget / per_layer);
       if (layers == 0 && part_end.empty()) layers = 1;
       if (layers == 0) break;  // the rest wait their turn (the order is kept)

@@ -34,6 +34,7 @@ SchedulerOptions small_options(const std::string& kv) {
   o.parallel = 8;
   o.prefill_chunk = 32;
   o.prefill_tokens_per_step = 32;
+  o.whole_prompt_tokens = 0;  // every prompt on the grid unless a test says otherwise
   o.kv.page_tokens = 32;
   o.threads = 2;
   o.prefix_cache = false;
@@ -43,10 +44,12 @@ SchedulerOptions small_options(const std::string& kv) {
 }
 
 // The same job through one InferenceSession: prefill in chunks of the
-// scheduler's grid, then runtime::generate_text (what `turbokv run` does).
+// scheduler's grid (a prompt of at most whole_prompt_tokens: one chunk),
+// then runtime::generate_text (what `turbokv run` does).
 Outcome single_session(const LoadedModel& m, const SchedulerOptions& o, const Job& job) {
-  runtime::InferenceSession session(*m.model, *m.tokenizer, o.context, o.kv, o.threads,
-                                    o.prefill_chunk);
+  const int64_t n = int64_t(job.prompt.size());
+  const int ubatch = n <= o.whole_prompt_tokens ? int(n) : o.prefill_chunk;
+  runtime::InferenceSession session(*m.model, *m.tokenizer, o.context, o.kv, o.threads, ubatch);
   session.feed(job.prompt);
   sample::Sampler sampler(job.sampling);
   for (int32_t id : job.prompt) sampler.accept(id);
@@ -91,13 +94,18 @@ LoadedModel* SchedulerTest::stories_ = nullptr;
 // running at the same time on the one model.
 void expect_batch_equals_alone(const LoadedModel& m, const std::vector<std::string>& kvs,
                                const std::string& text, const std::vector<size_t>& lengths,
-                               int64_t max_tokens) {
+                               int64_t max_tokens, int whole_prompt_tokens = 0) {
+  const auto options = [&](const std::string& kv) {
+    SchedulerOptions o = small_options(kv);
+    o.whole_prompt_tokens = whole_prompt_tokens;
+    return o;
+  };
   std::vector<Job> jobs;
   for (size_t i = 0; i < lengths.size(); ++i)
     jobs.push_back(greedy_job(prompt_of(*m.tokenizer, text, lengths[i], 7 * i), max_tokens));
   std::vector<std::vector<Outcome>> alone(kvs.size());
   for (size_t k = 0; k < kvs.size(); ++k) {
-    const SchedulerOptions o = small_options(kvs[k]);
+    const SchedulerOptions o = options(kvs[k]);
     for (const Job& job : jobs) {
       Scheduler s(*m.model, *m.tokenizer, o);
       alone[k].push_back(run_one(s, job));
@@ -112,7 +120,7 @@ void expect_batch_equals_alone(const LoadedModel& m, const std::vector<std::stri
   std::vector<std::unique_ptr<Scheduler>> schedulers;
   std::vector<std::vector<std::shared_ptr<JobStream>>> streams(kvs.size());
   for (const std::string& kv : kvs)
-    schedulers.push_back(std::make_unique<Scheduler>(*m.model, *m.tokenizer, small_options(kv)));
+    schedulers.push_back(std::make_unique<Scheduler>(*m.model, *m.tokenizer, options(kv)));
   for (size_t k = 0; k < kvs.size(); ++k)
     for (const Job& job : jobs) streams[k].push_back(schedulers[k]->submit(job));
   for (size_t k = 0; k < kvs.size(); ++k)
@@ -130,6 +138,15 @@ void expect_batch_equals_alone(const LoadedModel& m, const std::vector<std::stri
 TEST_F(SchedulerTest, EightConcurrentGreedyJobsEqualEachAloneF16AndK4V2) {
   expect_batch_equals_alone(*stories_, {"f16", "k4v2"}, test::story_text(),
                             {5, 17, 32, 33, 70, 131, 200, 96}, 40);
+}
+
+// Prompts of up to 100 tokens as one chunk each (past the 16-token decode
+// kernels: the prefill GEMM), longer ones on the 32-token grid, mixed in
+// one batch: each job's tokens are those it gives alone, which are the
+// single session's with the whole prompt in one chunk.
+TEST_F(SchedulerTest, ShortPromptsAsOneChunkEqualEachAlone) {
+  expect_batch_equals_alone(*stories_, {"f16", "k4v2"}, test::story_text(),
+                            {5, 17, 40, 100, 101, 131, 200, 96}, 30, 100);
 }
 
 TEST(SchedulerModel23M, EightConcurrentGreedyJobsEqualEachAlone) {
@@ -320,6 +337,75 @@ TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
   EXPECT_EQ(most_chunks, 3);
 }
 
+// A short prompt (whole_prompt_tokens) is one chunk: alone, one step
+// prefills it whole; while another job decodes, that chunk (over the grid
+// chunk's work of the default budget) runs in layer parts, each step's
+// work within one grid chunk's through every layer (one layer at least),
+// and the job's greedy tokens are those it gives alone.
+TEST_F(SchedulerTest, AShortPromptIsOneChunkInLayerPartsWhileOthersDecode) {
+  SchedulerOptions o = small_options("f16");  // a grid of 32 tokens
+  o.prefill_tokens_per_step = 0;
+  o.whole_prompt_tokens = 100;
+  const int n_layers = stories_->model->config().n_layers;
+  StepLog log;
+  log.attach(o);
+  const Job short_job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 90, 3), 12);
+  Outcome alone;
+  {
+    Scheduler s(*stories_->model, *stories_->tokenizer, o);
+    alone = run_one(s, short_job);
+  }
+  ASSERT_TRUE(alone.finished);
+  ASSERT_FALSE(log.snapshot().empty());
+  EXPECT_EQ(log.snapshot().front().prefill_tokens, 90);  // the whole prompt, one step
+  EXPECT_EQ(log.snapshot().front().split_chunks, 0);
+  log.steps.clear();
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  std::shared_ptr<JobStream> a =
+      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 10), 2000));
+  std::optional<Event> first;
+  while (!first) first = a->next(std::chrono::milliseconds(100));
+  const Outcome parts = collect(*s.submit(short_job));
+  a->cancel();
+  collect(*a);
+  ASSERT_TRUE(parts.finished);
+  EXPECT_EQ(parts.tokens, alone.tokens);
+  int64_t token_layers = 0;
+  int split = 0;
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens == 0 || step.prefill_chunks == 0) continue;
+    EXPECT_EQ(step.prefill_tokens, 90);
+    EXPECT_LE(step.prefill_token_layers,
+              std::max<int64_t>(int64_t(o.prefill_chunk) * n_layers, 90));
+    token_layers += step.prefill_token_layers;
+    split += step.split_chunks;
+  }
+  EXPECT_EQ(token_layers, 90 * n_layers);  // the one chunk, every layer once
+  EXPECT_GT(split, 0);
+}
+
+// With none decoding, short prompts' whole chunks share a step only while
+// its prefill rows stay within kWholePromptRowsPerStep; all finish.
+TEST_F(SchedulerTest, ABurstOfShortPromptsSharesStepsWithinTheRowCap) {
+  SchedulerOptions o = small_options("f16");
+  o.whole_prompt_tokens = 300;
+  StepLog log;
+  log.attach(o);
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  std::vector<std::shared_ptr<JobStream>> jobs;
+  for (size_t i = 0; i < 8; ++i)  // 8 x 300 rows: more than the cap
+    jobs.push_back(
+        s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, i), 2)));
+  for (auto& j : jobs) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
+  int most_chunks = 0;
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens > 0) continue;
+    EXPECT_LE(step.prefill_tokens, kWholePromptRowsPerStep);
+    most_chunks = std::max(most_chunks, step.prefill_chunks);
+  }
+  EXPECT_GE(most_chunks, 2);
+}
+
 // A running job R holds most of the budget (its estimate: the whole
 // 512-token context). Queued behind it: B, whose 270 planned tokens do not
 // fit next to R, then small jobs that do. With `max_overtakes` = N, the
@@ -444,6 +530,27 @@ TEST_F(SchedulerTest, FullQueueIsRefusedWithQueueFull) {
   a->cancel();
   EXPECT_EQ(collect(*a).done.finish, JobFinish::kCancelled);
   EXPECT_EQ(collect(*b).done.finish, JobFinish::kCancelled);
+}
+
+// Jobs that arrive while places in the running batch are free are about
+// to start, not waiting beyond `parallel`: with 3 places and a queue of 1,
+// one job running (the worker held in its step), three more are accepted
+// (two places, one in the queue) and a fifth is refused.
+TEST_F(SchedulerTest, FreePlacesInTheBatchDoNotCountAgainstTheQueue) {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 3;
+  o.queue_capacity = 1;
+  StepGate gate;
+  gate.attach(o);
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  gate.close();
+  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
+  gate.wait_held();  // the first job admitted, its step waiting
+  for (int i = 0; i < 3; ++i) accepted.push_back(s.submit(job));
+  EXPECT_THROW(s.submit(job), QueueFull);
+  gate.open();
+  for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
 }
 
 TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {

@@ -1,8 +1,10 @@
 // A greedy completion from the server is the text `turbokv run --temp 0`
 // prints for the same prompt and length, streamed or not, on stories260K and
-// tkv-test-23M (same KV codec, thread count and prefill chunk on both sides:
-// `run -ub 16`, the server's default prefill grid, since a prompt's chunking
-// decides the last bits of its prefill).
+// tkv-test-23M (same KV codec, thread count and prefill chunking on both
+// sides, since a prompt's chunking decides the last bits of its prefill: a
+// prompt of at most 256 tokens is one chunk in the server, as in `run`
+// with its default -ub; a longer one goes on the server's 16-token grid,
+// `run -ub 16`).
 // No prompt here starts with a whole 64-token block of an earlier one, so
 // none is served from the prefix cache (a cache hit is close to a fresh
 // prefill but not bit-identical: the cached pages hold compressed tokens
@@ -38,10 +40,12 @@ main(async () => {
     for (const [base, n, kind] of cases) {
       for (const mode of ['whole', 'streamed']) {
         let prompt = base;
-        const runArgs = ['--kv', 'k4v2', '-t', '2', '-ub', '16'];
+        const runArgs = ['--kv', 'k4v2', '-t', '2'];
         if (kind === 'long') {
-          // ~200 tokens: several prefill chunks; each mode its own prompt.
-          prompt = `${mode === 'whole' ? 'Each' : 'Every'} ${base} ${'pages of metadata and data blocks, '.repeat(30)}and`;
+          // ~400 tokens: past the one-chunk prompts, several grid chunks;
+          // each mode its own prompt.
+          prompt = `${mode === 'whole' ? 'Each' : 'Every'} ${base} ${'pages of metadata and data blocks, '.repeat(60)}and`;
+          runArgs.push('-ub', '16');
         }
         const expected = await runGreedy(model, prompt, n, runArgs);
         const params = { model: 'm', prompt, max_tokens: n, temperature: 0 };
