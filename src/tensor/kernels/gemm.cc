@@ -211,17 +211,27 @@ void TaskProduct(const PanelArgs& a, int64_t p0, int64_t p1, float* HWY_RESTRICT
       }
     }
   }
-  // Transposed into y a token tile at a time: consecutive rows write the next
-  // float of the same kTileTokens lines of y.
+  // Transposed into y in blocks of a token tile x 8 rows: the block's 8
+  // source lines stay in L1 while each token gets 8 consecutive floats.
+  // (A token tile's rows written one float at a time would keep
+  // kTileTokens lines of y live, a multiple of 4 KiB apart for most shapes:
+  // one L1 set, thrashed.)
+  constexpr int64_t kOutRows = 8;
   for (size_t t = 0; t < a.n_tiles; ++t) {
     const size_t i0 = t * kTileTokens;
     const size_t valid = std::min(kTileTokens, a.n - i0);
-    float* yt = a.y + i0 * size_t(a.rows);
-    for (int64_t r = r_begin; r < r_end; ++r) {
-      const size_t pr = size_t(r - r_begin);
-      const float* src = c + (pr / kPanelRows) * panel_acc + t * kPanelRows * kTileTokens +
-                         (pr % kPanelRows) * kTileTokens;
-      for (size_t j = 0; j < valid; ++j) yt[j * size_t(a.rows) + size_t(r)] = src[j];
+    for (int64_t rb = r_begin; rb < r_end; rb += kOutRows) {
+      const size_t nb = size_t(std::min(kOutRows, r_end - rb));
+      const float* src[kOutRows];
+      for (size_t q = 0; q < nb; ++q) {
+        const size_t pr = size_t(rb - r_begin) + q;
+        src[q] = c + (pr / kPanelRows) * panel_acc + t * kPanelRows * kTileTokens +
+                 (pr % kPanelRows) * kTileTokens;
+      }
+      for (size_t j = 0; j < valid; ++j) {
+        float* yj = a.y + (i0 + j) * size_t(a.rows) + size_t(rb);
+        for (size_t q = 0; q < nb; ++q) yj[q] = src[q][j];
+      }
     }
   }
 }
