@@ -7,7 +7,8 @@
 //      budget allows: each starts from the longest cached prefix of its
 //      prompt (prefix_cache.h: forked pages, copy-on-write) or empty;
 //   3. one Model::eval_batch with every decoding sequence's last token plus
-//      prefill chunks of admitting ones: at most one chunk per sequence, and
+//      prefill chunks of admitting ones (a short prompt whole, a longer one
+//      on the grid): at most one chunk per sequence, and
 //      while any sequence decodes at most `prefill_tokens_per_step` tokens'
 //      worth of prefill work (a chunk larger than that runs a few of its
 //      layers per step), so a long prompt arriving costs each of the other
