@@ -19,9 +19,12 @@
 //   too short for the hardware's stream detection, and read on demand they
 //   stalled the dequantization (q8_0 prefill ~6% faster on AVX2).
 // - Each chunk's products are summed in fresh registers and then added to the
-//   panel's f32 accumulators in memory: an output is a sum of per-chunk FMA
-//   chains in chunk order, the same for every n, tiling, panels per task and
-//   thread count.
+//   panel's f32 accumulators in memory (laid out per token tile, so that a
+//   register tile's accumulators are consecutive lines): an output is a sum
+//   of per-chunk FMA chains in chunk order, the same for every n, tiling,
+//   panels per task and thread count. The panels are cut evenly into a
+//   multiple of the thread count of tasks; a short last panel skips its
+//   empty row tiles; the accumulators reach y in token tile x 8-row blocks.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/gemm.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
