@@ -36,6 +36,16 @@ std::vector<DType> int_types() {
   return out;
 }
 
+// The integer kernels' matvec, one token at a time: the bits every
+// prefill tile must give.
+std::vector<float> token_by_token(const WeightMatrix& w, const std::vector<float>& x, int64_t n,
+                                  ThreadPool& pool) {
+  std::vector<float> y(size_t(n * w.rows));
+  for (int64_t t = 0; t < n; ++t)
+    matmul(w, x.data() + t * w.cols, 1, y.data() + t * w.rows, pool, MatmulKernel::kInteger);
+  return y;
+}
+
 TEST(IntDot, TheMostUsedTypesHaveAnIntegerKernel) {
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0})
     EXPECT_NE(kernels::act_format(t), ActFormat::kNone) << dtype_name(t);
@@ -149,9 +159,7 @@ TEST(IntDot, MatmulTokensEqualMatvecBitForBit) {
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "batch");
     test::for_each_simd_target([&](const std::string& target) {
       ThreadPool one(1);
-      std::vector<float> single(size_t(100 * rows));
-      for (int64_t i = 0; i < 100; ++i)
-        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+      const std::vector<float> single = token_by_token(w, x, 100, one);
       // Where matvec is on the integer path it is that same computation.
       const bool native = integer_path_active(type);
       if (native)
@@ -199,9 +207,7 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
     const auto x = test::gaussian(size_t(n * cols), 91);
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "long");
     test::for_each_simd_target([&](const std::string& target) {
-      std::vector<float> single(size_t(n * rows));
-      for (int64_t i = 0; i < n; ++i)
-        matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+      const std::vector<float> single = token_by_token(w, x, n, one);
       with_and_without_dot_instructions([&](bool vnni) {
         std::vector<float> y(single.size(), -1.0f);
         matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
@@ -212,7 +218,7 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
 }
 
 // The Q4_K and Q6_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc:
-// 2 rows x 6 tokens, then 1-row and 1..5-token tails) on odd row and token
+// 2 rows x 5 tokens, then 1-row and 1..4-token tails) on odd row and token
 // counts and several row lengths (1, 2, 9 and 32 super-blocks), one and two
 // threads: matvec's bits for every (row, token).
 TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
@@ -229,9 +235,7 @@ TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
         if (target == "AVX2") {
           EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
         }
-        std::vector<float> single(size_t(n * rows));
-        for (int64_t i = 0; i < n; ++i)
-          matmul(w, x.data() + i * cols, 1, single.data() + i * rows, one, MatmulKernel::kInteger);
+        const std::vector<float> single = token_by_token(w, x, n, one);
         for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
           for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
             const WeightMatrix part = make_weight(type, wb.data(), r, cols, "kq");
@@ -286,10 +290,7 @@ TEST(IntDot, KQuantPrefillTilesAtTheInt16ExtremesEqualMatvec) {
           if (target == "AVX2") {
             EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
           }
-          std::vector<float> single(size_t(n * rows));
-          for (int64_t t = 0; t < n; ++t)
-            matmul(w, x.data() + t * cols, 1, single.data() + t * rows, one,
-                   MatmulKernel::kInteger);
+          const std::vector<float> single = token_by_token(w, x, n, one);
           for (ThreadPool* pool : {&one, &two}) {
             std::vector<float> y(size_t(n * rows), -1.0f);
             matmul(w, x.data(), n, y.data(), *pool, MatmulKernel::kInteger);
