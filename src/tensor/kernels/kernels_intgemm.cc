@@ -124,7 +124,8 @@ bool IntDotVnni() {
 }
 
 // Whether these tiles beat the f32 GEMM (gemm.cc) on prefill-sized products
-// (n = 512, 2048 x 2048, one core of a Sapphire Rapids; see WEIGHTS.md).
+// (n = 512, 2048 x 2048, one core of a Sapphire Rapids; WEIGHTS.md has the
+// current figures; the ratios below are from when each choice was made).
 // Per 32 values a token costs two integer multiplies (vpmaddubsw and
 // vpmaddwd / vpdpwssd) plus, for the 32-value types, the block's float
 // scale step, against four 8-lane FMAs on AVX2 and two 16-lane FMAs on
@@ -133,13 +134,13 @@ bool IntDotVnni() {
 bool IntGemmPreferred(DType type) {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   switch (type) {
-    case DType::Q4_K:  // 1.4x (gemm_q4k_avx2.cc's tiles, with or without AVX-VNNI)
+    case DType::Q4_K:  // gemm_q4k_avx2.cc's tiles, with or without AVX-VNNI
     case DType::Q5_K:  // 1.08x / 1.00x
       return true;
     case DType::Q2_K:    // 1.04x / 0.96x
     case DType::IQ4_XS:  // 1.05x / 0.92x
       return IntVnniUsable();
-    case DType::Q6_K:  // gemm_q4k_avx2.cc's tiles: 1.1-1.3x
+    case DType::Q6_K:  // gemm_q4k_avx2.cc's tiles
       return true;
     default:
       return false;
