@@ -117,6 +117,21 @@ void with_and_without_dot_instructions(const std::function<void(bool)>& fn) {
   kernels::set_int_dot_instructions_allowed(true);
 }
 
+// Runs fn on every SIMD target with the dot-product instructions
+// disallowed (what a CPU without VNNI runs), checking that on AVX2 the
+// k-quant prefill tiles are the kernel an n-token product takes.
+void on_each_target_without_dot_instructions(DType type, int64_t n,
+                                             const std::function<void(const std::string&)>& fn) {
+  test::for_each_simd_target([&](const std::string& target) {
+    kernels::set_int_dot_instructions_allowed(false);
+    if (target == "AVX2") {
+      EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
+    }
+    fn(target);
+    kernels::set_int_dot_instructions_allowed(true);
+  });
+}
+
 // With power-of-two weight scales and integer activations whose block amax
 // is 127 (so d_x = 1 and q = x), every product and partial sum is exact in
 // f32: the kernels must equal the double-precision reference exactly.
@@ -229,12 +244,7 @@ TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
       const auto wb = test::random_block_bytes(type, rows, cols, 70 + uint32_t(cols));
       const auto x = test::gaussian(size_t(n * cols), 71);
       const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "kq");
-      test::for_each_simd_target([&](const std::string& target) {
-        kernels::set_int_dot_instructions_allowed(false);
-        // On AVX2 the tiles must be the kernel tested.
-        if (target == "AVX2") {
-          EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
-        }
+      on_each_target_without_dot_instructions(type, n, [&](const std::string& target) {
         const std::vector<float> single = token_by_token(w, x, n, one);
         for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
           for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
@@ -250,7 +260,6 @@ TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
                       << pool->size();
             }
           }
-        kernels::set_int_dot_instructions_allowed(true);
       });
     }
 }
@@ -285,11 +294,7 @@ TEST(IntDot, KQuantPrefillTilesAtTheInt16ExtremesEqualMatvec) {
         std::vector<float> want(size_t(n * rows));
         matmul_ref(type, wb.data(), rows, cols, x.data(), n, want.data());
         const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "kq");
-        test::for_each_simd_target([&](const std::string& target) {
-          kernels::set_int_dot_instructions_allowed(false);
-          if (target == "AVX2") {
-            EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
-          }
+        on_each_target_without_dot_instructions(type, n, [&](const std::string& target) {
           const std::vector<float> single = token_by_token(w, x, n, one);
           for (ThreadPool* pool : {&one, &two}) {
             std::vector<float> y(size_t(n * rows), -1.0f);
@@ -303,7 +308,6 @@ TEST(IntDot, KQuantPrefillTilesAtTheInt16ExtremesEqualMatvec) {
                   << " at " << i;
             }
           }
-          kernels::set_int_dot_instructions_allowed(true);
         });
       }
 }
