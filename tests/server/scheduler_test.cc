@@ -25,7 +25,9 @@ using test::greedy_job;
 using test::LoadedModel;
 using test::Outcome;
 using test::prompt_of;
+using test::run_beside_a_decoding_stream;
 using test::run_one;
+using test::start_decoding_stream;
 using test::StepGate;
 
 SchedulerOptions small_options(const std::string& kv) {
@@ -163,10 +165,7 @@ TEST_F(SchedulerTest, LongPromptDoesNotFreezeDecodingStreams) {
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
   std::mutex mu;
   std::vector<char> log;  // 'a': a token of the decoding stream; 'b': the long job's first
-  std::shared_ptr<JobStream> a =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 10), 300));
-  std::optional<Event> first;
-  while (!first) first = a->next(std::chrono::milliseconds(100));
+  std::shared_ptr<JobStream> a = start_decoding_stream(s, *stories_->tokenizer, 300);
   std::thread reader([&] {
     while (true) {
       std::optional<Event> e = a->next(std::chrono::milliseconds(100));
@@ -227,10 +226,7 @@ int prefill_cap_while_decoding(const LoadedModel& m, int per_step) {
   StepLog log;
   log.attach(o);
   Scheduler s(*m.model, *m.tokenizer, o);
-  std::shared_ptr<JobStream> a =
-      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), 400));
-  std::optional<Event> first;
-  while (!first) first = a->next(std::chrono::milliseconds(100));
+  std::shared_ptr<JobStream> a = start_decoding_stream(s, *m.tokenizer, 400);
   std::shared_ptr<JobStream> b =
       s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 3), 2));
   std::shared_ptr<JobStream> c =
@@ -283,13 +279,7 @@ void expect_layer_parts_while_decoding(const LoadedModel& m, int per_step) {
   for (const StepInfo& step : log.snapshot()) EXPECT_EQ(step.split_chunks, 0);  // nothing decoded
   log.steps.clear();
   Scheduler s(*m.model, *m.tokenizer, o);
-  std::shared_ptr<JobStream> a =
-      s.submit(greedy_job(prompt_of(*m.tokenizer, test::story_text(), 10), 2000));
-  std::optional<Event> first;
-  while (!first) first = a->next(std::chrono::milliseconds(100));
-  const Outcome split = collect(*s.submit(long_job));
-  a->cancel();
-  collect(*a);
+  const Outcome split = run_beside_a_decoding_stream(s, *m.tokenizer, long_job);
   ASSERT_TRUE(split.finished);
   EXPECT_EQ(split.tokens, alone.tokens);
   int parts = 0, over_budget = 0;
@@ -361,13 +351,7 @@ TEST_F(SchedulerTest, AShortPromptIsOneChunkInLayerPartsWhileOthersDecode) {
   EXPECT_EQ(log.snapshot().front().split_chunks, 0);
   log.steps.clear();
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  std::shared_ptr<JobStream> a =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 10), 2000));
-  std::optional<Event> first;
-  while (!first) first = a->next(std::chrono::milliseconds(100));
-  const Outcome parts = collect(*s.submit(short_job));
-  a->cancel();
-  collect(*a);
+  const Outcome parts = run_beside_a_decoding_stream(s, *stories_->tokenizer, short_job);
   ASSERT_TRUE(parts.finished);
   EXPECT_EQ(parts.tokens, alone.tokens);
   int64_t token_layers = 0;
@@ -498,8 +482,7 @@ TEST_F(SchedulerTest, CancelledJobEndsAndFreesItsPages) {
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
   std::shared_ptr<JobStream> stream =
       s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 40), 400));
-  std::optional<Event> first;
-  while (!first) first = stream->next(std::chrono::milliseconds(100));
+  test::wait_first_event(*stream);
   stream->cancel();
   const Outcome rest = collect(*stream);
   EXPECT_EQ(rest.done.finish, JobFinish::kCancelled);
@@ -610,8 +593,7 @@ TEST_F(SchedulerTest, DrainPastItsGraceCancelsRunningJobs) {
   Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
   std::shared_ptr<JobStream> running =
       s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), -1));
-  std::optional<Event> first;
-  while (!first) first = running->next(std::chrono::milliseconds(100));
+  test::wait_first_event(*running);
   s.drain(std::chrono::milliseconds(0));
   const Outcome out = collect(*running);
   EXPECT_EQ(out.done.finish, JobFinish::kCancelled);

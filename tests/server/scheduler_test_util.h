@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,31 @@ struct StepGate {
 
 inline Outcome run_one(Scheduler& s, Job job) {
   return collect(*s.submit(std::move(job)));
+}
+
+// Waits for a stream's first event (its first token, or its end) and
+// drops it.
+inline void wait_first_event(JobStream& stream) {
+  std::optional<Event> first;
+  while (!first) first = stream.next(std::chrono::milliseconds(100));
+}
+
+// Starts a job decoding (a 10-token prompt, `max_tokens` to generate) and
+// returns once its first token is out: the scheduler is decoding it.
+inline std::shared_ptr<JobStream> start_decoding_stream(Scheduler& s, const tok::Tokenizer& t,
+                                                        int64_t max_tokens) {
+  std::shared_ptr<JobStream> a = s.submit(greedy_job(prompt_of(t, story_text(), 10), max_tokens));
+  wait_first_event(*a);
+  return a;
+}
+
+// `job` run to its end while another sequence decodes beside it.
+inline Outcome run_beside_a_decoding_stream(Scheduler& s, const tok::Tokenizer& t, Job job) {
+  std::shared_ptr<JobStream> a = start_decoding_stream(s, t, 2000);
+  Outcome out = collect(*s.submit(std::move(job)));
+  a->cancel();
+  collect(*a);
+  return out;
 }
 
 }  // namespace tkv::server::test
