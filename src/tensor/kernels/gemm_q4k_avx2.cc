@@ -15,10 +15,10 @@
 // vpmaddwd (the pair's scales) + vpaddd into the block's int32 lanes,
 // i.e. 3 multiplies per 2 chunks where one vpmaddwd per chunk took 4. The
 // 10 lane vectors of a tile stay in registers over the block (written in
-// assembly, BlockSums2x6: GCC spilled them). Then the float step per (row,
+// assembly, BlockSums2x5: GCC spilled them). Then the float step per (row,
 // token) and super-block, the scale products of a row's 5 tokens one vector
-// multiply and the mins term two tokens per 256-bit instruction (TileBlock
-// holds the tokens' d and group sums in that layout). Q6_K runs the same
+// multiply and the mins term two (row, token) per 256-bit instruction, its
+// scale products spread by shuffles (MinsStep). Q6_K runs the same
 // tiles with its signed weights as vpmaddubsw's s8 operand and the
 // activations + 128 as the u8 one (ChunkPair, PackBlock), token by token.
 // Rows of more than kSliceBlocks blocks are swept a slice of blocks at a
@@ -105,11 +105,12 @@ HWY_INLINE void InterleavePair(__m256i c0, __m256i c1, __m256i* a, __m256i* b) {
 }
 
 // What a tile of tokens needs per block besides the activations: their d
-// (lane t: token t) and, per pair of tokens, the group sums and d laid out
-// for a 256-bit mins step (low half the even token, high half the odd one).
+// (lane t: token t; with an odd count, the last token's d again in the lane
+// after it) and, per pair of tokens, the group sums laid out for a 256-bit
+// mins step (low half the even token, high half the odd one; an odd last
+// token in both halves: the two rows' mins step of that token, MinsStep).
 struct alignas(32) TileBlock {
   float dx[8];
-  float dx_pair[kPairs][8];
   int16_t psums_pair[kPairs][16];
 };
 
@@ -127,12 +128,23 @@ struct ScratchBuffer {
   }
 };
 
-// The float accumulators of a tile: v per (row, token), m per (row, pair).
+// The float accumulators of a tile: v per (row, token), m per (row, pair of
+// tokens), lanes 0..3 the even token, 4..7 the odd one. With 2 rows and an
+// odd number of tokens the last token's mins of both rows share one vector,
+// m[0][kP - 1] (row 0 low, row 1 high; m[1][kP - 1] unused): 5 mins steps
+// per 2 x 5 tile and block instead of 6.
 template <int R, int NT>
 struct TileAcc {
   static constexpr int kP = (NT + 1) / 2;
+  static constexpr bool kRowPairLast = R == 2 && NT % 2 == 1;
   __m256 v[R][NT];
   __m256 m[R][kP];
+  // The 4 mins lanes of (row i, token j).
+  __m128 Mins(int i, int j) const {
+    const bool shared = kRowPairLast && j == NT - 1;
+    const __m256 x = m[shared ? 0 : i][j / 2];
+    return (shared ? i : j % 2) ? _mm256_extractf128_ps(x, 1) : _mm256_castps256_ps128(x);
+  }
 };
 
 // One (row, token, chunk pair p) of a tile: the pair's int32 lanes with
@@ -233,6 +245,39 @@ HWY_INLINE void BlockSums2x5(const PackedQ4K* u0, const PackedQ4K* u1, const __m
 #undef TKV_MAC0
 #undef TKV_MAC
 
+// Lanes 0..3 lane a of v, 4..7 lane b.
+HWY_INLINE __m256 SpreadPair(__m256 v, int a, int b) {
+  return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(a, a, a, a, b, b, b, b));
+}
+
+// Q4_K's mins term of a tile's block, DotRowsInt's m = fma(dm_w d_x,
+// float(mins . group sums), m) two (row, token) per instruction: the scale
+// products dm_w d_x of a row's tokens one multiply (lane t), spread to the
+// pair's halves by vpermps (a shuffle, not a multiply: the multiply ports
+// are the tile's bound), and an odd last token's two rows in one vector.
+template <int R, int NT>
+HWY_INLINE void MinsStep(const PackedQ4K* const* u, const TileBlock& k, TileAcc<R, NT>& acc) {
+  constexpr int kP = TileAcc<R, NT>::kP;
+  constexpr bool kRowPairLast = TileAcc<R, NT>::kRowPairLast;
+  const __m256 dx = _mm256_load_ps(k.dx);
+  __m256 dmdx[R];
+  for (int r = 0; r < R; ++r) dmdx[r] = _mm256_mul_ps(_mm256_set1_ps(u[r]->dm), dx);
+  auto step = [&](__m256& m, __m256 scale, __m256i mins, int q) {
+    const __m256i sums = _mm256_load_si256(reinterpret_cast<const __m256i*>(k.psums_pair[q]));
+    m = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, sums)), m);
+  };
+  // Pairs of one row (an odd last token: the lane after it holds its d
+  // again, its group sums fill both halves, the high half unused).
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < (kRowPairLast ? kP - 1 : kP); ++q)
+      step(acc.m[r][q], SpreadPair(dmdx[r], 2 * q, 2 * q + 1), u[r]->mins, q);
+  if constexpr (kRowPairLast) {
+    // The last token (NT - 1) of row 0 (low half) and row 1 (high half).
+    const __m256 scale = SpreadPair(_mm256_blend_ps(dmdx[0], dmdx[1], 1 << NT), NT - 1, NT);
+    step(acc.m[0][kP - 1], scale, _mm256_blend_epi32(u[0]->mins, u[1]->mins, 0xF0), kP - 1);
+  }
+}
+
 // R rows (their nb blocks at p, p + nb, ...), blocks [b0, b1), times NT
 // tokens (their
 // pair-form activations xp, per-block data tb) into acc. Per chunk pair and
@@ -244,7 +289,6 @@ template <DType T, int R, int NT>
 HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, size_t b0, size_t b1,
                      const TileBlock* HWY_RESTRICT tb, const __m256i* HWY_RESTRICT xp,
                      TileAcc<R, NT>& acc) {
-  constexpr int kP = TileAcc<R, NT>::kP;
   for (size_t b = b0; b < b1; ++b) {
     const PackedQ4K* u[R];
     for (int r = 0; r < R; ++r) u[r] = p + size_t(r) * nb + b;
@@ -277,15 +321,7 @@ HWY_INLINE void Tile(const PackedQ4K* HWY_RESTRICT p, size_t nb, size_t b0, size
        ...);
     }
     (std::make_index_sequence<R * NT>());
-    for (int r = 0; r < R && T == DType::Q4_K; ++r) {
-      const __m256 dm = _mm256_set1_ps(u[r]->dm);
-      for (int q = 0; q < kP; ++q)
-        acc.m[r][q] = _mm256_fmadd_ps(
-            _mm256_mul_ps(dm, _mm256_load_ps(k.dx_pair[q])),
-            _mm256_cvtepi32_ps(_mm256_madd_epi16(
-                u[r]->mins, _mm256_load_si256(reinterpret_cast<const __m256i*>(k.psums_pair[q])))),
-            acc.m[r][q]);
-    }
+    if constexpr (T == DType::Q4_K) MinsStep(u, k, acc);
     // The float accumulators go back to memory between blocks, leaving the
     // registers to the int32 sums (kept in registers, GCC spills those).
     __asm__ volatile("" : : "r"(&acc) : "memory");
@@ -305,8 +341,11 @@ HWY_INLINE void FillTileBlocks(const kernels::IntDotArgs& a, size_t nb, int64_t 
     for (size_t b = 0; b < nb; ++b) {
       TileBlock& k = tb[b];
       k.dx[j] = x[b].d;
-      for (int i = 0; i < 4; ++i) k.dx_pair[j / 2][4 * (j % 2) + i] = x[b].d;
       std::memcpy(&k.psums_pair[j / 2][8 * (j % 2)], x[b].psums, 16);
+      if (j == nt - 1 && nt % 2 == 1) {  // the odd last token (MinsStep)
+        k.dx[j + 1] = x[b].d;
+        std::memcpy(&k.psums_pair[j / 2][8], x[b].psums, 16);
+      }
       __m256i* o = xp + (b * kTokens + size_t(j)) * 8;
       for (int q = 0; q < 4; ++q) {
         __m256i c0 = Load256(x[b].q + 64 * q), c1 = Load256(x[b].q + 64 * q + 32);
@@ -342,8 +381,7 @@ HWY_INLINE void PanelTokens(const kernels::IntDotArgs& a, const PackedQ4K* panel
   auto finish = [](const auto& acc, int i, int j) {
     IntAcc s;
     s.v = acc.v[i][j];
-    const __m256 m = acc.m[i][j / 2];
-    s.m = _mm256_castps128_ps256(j % 2 ? _mm256_extractf128_ps(m, 1) : _mm256_castps256_ps128(m));
+    s.m = _mm256_castps128_ps256(acc.Mins(i, j));
     return FinishInt<T>(s);
   };
   for (int64_t g = 0; g < nr; g += kGroupRows) {
