@@ -161,9 +161,11 @@ int serve_main(std::span<const std::string> args) {
                 &f.drain_grace, 0, 3600);
   flags.add_int({"--prefill-step"}, "N",
                 "prefill work per step while other sequences decode, in tokens through\n"
-                "every layer; a larger chunk runs a few layers a step (default: one\n"
-                "-ub chunk, whole; more: faster prefill, slower streams)",
-                &f.prefill_step, 1, 1 << 20);
+                "every layer; a larger chunk runs a few layers a step (default " +
+                    std::to_string(defaults.prefill_tokens_per_step) +
+                    "; more: faster\n"
+                    "prefill, slower streams; 0: one -ub chunk a step, whole)",
+                &f.prefill_step, 0, 1 << 20);
   flags.add_int({"--prefill-whole"}, "N",
                 "prompts of at most N tokens are prefilled as one chunk (the prefill\n"
                 "GEMM), longer ones on the -ub grid (default " +

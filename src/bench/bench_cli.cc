@@ -64,7 +64,7 @@ struct BenchFlags {
   int kv_heads = 8, gqa = 4, fill_ubatch = 1024;
   // serve
   std::string clients, prompt_tokens, gen_tokens, shared_prefix, long_prompt, url;
-  int prefill_step = 0;   // serve's --prefill-step (0: the server's default)
+  int prefill_step = 0;   // serve's --prefill-step (given or not)
   int prefill_whole = 0;  // serve's --prefill-whole (given or not)
   bool capacity = false;
   int capacity_max = 512;
@@ -174,8 +174,9 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
                   &f.capacity_max, 1, 1 << 20);
     flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
     flags.add_int({"--prefill-step"}, "N",
-                  "the server's prefill work per step while others decode (default: serve's)",
-                  &f.prefill_step, 1, 1 << 20);
+                  "the server's prefill work per step while others decode (default: serve's;\n"
+                  "0: one -ub chunk a step, whole)",
+                  &f.prefill_step, 0, 1 << 20);
     flags.add_int({"--prefill-whole"}, "N",
                   "the server's longest prompt prefilled as one chunk (default: serve's)",
                   &f.prefill_whole, 0, 1 << 20);

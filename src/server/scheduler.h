@@ -116,13 +116,19 @@ struct SchedulerOptions {
   // While any sequence decodes, the prefill a step carries. 0: one chunk,
   // whole (chunks of several sequences while they fit in prefill_chunk
   // tokens; a whole-prompt chunk over prefill_chunk tokens runs as many of
-  // its layers as that much work allows). N > 0: at most the work of N tokens through every layer
-  // at depth 0, a deep chunk's attention counted (StepInfo::prefill_work); a chunk that fits runs
-  // whole, a larger one as many of its layers as fit (at least one when it is the step's first) and
-  // the rest in the next steps (Model::eval_batch's layer-split items: the same bits as whole).
+  // its layers as that much work allows). N > 0: at most the work of N
+  // tokens through every layer at depth 0, a deep chunk's attention counted
+  // (StepInfo::prefill_work); a chunk that fits runs whole, a larger one in
+  // layer parts of equal size over the fewest steps that budget allows (at
+  // least one layer when it is the step's first), the rest in the next
+  // steps (Model::eval_batch's layer-split items: the same bits as whole).
   // Several admitting sequences share it in admission order. Bounds how
-  // much slower a decoding stream's step is while others prefill.
-  int prefill_tokens_per_step = 0;
+  // much slower a decoding stream's step is while others prefill. The
+  // default, 12, runs a 16-token grid chunk in two steps of 8 layers up to
+  // a depth of ~7K on the llama-3.2-1b shape: the other streams' worst
+  // steps about half as much slower as with the chunk whole, for a long
+  // prompt's first token ~1.5x later (docs/SERVER.md has the figures).
+  int prefill_tokens_per_step = 12;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
   // The pool's disk tier (--kv-spill-dir; needs a budget): past the budget

@@ -127,9 +127,8 @@ bool Scheduler::Impl::step() {
   // kWholePromptRowsPerStep rows.
   const int n_layers = model.config().n_layers;
   const bool by_work = options.prefill_tokens_per_step > 0;
-  double budget = decode_items == 0
-                      ? std::numeric_limits<double>::infinity()
-                      : double(by_work ? options.prefill_tokens_per_step : grid) * n_layers;
+  const double full_budget = double(by_work ? options.prefill_tokens_per_step : grid) * n_layers;
+  double budget = decode_items == 0 ? std::numeric_limits<double>::infinity() : full_budget;
   std::vector<int> part_end;  // per prefill item: the layer its part ends at
   StepInfo info{.decode_tokens = decode_items};
   for (auto& a : active) {
@@ -154,7 +153,12 @@ bool Scheduler::Impl::step() {
       // By default grid chunks run whole (the rest wait their turn); a
       // whole-prompt chunk over a grid chunk's work runs in layer parts.
       if (!by_work && n <= grid) break;
-      layers = int(budget / per_layer);
+      // Parts of equal size: the fewest steps a full budget allows, their
+      // layers shared out evenly (a 16-token chunk over a 12-token budget
+      // runs 8 + 8 layers, not 12 + 4: the same first token, and no step
+      // carries more than it must).
+      const int parts = std::max(1, int(std::ceil(per_layer * layers / full_budget - 1e-9)));
+      layers = std::min((layers + parts - 1) / parts, int(budget / per_layer));
       if (layers == 0 && part_end.empty()) layers = 1;
       if (layers == 0) break;  // the rest wait their turn (the order is kept)
     }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -307,6 +308,48 @@ TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInLayerPartsWhileOthersDecode) {
 
 TEST_F(SchedulerTest, AChunkOverABudgetUnderOneLayerStillRunsALayerAStep) {
   expect_layer_parts_while_decoding(*stories_, 1);
+}
+
+// A chunk over the budget (by work) runs in parts of equal size: with a
+// budget just under its layers but one, not all its layers but one and
+// then one, but half and half (sizes differing by one layer at most), and
+// the job's greedy tokens stay those it gives alone.
+TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInPartsOfEqualSize) {
+  SchedulerOptions o = small_options("f16");  // a grid of 32 tokens
+  const int n_layers = stories_->model->config().n_layers;
+  ASSERT_GE(n_layers, 3);
+  // All the layers but one of a chunk at depth 0, and half of one more.
+  o.prefill_tokens_per_step = o.prefill_chunk * (2 * n_layers - 1) / (2 * n_layers);
+  ASSERT_LT(o.prefill_tokens_per_step * n_layers, o.prefill_chunk * n_layers);
+  StepLog log;
+  log.attach(o);
+  const Job long_job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 200, 3), 12);
+  Outcome alone;
+  {
+    Scheduler s(*stories_->model, *stories_->tokenizer, o);
+    alone = run_one(s, long_job);
+  }
+  log.steps.clear();
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  const Outcome split = run_beside_a_decoding_stream(s, *stories_->tokenizer, long_job);
+  ASSERT_TRUE(split.finished);
+  EXPECT_EQ(split.tokens, alone.tokens);
+  // Each full chunk's parts, in layers, in the order they ran.
+  std::vector<std::vector<int64_t>> chunks;
+  int64_t layers_done = 0;
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens == 0 || step.prefill_tokens != o.prefill_chunk) continue;
+    if (layers_done == 0) chunks.emplace_back();
+    const int64_t layers = step.prefill_token_layers / o.prefill_chunk;
+    chunks.back().push_back(layers);
+    layers_done = (layers_done + layers) % n_layers;
+  }
+  ASSERT_GE(chunks.size(), 4u);
+  for (const std::vector<int64_t>& parts : chunks) {
+    ASSERT_GE(parts.size(), 2u);  // none fits the budget whole
+    const auto [least, most] = std::minmax_element(parts.begin(), parts.end());
+    EXPECT_LE(*most - *least, 1) << "parts of " << parts.size();
+  }
 }
 
 // With nothing decoding, every admitting prompt's next chunk is in the
