@@ -176,14 +176,22 @@ int64_t batch_rows_per_task(const WeightMatrix& w, int threads) {
   return std::max(kGroup, (per_task + kGroup - 1) / kGroup * kGroup);
 }
 
-// The integer-dot product of n tokens: activations quantized on the calling
-// thread, then rows split over the pool exactly as matvec splits them.
+// The integer-dot product of n tokens: activations quantized (a token's
+// bytes do not depend on the thread; prefill-sized batches split over the
+// pool, whose other threads would otherwise wait), then rows split over the
+// pool exactly as matvec splits them.
 void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* x, int64_t n,
                  float* y, ThreadPool& pool) {
   const size_t stride = kernels::act_row_bytes(format, w.cols);
   uint8_t* xq = act_buffer(stride * size_t(n));
-  for (int64_t i = 0; i < n; ++i)
-    kernels::quantize_act(format, x + i * w.cols, w.cols, xq + size_t(i) * stride);
+  auto quantize = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      kernels::quantize_act(format, x + i * w.cols, w.cols, xq + size_t(i) * stride);
+  };
+  if (n > kIntMatmulMaxTokens && pool.size() > 1)
+    pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1, int) { quantize(i0, i1); });
+  else
+    quantize(0, n);
   const kernels::IntDotArgs args{w.type, w.data, w.row_bytes, w.cols, xq, stride, n, y, w.rows};
   // One token: the matvec kernel; more: token tiles, the same bits per token.
   const auto rows_fn = n == 1                                ? &kernels::int_dot_rows
