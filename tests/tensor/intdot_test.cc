@@ -233,9 +233,10 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
 }
 
 // The Q4_K and Q6_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc:
-// 2 rows x 5 tokens, then 1-row and 1..4-token tails) on odd row and token
-// counts and several row lengths (1, 2, 9 and 32 super-blocks), one and two
-// threads: matvec's bits for every (row, token).
+// 2 rows x 5 tokens, then 1-row and 1..4-token tails; outputs 8 rows at a
+// time, then row pair by row pair: 13 rows are 8 + 2 + 2 + 1) on odd row and
+// token counts and several row lengths (1, 2, 9 and 32 super-blocks), one
+// and two threads: matvec's bits for every (row, token).
 TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
   ThreadPool one(1), two(2);
   for (const DType type : {DType::Q4_K, DType::Q6_K})
@@ -247,7 +248,7 @@ TEST(IntDot, KQuantPrefillTilesOnOddShapesEqualMatvec) {
       on_each_target_without_dot_instructions(type, n, [&](const std::string& target) {
         const std::vector<float> single = token_by_token(w, x, n, one);
         for (const int64_t nt : {int64_t(17), int64_t(23), int64_t(29), n})
-          for (const int64_t r : {int64_t(1), int64_t(3), int64_t(18), rows}) {
+          for (const int64_t r : {int64_t(1), int64_t(3), int64_t(13), int64_t(18), rows}) {
             const WeightMatrix part = make_weight(type, wb.data(), r, cols, "kq");
             for (ThreadPool* pool : {&one, &two}) {
               std::vector<float> y(size_t(nt * r), -1.0f);
