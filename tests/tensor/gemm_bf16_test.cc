@@ -24,19 +24,24 @@ namespace tkv {
 namespace {
 
 // Every test runs with the bf16 GEMM preferred (on Intel it is off by
-// default, cpu_features.h) and skips where the CPU or target lacks it.
+// default, cpu_features.h) and AMX off, and skips where the CPU or target lacks it.
 class Bf16Gemm : public ::testing::Test {
  protected:
   void SetUp() override {
     before_ = kernels::bf16_dot_preferred();
+    amx_before_ = kernels::amx_preferred();
     kernels::set_bf16_dot_preferred(true);
+    kernels::set_amx_preferred(false);  // AMX would take BF16 weights first
     if (!kernels::bf16_dot_gemm_active())
       GTEST_SKIP() << "no AVX512-BF16 on this CPU (target " << active_simd_target() << ")";
   }
-  void TearDown() override { kernels::set_bf16_dot_preferred(before_); }
+  void TearDown() override {
+    kernels::set_bf16_dot_preferred(before_);
+    kernels::set_amx_preferred(amx_before_);
+  }
 
  private:
-  bool before_ = false;
+  bool before_ = false, amx_before_ = true;
 };
 
 struct Product {

@@ -8,6 +8,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -53,6 +57,17 @@ std::atomic<bool>& bf16_dot_flag() {
   return flag;
 }
 
+bool amx_default() {
+  if (const char* env = std::getenv("TURBOKV_AMX"); env && *env)
+    return std::string_view(env) != "0";
+  return true;
+}
+
+std::atomic<bool>& amx_flag() {
+  static std::atomic<bool> flag{amx_default()};
+  return flag;
+}
+
 }  // namespace
 
 bool cpu_has_avx_vnni() {
@@ -80,6 +95,32 @@ bool cpu_has_avx512_bf16() {
 #else
   return false;
 #endif
+}
+
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    const Leaf7 l = cpuid_leaf7(0);
+    const bool tile = (l.edx >> 24) & 1, bf16 = (l.edx >> 22) & 1;  // CPUID.(7,0):EDX[24], [22]
+    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
+    // The kernel allocates the tiles' 8 KiB of XSAVE state for the process
+    // only on request (XFEATURE_XTILEDATA = 18); a tile instruction without
+    // it faults.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool amx_preferred() {
+  return amx_flag().load(std::memory_order_relaxed);
+}
+
+void set_amx_preferred(bool preferred) {
+  amx_flag().store(preferred, std::memory_order_relaxed);
 }
 
 bool cpu_has_arm_dotprod() {

@@ -22,6 +22,17 @@ bool cpu_has_avx512_bf16();
 // process; set_bf16_dot_preferred (tests, benchmarks) after that.
 bool bf16_dot_preferred();
 void set_bf16_dot_preferred(bool preferred);
+// AMX-TILE + AMX-BF16 (tdpbf16ps: Sapphire Rapids and later Xeons) with
+// AVX512-BF16, and the OS's permission to use the tile state, which the
+// first call requests (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+) for the
+// whole process. The F16 and BF16 weights' prefill GEMM of gemm_amx.h uses
+// it. False off x86-64 Linux.
+bool cpu_has_amx_bf16();
+// Whether that GEMM replaces the f32 FMA GEMM for F16 and BF16 prefill where
+// cpu_has_amx_bf16() (default true). TURBOKV_AMX=0 (or 1) sets the default
+// for the process; set_amx_preferred (tests, benchmarks) after that.
+bool amx_preferred();
+void set_amx_preferred(bool preferred);
 // sdot (ARMv8.2 dotprod, HWCAP_ASIMDDP). False off aarch64.
 bool cpu_has_arm_dotprod();
 

@@ -36,6 +36,7 @@
 #include "hwy/highway.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
+#include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/gemm_bf16.h"
 #include "tensor/kernels/kernels.h"
 
@@ -116,14 +117,27 @@ struct Scratch {
   }
 };
 
+// Whether F16 and BF16 weights take AMX (gemm_amx.h) instead of this f32
+// GEMM: on the AVX-512 targets (every AMX CPU has them) where the CPU and OS
+// allow AMX and it is preferred (cpu_features.h, TURBOKV_AMX), so that
+// TURBOKV_SIMD=avx2 (or any older target) keeps the f32 GEMM.
+bool AmxActive() {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return kernels::amx_preferred() && kernels::cpu_has_amx_bf16();
+#else
+  return false;
+#endif
+}
+
 // Whether BF16 weights take vdpbf16ps (gemm_bf16.h) instead of this f32
 // GEMM: on the AVX-512 targets where the CPU has AVX512-BF16 and it is
 // preferred there (cpu_features.h: AMD by default, TURBOKV_BF16_DOT), so
 // that TURBOKV_SIMD=avx2 (or any older target) keeps the f32 GEMM. F16
-// weights always stay here: rounded to bf16 they would lose 3 mantissa bits.
+// weights never take it: rounded to bf16 they would lose 3 mantissa bits.
+// Where AMX is active it takes both types instead.
 bool Bf16DotActive() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return kernels::cpu_has_avx512_bf16() && kernels::bf16_dot_preferred();
+  return !AmxActive() && kernels::cpu_has_avx512_bf16() && kernels::bf16_dot_preferred();
 #else
   return false;
 #endif
@@ -242,6 +256,8 @@ void TaskProduct(const PanelArgs& a, int64_t p0, int64_t p1, float* HWY_RESTRICT
 void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                   kernels::DequantizeFn dequantize, const float* x, int64_t n, float* y,
                   ThreadPool& pool) {
+  if ((type == DType::F16 || type == DType::BF16) && AmxActive())
+    return kernels::matmul_amx(type, w, row_bytes, rows, cols, x, n, y, pool);
   if (type == DType::BF16 && Bf16DotActive())
     return kernels::matmul_bf16_dot(w, row_bytes, rows, cols, x, n, y, pool);
   static thread_local Scratch scratch;
@@ -299,6 +315,11 @@ HWY_AFTER_NAMESPACE();
 namespace tkv::kernels {
 HWY_EXPORT(MatmulPanels);
 HWY_EXPORT(Bf16DotActive);
+HWY_EXPORT(AmxActive);
+
+bool amx_gemm_active() {
+  return HWY_DYNAMIC_DISPATCH(AmxActive)();
+}
 
 bool bf16_dot_gemm_active() {
   return HWY_DYNAMIC_DISPATCH(Bf16DotActive)();

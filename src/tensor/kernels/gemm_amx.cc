@@ -1,0 +1,389 @@
+// Prefill GEMM of F16 and BF16 weights with AMX (gemm_amx.h). The blocking
+// is gemm.cc's, with tiles of 16 rows x 16 tokens:
+// - The activations are split into bf16 pieces and laid out once per call
+//   in AMX's pair-interleaved ("VNNI") B layout, per token tile of 16 tokens
+//   and step of 32 columns: xb[tile][step][piece] is 16 lines (column pairs)
+//   of 16 tokens x (x_2k, x_2k+1). Rows of 16 tokens x 32 columns transposed
+//   as 16 x 16 32-bit pairs; the weights then need no transpose.
+// - A task owns a few consecutive panels of kPanelRows (2 tiles of 16)
+//   rows and all tokens. For each chunk of kChunkSteps steps it splits each
+//   panel's rows into w_hi / w_lo tiles (16 rows x 32 columns, the A
+//   operand as it lies in memory) in a scratch panel (L1) and sweeps every
+//   pair of token tiles over it with 2 x 2 f32 tiles in the tile registers
+//   (8 tiles: 4 sums, 2 weight, 2 activation operands).
+// - A chunk's sums continue from the previous chunk's, stored in the
+//   task's accumulators between chunks (a tile store and load are exact):
+//   an output is one chain of tdpbf16ps in column order, the same for every
+//   n, tiling, panels per task and thread count.
+// - Each thread that runs a task loads the tile configuration before it
+//   and releases the tile state after (tile registers are per thread).
+#include "tensor/kernels/gemm_amx.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/base.h"
+#include "tensor/kernels/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// GCC 12 takes the AVX-512 intrinsics' internal _mm512_undefined_* operands
+// for uninitialized values when they are inlined into functions with a
+// target attribute (the file is not compiled with -mavx512f).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace tkv::kernels {
+
+#if defined(__x86_64__)
+
+namespace {
+
+#define TKV_AMX_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+
+constexpr size_t kTile = 16;                   // rows of a tile: weight rows, or column pairs
+constexpr size_t kStep = 32;                   // columns per tile step (16 pairs of 64 bytes)
+constexpr size_t kTileHalves = kTile * kStep;  // bf16 values per operand tile
+constexpr size_t kTileFloats = kTile * kTile;  // f32 sums per result tile
+constexpr size_t kPanelRows = 2 * kTile;
+// Steps per chunk (256 columns): the scratch panel of w_hi and w_lo tiles
+// is 32 KiB, L1-resident while all token tiles sweep it.
+constexpr size_t kChunkSteps = 8;
+// Accumulator bytes of a task's panels, L2-resident with a chunk's
+// activation tiles (gemm.cc's figure).
+constexpr size_t kTaskAccBytes = size_t(1) << 19;
+
+// Activation pieces multiplied by w_hi and by w_lo: the terms that are not
+// left out (gemm_amx.h). BF16 weights have no w_lo.
+constexpr int kHiPieces = 3;
+constexpr int kLoPieces = 2;
+constexpr size_t kXPieces = kHiPieces;
+// Activation halves of a token tile per chunk.
+constexpr size_t kChunkHalves = kChunkSteps * kXPieces * kTileHalves;
+
+// Palette 1, 8 tiles of 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Grow-only aligned scratch of the calling thread.
+template <typename T>
+struct Buffer {
+  hwy::AlignedFreeUniquePtr<T[]> data;
+  size_t size = 0;
+  T* Get(size_t want) {
+    if (size < want) {
+      data = hwy::AllocateAligned<T>(want);
+      HWY_ASSERT(data != nullptr);
+      size = want;
+    }
+    return data.get();
+  }
+};
+
+TKV_AMX_TARGET inline __m512 Bf16ToF32(__m256bh v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)v), 16));
+}
+
+// Writes the 16 x 16 32-bit values of `in` (in[i][j], 16 apart) transposed
+// to out (out[j][i]).
+TKV_AMX_TARGET inline void Transpose16x16(const uint32_t* in, uint32_t* out) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(in + 16 * i);
+  // 32-bit, then 64-bit interleaves within 128-bit lanes, then two 128-bit
+  // lane shuffles: the classic 16 x 16 transpose in 64 shuffles.
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_store_si512(out + 16 * i, r[i]);
+}
+
+// Token tile `tile` of x (n x K f32) split into kXPieces bf16 pieces and
+// laid out as B operand tiles xb[chunk][tile][step][piece] (zeros past n
+// and K), a chunk's tiles one sequential stream for its sweep.
+TKV_AMX_TARGET void SplitTokens(const float* x, size_t n, size_t K, size_t tile, size_t n_tiles,
+                                uint16_t* xb) {
+  const size_t steps = (K + kStep - 1) / kStep;
+  const size_t i0 = tile * kTile;
+  const size_t valid = std::min(kTile, n - i0);
+  alignas(64) uint32_t rows[kXPieces][kTile * kTile];
+  std::memset(rows, 0, sizeof rows);
+  for (size_t s = 0; s < steps; ++s) {
+    const size_t k0 = s * kStep;
+    const size_t kc = std::min(kStep, K - k0);
+    const __mmask16 m0 = _cvtu32_mask16(kc >= 16 ? 0xffffu : (1u << kc) - 1);
+    const __mmask16 m1 = _cvtu32_mask16(kc <= 16 ? 0u : kc >= 32 ? 0xffffu : (1u << (kc - 16)) - 1);
+    for (size_t j = 0; j < valid; ++j) {
+      const float* xj = x + (i0 + j) * K + k0;
+      __m512 r0 = _mm512_maskz_loadu_ps(m0, xj), r1 = _mm512_maskz_loadu_ps(m1, xj + 16);
+      for (size_t p = 0; p < kXPieces; ++p) {
+        const __m256bh p0 = _mm512_cvtneps_pbh(r0), p1 = _mm512_cvtneps_pbh(r1);
+        _mm512_store_si512(rows[p] + j * kTile,
+                           _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)p0), (__m256i)p1, 1));
+        // The remainder x - piece is exact in f32.
+        r0 = _mm512_sub_ps(r0, Bf16ToF32(p0));
+        r1 = _mm512_sub_ps(r1, Bf16ToF32(p1));
+      }
+    }
+    uint16_t* dst = xb + ((s / kChunkSteps) * n_tiles + tile) * kChunkHalves +
+                    (s % kChunkSteps) * kXPieces * kTileHalves;
+    for (size_t p = 0; p < kXPieces; ++p)
+      Transpose16x16(rows[p], reinterpret_cast<uint32_t*>(dst + p * kTileHalves));
+  }
+}
+
+struct Args {
+  DType type;
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t rows;
+  size_t K, steps;
+  const uint16_t* xb;  // SplitTokens' tiles
+  size_t n_tiles, n;
+  float* y;
+};
+
+// Rows [r0, r0 + nr) of steps [s0, s0 + ns) as A operand tiles
+// p[step][row tile][piece] (w_hi, then w_lo for F16), zeros past nr and K.
+TKV_AMX_TARGET void SplitWeights(const Args& a, int64_t r0, size_t nr, size_t s0, size_t ns,
+                                 uint16_t* p) {
+  const size_t wp = a.type == DType::F16 ? 2 : 1;
+  for (size_t s = 0; s < ns; ++s) {
+    const size_t k0 = (s0 + s) * kStep;
+    const size_t kc = std::min(kStep, a.K - k0);
+    const __mmask32 m = _cvtu32_mask32(kc >= 32 ? 0xffffffffu : (1u << kc) - 1);
+    for (size_t r = 0; r < kPanelRows; ++r) {
+      uint16_t* hi = p + ((s * 2 + r / kTile) * wp) * kTileHalves + (r % kTile) * kStep;
+      if (r >= nr) {
+        for (size_t q = 0; q < wp; ++q)
+          _mm512_store_si512(hi + q * kTileHalves, _mm512_setzero_si512());
+        continue;
+      }
+      const uint16_t* src =
+          reinterpret_cast<const uint16_t*>(a.w + size_t(r0 + int64_t(r)) * a.row_bytes) + k0;
+      const __m512i v = _mm512_maskz_loadu_epi16(m, src);
+      if (a.type == DType::BF16) {
+        _mm512_store_si512(hi, v);
+        continue;
+      }
+      const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+      const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+      const __m256bh h0 = _mm512_cvtneps_pbh(w0), h1 = _mm512_cvtneps_pbh(w1);
+      // w - w_hi has at most 3 significant bits: exact in bf16.
+      const __m256bh l0 = _mm512_cvtneps_pbh(_mm512_sub_ps(w0, Bf16ToF32(h0)));
+      const __m256bh l1 = _mm512_cvtneps_pbh(_mm512_sub_ps(w1, Bf16ToF32(h1)));
+      _mm512_store_si512(hi,
+                         _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)h0), (__m256i)h1, 1));
+      _mm512_store_si512(hi + kTileHalves,
+                         _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)l0), (__m256i)l1, 1));
+    }
+  }
+}
+
+// The products of a chunk of ns steps for the panel's two row tiles and
+// token tiles t0 (and t0 + 1 when kPair): sums in tiles 0, 2 (t0) and 1, 3
+// (t0 + 1), continued from acc unless first. wp: weight pieces per step.
+template <bool kPair, int kLo>
+TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, const uint16_t* x1,
+                                      size_t ns, float* c0, float* c1, bool first) {
+  constexpr size_t kLine = 64;
+  constexpr size_t wp = kLo > 0 ? 2 : 1;
+  float* c2 = c0 + kTileFloats;
+  float* c3 = c1 + kTileFloats;
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(2);
+    if constexpr (kPair) {
+      _tile_zero(1);
+      _tile_zero(3);
+    }
+  } else {
+    _tile_loadd(0, c0, kLine);
+    _tile_loadd(2, c2, kLine);
+    if constexpr (kPair) {
+      _tile_loadd(1, c1, kLine);
+      _tile_loadd(3, c3, kLine);
+    }
+  }
+  // Tiles 4, 5: the weight piece of the two row tiles; 6, 7: the
+  // activation piece of the two token tiles.
+  auto products = [&] {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(2, 5, 6);
+    if constexpr (kPair) {
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  };
+  auto load_x = [&](const uint16_t* xs0, const uint16_t* xs1, int q) {
+    _tile_loadd(6, xs0 + q * kTileHalves, kLine);
+    if constexpr (kPair) _tile_loadd(7, xs1 + q * kTileHalves, kLine);
+  };
+  auto load_w = [&](const uint16_t* ws, int q) {
+    _tile_loadd(4, ws + q * kTileHalves, kLine);
+    _tile_loadd(5, ws + (wp + q) * kTileHalves, kLine);
+  };
+  for (size_t s = 0; s < ns; ++s) {
+    const uint16_t* ws = w + s * 2 * wp * kTileHalves;
+    const uint16_t* xs0 = x0 + s * kXPieces * kTileHalves;
+    const uint16_t* xs1 = x1 + s * kXPieces * kTileHalves;
+    // The terms in an order that reloads one operand pair per term (12
+    // tile loads per 20 products for F16): w_hi x_1, w_lo x_1, w_lo x_2,
+    // w_hi x_2, w_hi x_3; BF16: w x_1, w x_2, w x_3.
+    load_x(xs0, xs1, 0);
+    load_w(ws, 0);
+    products();
+    if constexpr (kLo > 0) {
+      static_assert(kLo == 2 && kHiPieces == 3, "the term order below");
+      load_w(ws, 1);
+      products();
+      load_x(xs0, xs1, 1);
+      products();
+      load_w(ws, 0);
+      products();
+    } else {
+      load_x(xs0, xs1, 1);
+      products();
+    }
+    load_x(xs0, xs1, 2);
+    products();
+  }
+  _tile_stored(0, c0, kLine);
+  _tile_stored(2, c2, kLine);
+  if constexpr (kPair) {
+    _tile_stored(1, c1, kLine);
+    _tile_stored(3, c3, kLine);
+  }
+}
+
+// Rows of panels [p0, p1) for all tokens (see the top of the file). p: the
+// thread's scratch panel, c: its accumulators, per panel c[tile][row
+// tile][16 rows][16 tokens].
+template <int kLo>
+TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t* p, float* c) {
+  const size_t panel_acc = a.n_tiles * 2 * kTileFloats;
+  for (size_t s0 = 0; s0 < a.steps; s0 += kChunkSteps) {
+    const size_t ns = std::min(kChunkSteps, a.steps - s0);
+    for (int64_t panel = p0; panel < p1; ++panel) {
+      const int64_t r0 = panel * int64_t(kPanelRows);
+      const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
+      SplitWeights(a, r0, nr, s0, ns, p);
+      float* pc = c + size_t(panel - p0) * panel_acc;
+      const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;
+      size_t t = 0;
+      for (; t + 2 <= a.n_tiles; t += 2)
+        ChunkTiles<true, kLo>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
+                              pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats, s0 == 0);
+      if (t < a.n_tiles)
+        ChunkTiles<false, kLo>(p, xs + t * kChunkHalves, nullptr, ns, pc + t * 2 * kTileFloats,
+                               nullptr, s0 == 0);
+    }
+  }
+  // Transposed into y tile by tile: a tile (1 KiB) stays in L1 while each
+  // of its tokens gets up to 16 consecutive floats.
+  for (int64_t panel = p0; panel < p1; ++panel) {
+    const float* pc = c + size_t(panel - p0) * panel_acc;
+    for (size_t rt = 0; rt < 2; ++rt) {
+      const int64_t r0 = panel * int64_t(kPanelRows) + int64_t(rt * kTile);
+      if (r0 >= a.rows) break;
+      const size_t nr = size_t(std::min<int64_t>(int64_t(kTile), a.rows - r0));
+      for (size_t t = 0; t < a.n_tiles; ++t) {
+        const float* tile = pc + (t * 2 + rt) * kTileFloats;
+        const size_t valid = std::min(kTile, a.n - t * kTile);
+        for (size_t j = 0; j < valid; ++j) {
+          float* yj = a.y + (t * kTile + j) * size_t(a.rows) + size_t(r0);
+          for (size_t q = 0; q < nr; ++q) yj[q] = tile[q * kTile + j];
+        }
+      }
+    }
+  }
+}
+
+// A task on the calling thread with its own tile configuration.
+TKV_AMX_TARGET __attribute__((noinline)) void RunTask(const Args& a, int64_t p0, int64_t p1,
+                                                      uint16_t* p, float* c) {
+  TileConfig cfg;
+  for (int i = 0; i < 8; ++i) {
+    cfg.colsb[i] = 64;
+    cfg.rows[i] = kTile;
+  }
+  _tile_loadconfig(&cfg);
+  if (a.type == DType::F16)
+    TaskProduct<kLoPieces>(a, p0, p1, p, c);
+  else
+    TaskProduct<0>(a, p0, p1, p, c);
+  _tile_release();
+}
+
+}  // namespace
+
+void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
+                const float* x, int64_t n, float* y, ThreadPool& pool) {
+  HWY_ASSERT(cpu_has_amx_bf16());
+  HWY_ASSERT(type == DType::F16 || type == DType::BF16);
+  static thread_local Buffer<uint16_t> xb_buf, panel_buf;
+  static thread_local Buffer<float> acc_buf;
+  const size_t K = size_t(cols);
+  const size_t steps = (K + kStep - 1) / kStep;
+  const size_t n_tiles = (size_t(n) + kTile - 1) / kTile;
+  const size_t n_chunks = (steps + kChunkSteps - 1) / kChunkSteps;
+
+  uint16_t* xb = xb_buf.Get(n_chunks * n_tiles * kChunkHalves);
+  pool.run(int64_t(n_tiles),
+           [&](int64_t t, int) { SplitTokens(x, size_t(n), K, size_t(t), n_tiles, xb); });
+
+  // Tasks as gemm.cc cuts them: accumulators of about kTaskAccBytes, at
+  // least ~4 tasks per thread, a multiple of the thread count, panels
+  // spread evenly.
+  const int64_t threads = pool.size();
+  const int64_t n_panels = (rows + int64_t(kPanelRows) - 1) / int64_t(kPanelRows);
+  const size_t panel_acc = n_tiles * 2 * kTileFloats;
+  const int64_t by_bytes =
+      std::max<int64_t>(1, int64_t(kTaskAccBytes / (panel_acc * sizeof(float))));
+  const int64_t balanced = std::max<int64_t>(1, n_panels / (4 * threads));
+  const int64_t per_task = std::min(by_bytes, balanced);
+  int64_t n_tasks = (n_panels + per_task - 1) / per_task;
+  if (n_tasks >= threads) n_tasks = std::min(n_panels, (n_tasks + threads - 1) / threads * threads);
+  const int64_t max_per_task = (n_panels + n_tasks - 1) / n_tasks;
+  const size_t panel_halves = kChunkSteps * 2 * 2 * kTileHalves;
+  const size_t acc_floats = size_t(max_per_task) * panel_acc;
+  uint16_t* panels = panel_buf.Get(panel_halves * size_t(threads));
+  float* accs = acc_buf.Get(acc_floats * size_t(threads));
+  const Args a{type, w, row_bytes, rows, K, steps, xb, n_tiles, size_t(n), y};
+  pool.run(n_tasks, [&](int64_t task, int thread) {
+    RunTask(a, task * n_panels / n_tasks, (task + 1) * n_panels / n_tasks,
+            panels + panel_halves * size_t(thread), accs + acc_floats * size_t(thread));
+  });
+}
+
+#else  // !__x86_64__
+
+void matmul_amx(DType, const uint8_t*, size_t, int64_t, int64_t, const float*, int64_t, float*,
+                ThreadPool&) {
+  HWY_ABORT("matmul_amx: not an x86-64 build");
+}
+
+#endif  // __x86_64__
+
+}  // namespace tkv::kernels

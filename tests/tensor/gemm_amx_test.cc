@@ -1,0 +1,132 @@
+// The F16 and BF16 weights' prefill GEMM with AMX (tensor/kernels/gemm_amx.h):
+// within its documented bound of the double-precision product and close to
+// the f32 GEMM's error, a token's result independent of how many tokens the
+// product has and of the thread count, and off under TURBOKV_AMX=0 (the
+// setter) and TURBOKV_SIMD=avx2 (here: forcing the AVX2 target).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "hwy/targets.h"
+#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_amx.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/matmul.h"
+#include "tensor/reference.h"
+#include "tensor_test_util.h"
+
+namespace tkv {
+namespace {
+
+// Every test runs with AMX preferred and skips where the CPU, the OS or the
+// target lacks it.
+class AmxGemm : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    before_ = kernels::amx_preferred();
+    kernels::set_amx_preferred(true);
+    if (!kernels::amx_gemm_active())
+      GTEST_SKIP() << "no AMX-BF16 on this CPU or OS (target " << active_simd_target() << ")";
+  }
+  void TearDown() override { kernels::set_amx_preferred(before_); }
+
+ private:
+  bool before_ = true;
+};
+
+struct Product {
+  DType type;
+  int64_t rows, cols, n;
+  std::vector<uint8_t> w;
+  std::vector<float> x;
+};
+
+Product make_product(DType type, int64_t rows, int64_t cols, int64_t n, uint32_t seed) {
+  return {type,
+          rows,
+          cols,
+          n,
+          test::random_weights(type, rows, cols, seed),
+          test::gaussian(size_t(n * cols), seed + 1)};
+}
+
+std::vector<float> run(const Product& p, int threads = 2) {
+  ThreadPool pool(threads);
+  const WeightMatrix w = make_weight(p.type, p.w.data(), p.rows, p.cols, "amx");
+  std::vector<float> y(size_t(p.rows * p.n), -1.0f);
+  matmul(w, p.x.data(), p.n, y.data(), pool, MatmulKernel::kFloat);
+  return y;
+}
+
+// Largest |y - y_exact| / sum_k |w_k x_k| over the outputs (y_exact: the
+// double-precision product).
+double max_relative_error(const Product& p, const std::vector<float>& y) {
+  std::vector<float> want(size_t(p.rows * p.n)), row(size_t(p.cols));
+  matmul_ref(p.type, p.w.data(), p.rows, p.cols, p.x.data(), p.n, want.data());
+  const size_t rb = row_bytes(p.type, p.cols);
+  double worst = 0;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    dequantize_row_ref(p.type, p.w.data() + size_t(r) * rb, row.data(), p.cols);
+    for (int64_t i = 0; i < p.n; ++i) {
+      const double mag = test::abs_dot(row.data(), p.x.data() + i * p.cols, p.cols) + 1e-30;
+      const size_t at = size_t(i * p.rows + r);
+      worst = std::max(worst, std::fabs(double(y[at]) - double(want[at])) / mag);
+    }
+  }
+  return worst;
+}
+
+TEST_P(AmxGemm, StaysWithinItsBoundAndNearTheF32Gemm) {
+  // Partial row tiles and panels, column steps and chunks, token tiles and
+  // pairs of them.
+  for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {53, 37, 5}, {49, 300, 33}, {100, 2049, 64}, {13, 8192, 3}, {64, 256, 48}}) {
+    const Product p = make_product(GetParam(), rows, cols, n, uint32_t(rows * 31 + cols));
+    const std::vector<float> amx = run(p);
+    kernels::set_amx_preferred(false);
+    const std::vector<float> f32 = run(p);
+    kernels::set_amx_preferred(true);
+    const double amx_err = max_relative_error(p, amx), f32_err = max_relative_error(p, f32);
+    EXPECT_LE(amx_err, amx_gemm_relative_bound(cols)) << rows << "x" << cols << " n=" << n;
+    // What a product shows is the f32 GEMM's error: a left-out term (the
+    // smallest kept one, w_hi x_3 or w_lo x_2, is up to 2^-16 of a product)
+    // shows as several times it.
+    EXPECT_LE(amx_err, 4 * f32_err + 0x1p-24) << rows << "x" << cols << " n=" << n;
+  }
+}
+
+TEST_P(AmxGemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
+  const Product all = make_product(GetParam(), 97, 777, 512, 11);
+  const std::vector<float> want = run(all, 1);
+  EXPECT_EQ(run(all, 2), want);
+  for (int64_t n = 1; n <= 40; ++n) {
+    Product some = all;
+    some.n = n;
+    some.x.resize(size_t(n * all.cols));
+    for (const int threads : {1, 2}) {
+      const std::vector<float> got = run(some, threads);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "n=" << n << " threads=" << threads << " element " << i;
+    }
+  }
+}
+
+TEST_P(AmxGemm, TurnsOffWithTheSwitchAndOnOlderTargets) {
+  kernels::set_amx_preferred(false);  // TURBOKV_AMX=0
+  EXPECT_FALSE(kernels::amx_gemm_active());
+  kernels::set_amx_preferred(true);
+  hwy::SetSupportedTargetsForTest(HWY_AVX2);  // what TURBOKV_SIMD=avx2 does
+  EXPECT_FALSE(kernels::amx_gemm_active());
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_TRUE(kernels::amx_gemm_active());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AmxGemm, ::testing::Values(DType::F16, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace tkv
