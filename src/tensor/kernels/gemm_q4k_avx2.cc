@@ -27,10 +27,9 @@
 // The arithmetic is bound by its multiply ports: 12 multiplies per (row,
 // token, block) in the int32 sums and ~4 in the float step (q4_K's mins
 // term 1.7 of them, MinsStep; the outputs' sums, Finish8, are shuffles and
-// adds). Measured (one
-// thread of this machine, n = 512, best of 7, q4_K / q6_K): 2048 x 2048
-// ~31 / ~32 ms against ~36 / ~40 ms with one vpmaddwd per chunk; the f32
-// GEMM ~41.
+// adds). Measured (one thread of this machine, n = 512, best of 7, q4_K /
+// q6_K): 2048 x 2048 ~31 / ~32 ms against ~36 / ~40 ms with one vpmaddwd
+// per chunk; the f32 GEMM ~41.
 //
 // The numbers are intdot-inl.h's: the int32 lanes of a super-block are
 // exact and hold the same products as matvec's (InterleavePair keeps each
