@@ -289,32 +289,54 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       const int64_t r0 = panel * int64_t(kPanelRows);
       const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
       SplitWeights(a, r0, nr, s0, ns, p);
+      // The weights SplitWeights reads next (the next panel's rows of this
+      // chunk, or the first panel's of the next chunk), prefetched into L2
+      // a few lines per pair of token tiles: row pieces of 512 bytes are too
+      // short for the hardware's stream detection.
+      const int64_t next_r0 = panel + 1 < p1 ? r0 + int64_t(kPanelRows) : p0 * int64_t(kPanelRows);
+      const size_t next_s0 = panel + 1 < p1 ? s0 : s0 + kChunkSteps;
+      const size_t next_rows =
+          next_s0 < a.steps ? size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)) : 0;
+      const size_t row_lines = std::min(kChunkSteps, a.steps - std::min(a.steps, next_s0));
+      const size_t pf_total = next_rows * row_lines;
+      const size_t pairs = (a.n_tiles + 1) / 2;
+      size_t pf_done = 0;
+      auto prefetch_upto = [&](size_t pair) {
+        const uint8_t* base = a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
+        for (const size_t want = pf_total * (pair + 1) / pairs; pf_done < want; ++pf_done)
+          _mm_prefetch(reinterpret_cast<const char*>(base + (pf_done / row_lines) * a.row_bytes +
+                                                     (pf_done % row_lines) * 64),
+                       _MM_HINT_T1);
+      };
       float* pc = c + size_t(panel - p0) * panel_acc;
       const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;
       size_t t = 0;
-      for (; t + 2 <= a.n_tiles; t += 2)
+      for (; t + 2 <= a.n_tiles; t += 2, prefetch_upto(t / 2 - 1))
         ChunkTiles<true, kLo>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
                               pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats, s0 == 0);
+      if (t < a.n_tiles) prefetch_upto(pairs - 1);
       if (t < a.n_tiles)
         ChunkTiles<false, kLo>(p, xs + t * kChunkHalves, nullptr, ns, pc + t * 2 * kTileFloats,
                                nullptr, s0 == 0);
     }
   }
-  // Transposed into y tile by tile: a tile (1 KiB) stays in L1 while each
-  // of its tokens gets up to 16 consecutive floats.
+  // Transposed into y tile by tile (Transpose16x16 of the 32-bit sums):
+  // each of a tile's tokens then gets its up to 16 outputs in one store.
+  alignas(64) float tokens[kTileFloats];
   for (int64_t panel = p0; panel < p1; ++panel) {
     const float* pc = c + size_t(panel - p0) * panel_acc;
     for (size_t rt = 0; rt < 2; ++rt) {
       const int64_t r0 = panel * int64_t(kPanelRows) + int64_t(rt * kTile);
       if (r0 >= a.rows) break;
       const size_t nr = size_t(std::min<int64_t>(int64_t(kTile), a.rows - r0));
+      const __mmask16 m = _cvtu32_mask16(nr >= 16 ? 0xffffu : (1u << nr) - 1);
       for (size_t t = 0; t < a.n_tiles; ++t) {
-        const float* tile = pc + (t * 2 + rt) * kTileFloats;
+        Transpose16x16(reinterpret_cast<const uint32_t*>(pc + (t * 2 + rt) * kTileFloats),
+                       reinterpret_cast<uint32_t*>(tokens));
         const size_t valid = std::min(kTile, a.n - t * kTile);
-        for (size_t j = 0; j < valid; ++j) {
-          float* yj = a.y + (t * kTile + j) * size_t(a.rows) + size_t(r0);
-          for (size_t q = 0; q < nr; ++q) yj[q] = tile[q * kTile + j];
-        }
+        for (size_t j = 0; j < valid; ++j)
+          _mm512_mask_storeu_ps(a.y + (t * kTile + j) * size_t(a.rows) + size_t(r0), m,
+                                _mm512_load_ps(tokens + j * kTile));
       }
     }
   }
