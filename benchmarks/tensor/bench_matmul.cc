@@ -28,6 +28,7 @@
 #include "hwy/aligned_allocator.h"
 #include "probes.h"
 #include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 
 namespace tkv {
@@ -344,7 +345,9 @@ void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols,
       2.0 * double(rows) * double(cols) * double(n) * double(passes) / total / 1e9;
   state.counters["GFLOPs"] = gflops;
   state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
-  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " n=", n, " ", active_simd_target()));
+  const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
+  state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " n=", n, " ", active_simd_target(),
+                     amx ? " AMX" : ""));
 }
 
 // Prefill of one llama-3.2-1b layer: its seven products (q, k, v, o, gate,
@@ -389,7 +392,9 @@ void BM_PrefillLayer(benchmark::State& state, DType type) {
   state.counters["GFLOPs"] = gflops;
   state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
   state.counters["layers_per_s"] = double(passes) / total;
-  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target()));
+  // " AMX": the F16 / BF16 products ran on AMX (TURBOKV_AMX=0 turns it off).
+  const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
+  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target(), amx ? " AMX" : ""));
 }
 
 void register_matmul() {
