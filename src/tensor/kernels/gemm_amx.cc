@@ -42,6 +42,7 @@
 // for uninitialized values when they are inlined into functions with a
 // target attribute (the file is not compiled with -mavx512f).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace tkv::kernels {
