@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <latch>
 #include <optional>
 #include <thread>
 
@@ -215,8 +216,13 @@ Json serve_cell(const Json& req) {
   const double timeout = 600;
   std::vector<StreamTiming> streams(static_cast<size_t>(clients));
   StreamTiming long_stream;
-  std::atomic<int> ready{0}, streaming{0};
-  std::atomic<bool> go{false}, finished{false};
+  // The clients wait for one another blocked, not spinning: under chrt
+  // (SCHED_FIFO) spinning threads hold the CPUs the others need to send,
+  // and a request sent after the server's first step started waits that
+  // whole step.
+  std::latch start_line(clients + 1);
+  std::atomic<int> streaming{0};
+  std::atomic<bool> finished{false};
   double kv_peak = -1;
   // The pool's bytes while the streams run (cached prefixes included).
   std::thread poller([&] {
@@ -235,8 +241,7 @@ Json serve_cell(const Json& req) {
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       const Json body = request(client_prompt(prompt_tokens, shared, c, n_vocab), gen_tokens);
-      ++ready;
-      while (!go.load()) std::this_thread::yield();
+      start_line.arrive_and_wait();
       bool counted = false;
       streams[size_t(c)] = stream_completion(at, body, timeout, start, [&] {
         counted = true;
@@ -252,8 +257,7 @@ Json serve_cell(const Json& req) {
       while (streaming.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       long_stream = stream_completion(at, body, timeout, start);
     });
-  while (ready.load() < clients) std::this_thread::yield();
-  go.store(true);
+  start_line.arrive_and_wait();
   for (auto& t : threads) t.join();
   const double wall =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /

@@ -124,11 +124,14 @@ struct SchedulerOptions {
   // steps (Model::eval_batch's layer-split items: the same bits as whole).
   // Several admitting sequences share it in admission order. Bounds how
   // much slower a decoding stream's step is while others prefill. The
-  // default, 12, runs a 16-token grid chunk in two steps of 8 layers up to
-  // a depth of ~7K on the llama-3.2-1b shape: the other streams' worst
-  // steps about half as much slower as with the chunk whole, for a long
-  // prompt's first token ~1.5x later (docs/SERVER.md has the figures).
-  int prefill_tokens_per_step = 12;
+  // default, 16, is one grid chunk's work at depth 0: past depth 0 a grid
+  // chunk's attention puts it over, so it runs in two steps of half its
+  // layers (up to a depth of ~15K on the llama-3.2-1b shape): the other
+  // streams' worst steps about a quarter shorter than with the chunk whole,
+  // for a long prompt's first token ~1.4x later; a short prompt's whole
+  // chunk next to decoding streams takes a grid chunk's work a step, as
+  // with 0 (docs/SERVER.md has the figures).
+  int prefill_tokens_per_step = 16;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
   // The pool's disk tier (--kv-spill-dir; needs a budget): past the budget
