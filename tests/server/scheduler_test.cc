@@ -216,7 +216,7 @@ struct StepLog {
 };
 
 // While a stream decodes, two long prompts arriving together get one whole
-// chunk a step by default, one after the other; with
+// chunk a step with `prefill_tokens_per_step` 0, one after the other; with
 // `prefill_tokens_per_step` set, at most that many tokens' work through
 // every layer a step, the chunks over it in layer parts, and with two
 // chunks' worth both prompts share a step. Returns the most prompts a step
@@ -245,13 +245,13 @@ int prefill_cap_while_decoding(const LoadedModel& m, int per_step) {
     most_chunks = std::max(most_chunks, step.prefill_chunks);
     split += step.split_chunks;
   }
-  // By default chunks run whole; by work, the 32-token chunks at depth cost
+  // With 0 chunks run whole; by work, the 32-token chunks at depth cost
   // more than 32 tokens' work at depth 0 and run in parts.
   EXPECT_EQ(split > 0, per_step > 0);
   return most_chunks;
 }
 
-TEST_F(SchedulerTest, WhileOthersDecodeAStepTakesOneWholePrefillChunkByDefault) {
+TEST_F(SchedulerTest, WithPrefillStepZeroAStepTakesOneWholePrefillChunkWhileOthersDecode) {
   EXPECT_EQ(prefill_cap_while_decoding(*stories_, 0), 1);
 }
 
