@@ -38,6 +38,7 @@
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/gemm_bf16.h"
+#include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -281,21 +282,14 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
     }
   });
 
-  // Panels per task: accumulators of about kTaskAccBytes (L2), but at least
-  // ~4 tasks per thread so that the dynamic hand-out evens out the threads.
-  // The task count is a multiple of the thread count and the panels are
-  // spread evenly over the tasks (sizes differ by at most one panel), so
-  // that no thread is left with a last, lone task.
+  // Tasks of about kTaskAccBytes of accumulators (L2), evened out over the
+  // threads (cut_panel_tasks).
   const int64_t threads = pool.size();
   const int64_t n_panels = (rows + int64_t(kPanelRows) - 1) / int64_t(kPanelRows);
   const size_t panel_acc = kPanelRows * n_pad;
-  const int64_t by_bytes =
-      std::max<int64_t>(1, int64_t(kTaskAccBytes / (panel_acc * sizeof(float))));
-  const int64_t balanced = std::max<int64_t>(1, n_panels / (4 * threads));
-  const int64_t per_task = std::min(by_bytes, balanced);
-  int64_t n_tasks = (n_panels + per_task - 1) / per_task;
-  if (n_tasks >= threads) n_tasks = std::min(n_panels, (n_tasks + threads - 1) / threads * threads);
-  const int64_t max_per_task = (n_panels + n_tasks - 1) / n_tasks;
+  const kernels::PanelTasks cut =
+      kernels::cut_panel_tasks(n_panels, panel_acc, kTaskAccBytes, threads);
+  const int64_t n_tasks = cut.n_tasks, max_per_task = cut.max_panels;
   // Per-thread panel (kPanelRows x kChunk) and accumulators (max_per_task panels).
   const size_t per_thread = kPanelRows * kChunk + size_t(max_per_task) * panel_acc;
   float* panels = scratch.Get(scratch.panels, scratch.panels_size, per_thread * size_t(threads));

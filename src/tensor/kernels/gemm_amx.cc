@@ -28,6 +28,7 @@
 // - Each thread that runs a task loads the tile configuration before it
 //   and releases the tile state after (tile registers are per thread).
 #include "tensor/kernels/gemm_amx.h"
+#include "tensor/kernels/gemm_scratch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -80,21 +81,6 @@ struct alignas(64) TileConfig {
   uint8_t reserved[14] = {};
   uint16_t colsb[16] = {};
   uint8_t rows[16] = {};
-};
-
-// Grow-only aligned scratch of the calling thread.
-template <typename T>
-struct Buffer {
-  hwy::AlignedFreeUniquePtr<T[]> data;
-  size_t size = 0;
-  T* Get(size_t want) {
-    if (size < want) {
-      data = hwy::AllocateAligned<T>(want);
-      HWY_ASSERT(data != nullptr);
-      size = want;
-    }
-    return data.get();
-  }
 };
 
 TKV_AMX_TARGET inline __m512 Bf16ToF32(__m256bh v) {
@@ -375,8 +361,8 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
                 const float* x, int64_t n, float* y, ThreadPool& pool) {
   HWY_ASSERT(cpu_has_amx_bf16());
   HWY_ASSERT(type == DType::F16 || type == DType::BF16);
-  static thread_local Buffer<uint16_t> xb_buf, panel_buf;
-  static thread_local Buffer<float> acc_buf;
+  static thread_local ScratchBuffer<uint16_t> xb_buf, panel_buf;
+  static thread_local ScratchBuffer<float> acc_buf;
   const size_t K = size_t(cols);
   const size_t steps = (K + kStep - 1) / kStep;
   const size_t n_tiles = (size_t(n) + kTile - 1) / kTile;
@@ -386,19 +372,12 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
   pool.run(int64_t(n_tiles),
            [&](int64_t t, int) { SplitTokens(x, size_t(n), K, size_t(t), n_tiles, xb); });
 
-  // Tasks as gemm.cc cuts them: accumulators of about kTaskAccBytes, at
-  // least ~4 tasks per thread, a multiple of the thread count, panels
-  // spread evenly.
+  // Tasks as gemm.cc cuts them (cut_panel_tasks).
   const int64_t threads = pool.size();
   const int64_t n_panels = (rows + int64_t(kPanelRows) - 1) / int64_t(kPanelRows);
   const size_t panel_acc = n_tiles * 2 * kTileFloats;
-  const int64_t by_bytes =
-      std::max<int64_t>(1, int64_t(kTaskAccBytes / (panel_acc * sizeof(float))));
-  const int64_t balanced = std::max<int64_t>(1, n_panels / (4 * threads));
-  const int64_t per_task = std::min(by_bytes, balanced);
-  int64_t n_tasks = (n_panels + per_task - 1) / per_task;
-  if (n_tasks >= threads) n_tasks = std::min(n_panels, (n_tasks + threads - 1) / threads * threads);
-  const int64_t max_per_task = (n_panels + n_tasks - 1) / n_tasks;
+  const PanelTasks cut = cut_panel_tasks(n_panels, panel_acc, kTaskAccBytes, threads);
+  const int64_t n_tasks = cut.n_tasks, max_per_task = cut.max_panels;
   const size_t panel_halves = kChunkSteps * 2 * 2 * kTileHalves;
   const size_t acc_floats = size_t(max_per_task) * panel_acc;
   uint16_t* panels = panel_buf.Get(panel_halves * size_t(threads));

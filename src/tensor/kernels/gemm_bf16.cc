@@ -14,6 +14,7 @@
 //   the panel's f32 accumulators in memory, so an output is the same sum
 //   for every n, tiling and thread count.
 #include "tensor/kernels/gemm_bf16.h"
+#include "tensor/kernels/gemm_scratch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -71,22 +72,6 @@ TKV_BF16_TARGET inline void MicroTile(const uint32_t* __restrict p, const uint32
   }
 }
 
-// Grow-only aligned scratch of the calling thread (one matmul per weight
-// per prefill chunk must not allocate).
-template <typename T>
-struct Buffer {
-  hwy::AlignedFreeUniquePtr<T[]> data;
-  size_t size = 0;
-  T* Get(size_t want) {
-    if (size < want) {
-      data = hwy::AllocateAligned<T>(want);
-      HWY_ASSERT(data != nullptr);
-      size = want;
-    }
-    return data.get();
-  }
-};
-
 // The bf16 pair of columns 2j, 2j + 1 of a row (0 past cols).
 inline uint32_t PairOf(const float* xi, size_t j, size_t cols) {
   const uint32_t lo = f32_to_bf16(xi[2 * j]);
@@ -130,8 +115,8 @@ TKV_BF16_TARGET __attribute__((noinline)) void PanelProduct(const uint8_t* w, si
 void matmul_bf16_dot(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const float* x,
                      int64_t n, float* y, ThreadPool& pool) {
   HWY_ASSERT(cpu_has_avx512_bf16());
-  static thread_local Buffer<uint32_t> xt_buf, panel_buf;
-  static thread_local Buffer<float> acc_buf;
+  static thread_local ScratchBuffer<uint32_t> xt_buf, panel_buf;
+  static thread_local ScratchBuffer<float> acc_buf;
   const size_t K = size_t(cols);
   const size_t KP = (K + 1) / 2;
   const size_t n_tiles = (size_t(n) + kTileTokens - 1) / kTileTokens;

@@ -50,6 +50,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
+#include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/intdot-inl.h"
 #include "tensor/matmul.h"
 
@@ -113,20 +114,6 @@ HWY_INLINE void InterleavePair(__m256i c0, __m256i c1, __m256i* a, __m256i* b) {
 struct alignas(32) TileBlock {
   float dx[8];
   int16_t psums_pair[kPairs][16];
-};
-
-template <typename T>
-struct ScratchBuffer {
-  hwy::AlignedFreeUniquePtr<T[]> data;
-  size_t size = 0;
-  T* Get(size_t want) {
-    if (size < want) {
-      data = hwy::AllocateAligned<T>(want);
-      HWY_ASSERT(data != nullptr);
-      size = want;
-    }
-    return data.get();
-  }
 };
 
 // The float accumulators of a tile: v per (row, token), m per (row, pair of
@@ -486,9 +473,9 @@ HWY_INLINE void PackBlock(const uint8_t* blk, PackedQ4K& o) {
 
 template <DType T>
 void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  static thread_local ScratchBuffer<PackedQ4K> panel_buffer;
-  static thread_local ScratchBuffer<TileBlock> tile_buffer;
-  static thread_local ScratchBuffer<__m256i> act_buffer;
+  static thread_local kernels::ScratchBuffer<PackedQ4K> panel_buffer;
+  static thread_local kernels::ScratchBuffer<TileBlock> tile_buffer;
+  static thread_local kernels::ScratchBuffer<__m256i> act_buffer;
   constexpr size_t kBlockBytes = T == DType::Q6_K ? sizeof(BlockQ6_K) : sizeof(BlockQ4_K);
   const size_t nb = size_t(a.cols) / 256;
   // Rows per panel: as many as fit kPanelBytes (an even number, at least 2).
