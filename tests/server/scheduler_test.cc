@@ -215,6 +215,30 @@ struct StepLog {
   }
 };
 
+// A job run alone, then beside a decoding stream, each on a fresh
+// scheduler of the same options: both outcomes and the steps of each run
+// (`log` attached to `o`).
+struct AloneAndBeside {
+  Outcome alone, beside;
+  std::vector<StepInfo> alone_steps, beside_steps;
+};
+AloneAndBeside run_alone_and_beside_a_stream(const LoadedModel& m, const SchedulerOptions& o,
+                                             StepLog& log, const Job& job) {
+  AloneAndBeside r;
+  {
+    Scheduler s(*m.model, *m.tokenizer, o);
+    r.alone = run_one(s, job);
+  }
+  r.alone_steps = log.snapshot();
+  log.steps.clear();
+  {
+    Scheduler s(*m.model, *m.tokenizer, o);
+    r.beside = run_beside_a_decoding_stream(s, *m.tokenizer, job);
+  }
+  r.beside_steps = log.snapshot();
+  return r;
+}
+
 // While a stream decodes, two long prompts arriving together get one whole
 // chunk a step with `prefill_tokens_per_step` 0, one after the other; with
 // `prefill_tokens_per_step` set, at most that many tokens' work through
@@ -271,20 +295,13 @@ void expect_layer_parts_while_decoding(const LoadedModel& m, int per_step) {
   ASSERT_LT(per_step * n_layers, 2 * o.prefill_chunk);
   StepLog log;
   log.attach(o);
-  const Job long_job = greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 3), 12);
-  Outcome alone;
-  {
-    Scheduler s(*m.model, *m.tokenizer, o);
-    alone = run_one(s, long_job);
-  }
-  for (const StepInfo& step : log.snapshot()) EXPECT_EQ(step.split_chunks, 0);  // nothing decoded
-  log.steps.clear();
-  Scheduler s(*m.model, *m.tokenizer, o);
-  const Outcome split = run_beside_a_decoding_stream(s, *m.tokenizer, long_job);
-  ASSERT_TRUE(split.finished);
-  EXPECT_EQ(split.tokens, alone.tokens);
+  const AloneAndBeside run = run_alone_and_beside_a_stream(
+      m, o, log, greedy_job(prompt_of(*m.tokenizer, test::story_text(), 200, 3), 12));
+  for (const StepInfo& step : run.alone_steps) EXPECT_EQ(step.split_chunks, 0);  // nothing decoded
+  ASSERT_TRUE(run.beside.finished);
+  EXPECT_EQ(run.beside.tokens, run.alone.tokens);
   int parts = 0, over_budget = 0;
-  for (const StepInfo& step : log.snapshot()) {
+  for (const StepInfo& step : run.beside_steps) {
     if (step.decode_tokens == 0 || step.prefill_chunks == 0) continue;
     EXPECT_EQ(step.prefill_chunks, 1);
     if (step.prefill_tokens != o.prefill_chunk) continue;  // the last, 8-token chunk
@@ -323,21 +340,15 @@ TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInPartsOfEqualSize) {
   ASSERT_LT(o.prefill_tokens_per_step * n_layers, o.prefill_chunk * n_layers);
   StepLog log;
   log.attach(o);
-  const Job long_job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 200, 3), 12);
-  Outcome alone;
-  {
-    Scheduler s(*stories_->model, *stories_->tokenizer, o);
-    alone = run_one(s, long_job);
-  }
-  log.steps.clear();
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  const Outcome split = run_beside_a_decoding_stream(s, *stories_->tokenizer, long_job);
-  ASSERT_TRUE(split.finished);
-  EXPECT_EQ(split.tokens, alone.tokens);
+  const AloneAndBeside run = run_alone_and_beside_a_stream(
+      *stories_, o, log,
+      greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 200, 3), 12));
+  ASSERT_TRUE(run.beside.finished);
+  EXPECT_EQ(run.beside.tokens, run.alone.tokens);
   // Each full chunk's parts, in layers, in the order they ran.
   std::vector<std::vector<int64_t>> chunks;
   int64_t layers_done = 0;
-  for (const StepInfo& step : log.snapshot()) {
+  for (const StepInfo& step : run.beside_steps) {
     if (step.decode_tokens == 0 || step.prefill_tokens != o.prefill_chunk) continue;
     if (layers_done == 0) chunks.emplace_back();
     const int64_t layers = step.prefill_token_layers / o.prefill_chunk;
@@ -382,24 +393,18 @@ TEST_F(SchedulerTest, AShortPromptIsOneChunkInLayerPartsWhileOthersDecode) {
   const int n_layers = stories_->model->config().n_layers;
   StepLog log;
   log.attach(o);
-  const Job short_job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 90, 3), 12);
-  Outcome alone;
-  {
-    Scheduler s(*stories_->model, *stories_->tokenizer, o);
-    alone = run_one(s, short_job);
-  }
-  ASSERT_TRUE(alone.finished);
-  ASSERT_FALSE(log.snapshot().empty());
-  EXPECT_EQ(log.snapshot().front().prefill_tokens, 90);  // the whole prompt, one step
-  EXPECT_EQ(log.snapshot().front().split_chunks, 0);
-  log.steps.clear();
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  const Outcome parts = run_beside_a_decoding_stream(s, *stories_->tokenizer, short_job);
-  ASSERT_TRUE(parts.finished);
-  EXPECT_EQ(parts.tokens, alone.tokens);
+  const AloneAndBeside run = run_alone_and_beside_a_stream(
+      *stories_, o, log,
+      greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 90, 3), 12));
+  ASSERT_TRUE(run.alone.finished);
+  ASSERT_FALSE(run.alone_steps.empty());
+  EXPECT_EQ(run.alone_steps.front().prefill_tokens, 90);  // the whole prompt, one step
+  EXPECT_EQ(run.alone_steps.front().split_chunks, 0);
+  ASSERT_TRUE(run.beside.finished);
+  EXPECT_EQ(run.beside.tokens, run.alone.tokens);
   int64_t token_layers = 0;
   int split = 0;
-  for (const StepInfo& step : log.snapshot()) {
+  for (const StepInfo& step : run.beside_steps) {
     if (step.decode_tokens == 0 || step.prefill_chunks == 0) continue;
     EXPECT_EQ(step.prefill_tokens, 90);
     EXPECT_LE(step.prefill_token_layers,
