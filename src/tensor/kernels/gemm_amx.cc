@@ -42,8 +42,10 @@
 // GCC 12 takes the AVX-512 intrinsics' internal _mm512_undefined_* operands
 // for uninitialized values when they are inlined into functions with a
 // target attribute (the file is not compiled with -mavx512f).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #endif
 
 namespace tkv::kernels {
@@ -198,6 +200,29 @@ TKV_AMX_TARGET void SplitWeights(const Args& a, int64_t r0, size_t nr, size_t s0
   }
 }
 
+// The tile steps of ChunkTiles (functions, not lambdas: clang gives a
+// lambda no target attribute of its enclosing function). Tiles 4, 5: the
+// weight piece of the two row tiles; 6, 7: the activation piece of the two
+// token tiles.
+template <bool kPair>
+TKV_AMX_TARGET inline void TileProducts() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(2, 5, 6);
+  if constexpr (kPair) {
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+}
+template <bool kPair>
+TKV_AMX_TARGET inline void LoadTokenPieces(const uint16_t* xs0, const uint16_t* xs1, int q) {
+  _tile_loadd(6, xs0 + q * kTileHalves, 64);
+  if constexpr (kPair) _tile_loadd(7, xs1 + q * kTileHalves, 64);
+}
+TKV_AMX_TARGET inline void LoadWeightPieces(const uint16_t* ws, size_t wp, int q) {
+  _tile_loadd(4, ws + q * kTileHalves, 64);
+  _tile_loadd(5, ws + (wp + q) * kTileHalves, 64);
+}
+
 // The products of a chunk of ns steps for the panel's two row tiles and
 // token tiles t0 (and t0 + 1 when kPair): sums in tiles 0, 2 (t0) and 1, 3
 // (t0 + 1), continued from acc unless first. wp: weight pieces per step.
@@ -223,24 +248,6 @@ TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, con
       _tile_loadd(3, c3, kLine);
     }
   }
-  // Tiles 4, 5: the weight piece of the two row tiles; 6, 7: the
-  // activation piece of the two token tiles.
-  auto products = [&] {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(2, 5, 6);
-    if constexpr (kPair) {
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(3, 5, 7);
-    }
-  };
-  auto load_x = [&](const uint16_t* xs0, const uint16_t* xs1, int q) {
-    _tile_loadd(6, xs0 + q * kTileHalves, kLine);
-    if constexpr (kPair) _tile_loadd(7, xs1 + q * kTileHalves, kLine);
-  };
-  auto load_w = [&](const uint16_t* ws, int q) {
-    _tile_loadd(4, ws + q * kTileHalves, kLine);
-    _tile_loadd(5, ws + (wp + q) * kTileHalves, kLine);
-  };
   for (size_t s = 0; s < ns; ++s) {
     const uint16_t* ws = w + s * 2 * wp * kTileHalves;
     const uint16_t* xs0 = x0 + s * kXPieces * kTileHalves;
@@ -248,23 +255,23 @@ TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, con
     // The terms in an order that reloads one operand pair per term (12
     // tile loads per 20 products for F16): w_hi x_1, w_lo x_1, w_lo x_2,
     // w_hi x_2, w_hi x_3; BF16: w x_1, w x_2, w x_3.
-    load_x(xs0, xs1, 0);
-    load_w(ws, 0);
-    products();
+    LoadTokenPieces<kPair>(xs0, xs1, 0);
+    LoadWeightPieces(ws, wp, 0);
+    TileProducts<kPair>();
     if constexpr (kLo > 0) {
       static_assert(kLo == 2 && kHiPieces == 3, "the term order below");
-      load_w(ws, 1);
-      products();
-      load_x(xs0, xs1, 1);
-      products();
-      load_w(ws, 0);
-      products();
+      LoadWeightPieces(ws, wp, 1);
+      TileProducts<kPair>();
+      LoadTokenPieces<kPair>(xs0, xs1, 1);
+      TileProducts<kPair>();
+      LoadWeightPieces(ws, wp, 0);
+      TileProducts<kPair>();
     } else {
-      load_x(xs0, xs1, 1);
-      products();
+      LoadTokenPieces<kPair>(xs0, xs1, 1);
+      TileProducts<kPair>();
     }
-    load_x(xs0, xs1, 2);
-    products();
+    LoadTokenPieces<kPair>(xs0, xs1, 2);
+    TileProducts<kPair>();
   }
   _tile_stored(0, c0, kLine);
   _tile_stored(2, c2, kLine);
