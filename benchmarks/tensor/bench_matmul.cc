@@ -316,6 +316,12 @@ void BM_FmaPeak(benchmark::State& state) {
 }
 BENCHMARK(BM_FmaPeak)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// " AMX" where the prefill products of `type` run on AMX (F16 / BF16 weights;
+// TURBOKV_AMX=0 turns it off), else nothing: for the benchmarks' labels.
+const char* amx_tag(DType type) {
+  return (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active() ? " AMX" : "";
+}
+
 // Prefill: n tokens against one 2048x2048 matrix with the given kernel
 // (kAuto: what matmul picks for n; kFloat / kInteger: one path forced).
 void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols,
@@ -345,9 +351,8 @@ void BM_Matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols,
       2.0 * double(rows) * double(cols) * double(n) * double(passes) / total / 1e9;
   state.counters["GFLOPs"] = gflops;
   state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
-  const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
   state.SetLabel(str(dtype_name(type), " ", rows, "x", cols, " n=", n, " ", active_simd_target(),
-                     amx ? " AMX" : ""));
+                     amx_tag(type)));
 }
 
 // Prefill of one llama-3.2-1b layer: its seven products (q, k, v, o, gate,
@@ -392,9 +397,7 @@ void BM_PrefillLayer(benchmark::State& state, DType type) {
   state.counters["GFLOPs"] = gflops;
   state.counters["pct_of_fma_peak"] = 100.0 * gflops / (fma_peak_gflops() * threads);
   state.counters["layers_per_s"] = double(passes) / total;
-  // " AMX": the F16 / BF16 products ran on AMX (TURBOKV_AMX=0 turns it off).
-  const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
-  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target(), amx ? " AMX" : ""));
+  state.SetLabel(str(dtype_name(type), " n=", n, " ", active_simd_target(), amx_tag(type)));
 }
 
 void register_matmul() {

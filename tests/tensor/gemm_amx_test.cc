@@ -38,57 +38,21 @@ class AmxGemm : public ::testing::TestWithParam<DType> {
   bool before_ = true;
 };
 
-struct Product {
-  DType type;
-  int64_t rows, cols, n;
-  std::vector<uint8_t> w;
-  std::vector<float> x;
-};
-
-Product make_product(DType type, int64_t rows, int64_t cols, int64_t n, uint32_t seed) {
-  return {type,
-          rows,
-          cols,
-          n,
-          test::random_weights(type, rows, cols, seed),
-          test::gaussian(size_t(n * cols), seed + 1)};
-}
-
-std::vector<float> run(const Product& p, int threads = 2) {
-  ThreadPool pool(threads);
-  const WeightMatrix w = make_weight(p.type, p.w.data(), p.rows, p.cols, "amx");
-  std::vector<float> y(size_t(p.rows * p.n), -1.0f);
-  matmul(w, p.x.data(), p.n, y.data(), pool, MatmulKernel::kFloat);
-  return y;
-}
-
-// Largest |y - y_exact| / sum_k |w_k x_k| over the outputs (y_exact: the
-// double-precision product).
-double max_relative_error(const Product& p, const std::vector<float>& y) {
-  std::vector<float> want(size_t(p.rows * p.n)), row(size_t(p.cols));
-  matmul_ref(p.type, p.w.data(), p.rows, p.cols, p.x.data(), p.n, want.data());
-  const size_t rb = row_bytes(p.type, p.cols);
-  double worst = 0;
-  for (int64_t r = 0; r < p.rows; ++r) {
-    dequantize_row_ref(p.type, p.w.data() + size_t(r) * rb, row.data(), p.cols);
-    for (int64_t i = 0; i < p.n; ++i) {
-      const double mag = test::abs_dot(row.data(), p.x.data() + i * p.cols, p.cols) + 1e-30;
-      const size_t at = size_t(i * p.rows + r);
-      worst = std::max(worst, std::fabs(double(y[at]) - double(want[at])) / mag);
-    }
-  }
-  return worst;
-}
+using test::FloatProduct;
+using test::make_float_product;
+using test::max_relative_error;
+using test::run_float_matmul;
 
 TEST_P(AmxGemm, StaysWithinItsBoundAndNearTheF32Gemm) {
   // Partial row tiles and panels, column steps and chunks, token tiles and
   // pairs of them.
   for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {53, 37, 5}, {49, 300, 33}, {100, 2049, 64}, {13, 8192, 3}, {64, 256, 48}}) {
-    const Product p = make_product(GetParam(), rows, cols, n, uint32_t(rows * 31 + cols));
-    const std::vector<float> amx = run(p);
+    const FloatProduct p =
+        make_float_product(GetParam(), rows, cols, n, uint32_t(rows * 31 + cols));
+    const std::vector<float> amx = run_float_matmul(p);
     kernels::set_amx_preferred(false);
-    const std::vector<float> f32 = run(p);
+    const std::vector<float> f32 = run_float_matmul(p);
     kernels::set_amx_preferred(true);
     const double amx_err = max_relative_error(p, amx), f32_err = max_relative_error(p, f32);
     EXPECT_LE(amx_err, amx_gemm_relative_bound(cols)) << rows << "x" << cols << " n=" << n;
@@ -100,15 +64,13 @@ TEST_P(AmxGemm, StaysWithinItsBoundAndNearTheF32Gemm) {
 }
 
 TEST_P(AmxGemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
-  const Product all = make_product(GetParam(), 97, 777, 512, 11);
-  const std::vector<float> want = run(all, 1);
-  EXPECT_EQ(run(all, 2), want);
+  const FloatProduct all = make_float_product(GetParam(), 97, 777, 512, 11);
+  const std::vector<float> want = run_float_matmul(all, 1);
+  EXPECT_EQ(run_float_matmul(all, 2), want);
   for (int64_t n = 1; n <= 40; ++n) {
-    Product some = all;
-    some.n = n;
-    some.x.resize(size_t(n * all.cols));
+    const FloatProduct some = test::first_tokens(all, n);
     for (const int threads : {1, 2}) {
-      const std::vector<float> got = run(some, threads);
+      const std::vector<float> got = run_float_matmul(some, threads);
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << "n=" << n << " threads=" << threads << " element " << i;
     }

@@ -44,71 +44,47 @@ class Bf16Gemm : public ::testing::Test {
   bool before_ = false, amx_before_ = true;
 };
 
-struct Product {
-  int64_t rows, cols, n;
-  std::vector<uint8_t> w;
-  std::vector<float> x;
-};
+using test::FloatProduct;
+using test::max_relative_error;
+using test::run_float_matmul;
 
-Product make_product(int64_t rows, int64_t cols, int64_t n, uint32_t seed) {
-  return {rows, cols, n, test::random_weights(DType::BF16, rows, cols, seed),
-          test::gaussian(size_t(n * cols), seed + 1)};
+FloatProduct make_product(int64_t rows, int64_t cols, int64_t n, uint32_t seed) {
+  return test::make_float_product(DType::BF16, rows, cols, n, seed);
 }
 
-std::vector<float> run(const Product& p, int threads = 2) {
-  ThreadPool pool(threads);
-  const WeightMatrix w = make_weight(DType::BF16, p.w.data(), p.rows, p.cols, "bf16");
-  std::vector<float> y(size_t(p.rows * p.n), -1.0f);
-  matmul(w, p.x.data(), p.n, y.data(), pool, MatmulKernel::kFloat);
-  return y;
-}
-
-// Largest |y - y_exact| / sum_k |w_k x_k| over the outputs (y_exact: the
-// double-precision product of the activations, rounded to bf16 first with
-// round_x).
-double max_relative_error(const Product& p, const std::vector<float>& y, bool round_x = false) {
-  std::vector<float> want(size_t(p.rows * p.n)), row(size_t(p.cols)), x = p.x;
-  if (round_x)
-    for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
-  matmul_ref(DType::BF16, p.w.data(), p.rows, p.cols, x.data(), p.n, want.data());
-  const size_t rb = row_bytes(DType::BF16, p.cols);
-  double worst = 0;
-  for (int64_t r = 0; r < p.rows; ++r) {
-    dequantize_row_ref(DType::BF16, p.w.data() + size_t(r) * rb, row.data(), p.cols);
-    for (int64_t i = 0; i < p.n; ++i) {
-      const double mag = test::abs_dot(row.data(), p.x.data() + i * p.cols, p.cols) + 1e-30;
-      const size_t at = size_t(i * p.rows + r);
-      worst = std::max(worst, std::fabs(double(y[at]) - double(want[at])) / mag);
-    }
-  }
-  return worst;
+// The activations rounded to bf16 (the double-precision product of these is
+// what the kernel's f32 sums approach).
+std::vector<float> rounded_to_bf16(const std::vector<float>& x) {
+  std::vector<float> r = x;
+  for (float& v : r) v = bf16_to_f32(f32_to_bf16(v));
+  return r;
 }
 
 TEST_F(Bf16Gemm, StaysWithinTheBf16RoundingBound) {
   // Odd and partial-chunk column counts, partial row panels and token tiles.
   for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {53, 37, 5}, {49, 300, 33}, {100, 2049, 64}, {13, 8192, 3}}) {
-    const Product p = make_product(rows, cols, n, uint32_t(rows * 31 + cols));
-    const std::vector<float> y = run(p);
+    const FloatProduct p = make_product(rows, cols, n, uint32_t(rows * 31 + cols));
+    const std::vector<float> y = run_float_matmul(p);
     EXPECT_LE(max_relative_error(p, y), kBf16GemmRelativeBound) << rows << "x" << cols;
     // Of the rounded activations only the f32 sums remain: a lost or doubled
     // pair (a relative 1 / cols) shows here.
-    EXPECT_LE(max_relative_error(p, y, true), kBf16GemmRelativeBound - 0x1p-8)
+    EXPECT_LE(max_relative_error(p, y, rounded_to_bf16(p.x)), kBf16GemmRelativeBound - 0x1p-8)
         << rows << "x" << cols << " n=" << n;
   }
 }
 
 TEST_F(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
-  const Product p = make_product(61, 1000, 40, 7);
-  const std::vector<float> native = run(p);
+  const FloatProduct p = make_product(61, 1000, 40, 7);
+  const std::vector<float> native = run_float_matmul(p);
   hwy::SetSupportedTargetsForTest(HWY_AVX2);  // what TURBOKV_SIMD=avx2 does
   EXPECT_FALSE(kernels::bf16_dot_gemm_active());
-  const std::vector<float> forced = run(p);
+  const std::vector<float> forced = run_float_matmul(p);
   hwy::SetSupportedTargetsForTest(0);
   ASSERT_TRUE(kernels::bf16_dot_gemm_active());
   kernels::set_bf16_dot_preferred(false);  // TURBOKV_BF16_DOT=0, same target
   EXPECT_FALSE(kernels::bf16_dot_gemm_active());
-  const std::vector<float> unpreferred = run(p);
+  const std::vector<float> unpreferred = run_float_matmul(p);
   kernels::set_bf16_dot_preferred(true);
   EXPECT_LE(max_relative_error(p, forced), 1e-5);
   EXPECT_LE(max_relative_error(p, unpreferred), 1e-5);
@@ -119,14 +95,12 @@ TEST_F(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
 }
 
 TEST_F(Bf16Gemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
-  const Product all = make_product(97, 777, 70, 11);
-  const std::vector<float> want = run(all, 1);
+  const FloatProduct all = make_product(97, 777, 70, 11);
+  const std::vector<float> want = run_float_matmul(all, 1);
   for (const int64_t n : {1, 2, 17, 31, 32, 33, 64}) {
-    Product some = all;
-    some.n = n;
-    some.x.resize(size_t(n * all.cols));
+    const FloatProduct some = test::first_tokens(all, n);
     for (const int threads : {1, 3}) {
-      const std::vector<float> got = run(some, threads);
+      const std::vector<float> got = run_float_matmul(some, threads);
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << "n=" << n << " threads=" << threads << " element " << i;
     }
@@ -135,7 +109,7 @@ TEST_F(Bf16Gemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
 
 TEST_F(Bf16Gemm, DecodeKeepsTheExactF32Path) {
   // matvec and matvec_batch never round activations: within the f32 bound.
-  const Product p = make_product(45, 520, 3, 17);
+  const FloatProduct p = make_product(45, 520, 3, 17);
   ThreadPool pool(2);
   const WeightMatrix w = make_weight(DType::BF16, p.w.data(), p.rows, p.cols, "bf16");
   std::vector<float> batch(size_t(p.rows * p.n)), one(size_t(p.rows * p.n));

@@ -1,5 +1,6 @@
 #include "tensor_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -8,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include "common/f16.h"
+#include "common/thread_pool.h"
 #include "hwy/targets.h"
 #include "tensor/blocks.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/matmul.h"
+#include "tensor/reference.h"
 
 namespace tkv::test {
 
@@ -127,6 +130,48 @@ double abs_dot(const float* w, const float* x, int64_t n) {
 
 bool same_value(float a, float b) {
   return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+FloatProduct make_float_product(DType type, int64_t rows, int64_t cols, int64_t n, uint32_t seed) {
+  return {type,
+          rows,
+          cols,
+          n,
+          random_weights(type, rows, cols, seed),
+          gaussian(size_t(n * cols), seed + 1)};
+}
+
+FloatProduct first_tokens(const FloatProduct& p, int64_t n) {
+  FloatProduct some = p;
+  some.n = n;
+  some.x.resize(size_t(n * p.cols));
+  return some;
+}
+
+std::vector<float> run_float_matmul(const FloatProduct& p, int threads) {
+  ThreadPool pool(threads);
+  const WeightMatrix w = make_weight(p.type, p.w.data(), p.rows, p.cols, "product");
+  std::vector<float> y(size_t(p.rows * p.n), -1.0f);
+  matmul(w, p.x.data(), p.n, y.data(), pool, MatmulKernel::kFloat);
+  return y;
+}
+
+double max_relative_error(const FloatProduct& p, const std::vector<float>& y,
+                          const std::vector<float>& x_exact) {
+  const std::vector<float>& xe = x_exact.empty() ? p.x : x_exact;
+  std::vector<float> want(size_t(p.rows * p.n)), row(size_t(p.cols));
+  matmul_ref(p.type, p.w.data(), p.rows, p.cols, xe.data(), p.n, want.data());
+  const size_t rb = row_bytes(p.type, p.cols);
+  double worst = 0;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    dequantize_row_ref(p.type, p.w.data() + size_t(r) * rb, row.data(), p.cols);
+    for (int64_t i = 0; i < p.n; ++i) {
+      const double mag = abs_dot(row.data(), p.x.data() + i * p.cols, p.cols) + 1e-30;
+      const size_t at = size_t(i * p.rows + r);
+      worst = std::max(worst, std::fabs(double(y[at]) - double(want[at])) / mag);
+    }
+  }
+  return worst;
 }
 
 }  // namespace tkv::test

@@ -38,4 +38,23 @@ double abs_dot(const float* w, const float* x, int64_t n);
 // Equal as values (+0 == -0), or both NaN.
 bool same_value(float a, float b);
 
+// A float-weight matmul for the prefill GEMMs' tests: rows x cols weights
+// of `type` (random_weights), n tokens of Gaussian activations.
+struct FloatProduct {
+  DType type;
+  int64_t rows, cols, n;
+  std::vector<uint8_t> w;
+  std::vector<float> x;
+};
+FloatProduct make_float_product(DType type, int64_t rows, int64_t cols, int64_t n, uint32_t seed);
+// The same weights and its first n tokens.
+FloatProduct first_tokens(const FloatProduct& p, int64_t n);
+// matmul with MatmulKernel::kFloat on a pool of `threads` (y[i * rows + r]).
+std::vector<float> run_float_matmul(const FloatProduct& p, int threads = 2);
+// Largest |y - y_exact| / sum_k |w_k x_k| over the outputs; y_exact the
+// double-precision product (matmul_ref) of the weights and x_exact (the
+// product's own activations when empty).
+double max_relative_error(const FloatProduct& p, const std::vector<float>& y,
+                          const std::vector<float>& x_exact = {});
+
 }  // namespace tkv::test

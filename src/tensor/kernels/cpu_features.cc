@@ -46,25 +46,20 @@ bool cpu_is_amd() {
 #endif
 }
 
-bool bf16_dot_default() {
-  if (const char* env = std::getenv("TURBOKV_BF16_DOT"); env && *env)
-    return std::string_view(env) != "0";
-  return cpu_is_amd();
+// A process-wide kernel preference: the environment variable `name` set
+// to anything but 0 turns it on, 0 off; unset or empty, `otherwise`.
+bool env_preference(const char* name, bool otherwise) {
+  if (const char* env = std::getenv(name); env && *env) return std::string_view(env) != "0";
+  return otherwise;
 }
 
 std::atomic<bool>& bf16_dot_flag() {
-  static std::atomic<bool> flag{bf16_dot_default()};
+  static std::atomic<bool> flag{env_preference("TURBOKV_BF16_DOT", cpu_is_amd())};
   return flag;
 }
 
-bool amx_default() {
-  if (const char* env = std::getenv("TURBOKV_AMX"); env && *env)
-    return std::string_view(env) != "0";
-  return true;
-}
-
 std::atomic<bool>& amx_flag() {
-  static std::atomic<bool> flag{amx_default()};
+  static std::atomic<bool> flag{env_preference("TURBOKV_AMX", true)};
   return flag;
 }
 

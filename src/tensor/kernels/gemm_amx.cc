@@ -28,14 +28,13 @@
 // - Each thread that runs a task loads the tile configuration before it
 //   and releases the tile state after (tile registers are per thread).
 #include "tensor/kernels/gemm_amx.h"
-#include "tensor/kernels/gemm_scratch.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/base.h"
 #include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_scratch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -318,10 +317,11 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       for (; t + 2 <= a.n_tiles; t += 2, prefetch_upto(t / 2 - 1))
         ChunkTiles<true, kLo>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
                               pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats, s0 == 0);
-      if (t < a.n_tiles) prefetch_upto(pairs - 1);
-      if (t < a.n_tiles)
+      if (t < a.n_tiles) {
+        prefetch_upto(pairs - 1);
         ChunkTiles<false, kLo>(p, xs + t * kChunkHalves, nullptr, ns, pc + t * 2 * kTileFloats,
                                nullptr, s0 == 0);
+      }
     }
   }
   // Transposed into y tile by tile (Transpose16x16 of the 32-bit sums):

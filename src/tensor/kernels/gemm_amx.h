@@ -14,7 +14,7 @@
 // w_hi x_3, w_lo x_1, w_lo x_2 of every column (F16; BF16: the first three)
 // are added into one f32 chain in a fixed column order (tdpbf16ps: pairs of
 // columns, subnormal inputs and results flushed to zero); only w_lo x_3
-// (|.| <= 2^-16 |w x|) is left out. A (row, token) result does not depend
+// (|.| <= 2^-8 * 2^-16 |w x|) is left out. A (row, token) result does not depend
 // on n, the tiling or the thread split.
 #pragma once
 

@@ -14,15 +14,14 @@
 //   the panel's f32 accumulators in memory, so an output is the same sum
 //   for every n, tiling and thread count.
 #include "tensor/kernels/gemm_bf16.h"
-#include "tensor/kernels/gemm_scratch.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "common/f16.h"
-#include "hwy/aligned_allocator.h"
 #include "hwy/base.h"
 #include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_scratch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -47,7 +47,6 @@
 #include <cstring>
 #include <utility>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
 #include "tensor/kernels/gemm_scratch.h"
