@@ -15,11 +15,18 @@ namespace {
 // logits are wanted: enough tokens to reuse each weight block several times,
 // few enough that the buffer stays small (16 x 128K vocab = 8 MiB).
 constexpr int kLogitsRows = 16;
-// The FFN runs kFfnRows rows at a time: its hidden activations
+// The FFN runs at most ffn_rows(...) rows at a time: its hidden activations
 // (2 x rows x n_ff floats) are the largest scratch of a prefill, 32 MiB for
-// a 512-token chunk of a 2048 x 8192 model, and 128 rows already reuse each
-// weight block enough for the matmul to stay compute bound.
-constexpr int kFfnRows = 128;
+// 512 rows of a 2048 x 8192 model. 128 rows reuse each weight block enough
+// for the f32 GEMM and the integer tiles; the AMX kernel converts the
+// weights once per call and takes 512 (matmul_rows_per_call).
+int ffn_rows(const ModelWeights& w) {
+  int64_t rows = 0;
+  for (const LayerWeights& L : w.layers)
+    for (const WeightMatrix* m : {&L.w_gate, &L.w_up, &L.w_down})
+      rows = std::max(rows, matmul_rows_per_call(m->type));
+  return int(rows);
+}
 
 // out = in W^T for `rows` rows (row strides w.cols and w.rows). exact: the
 // matvec-identical kernels (matvec_batch: the integer-dot path for
@@ -211,7 +218,7 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   }
   if (n_rows == 0) return status;
 
-  ctx.reserve(c, n_rows, kFfnRows);
+  ctx.reserve(c, n_rows, ffn_rows(weights_));
   // Embedding lookup (row `token` of token_embd, dequantized), or the rows
   // an earlier part of the chunk left in its carry.
   const WeightMatrix& emb = weights_.token_embd;
@@ -404,10 +411,11 @@ void Model::ffn_block(ExecutionContext& ctx, int l, int n_exact, int n_rows,
   float* up = ctx.up_.data();
 
   ops::rmsnorm_rows(ctx.x_.data(), L.ffn_norm.data(), ctx.xb_.data(), n_rows, E, c.rms_eps, pool);
-  // At most kFfnRows rows at a time, never mixing exact and GEMM rows.
+  // At most ffn_rows rows at a time, never mixing exact and GEMM rows.
+  const int max_rows = ffn_rows(weights_);
   for (int t0 = 0; t0 < n_rows;) {
     const bool exact = t0 < n_exact;
-    const int rows = std::min(kFfnRows, (exact ? n_exact : n_rows) - t0);
+    const int rows = std::min(max_rows, (exact ? n_exact : n_rows) - t0);
     float* h = ctx.xb_.data() + size_t(t0) * E;  // normed input in, FFN output out
     product(L.w_gate, h, rows, gate, exact, pool);
     product(L.w_up, h, rows, up, exact, pool);

@@ -123,10 +123,12 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
   http_->set_write_timeout(options_.write_timeout_seconds, 0);
   http_->set_keep_alive_timeout(options_.keep_alive_seconds);
   // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with
-  // which a second server on the same port would start and share it.
-  http_->set_socket_options([](socket_t sock) {
+  // which a second server on the same port would start and share it. The
+  // socket is kept to widen its accept queue once bound (bind()).
+  http_->set_socket_options([this](socket_t sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;
   });
   add_routes();
 }
@@ -221,6 +223,12 @@ int HttpServer::bind() {
   if (port_ <= 0)
     fail("cannot listen on ", options_.host, ":", options_.port,
          " (address in use, or not an address of this machine)");
+  // cpp-httplib listens with a backlog of 5 connections not yet accepted:
+  // of clients connecting together (8 streams of a burst, a metrics
+  // scraper) the rest had their SYN dropped and retried a second later,
+  // after the burst's first step had started without them. listen() again
+  // on the bound socket sets the kernel's limit (net.core.somaxconn).
+  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   return port_;
 }
 

@@ -104,6 +104,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<GenerationRoutes> generation_;
   int port_ = 0;
+  int listen_socket_ = -1;  // the socket bind() made (cpp-httplib's socket_t)
   std::atomic<bool> serving_{false}, served_{false}, stopping_{false};
 };
 

@@ -15,6 +15,7 @@
 #include "hwy/targets.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/matvec_batch.h"
@@ -310,6 +311,11 @@ bool integer_path_active(DType type) {
 bool integer_matmul_active(DType type, int64_t n) {
   return integer_path_active(type) &&
          (n <= kIntMatmulMaxTokens || kernels::int_gemm_preferred(type));
+}
+
+int64_t matmul_rows_per_call(DType type) {
+  const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
+  return amx ? 512 : 128;
 }
 
 size_t activation_scratch_bytes() {

@@ -105,6 +105,13 @@ inline constexpr int64_t kIntMatmulMaxTokens = 16;
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatmulKernel kernel = MatmulKernel::kAuto);
 
+// Tokens per matmul call that amortize the prefill kernel's per-call work
+// for a `type` weight (callers that cut a long batch into calls, such as
+// the FFN, use it): 512 where F16 / BF16 take AMX, which converts the
+// weights into its operand tiles once per call (~20% of the product at 128
+// tokens, ~6% at 512), else 128 (those kernels read the weights in place).
+int64_t matmul_rows_per_call(DType type);
+
 // Dequantizes one row (or any run of whole blocks) of n elements to f32.
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 

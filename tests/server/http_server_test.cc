@@ -5,10 +5,17 @@
 // end-to-end tests with the official openai client are in node/.)
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -187,6 +194,48 @@ TEST_F(HttpServerTest, APortInUseIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(h.port)), std::string::npos) << e.what();
   }
+}
+
+// Clients that connect together all get through the handshake even before
+// any is accepted: the listening socket's queue is not cpp-httplib's 5
+// (where the sixth client's SYN was dropped and retried a second later).
+TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
+  LiveServer server(*model_);
+  ServedModel served;
+  served.tokenizer = model_->tokenizer.get();
+  served.context = 256;
+  HttpOptions h;
+  h.port = 0;
+  ServerMetrics metrics;
+  HttpServer idle(served, server.scheduler(), metrics, h);  // bound, never serving
+  const int port = idle.bind();
+  constexpr int kClients = 32;
+  std::vector<int> fds;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    fds.push_back(fd);
+  }
+  // A loopback handshake the kernel can queue completes at once; one it
+  // cannot stays pending until the SYN's retransmission (a second later).
+  int connected = 0;
+  for (const int fd : fds) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = -1;
+    socklen_t len = sizeof err;
+    if (::poll(&p, 1, 500) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+        err == 0)
+      ++connected;
+    ::close(fd);
+  }
+  EXPECT_EQ(connected, kClients);
+  idle.stop();
 }
 
 TEST_F(HttpServerTest, RoutesMethodsAndLimits) {

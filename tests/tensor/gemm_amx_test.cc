@@ -87,6 +87,16 @@ TEST_P(AmxGemm, TurnsOffWithTheSwitchAndOnOlderTargets) {
   EXPECT_TRUE(kernels::amx_gemm_active());
 }
 
+// Long batches are cut into calls of 512 tokens where the AMX kernel splits
+// the weights per call, 128 where the weights are read in place.
+TEST_P(AmxGemm, LongBatchesAreCutIntoCallsByKernel) {
+  EXPECT_EQ(matmul_rows_per_call(GetParam()), 512);
+  EXPECT_EQ(matmul_rows_per_call(DType::Q4_K), 128);
+  EXPECT_EQ(matmul_rows_per_call(DType::F32), 128);
+  kernels::set_amx_preferred(false);
+  EXPECT_EQ(matmul_rows_per_call(GetParam()), 128);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, AmxGemm, ::testing::Values(DType::F16, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
