@@ -33,9 +33,10 @@ class ExecutionContext {
   ExecutionContext(ExecutionContext&&) = default;
 
   // Bytes held now: activations and logits, the attention scratch, and the
-  // matmul's quantized-activation buffer of the thread that last ran
-  // eval_batch with this context (tkv::activation_scratch_bytes(): it is
-  // per thread, so contexts used on one thread share it).
+  // products' scratch (quantized activations, the prefill GEMMs' packed
+  // operands) of the thread that last ran eval_batch with this context
+  // (tkv::activation_scratch_bytes(): it is per thread, so contexts used on
+  // one thread share it).
   uint64_t bytes() const;
   // The most bytes() has been since construction or reset_peak(), including
   // the attention scratch's own peak within a call.

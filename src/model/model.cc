@@ -86,7 +86,7 @@ kv::KvShape Model::kv_shape(int ctx) const {
 
 uint64_t Model::scratch_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return context_.activation_bytes();
+  return context_.activation_bytes() + activation_scratch_bytes();
 }
 
 void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const {

@@ -218,9 +218,11 @@ class Model {
   std::vector<float> eval_last(kv::KvCache& cache, std::span<const int32_t> tokens,
                                ThreadPool& pool, int ubatch = 512) const;
 
-  // Bytes of scratch activations of eval()'s internal context (grows to fit
-  // the largest ubatch used so far, then stays). A caller's own
-  // ExecutionContext reports its bytes itself.
+  // Bytes of scratch of eval()'s internal context: its activations (grown to
+  // fit the largest ubatch used so far, then kept) and the calling thread's
+  // product scratch (tkv::activation_scratch_bytes: quantized activations,
+  // the prefill GEMMs' packed operands). A caller's own ExecutionContext
+  // reports its bytes itself.
   uint64_t scratch_bytes() const;
 
  private:

@@ -17,6 +17,7 @@
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
+#include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/matvec_batch.h"
 #include "tensor/reference.h"
@@ -319,7 +320,7 @@ int64_t matmul_rows_per_call(DType type) {
 }
 
 size_t activation_scratch_bytes() {
-  return t_act_buffer.size;
+  return t_act_buffer.size + kernels::t_gemm_scratch_bytes;
 }
 
 const char* active_simd_target() {

@@ -136,9 +136,11 @@ bool integer_matmul_active(DType type, int64_t n);
 // `cols` values of a `type` weight (0 for a type that keeps the float path).
 size_t quantized_activation_bytes(DType type, int64_t cols, int64_t n);
 
-// Bytes held by the calling thread's grow-only buffer of quantized
-// activations (matvec/matmul quantize into it; it grows to the largest
-// quantized_activation_bytes seen on this thread and is never shrunk).
+// Bytes held by the calling thread's grow-only scratch of the products: the
+// buffer of quantized activations (matvec/matmul quantize into it; it grows
+// to the largest quantized_activation_bytes seen on this thread) and the
+// prefill GEMMs' packed operands and accumulators (for all threads of the
+// call, allocated by the calling thread). Never shrunk.
 size_t activation_scratch_bytes();
 
 // Name of the SIMD target the kernels run on now ("AVX3_DL", "AVX2", "SSE4",

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -16,6 +17,29 @@
 
 namespace tkv {
 namespace {
+
+// The prefill GEMMs' packed operands and accumulators are scratch the
+// engine reports (activation_scratch_bytes, per calling thread): every one
+// (f32 GEMM, AMX, BF16 dot) packs at least n x K f32 or 2 x n x K bf16 values.
+TEST(Gemm, PackedOperandsAreAccountedToTheCallingThread) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    const int64_t rows = 64, cols = 1024, n = 48;
+    const auto wb = test::random_weights(type, rows, cols, 90);
+    const auto x = test::gaussian(size_t(n * cols), 91);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "scratch");
+    std::vector<float> y(size_t(n * rows));
+    size_t before = 0, after = 0;
+    // A fresh thread: its scratch starts empty.
+    std::thread([&] {
+      ThreadPool pool(2);
+      before = activation_scratch_bytes();
+      matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kFloat);
+      after = activation_scratch_bytes();
+    }).join();
+    EXPECT_EQ(before, 0u) << dtype_name(type);
+    EXPECT_GE(after, size_t(n * cols) * sizeof(float)) << dtype_name(type);
+  }
+}
 
 TEST(Gemm, ManyPanelsPerTaskKeepEachTokensBits) {
   // 1000 rows: dozens of panels, the last one partial; 768 columns: three

@@ -103,19 +103,10 @@ HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT
   }
 }
 
-// Grow-only aligned scratch owned by the calling thread, so that repeated
-// matmuls (one per weight per prefill chunk) do not allocate.
+// Grow-only scratch owned by the calling thread, so that repeated matmuls
+// (one per weight per prefill chunk) do not allocate.
 struct Scratch {
-  hwy::AlignedFreeUniquePtr<float[]> xt, panels;
-  size_t xt_size = 0, panels_size = 0;
-  float* Get(hwy::AlignedFreeUniquePtr<float[]>& buf, size_t& size, size_t want) {
-    if (size < want) {
-      buf = hwy::AllocateAligned<float>(want);
-      HWY_ASSERT(buf != nullptr);
-      size = want;
-    }
-    return buf.get();
-  }
+  kernels::ScratchBuffer<float> xt, panels;
 };
 
 // Whether F16 and BF16 weights take AMX (gemm_amx.h) instead of this f32
@@ -267,7 +258,7 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
   const size_t n_pad = n_tiles * kTileTokens;
 
   // Transpose the activations into token tiles (zero-padded past n).
-  float* xt = scratch.Get(scratch.xt, scratch.xt_size, n_tiles * K * kTileTokens);
+  float* xt = scratch.xt.Get(n_tiles * K * kTileTokens);
   pool.run(int64_t(n_tiles), [&](int64_t t, int) {
     float* tile = xt + size_t(t) * K * kTileTokens;
     const size_t i0 = size_t(t) * kTileTokens;
@@ -292,7 +283,7 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
   const int64_t n_tasks = cut.n_tasks, max_per_task = cut.max_panels;
   // Per-thread panel (kPanelRows x kChunk) and accumulators (max_per_task panels).
   const size_t per_thread = kPanelRows * kChunk + size_t(max_per_task) * panel_acc;
-  float* panels = scratch.Get(scratch.panels, scratch.panels_size, per_thread * size_t(threads));
+  float* panels = scratch.panels.Get(per_thread * size_t(threads));
   const PanelArgs a{type, w, row_bytes, rows, K, dequantize, xt, n_tiles, n_pad, y, size_t(n)};
   pool.run(n_tasks, [&](int64_t task, int thread) {
     float* p = panels + per_thread * size_t(thread);

@@ -13,15 +13,24 @@
 
 namespace tkv::kernels {
 
+// Bytes the calling thread's ScratchBuffers hold (reported with the
+// engine's scratch: tkv::activation_scratch_bytes).
+inline thread_local size_t t_gemm_scratch_bytes = 0;
+
 // Grow-only aligned scratch (keep one per thread: static thread_local).
 template <typename T>
 struct ScratchBuffer {
   hwy::AlignedFreeUniquePtr<T[]> data;
   size_t size = 0;
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { t_gemm_scratch_bytes -= size * sizeof(T); }
   T* Get(size_t want) {
     if (size < want) {
       data = hwy::AllocateAligned<T>(want);
       HWY_ASSERT(data != nullptr);
+      t_gemm_scratch_bytes += (want - size) * sizeof(T);
       size = want;
     }
     return data.get();
