@@ -51,16 +51,22 @@ void ExecutionContext::release() {
 }
 
 void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows) {
+  // The FFN's rows per call may change between calls (the AMX preference):
+  // its buffers grow on their own, not only with the row capacity.
+  ffn_rows_ = ffn_rows;
+  const size_t F = size_t(std::min(rows, ffn_rows)) * size_t(c.n_ff);
+  if (gate_.size() < F) {
+    gate_.resize(F);
+    up_.resize(F);
+  }
   if (rows <= capacity_) return;
-  const size_t T = size_t(rows), F = size_t(std::min(rows, ffn_rows));
+  const size_t T = size_t(rows);
   x_.resize(T * c.n_embd);
   xb_.resize(T * std::max(c.n_embd, c.q_dim()));
   q_.resize(T * c.q_dim());
   k_.resize(T * c.kv_dim());
   v_.resize(T * c.kv_dim());
   att_.resize(T * c.q_dim());
-  gate_.resize(F * c.n_ff);
-  up_.resize(F * c.n_ff);
   rope_cos_.resize(T * (c.n_rot / 2));
   rope_sin_.resize(T * (c.n_rot / 2));
   capacity_ = rows;

@@ -72,7 +72,9 @@ class ExecutionContext {
     int home = 0;                        // its first row in x_all_
   };
 
-  int capacity_ = 0;                // rows the buffers hold
+  int capacity_ = 0;  // rows the buffers hold
+  // Rows per FFN product call of this eval_batch; gate_ and up_ hold them.
+  int ffn_rows_ = 0;
   std::vector<float> x_;            // residual stream, rows x n_embd
   std::vector<float> xb_;           // normed input / block output, rows x max(n_embd, q_dim)
   std::vector<float> q_;            // rows x q_dim

@@ -411,11 +411,11 @@ void Model::ffn_block(ExecutionContext& ctx, int l, int n_exact, int n_rows,
   float* up = ctx.up_.data();
 
   ops::rmsnorm_rows(ctx.x_.data(), L.ffn_norm.data(), ctx.xb_.data(), n_rows, E, c.rms_eps, pool);
-  // At most ffn_rows rows at a time, never mixing exact and GEMM rows.
-  const int max_rows = ffn_rows(weights_);
+  // At most ffn_rows rows at a time (reserved by eval_batch), never mixing
+  // exact and GEMM rows.
   for (int t0 = 0; t0 < n_rows;) {
     const bool exact = t0 < n_exact;
-    const int rows = std::min(max_rows, (exact ? n_exact : n_rows) - t0);
+    const int rows = std::min(ctx.ffn_rows_, (exact ? n_exact : n_rows) - t0);
     float* h = ctx.xb_.data() + size_t(t0) * E;  // normed input in, FFN output out
     product(L.w_gate, h, rows, gate, exact, pool);
     product(L.w_up, h, rows, up, exact, pool);

@@ -14,6 +14,8 @@
 #include "kv/kv_cache.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 #include "test_models.h"
 
@@ -406,6 +408,32 @@ TEST(MatvecBatch, FloatWeightsEqualMatvecPerToken) {
       }
     }
   }
+}
+
+// The FFN's rows per product call follow the AMX preference (512 where F16
+// weights take AMX, else 128): a context sized under one keeps a chunk's
+// FFN rows under the other, with the logits of a fresh context.
+TEST(BatchFfnRows, AContextFollowsTheRowsPerCallAsTheyGrow) {
+  const bool before = kernels::amx_preferred();
+  kernels::set_amx_preferred(true);
+  if (!kernels::amx_gemm_active()) {
+    kernels::set_amx_preferred(before);
+    GTEST_SKIP() << "no AMX on this CPU or target: the rows per call never change";
+  }
+  auto model = Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"));
+  const auto prompt = test::random_tokens(300, model->config().n_vocab, 5);
+  ThreadPool pool(2);
+  auto cache = [&] { return kv::KvCache(model->kv_shape(512), kv_config("f16")); };
+  ExecutionContext reused, fresh;
+  kernels::set_amx_preferred(false);
+  kv::KvCache first = cache();
+  run_alone(*model, reused, first, prompt, pool);  // FFN buffers for 128 rows
+  kernels::set_amx_preferred(true);
+  kv::KvCache a = cache(), b = cache();
+  const Logit expected = run_alone(*model, fresh, a, prompt, pool);
+  const Logit got = run_alone(*model, reused, b, prompt, pool);
+  kernels::set_amx_preferred(before);
+  EXPECT_TRUE(same_bits(expected, got));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Batch, ::testing::Values("q8_0", "q4_K_M", "f16", "stories"),
