@@ -179,20 +179,35 @@ TEST_F(HttpServerTest, HealthNeedsNoKeyTheRestDoes) {
   EXPECT_EQ(lower->status, 200);
 }
 
+// A second HTTP front end on `server`'s scheduler, with its own metrics,
+// for `port` (0: any free one); not bound until bind().
+struct SecondServer {
+  static ServedModel served(const test::LoadedModel& m) {
+    ServedModel s;
+    s.tokenizer = m.tokenizer.get();
+    s.context = 256;
+    return s;
+  }
+  static HttpOptions on_port(int port) {
+    HttpOptions h;
+    h.port = port;
+    return h;
+  }
+  SecondServer(const test::LoadedModel& m, LiveServer& server, int port)
+      : http(served(m), server.scheduler(), metrics, on_port(port)) {}
+  ServerMetrics metrics;
+  HttpServer http;
+};
+
 TEST_F(HttpServerTest, APortInUseIsAnError) {
   LiveServer server(*model_);
-  ServedModel served;
-  served.tokenizer = model_->tokenizer.get();
-  served.context = 256;
-  HttpOptions h;
-  h.port = server.port();
-  ServerMetrics metrics;
-  HttpServer second(served, server.scheduler(), metrics, h);
+  SecondServer second(*model_, server, server.port());
   try {
-    second.bind();
-    ADD_FAILURE() << "a second server bound port " << h.port;
+    second.http.bind();
+    ADD_FAILURE() << "a second server bound port " << server.port();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(std::to_string(h.port)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(server.port())), std::string::npos)
+        << e.what();
   }
 }
 
@@ -201,14 +216,8 @@ TEST_F(HttpServerTest, APortInUseIsAnError) {
 // (where the sixth client's SYN was dropped and retried a second later).
 TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
   LiveServer server(*model_);
-  ServedModel served;
-  served.tokenizer = model_->tokenizer.get();
-  served.context = 256;
-  HttpOptions h;
-  h.port = 0;
-  ServerMetrics metrics;
-  HttpServer idle(served, server.scheduler(), metrics, h);  // bound, never serving
-  const int port = idle.bind();
+  SecondServer idle(*model_, server, 0);  // bound, never serving
+  const int port = idle.http.bind();
   constexpr int kClients = 32;
   std::vector<int> fds;
   for (int i = 0; i < kClients; ++i) {
@@ -235,7 +244,7 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
     ::close(fd);
   }
   EXPECT_EQ(connected, kClients);
-  idle.stop();
+  idle.http.stop();
 }
 
 TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
