@@ -26,11 +26,15 @@ constexpr const char* kKvUsedMetric = "turbokv_kv_cache_used_bytes";
 constexpr const char* kUrlLabel = "url";
 
 // Client `client`'s prompt (synthetic_token ids): the first `shared`
-// positions are the same for every client, the rest its own.
-std::vector<int32_t> client_prompt(int64_t n, int64_t shared, int client, int n_vocab) {
+// positions are the same for every client, the rest its own. `cell` (the
+// cell's index in the run) changes all of them, so that a server that
+// stays up from cell to cell (--url) never answers a cell from the prefix
+// cache of an earlier one.
+std::vector<int32_t> client_prompt(int64_t n, int64_t shared, int client, int n_vocab,
+                                   uint64_t cell) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t seed = i < shared ? 0 : uint64_t(client) + 1;
+    const uint64_t seed = (cell << 16) | (i < shared ? 0 : uint64_t(client) + 1);
     ids[size_t(i)] = synthetic_token((seed << 32) ^ uint64_t(i), n_vocab);
   }
   return ids;
@@ -128,7 +132,7 @@ Json capacity_cell(const Json& req, std::vector<std::string> argv) {
   Json held = Json::array();  // prefixes in RAM after each request
   while (sent < max_requests && !evicted) {
     const Json body = {
-        {"model", "bench"}, {"prompt", client_prompt(prompt_tokens, 0, sent, n_vocab)},
+        {"model", "bench"}, {"prompt", client_prompt(prompt_tokens, 0, sent, n_vocab, 0)},
         {"max_tokens", 1},  {"temperature", 0},
         {"stream", true},   {"stream_options", {{"include_usage", true}}}};
     const StreamTiming t = stream_completion(at, body, 600, start);
@@ -177,6 +181,7 @@ Json serve_cell(const Json& req) {
   const int64_t gen_tokens = req.at("gen_tokens").get<int64_t>();
   const int64_t shared = req.value("shared_prefix", int64_t(0));
   const int64_t long_prompt = req.value("long_prompt", int64_t(0));
+  const uint64_t cell = req.value("cell", uint64_t(0));
   const int n_vocab = req.at("n_vocab").get<int>();
   const std::string budget = req.value("kv_budget", std::string());
   // The long prompt's request takes one more sequence.
@@ -240,7 +245,7 @@ Json serve_cell(const Json& req) {
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
-      const Json body = request(client_prompt(prompt_tokens, shared, c, n_vocab), gen_tokens);
+      const Json body = request(client_prompt(prompt_tokens, shared, c, n_vocab, cell), gen_tokens);
       start_line.arrive_and_wait();
       bool counted = false;
       streams[size_t(c)] = stream_completion(at, body, timeout, start, [&] {
@@ -253,7 +258,7 @@ Json serve_cell(const Json& req) {
   // prompt of its own: nothing cached helps it).
   if (long_prompt > 0)
     threads.emplace_back([&] {
-      const Json body = request(client_prompt(long_prompt, 0, clients, n_vocab), 4);
+      const Json body = request(client_prompt(long_prompt, 0, clients, n_vocab, cell), 4);
       while (streaming.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       long_stream = stream_completion(at, body, timeout, start);
     });
@@ -342,6 +347,7 @@ std::vector<PlannedCell> plan_serve(const CommonOptions& o, const ServeOptions& 
     c.request["url"] = s.url;
     c.request["capacity_max"] = s.capacity_max;
     c.request["n_vocab"] = info.n_vocab;
+    c.request["cell"] = cells.size();
     cells.push_back(std::move(c));
   };
   // --capacity: one cell per KV item (one request at a time).

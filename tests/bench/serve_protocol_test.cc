@@ -154,7 +154,9 @@ TEST(BenchServe, LongPromptFiguresAndDecodeThroughput) {
 
 // --url drives a server that is already running (here a `turbokv serve`
 // this test started): one cell per client count, KV column "url", no peak
-// RSS, and the server is left running.
+// RSS, and the server is left running. Each cell sends prompts of its own:
+// the running server's prefix cache (which keeps every finished prompt)
+// never serves a cell from an earlier cell's requests.
 TEST(BenchServe, UrlDrivesARunningServer) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   ServerProcess server({::tkv::test::turbokv_binary(), "serve", "-m", model, "--port", "0", "-t",
@@ -163,13 +165,17 @@ TEST(BenchServe, UrlDrivesARunningServer) {
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
   const std::string out = ::tkv::test::temp_dir() + "/serve-url";
   const ChildResult r =
-      run_turbokv_bench({"serve", "-m", model, "--url", url + "/v1", "--clients", "1,2",
+      run_turbokv_bench({"serve", "-m", model, "--url", url + "/v1", "--clients", "1,2,2",
                          "--prompt-tokens", "20", "--gen-tokens", "5", "--out", out, "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json report = test::read_json_file(out + "/report.json");
   const Json& section = report.at("serve");
   EXPECT_EQ(section.at("options").at("url"), url + "/v1");
-  ASSERT_EQ(section.at("rows").size(), 2u);
+  ASSERT_EQ(section.at("rows").size(), 3u);
+  // 16-token pages: a 20-token prompt sent again would reuse its first 16.
+  const auto at = ::tkv::bench::parse_server_url(url);
+  EXPECT_EQ(::tkv::bench::fetch_metric(at, "turbokv_prefix_cache_hits_total"), 0.0);
+  EXPECT_EQ(::tkv::bench::fetch_metric(at, "turbokv_prompt_tokens_total"), 5 * 20.0);
   for (const auto& row : section["rows"]) {
     ASSERT_EQ(row.at("status"), "ok") << row.dump();
     EXPECT_EQ(row.at("kv"), "url");
