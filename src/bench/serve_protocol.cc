@@ -29,7 +29,9 @@ constexpr const char* kUrlLabel = "url";
 // positions are the same for every client, the rest its own. `cell` (the
 // cell's index in the run) changes all of them, so that a server that
 // stays up from cell to cell (--url) never answers a cell from the prefix
-// cache of an earlier one.
+// cache of an earlier one. The seed's low 16 bits are the client's (at most
+// 1024 by --clients; --capacity's requests, up to 2^20, pass cell 0), the
+// rest the cell's.
 std::vector<int32_t> client_prompt(int64_t n, int64_t shared, int client, int n_vocab,
                                    uint64_t cell) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
