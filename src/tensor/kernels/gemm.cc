@@ -40,6 +40,7 @@
 #include "tensor/kernels/gemm_bf16.h"
 #include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/kernels/line_span.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {
@@ -138,21 +139,27 @@ bool Bf16DotActive() {
 // The weights of the chunk a panel dequantizes next, prefetched into L2 a
 // few cache lines per token tile of the current chunk, so that the row
 // pieces (too short for the hardware's stream detection) arrive under the
-// FMAs instead of stalling the dequantization.
+// FMAs instead of stalling the dequantization. Each piece's lines are
+// counted from the line its first byte is in (line_span.h: a mapped GGUF
+// row may start mid-line).
 struct ChunkPrefetch {
   const uint8_t* rows = nullptr;  // row 0 of the panel, at the chunk's first byte
-  size_t row_bytes = 0, lines_per_row = 0, total = 0, done = 0;
+  size_t row_bytes = 0, bytes = 0, lines_per_row = 0, total = 0, done = 0;
   ChunkPrefetch() = default;
-  ChunkPrefetch(const uint8_t* first, size_t stride, size_t bytes, size_t nr)
+  ChunkPrefetch(const uint8_t* first, size_t stride, size_t piece, size_t nr)
       : rows(first),
         row_bytes(stride),
-        lines_per_row((bytes + 63) / 64),
+        bytes(piece),
+        lines_per_row(kernels::max_lines(piece)),
         total(nr * lines_per_row) {}
   // Issues the lines up to fraction num / den of the total.
   HWY_INLINE void Upto(size_t num, size_t den) {
-    for (const size_t want = total * num / den; done < want; ++done)
-      __builtin_prefetch(rows + (done / lines_per_row) * row_bytes + (done % lines_per_row) * 64, 0,
-                         2);
+    for (const size_t want = total * num / den; done < want; ++done) {
+      const kernels::LineSpan span =
+          kernels::line_span(rows + (done / lines_per_row) * row_bytes, bytes);
+      const size_t line = done % lines_per_row;
+      if (line < span.lines) __builtin_prefetch(span.first + line * kernels::kLineBytes, 0, 2);
+    }
   }
 };
 

@@ -35,6 +35,7 @@
 #include "hwy/base.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/gemm_scratch.h"
+#include "tensor/kernels/line_span.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -300,16 +301,25 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       const size_t next_s0 = panel + 1 < p1 ? s0 : s0 + kChunkSteps;
       const size_t next_rows =
           next_s0 < a.steps ? size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)) : 0;
-      const size_t row_lines = std::min(kChunkSteps, a.steps - std::min(a.steps, next_s0));
+      // Each piece's lines count from the line its first byte is in
+      // (line_span.h: a mapped GGUF row may start mid-line).
+      const size_t piece_bytes =
+          next_s0 < a.steps ? std::min(kChunkSteps * kStep * 2, a.row_bytes - next_s0 * kStep * 2)
+                            : 0;
+      const size_t row_lines = kernels::max_lines(piece_bytes);
       const size_t pf_total = next_rows * row_lines;
       const size_t pairs = (a.n_tiles + 1) / 2;
       size_t pf_done = 0;
       auto prefetch_upto = [&](size_t pair) {
         const uint8_t* base = a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
-        for (const size_t want = pf_total * (pair + 1) / pairs; pf_done < want; ++pf_done)
-          _mm_prefetch(reinterpret_cast<const char*>(base + (pf_done / row_lines) * a.row_bytes +
-                                                     (pf_done % row_lines) * 64),
-                       _MM_HINT_T1);
+        for (const size_t want = pf_total * (pair + 1) / pairs; pf_done < want; ++pf_done) {
+          const kernels::LineSpan span =
+              kernels::line_span(base + (pf_done / row_lines) * a.row_bytes, piece_bytes);
+          const size_t line = pf_done % row_lines;
+          if (line < span.lines)
+            _mm_prefetch(reinterpret_cast<const char*>(span.first + line * kernels::kLineBytes),
+                         _MM_HINT_T1);
+        }
       };
       float* pc = c + size_t(panel - p0) * panel_acc;
       const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;

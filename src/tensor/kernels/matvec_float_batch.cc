@@ -18,6 +18,7 @@
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/float_rows-inl.h"
+#include "tensor/kernels/line_span.h"
 #include "tensor/kernels/matvec_batch.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -103,12 +104,17 @@ struct Prefetcher {
   int64_t rows = 0;  // 0: nothing (left) to prefetch
   int64_t r = 0;     // the row being prefetched
   size_t chunk = 0;  // byte offset of the chunk in each row
-  size_t line = 0;   // byte offset of the next line in the chunk
+  size_t line = 0;   // the next line of the row's chunk piece
+  // The lines of row r's chunk piece, from the line its first byte is in (a
+  // mapped GGUF row may start mid-line: line_span.h); set at its line 0.
+  kernels::LineSpan span;
   HWY_INLINE void Step() {
     if (r >= rows) return;
-    __builtin_prefetch(panel + size_t(r) * row_bytes + chunk + line, 0, 2);
-    line += 64;
-    if (line < chunk_bytes && chunk + line < row_bytes) return;
+    if (line == 0)
+      span = kernels::line_span(panel + size_t(r) * row_bytes + chunk,
+                                std::min(chunk_bytes, row_bytes - chunk));
+    __builtin_prefetch(span.first + line * kernels::kLineBytes, 0, 2);
+    if (++line < span.lines) return;
     line = 0;
     if (++r < rows) return;
     chunk += chunk_bytes;
@@ -234,8 +240,11 @@ void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64
       // The next panel's rows (contiguous after this one's) stream into L2
       // while this panel is computed: a panel holds only a few chunks of each
       // row, too few for the hardware's stream detection to warm up in.
-      Prefetcher pf{panel + size_t(np) * a.row_bytes, a.row_bytes, kChunkValues * Src::kBytes,
-                    std::min(kPanelRows, r1 - p0 - np)};
+      Prefetcher pf;
+      pf.panel = panel + size_t(np) * a.row_bytes;
+      pf.row_bytes = a.row_bytes;
+      pf.chunk_bytes = kChunkValues * Src::kBytes;
+      pf.rows = std::min(kPanelRows, r1 - p0 - np);
       for (int64_t gi = b0; gi < std::min(n_groups, b0 + block_groups); ++gi) {
         const int64_t t0 = gi * kGroupTokens, g = std::min(kGroupTokens, n - t0);
         const float* x = a.x + size_t(t0) * cols;
