@@ -257,13 +257,20 @@ void Scheduler::Impl::admit() {
   size_t at = 0;
   while (int(active.size()) < options.parallel) {
     Pending p;
+    // The job holds a free slot while it is neither queued nor active, so
+    // submit() never counts it twice: a request arriving in between
+    // (the prefix lookup, the session's pages) finds the queue as full as
+    // it is. Given back unless the job starts (or, in place, if it waits).
+    SlotClaim slot{*this};
     {
       const std::lock_guard<std::mutex> lock(mu);
       if (at >= queue.size()) return;
       p = std::move(queue[at]);
       queue.erase(queue.begin() + std::ptrdiff_t(at));
       counters.queued = int(queue.size());
+      slot.claim();
     }
+    if (options.on_admit) options.on_admit();
     if (p.stream->cancelled()) {
       fail_pending(p, JobFinish::kCancelled, {}, false);
       continue;
@@ -334,6 +341,7 @@ void Scheduler::Impl::admit() {
       const std::lock_guard<std::mutex> lock(mu);
       queue.insert(queue.begin() + std::ptrdiff_t(at), std::move(p));
       counters.queued = int(queue.size());
+      slot.release_locked();
       if (holds) return;
       ++at;
       continue;
@@ -356,6 +364,7 @@ void Scheduler::Impl::admit() {
       figures.prefix_tokens_reused += uint64_t(hit.reuse);
     }
     active.push_back(std::move(a));
+    slot.keep();  // counted by `active` from now on
     if (passed_enough) return;
   }
 }

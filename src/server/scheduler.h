@@ -150,6 +150,9 @@ struct SchedulerOptions {
   // Called on the worker with what each step evaluates, before it runs
   // (tests, figures).
   std::function<void(const StepInfo&)> on_step;
+  // Called on the worker when it takes a job off the queue to start it,
+  // before its prefix lookup and pages (tests).
+  std::function<void()> on_admit;
   // Where warnings go (a cache dir that cannot be written, a corrupt cache
   // file); default: "turbokv: warning: ..." on stderr.
   std::function<void(const std::string&)> on_warning;

@@ -5,6 +5,7 @@
 // the public side and admission, scheduler_step.cc one step of the batch.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -78,6 +79,26 @@ struct Scheduler::Impl {
   // jobs are about to start, not waiting beyond `parallel`, so they do not
   // count against queue_capacity.
   int free_slots = 0;
+  // A free slot taken by the job admit() is starting (see there). claim()
+  // and release_locked() run under mu; the destructor takes it.
+  struct SlotClaim {
+    Impl& impl;
+    bool held = false;
+    void claim() {
+      held = true;
+      impl.free_slots = std::max(0, impl.free_slots - 1);
+    }
+    void release_locked() {
+      if (held) ++impl.free_slots;
+      held = false;
+    }
+    void keep() { held = false; }
+    ~SlotClaim() {
+      if (!held) return;
+      const std::lock_guard<std::mutex> lock(impl.mu);
+      release_locked();
+    }
+  };
   std::once_flag drained;
   std::thread thread;
 

@@ -584,6 +584,41 @@ TEST_F(SchedulerTest, FreePlacesInTheBatchDoNotCountAgainstTheQueue) {
   for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
 }
 
+// A job the worker is starting (off the queue, not yet running) still
+// holds its place: with one place and a queue of 1, the worker held in the
+// first job's admission, a second job is queued and a third refused.
+TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 1;
+  o.queue_capacity = 1;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool admitting = false, go = false;
+  o.on_admit = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (go) return;
+    admitting = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return go; });
+  };
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return admitting; });
+  }
+  EXPECT_EQ(s.stats().queued, 0);
+  accepted.push_back(s.submit(job));
+  EXPECT_THROW(s.submit(job), QueueFull);
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    go = true;
+  }
+  cv.notify_all();
+  for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
+}
+
 TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {
   Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
   EXPECT_THROW(s.submit(greedy_job({}, 4)), Error);
