@@ -228,7 +228,9 @@ void Scheduler::Impl::publish() {
   const int queued = counters.queued;
   counters = figures;
   counters.queued = queued;
-  free_slots = std::max(0, options.parallel - int(active.size()));
+  // Jobs that ended this step are still in `active` until the step is
+  // over; their places are free already.
+  free_slots = std::max(0, options.parallel - figures.active);
 }
 
 void Scheduler::Impl::note_free_slots() {

@@ -153,6 +153,9 @@ struct SchedulerOptions {
   // Called on the worker when it takes a job off the queue to start it,
   // before its prefix lookup and pages (tests).
   std::function<void()> on_admit;
+  // Called on the worker after a running job's last event is pushed, before
+  // the step goes on (tests).
+  std::function<void()> on_finish;
   // Where warnings go (a cache dir that cannot be written, a corrupt cache
   // file); default: "turbokv: warning: ..." on stderr.
   std::function<void(const std::string&)> on_warning;

@@ -75,7 +75,8 @@ struct Scheduler::Impl {
   std::optional<std::chrono::steady_clock::time_point> cancel_at;
   SchedulerStats counters;  // the worker's figures, copied under mu after each step
   // Places in the running batch the worker has not filled (parallel less
-  // the admitted jobs, as of its last admission or step): that many queued
+  // the admitted jobs still running, as of its last admission, step or
+  // finished job): that many queued
   // jobs are about to start, not waiting beyond `parallel`, so they do not
   // count against queue_capacity.
   int free_slots = 0;

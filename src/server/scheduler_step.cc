@@ -86,9 +86,12 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
     cache_changed = true;
   }
   a.session.reset();
-  // The figures include this job before its consumer hears it ended.
+  // The figures, and the free places submit() counts, include this job's
+  // end before its consumer hears it: a client that sends its next request
+  // at once finds the place free.
   publish();
   p.stream->push(std::move(done));
+  if (options.on_finish) options.on_finish();
 }
 
 bool Scheduler::Impl::admitted_before(const Active& x, const Active& y) const {

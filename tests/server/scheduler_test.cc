@@ -619,6 +619,54 @@ TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
   for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
 }
 
+TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 1;
+  o.queue_capacity = 1;
+  // The worker is held just after the first job's last event, before its
+  // step is over: what a client sending its next request at once meets.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false, go = false;
+  o.on_finish = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (go) return;
+    finished = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return go; });
+  };
+  const auto release = [&] {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      go = true;
+    }
+    cv.notify_all();
+  };
+  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  const std::shared_ptr<JobStream> first = s.submit(job);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished; });
+  }
+  EXPECT_EQ(collect(*first).done.finish, JobFinish::kLength);
+  EXPECT_EQ(s.stats().active, 0);
+  // One to take the free place, one to wait in the queue; a third is over.
+  std::vector<std::shared_ptr<JobStream>> accepted;
+  int refused = 0;
+  for (int i = 0; i < 3; ++i) {
+    try {
+      accepted.push_back(s.submit(job));
+    } catch (const QueueFull&) {
+      ++refused;
+    }
+  }
+  release();
+  EXPECT_EQ(accepted.size(), 2u);
+  EXPECT_EQ(refused, 1);
+  for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
+}
+
 TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {
   Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
   EXPECT_THROW(s.submit(greedy_job({}, 4)), Error);
