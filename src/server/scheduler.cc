@@ -207,8 +207,7 @@ void Scheduler::Impl::warn(const std::string& message) const {
 }
 
 void Scheduler::Impl::publish() {
-  figures.active = int(std::count_if(active.begin(), active.end(),
-                                     [](const auto& a) { return a->session != nullptr; }));
+  figures.active = running();
   const kv::PoolStats p = pages->stats();
   figures.kv_bytes_in_use = p.bytes_in_use;
   figures.kv_shared_bytes = p.shared_bytes;
@@ -228,14 +227,18 @@ void Scheduler::Impl::publish() {
   const int queued = counters.queued;
   counters = figures;
   counters.queued = queued;
-  // Jobs that ended this step are still in `active` until the step is
-  // over; their places are free already.
   free_slots = std::max(0, options.parallel - figures.active);
 }
 
+int Scheduler::Impl::running() const {
+  return int(std::count_if(active.begin(), active.end(),
+                           [](const auto& a) { return a->session != nullptr; }));
+}
+
 void Scheduler::Impl::note_free_slots() {
+  const int n = running();
   const std::lock_guard<std::mutex> lock(mu);
-  free_slots = std::max(0, options.parallel - int(active.size()));
+  free_slots = std::max(0, options.parallel - n);
 }
 
 void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string error, bool budget) {

@@ -75,10 +75,9 @@ struct Scheduler::Impl {
   std::optional<std::chrono::steady_clock::time_point> cancel_at;
   SchedulerStats counters;  // the worker's figures, copied under mu after each step
   // Places in the running batch the worker has not filled (parallel less
-  // the admitted jobs still running, as of its last admission, step or
-  // finished job): that many queued
-  // jobs are about to start, not waiting beyond `parallel`, so they do not
-  // count against queue_capacity.
+  // the jobs still running, as of its last admission, step or finished
+  // job): that many queued jobs are about to start, not waiting beyond
+  // `parallel`, so they do not count against queue_capacity.
   int free_slots = 0;
   // A free slot taken by the job admit() is starting (see there). claim()
   // and release_locked() run under mu; the destructor takes it.
@@ -142,7 +141,10 @@ struct Scheduler::Impl {
   // step's new pages would push running sequences' pages to disk.
   void evict_before_spilling();
   void publish();          // copies the figures into counters (takes mu)
-  void note_free_slots();  // free_slots from `active` (takes mu)
+  void note_free_slots();  // free_slots from running() (takes mu)
+  // Jobs of `active` still running: one that ended this step stays in
+  // `active` until the step is over, its place free already.
+  int running() const;
   void warn(const std::string& message) const;
 };
 

@@ -23,6 +23,7 @@ namespace {
 
 using test::collect;
 using test::greedy_job;
+using test::HoldOnce;
 using test::LoadedModel;
 using test::Outcome;
 using test::prompt_of;
@@ -591,31 +592,16 @@ TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
   SchedulerOptions o = small_options("f16");
   o.parallel = 1;
   o.queue_capacity = 1;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool admitting = false, go = false;
-  o.on_admit = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (go) return;
-    admitting = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return go; });
-  };
+  HoldOnce admitting;
+  o.on_admit = admitting.hook();
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
   const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
   std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return admitting; });
-  }
+  admitting.wait_held();
   EXPECT_EQ(s.stats().queued, 0);
   accepted.push_back(s.submit(job));
   EXPECT_THROW(s.submit(job), QueueFull);
-  {
-    const std::lock_guard<std::mutex> lock(mu);
-    go = true;
-  }
-  cv.notify_all();
+  admitting.release();
   for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);
 }
 
@@ -625,30 +611,12 @@ TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
   o.queue_capacity = 1;
   // The worker is held just after the first job's last event, before its
   // step is over: what a client sending its next request at once meets.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false, go = false;
-  o.on_finish = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (go) return;
-    finished = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return go; });
-  };
-  const auto release = [&] {
-    {
-      const std::lock_guard<std::mutex> lock(mu);
-      go = true;
-    }
-    cv.notify_all();
-  };
+  HoldOnce finished;
+  o.on_finish = finished.hook();
   Scheduler s(*stories_->model, *stories_->tokenizer, o);
   const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
   const std::shared_ptr<JobStream> first = s.submit(job);
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return finished; });
-  }
+  finished.wait_held();
   EXPECT_EQ(collect(*first).done.finish, JobFinish::kLength);
   EXPECT_EQ(s.stats().active, 0);
   // One to take the free place, one to wait in the queue; a third is over.
@@ -661,7 +629,7 @@ TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
       ++refused;
     }
   }
-  release();
+  finished.release();
   EXPECT_EQ(accepted.size(), 2u);
   EXPECT_EQ(refused, 1);
   for (auto& a : accepted) EXPECT_EQ(collect(*a).done.finish, JobFinish::kLength);

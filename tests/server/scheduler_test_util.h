@@ -145,6 +145,35 @@ struct StepGate {
   }
 };
 
+// Holds the worker the first time it calls a hook (on_admit, on_finish)
+// until release(); later calls pass. The test looks at the scheduler at
+// exactly that point, however the threads are scheduled.
+struct HoldOnce {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, released = false;
+  std::function<void()> hook() {
+    return [this] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (released) return;
+      held = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });
+    };
+  }
+  void wait_held() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return held; });
+  }
+  void release() {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
 inline Outcome run_one(Scheduler& s, Job job) {
   return collect(*s.submit(std::move(job)));
 }
