@@ -18,13 +18,15 @@ namespace tkv {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
-  f_ = std::fopen(tmp_path_.c_str(), "wb");
-  if (!f_) fail(path, ": cannot create: ", std::strerror(errno));
+  // Read before the temporary file exists: a test that sees the file may
+  // change the variable at once, and this writer must keep what it read.
   if (const char* fault = std::getenv("TURBOKV_FAULT_CACHE_WRITE")) {
     const std::string_view f(fault);
     if (f == "fail") fault_fail_ = true;
     if (f.starts_with("pause:")) fault_pause_ms_ = std::atoi(fault + 6);
   }
+  f_ = std::fopen(tmp_path_.c_str(), "wb");
+  if (!f_) fail(path, ": cannot create: ", std::strerror(errno));
 }
 
 void AtomicFileWriter::maybe_pause() {

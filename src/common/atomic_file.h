@@ -3,8 +3,9 @@
 // renamed over the target. A crash leaves either the old file or the new one.
 //
 // Test-only fault injection: TURBOKV_FAULT_CACHE_WRITE (read when a writer
-// is opened; it applies to every AtomicFileWriter of the process, which in
-// `turbokv serve` means the prefix-cache files):
+// is opened, before its temporary file exists; it applies to every
+// AtomicFileWriter of the process, which in `turbokv serve` means the
+// prefix-cache files):
 //   fail      every write() fails as on a full disk (ENOSPC);
 //   pause:MS  once past its first 4 KiB (or at finish(), for a smaller file)
 //             the writer flushes what it has to the temporary file and
