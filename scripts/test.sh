@@ -4,7 +4,9 @@
 #                  compiled (the kernel tests force each in turn): runs the
 #                  whole suite, including the tests labelled no_asan
 #                  (peak-RSS and address-space-limit measurements, which the
-#                  sanitizers' shadow memory would distort);
+#                  sanitizers' shadow memory would distort; timing ratios;
+#                  the longest tkv-test-23M runs, whose code paths run
+#                  sanitized on smaller models);
 #   build/asan     ASan + UBSan, warnings as errors, -O1 and fewer Highway
 #                  targets (see cmake/TurbokvOptions.cmake): runs the whole
 #                  suite except the no_asan tests;
@@ -13,6 +15,8 @@
 #   build/aarch64  cross-built for 64-bit ARM: the SIMD kernel tests, the
 #                  stories260K end-to-end test and `turbokv run` under
 #                  qemu-user (scripts/test-aarch64.sh).
+# Test code itself is compiled at -O1 (-O0 in build/asan); the engine it
+# tests keeps the build type's optimization.
 # Shared fixtures come from $TURBOKV_MODELS (default ../shared/models);
 # tests that need an absent fixture skip and say why.
 set -euo pipefail

@@ -34,11 +34,20 @@ std::vector<int64_t> test_cols(DType type) {
 // |y - y_ref| <= 1e-5 * sum_k |w_k x_k|; integer path additionally
 // sum_k |w_k| d(k) / 2 for the activation quantization, d(k) the step of
 // k's activation block. float_bound replaces 1e-5 for the bf16 GEMM.
-void expect_close(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
-                  int64_t n, const std::vector<float>& got, const std::string& what,
-                  double float_bound = 1e-5) {
-  std::vector<float> want(static_cast<size_t>(rows * n)), row(static_cast<size_t>(cols));
-  matmul_ref(type, w, rows, cols, x, n, want.data());
+// Reference holds y_ref and the two sums of every output's bound, so one
+// reference serves every SIMD target and kernel that computes the product.
+struct Reference {
+  std::vector<float> want;
+  std::vector<double> quant, mag;  // [token * rows + row], like want
+};
+
+Reference reference(DType type, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
+                    int64_t n) {
+  const size_t outputs = static_cast<size_t>(rows * n);
+  Reference ref{std::vector<float>(outputs), std::vector<double>(outputs),
+                std::vector<double>(outputs)};
+  matmul_ref(type, w, rows, cols, x, n, ref.want.data());
+  std::vector<float> row(static_cast<size_t>(cols));
   const size_t rb = row_bytes(type, cols);
   std::vector<double> half_step(static_cast<size_t>(n * cols), 0.0);
   if (const int64_t k = test::act_block_values(type); k > 0)
@@ -56,11 +65,22 @@ void expect_close(DType type, const uint8_t* w, int64_t rows, int64_t cols, cons
         quant += std::fabs(double(row[size_t(k)])) * hs;
         mag += std::fabs(double(row[size_t(k)])) * (std::fabs(double(x[i * cols + k])) + hs);
       }
-      const double bound = quant * (1 + 1e-4) + float_bound * mag + 1e-30;
       const size_t at = static_cast<size_t>(i * rows + r);
-      ASSERT_LE(std::fabs(double(got[at]) - double(want[at])), bound)
-          << what << " row " << r << " token " << i << ": " << got[at] << " vs " << want[at];
+      ref.quant[at] = quant;
+      ref.mag[at] = mag;
     }
+  }
+  return ref;
+}
+
+void expect_close(const Reference& ref, int64_t rows, const std::vector<float>& got,
+                  const std::string& what, double float_bound = 1e-5) {
+  ASSERT_EQ(got.size(), ref.want.size()) << what;
+  for (size_t at = 0; at < got.size(); ++at) {
+    const double bound = ref.quant[at] * (1 + 1e-4) + float_bound * ref.mag[at] + 1e-30;
+    ASSERT_LE(std::fabs(double(got[at]) - double(ref.want[at])), bound)
+        << what << " row " << int64_t(at) % rows << " token " << int64_t(at) / rows << ": "
+        << got[at] << " vs " << ref.want[at];
   }
 }
 
@@ -73,10 +93,11 @@ TEST(Matvec, MatchesReferenceOnEveryTypeAndTarget) {
         const auto wb = test::random_block_bytes(type, rows, cols, seed);
         const auto x = test::gaussian(static_cast<size_t>(cols), seed + 1);
         const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "test");
+        const Reference ref = reference(type, wb.data(), rows, cols, x.data(), 1);
         test::for_each_simd_target([&](const std::string& target) {
           std::vector<float> y(static_cast<size_t>(rows), -1.0f);
           matvec(w, x.data(), y.data(), pool);
-          expect_close(type, wb.data(), rows, cols, x.data(), 1, y,
+          expect_close(ref, rows, y,
                        str(dtype_name(type), " matvec ", rows, "x", cols, " on ", target));
         });
       }
@@ -94,6 +115,7 @@ TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "test");
     for (int64_t n : {1, 3, 17, 64}) {
       const auto x = test::gaussian(static_cast<size_t>(n * cols), seed + uint32_t(n));
+      const Reference ref = reference(type, wb.data(), rows, cols, x.data(), n);
       test::for_each_simd_target([&](const std::string& target) {
         for (MatmulKernel kernel :
              {MatmulKernel::kAuto, MatmulKernel::kInteger, MatmulKernel::kFloat}) {
@@ -103,7 +125,7 @@ TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
           // (reference.h); matvec, which matmul of one token is not, never.
           const bool bf16 = type == DType::BF16 && kernels::bf16_dot_gemm_active();
           expect_close(
-              type, wb.data(), rows, cols, x.data(), n, y,
+              ref, rows, y,
               str(dtype_name(type), " matmul n=", n, " kernel ", int(kernel), " on ", target),
               bf16 ? kBf16GemmRelativeBound : 1e-5);
         }
@@ -122,10 +144,12 @@ TEST(Matmul, LongRowsStayWithinTheContract) {
     const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "long");
     std::vector<float> y(static_cast<size_t>(rows));
     matvec(w, x.data(), y.data(), pool);
-    expect_close(type, wb.data(), rows, cols, x.data(), 1, y, str(dtype_name(type), " matvec"));
+    expect_close(reference(type, wb.data(), rows, cols, x.data(), 1), rows, y,
+                 str(dtype_name(type), " matvec"));
     std::vector<float> ym(static_cast<size_t>(rows * 3));
     matmul(w, x.data(), 3, ym.data(), pool);
-    expect_close(type, wb.data(), rows, cols, x.data(), 3, ym, str(dtype_name(type), " matmul"));
+    expect_close(reference(type, wb.data(), rows, cols, x.data(), 3), rows, ym,
+                 str(dtype_name(type), " matmul"));
   }
 }
 

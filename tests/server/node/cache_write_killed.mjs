@@ -27,7 +27,7 @@ async function waitFor(pred, what, ms = 20000) {
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
   const dir = tempDir();
-  const prompt = `${await filler(2500, 40000)} Question: what is this about? Answer:`;
+  const prompt = `${await filler(1000, 40000)} Question: what is this about? Answer:`;
   const params = { model: 'm', prompt, max_tokens: 8, temperature: 0 };
   // Cache files end in .tkvs; anything else is a write in progress.
   const temporary = () => readdirSync(dir).filter((f) => !f.endsWith('.tkvs'));
