@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/escape.h"
+
 namespace tkv::server {
 
 namespace {
@@ -553,11 +555,12 @@ std::string error_type_for_status(int status) {
   }
 }
 
-ApiError make_api_error(int status, std::string message, std::string param, std::string code) {
+ApiError make_api_error(int status, const std::string& message, std::string param,
+                        std::string code) {
   ApiError e;
   e.status = status;
   e.type = error_type_for_status(status);
-  e.message = std::move(message);
+  e.message = escape_bytes(message);
   e.param = std::move(param);
   e.code = std::move(code);
   return e;

@@ -58,8 +58,10 @@ struct ApiError {
 // -> "invalid_request_error".
 std::string error_type_for_status(int status);
 
-// An ApiError with the type that belongs to `status`.
-ApiError make_api_error(int status, std::string message, std::string param = {},
+// An ApiError with the type that belongs to `status`. The message goes
+// through tkv::escape_bytes: it may quote what the client sent (a field name,
+// a role, a URL path), and must stay one printable UTF-8 line.
+ApiError make_api_error(int status, const std::string& message, std::string param = {},
                         std::string code = {});
 
 enum class Endpoint { kChatCompletions, kCompletions };

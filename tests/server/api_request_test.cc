@@ -367,6 +367,21 @@ TEST(ApiRequest, UnknownFieldsAsOpenAI) {
             "Unrecognized request argument supplied: tools");
 }
 
+// A name or value the client sent may hold any character: quoted in a
+// message, its control characters and invalid UTF-8 become escapes, so every
+// message stays one printable line; param keeps the name as sent.
+TEST(ApiRequest, MessagesQuotingTheClientAreOneLine) {
+  const ApiError e = chat_error(R"(,"max_tok\nens":1)");
+  EXPECT_EQ(e.message, "Unrecognized request argument supplied: max_tok\\nens");
+  EXPECT_EQ(e.param, "max_tok\nens");
+  const ApiError role =
+      err(parse_chat_request(R"({"messages":[{"role":"us\u0000er\r","content":"x"}]})"));
+  EXPECT_EQ(role.param, "messages[0].role");
+  EXPECT_EQ(role.message.find_first_of(std::string("\n\r\0", 3)), std::string::npos)
+      << role.message;
+  EXPECT_NE(role.message.find("us\\x00er\\r"), std::string::npos) << role.message;
+}
+
 TEST(ApiRequest, MalformedBodies) {
   const char* bodies[] = {"",
                           "   \n",

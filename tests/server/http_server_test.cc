@@ -252,6 +252,14 @@ TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
   httplib::Client c = server.client();
   expect_error(c.Get("/v1/nope", auth()), 404);
   expect_error(c.Get("/", auth()), 404);
+  // The message quotes the decoded path: a newline and a byte that is not
+  // UTF-8 come back escaped, in one line of valid JSON.
+  const auto odd = c.Get("/v1/a%0Ab%FF", auth());
+  expect_error(odd, 404);
+  const Json odd_body = Json::parse(odd->body, nullptr, false);
+  if (odd_body.is_object()) {
+    EXPECT_EQ(odd_body["error"]["message"], "Unknown request URL: GET /v1/a\\nb\\xff.");
+  }
   auto wrong = c.Get("/v1/chat/completions", auth());
   expect_error(wrong, 405);
   EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
