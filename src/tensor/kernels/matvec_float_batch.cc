@@ -28,11 +28,20 @@ namespace batch {
 
 // Blocking, outermost first (sizes for an L1 of 48 KiB, an L2 of 2 MiB):
 //  - the tokens' activations packed once per task, group by group and
-//    chunk by chunk, token-interleaved (PackedAt), so that a group's chunk
-//    is one contiguous block. The callers' activation rows are a power of
-//    two apart (8 or 32 KiB): read in place, the tokens' lines of a chunk
-//    would all fall in the same L1 sets, together with the weight rows
-//    (also a power of two apart), and evict each other;
+//    chunk by chunk, in the order the register tiles read them
+//    (PackedChunk): each tile's pass over a chain is one sequential stream.
+//    The callers' activation rows are a power of two apart (8 or 32 KiB):
+//    read in place, the tokens' lines of a chunk would all fall in the same
+//    L1 sets, together with the weight rows (also a power of two apart), and
+//    evict each other. A chain's pass reads every other vector, so a layout
+//    by vector index (all tokens of vector j side by side, both chains
+//    interleaved) made each pass a strided walk through the whole group's
+//    block, which the L1's prefetcher followed poorly: the stream layout
+//    measured 25-35% faster on a 2-core Zen 5 (AVX-512, f16, 8 tokens,
+//    bench_matmul MatvecBatch8 from DRAM and MatvecBatchInCache, one thread
+//    pinned, medians of 3-5 alternated runs; 8-10% on its AVX2 target), and
+//    the 8-sequence decode step of the llama-3.2-1b shape 145 ms instead
+//    of 174-188 (`turbokv bench batch --batch 8 --depth 128`);
 //  - tokens in blocks of whole groups whose packed activations fit
 //    kBlockBytes (L2), swept by every panel of the task: one block up to
 //    120 tokens at 2048 columns, 24 at 8192 (AVX-512);
@@ -59,7 +68,14 @@ namespace batch {
 // and storing 24 accumulators per 8 or 16 steps); converting a panel's
 // chunk to f32 once per group (instead of once per tile) 10-15% slower; F32
 // weights run at the same speed as F16, so the conversions are not what
-// limits it.
+// limits it. On Zen 5 a 4 x 4 tile written alone reaches ~95% of the FMA
+// peak with its operands in L1, while this kernel streamed from DRAM runs
+// at ~50%: one core holds too few misses in flight while it computes (one
+// thread reads 12-14 GB/s there, against 25-32 GB/s for a loop that only
+// loads). Tried on Zen 5 without gain: 8-row panels with each token tile's
+// activations reused from L1 by both row tiles, 512- and 1024-column
+// chunks, prefetch hints t0 / nta, leads of 2 and 4 panels, and a prefetch
+// rate matched to the panel's tile steps.
 inline constexpr int64_t kTileRows = kLanes >= 16 ? 4 : kLanes >= 8 ? 2 : 1;
 inline constexpr int64_t kTileTokens = kLanes >= 16 ? 6 : kLanes >= 8 ? 5 : 8;
 inline constexpr int64_t kGroupTokens = 2 * kTileTokens;
@@ -75,17 +91,41 @@ static_assert(kPanelRows % kTileRows == 0);
 HWY_INLINE size_t AccAt(int64_t p, int64_t t, int64_t c) {
   return ((size_t(p) * kGroupTokens + size_t(t)) * 2 + size_t(c)) * kLanes;
 }
-// Vector j of a chunk (relative to its start) of token t in the packed
-// activations, in floats.
-HWY_INLINE size_t PackedAt(size_t j, int64_t t) {
-  return (j * kGroupTokens + size_t(t)) * kLanes;
-}
+// The token tiles of a group of g tokens: the fewest tiles of at most
+// kTileTokens, of sizes that differ by at most one (8 tokens on AVX-512: 4 +
+// 4 rather than 6 + 2, whose 2-token tile spends a conversion per two FMAs).
+struct TileSplit {
+  int64_t g, n;
+  explicit TileSplit(int64_t tokens) : g(tokens), n((tokens + kTileTokens - 1) / kTileTokens) {}
+  int64_t size(int64_t k) const { return g / n + (k < g % n ? 1 : 0); }
+  int64_t start(int64_t k) const { return k * (g / n) + std::min(k, g % n); }
+};
+
+// A group's packed activations of one chunk of nj vectors, laid out in the
+// order the tiles read them, so that each tile's pass is one sequential
+// stream: chain 0's vectors (even j), then chain 1's (odd j); within a
+// chain, tile by tile; within a tile, vector by vector, its tokens side by
+// side. Offsets in floats.
+struct PackedChunk {
+  TileSplit tiles;
+  size_t nj;
+  static size_t ChainVecs(size_t nj, int64_t chain) { return (nj + 1 - size_t(chain)) / 2; }
+  // Where tile k's pass over `chain` starts.
+  size_t TileAt(int64_t chain, int64_t k) const {
+    const size_t before = chain == 0 ? 0 : size_t(tiles.g) * ChainVecs(nj, 0);
+    return (before + size_t(tiles.start(k)) * ChainVecs(nj, chain)) * kLanes;
+  }
+  // Vector j of the chunk of token tt of tile k.
+  size_t At(size_t j, int64_t k, int64_t tt) const {
+    return TileAt(int64_t(j % 2), k) + ((j / 2) * size_t(tiles.size(k)) + size_t(tt)) * kLanes;
+  }
+};
 
 // One chain of R rows x N tokens over the chunk's vectors j0, j0 + 2, ... <
 // j1 (relative to the chunk: weights at rows + (c + j) lanes, activations
-// at xp + PackedAt(j, t)): the accumulators come from and go back to `acc`
-// (the panel buffer at the tile's row 0 and token 0), the chain's FMAs in
-// DotRowsF's order.
+// N vectors a step from xs, the tile's PackedChunk stream): the
+// accumulators come from and go back to `acc` (the panel buffer at the
+// tile's row 0 and token 0), the chain's FMAs in DotRowsF's order.
 // The next panel's weights, prefetched into L2 one cache line per tile
 // step, in the order the tiles will read them (chunk by chunk, each chunk
 // row by row), so that the memory stream runs under the FMAs and, when it
@@ -128,7 +168,7 @@ struct Prefetcher {
 };
 
 template <class Src, int64_t R, int64_t N>
-HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const float* xp,
+HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const float* xs,
                           size_t j0, size_t j1, int64_t chain, float* acc, Prefetcher& pf) {
   const DF df;
   VF a[R][N];
@@ -136,14 +176,14 @@ HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const
   for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int64_t t = 0; t < N; ++t) a[r][t] = hn::Load(df, acc + AccAt(r, t, chain));
-  for (size_t j = j0; j < j1; j += 2) {
+  for (size_t j = j0; j < j1; j += 2, xs += N * kLanes) {
     pf.Step();
     VF w[R];
 #pragma GCC unroll 8
     for (int64_t r = 0; r < R; ++r) w[r] = Src::Load(rows + size_t(r) * row_bytes, c + j * kLanes);
 #pragma GCC unroll 8
     for (int64_t t = 0; t < N; ++t) {
-      VF xv = hn::Load(df, xp + PackedAt(j, t));
+      VF xv = hn::Load(df, xs + size_t(t) * kLanes);
 #if HWY_ARCH_X86
       // One load for the R FMAs (GCC would fold it into each of them).
       if constexpr (R > 1) asm("" : "+v"(xv.raw));
@@ -162,30 +202,23 @@ HWY_INLINE void ChainTile(const uint8_t* rows, size_t row_bytes, size_t c, const
 // count.
 template <class Src, int64_t R, int64_t N = kTileTokens>
 HWY_INLINE void ChainTileOf(int64_t m, const uint8_t* rows, size_t row_bytes, size_t c,
-                            const float* xp, size_t j0, size_t j1, int64_t chain, float* acc,
+                            const float* xs, size_t j0, size_t j1, int64_t chain, float* acc,
                             Prefetcher& pf) {
   if constexpr (N > 1) {
-    if (m < N) return ChainTileOf<Src, R, N - 1>(m, rows, row_bytes, c, xp, j0, j1, chain, acc, pf);
+    if (m < N) return ChainTileOf<Src, R, N - 1>(m, rows, row_bytes, c, xs, j0, j1, chain, acc, pf);
   }
-  ChainTile<Src, R, N>(rows, row_bytes, c, xp, j0, j1, chain, acc, pf);
+  ChainTile<Src, R, N>(rows, row_bytes, c, xs, j0, j1, chain, acc, pf);
 }
 
-// Both chains of R rows over one chunk of nj vectors starting at value c,
-// for g tokens, in the fewest token tiles, of equal sizes within one (8
-// tokens on AVX-512: 4 + 4 rather than 6 + 2, whose 2-token tile spends a
-// conversion per two FMAs).
+// Both chains of R rows over one chunk (pc) starting at value c, every
+// token tile of the group.
 template <class Src, int64_t R>
 HWY_INLINE void ChunkRows(const uint8_t* rows, size_t row_bytes, size_t c, const float* xp,
-                          int64_t g, size_t nj, float* acc, Prefetcher& pf) {
-  const int64_t n_tiles = (g + kTileTokens - 1) / kTileTokens;
-  for (int64_t chain = 0; chain < 2; ++chain) {
-    for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
-      const int64_t m = g / n_tiles + (i < g % n_tiles ? 1 : 0);
-      ChainTileOf<Src, R>(m, rows, row_bytes, c, xp + PackedAt(0, t), size_t(chain), nj, chain,
-                          acc + AccAt(0, t, 0), pf);
-      t += m;
-    }
-  }
+                          const PackedChunk& pc, float* acc, Prefetcher& pf) {
+  for (int64_t chain = 0; chain < 2; ++chain)
+    for (int64_t k = 0; k < pc.tiles.n; ++k)
+      ChainTileOf<Src, R>(pc.tiles.size(k), rows, row_bytes, c, xp + pc.TileAt(chain, k),
+                          size_t(chain), pc.nj, chain, acc + AccAt(0, pc.tiles.start(k), 0), pf);
 }
 
 // The calling thread's grow-only buffer of packed activations.
@@ -204,13 +237,13 @@ float* PackBuffer(size_t floats) {
 // kTileRows, then single rows.
 template <class Src>
 HWY_INLINE void ChunkPanel(const uint8_t* panel, size_t row_bytes, int64_t np, size_t c,
-                           const float* xp, int64_t g, size_t nj, float* acc, Prefetcher& pf) {
+                           const float* xp, const PackedChunk& pc, float* acc, Prefetcher& pf) {
   int64_t p = 0;
   for (; p + kTileRows <= np; p += kTileRows)
-    ChunkRows<Src, kTileRows>(panel + size_t(p) * row_bytes, row_bytes, c, xp, g, nj,
+    ChunkRows<Src, kTileRows>(panel + size_t(p) * row_bytes, row_bytes, c, xp, pc,
                               acc + AccAt(p, 0, 0), pf);
   for (; p < np; ++p)
-    ChunkRows<Src, 1>(panel + size_t(p) * row_bytes, row_bytes, c, xp, g, nj, acc + AccAt(p, 0, 0),
+    ChunkRows<Src, 1>(panel + size_t(p) * row_bytes, row_bytes, c, xp, pc, acc + AccAt(p, 0, 0),
                       pf);
 }
 
@@ -223,13 +256,24 @@ void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64
   // Group gi's chunk ci at xp + (gi * n_chunks + ci) * kGroupChunk.
   constexpr size_t kGroupChunk = kChunkValues * size_t(kGroupTokens);
   float* xp = PackBuffer(size_t(n_groups) * n_chunks * kGroupChunk);
+  // The packed chunk ci of group gi.
+  auto packed_chunk = [&](int64_t gi, size_t ci) {
+    return PackedChunk{TileSplit(std::min(kGroupTokens, n - gi * kGroupTokens)),
+                       std::min(kChunkVecs, n_vecs - ci * kChunkVecs)};
+  };
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = a.x + size_t(t) * cols;
-    float* xc =
-        xp + size_t(t / kGroupTokens) * n_chunks * kGroupChunk + PackedAt(0, t % kGroupTokens);
-    for (size_t v0 = 0; v0 < n_vecs; v0 += kChunkVecs, xc += kGroupChunk)
-      for (size_t j = 0, nj = std::min(kChunkVecs, n_vecs - v0); j < nj; ++j)
-        hn::Store(hn::LoadU(df, xt + (v0 + j) * kLanes), df, xc + PackedAt(j, 0));
+    const int64_t gi = t / kGroupTokens, tg = t % kGroupTokens;
+    const TileSplit tiles = packed_chunk(gi, 0).tiles;
+    int64_t k = 0;
+    while (tg >= tiles.start(k) + tiles.size(k)) ++k;
+    for (size_t ci = 0; ci < n_chunks; ++ci) {
+      const PackedChunk pc = packed_chunk(gi, ci);
+      float* xc = xp + (size_t(gi) * n_chunks + ci) * kGroupChunk;
+      const float* xv = xt + ci * kChunkVecs * kLanes;
+      for (size_t j = 0; j < pc.nj; ++j)
+        hn::Store(hn::LoadU(df, xv + j * kLanes), df, xc + pc.At(j, k, tg - tiles.start(k)));
+    }
   }
   HWY_ALIGN float acc[kPanelRows * kGroupTokens * 2 * kLanes];
   // Token blocks of whole groups whose packed activations stay in L2
@@ -257,11 +301,9 @@ void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64
         for (int64_t p = 0; p < np; ++p)
           for (int64_t t = 0; t < g; ++t)
             for (int64_t c = 0; c < 2; ++c) hn::Store(hn::Zero(df), df, acc + AccAt(p, t, c));
-        for (size_t ci = 0; ci < n_chunks; ++ci) {
-          const size_t v0 = ci * kChunkVecs, nj = std::min(kChunkVecs, n_vecs - v0);
-          ChunkPanel<Src>(panel, a.row_bytes, np, v0 * kLanes, xg + ci * kGroupChunk, g, nj, acc,
-                          pf);
-        }
+        for (size_t ci = 0; ci < n_chunks; ++ci)
+          ChunkPanel<Src>(panel, a.row_bytes, np, ci * kChunkValues, xg + ci * kGroupChunk,
+                          packed_chunk(gi, ci), acc, pf);
         for (int64_t p = 0; p < np; ++p) {
           const uint8_t* row = panel + size_t(p) * a.row_bytes;
           for (int64_t t = 0; t < g; ++t) {
