@@ -232,6 +232,44 @@ TEST(IntDot, TilesOverLongRowsEqualMatvec) {
   }
 }
 
+// The x86 targets share one lane layout: AVX3 and AVX3_DL compute the
+// K-quants' blocks two chunks per 512-bit vector (intdot_wide-inl.h), AVX2
+// one per 256-bit vector, and the outputs are the same bits, for one token
+// (matvec; q6_K in its offset form) and for a tile of tokens (the sign
+// form), with and without VNNI. Weights at random and activations up to the
+// int8 extremes.
+TEST(IntDot, X86TargetsGiveTheSameBits) {
+  std::vector<std::string> x86;
+  for (const std::string& t : test::simd_targets_covered())
+    if (t.rfind("AVX", 0) == 0) x86.push_back(t);
+  if (x86.size() < 2) GTEST_SKIP() << "fewer than two x86 SIMD targets here";
+  ThreadPool pool(2);
+  for (DType type : int_types()) {
+    const int64_t rows = 37, cols = 1024;
+    const auto wb = test::random_block_bytes(type, rows, cols, 70 + uint32_t(type));
+    auto x = test::gaussian(size_t(8 * cols), 71);
+    for (size_t i = 0; i < x.size(); i += 97) x[i] = (i / 97) % 2 ? 40.0f : -40.0f;
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "x86");
+    for (const int64_t n : {int64_t(1), int64_t(8)}) {
+      std::vector<float> first;
+      std::string first_target;
+      test::for_each_simd_target([&](const std::string& target) {
+        if (target.rfind("AVX", 0) != 0) return;
+        with_and_without_dot_instructions([&](bool vnni) {
+          std::vector<float> y(size_t(n * rows), -1.0f);
+          matmul(w, x.data(), n, y.data(), pool, MatmulKernel::kInteger);
+          if (first.empty()) {
+            first = y, first_target = target;
+            return;
+          }
+          ASSERT_EQ(y, first) << dtype_name(type) << ", n=" << n << ": " << target
+                              << (vnni ? " with VNNI" : "") << " against " << first_target;
+        });
+      });
+    }
+  }
+}
+
 // The Q4_K and Q6_K prefill tiles of AVX2 without VNNI (gemm_q4k_avx2.cc:
 // 2 rows x 5 tokens, then 1-row and 1..4-token tails; outputs 8 rows at a
 // time, then row pair by row pair: 13 rows are 8 + 2 + 2 + 1) on odd row and

@@ -23,7 +23,9 @@
 // 32-value types vpmaddubsw + vpmaddwd(ones). With VNNI the pair is one
 // vpdpwssd (one vpdpbusd for the 32-value types): AVX512-VNNI (EVEX)
 // on AVX3_DL and on AVX3 CPUs that have it, AVX-VNNI (VEX) on AVX2 CPUs
-// that have it (cpu_features.h); the int32 lanes are the same. Every other
+// that have it (cpu_features.h); the int32 lanes are the same. On AVX3 and
+// AVX3_DL, q4_K, q5_K and q6_K blocks go two chunks per 512-bit vector
+// (intdot_wide-inl.h), again the same int32 lanes. Every other
 // target (SSE4, EMU128/SCALAR, NEON, SVE) runs the portable scalar version
 // of the same lane layout, whole rows at a time. The float part uses FMA on
 // x86 and multiply + add elsewhere (the kernel files are compiled with
@@ -37,6 +39,7 @@
 #define TKV_TENSOR_INTDOT_INL_H_
 #endif
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -52,9 +55,6 @@ namespace HWY_NAMESPACE {
 
 using kernels::ActBlock256;
 using kernels::ActBlock32;
-
-// How far ahead of the current block the row stream is prefetched (bytes).
-inline constexpr size_t kIntPrefetchAhead = 4096;
 
 // Software prefetch of the weight stream (see kIntPrefetchAhead).
 HWY_INLINE void PrefetchRow(const uint8_t* p) {
@@ -92,6 +92,15 @@ struct IntGemmTraits {
   static constexpr bool kSigned = !(T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q4_K ||
                                     T == DType::Q5_K || T == DType::Q2_K);
 };
+
+// How far ahead of the current block matvec prefetches each row stream
+// (bytes). One thread on a Zen 5 core (bench_matmul Matvec, alternated
+// runs): 8 KiB instead of 4 made the super-block types 5-20% faster and
+// q8_0 15-25% (16 KiB: slower with two threads), q4_0 0-10% slower, so
+// the other 32-value types keep 4 KiB.
+template <DType T>
+inline constexpr size_t kIntPrefetchAhead =
+    IntGemmTraits<T>::kSuper || T == DType::Q8_0 ? 8192 : 4096;
 
 // Activation scales of a token tile: dx[(b - b0) * kTileDx + t] = d of token
 // t's block b, so that one vector multiply gives a block's NT scale products
@@ -321,6 +330,19 @@ constexpr size_t IntBlockBytes() {
   }
 }
 
+// A q4_K / q5_K block's d and dmin into u, its 8 mins into u.mins (int16
+// lanes 0..7); returns its 8 scales and 8 mins as int16 lanes 0..7, 8..15.
+template <class Block, class Unpacked>
+HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
+  u.d = HalfAt(blk);
+  u.dm = HalfAt(blk + 2);
+  alignas(16) uint8_t scm[16];
+  K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
+  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
+  u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
+  return sm16;
+}
+
 // The same weight values, chunk order and scales as intdot-inl.h's kernel
 // for T.
 // kOffsetForm (q3_K and q6_K): w[c] holds the unsigned quants q and off[c]
@@ -341,13 +363,7 @@ HWY_INLINE void UnpackBlock(const uint8_t* blk, UnpackedFor<T>& u) {
     u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-    u.d = HalfAt(blk);
-    u.dm = HalfAt(blk + 2);
-    alignas(16) uint8_t scm[16];
-    K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
-    const __m256i sm16 =
-        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
-    u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
+    const __m256i sm16 = K4Header<Block>(blk, u);
     // int16 lane c of the scales broadcast: one vpshufb per chunk.
     const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
     for (int c = 0; c < 8; ++c)
@@ -469,6 +485,13 @@ HWY_INLINE __m256i ChunkOperand(const UnpackedFor<T>& u, int c, __m256i q, __m25
   }
 }
 
+#if HWY_TARGET <= HWY_AVX3
+#include "tensor/kernels/intdot_wide-inl.h"
+#else
+template <DType T>
+inline constexpr bool kWideBlocks = false;
+#endif
+
 // Adds blocks [b0, b1) of R rows times NT <= 8 tokens into st[r * NT + t].
 // Per block and row the weights are unpacked once (UnpackBlock) and used for
 // the NT tokens; per token the chunk products go into two int32 chains
@@ -506,13 +529,21 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
       const uint8_t* blk = rows[r] + b * kBlockBytes;
       if constexpr (NT == 1) {
         if constexpr (Tr::kSuper) {
-          for (size_t o = 0; o < kBlockBytes; o += 64) PrefetchRow(blk + kIntPrefetchAhead + o);
+          for (size_t o = 0; o < kBlockBytes; o += 64) PrefetchRow(blk + kIntPrefetchAhead<T> + o);
         } else if (b % 2 == 0) {
-          PrefetchRow(blk + kIntPrefetchAhead);
+          PrefetchRow(blk + kIntPrefetchAhead<T>);
         }
       }
+#if HWY_TARGET <= HWY_AVX3
+      std::conditional_t<kWideBlocks<T>, WideBlock, UnpackedFor<T>> u;
+      if constexpr (kWideBlocks<T>)
+        UnpackWide<T, kOffsetForm>(blk, u);
+      else
+        UnpackBlock<T, kOffsetForm>(blk, u);
+#else
       UnpackedFor<T> u;
       UnpackBlock<T, kOffsetForm>(blk, u);
+#endif
       alignas(32) float scale[kTileDx], scale_m[kTileDx];
       if constexpr (NT == 1) {
         float d;
@@ -545,14 +576,23 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
                 _mm_set_ss(scale_m[t]), _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
         } else {
           const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
-          __m256i l[2];
+          __m256i lanes;
+#if HWY_TARGET <= HWY_AVX3
+          if constexpr (kWideBlocks<T>) {
+            lanes = WideLanes<T, kOffsetForm, kVnni>(u, a.q);
+          } else
+#endif
+          {
+            __m256i l[2];
 #pragma GCC unroll 8
-          for (int c = 0; c < 8; ++c) {
-            const __m256i p16 = ChunkPairs<T, kOffsetForm>(u, c, Load256(a.q + 32 * c));
-            l[c % 2] =
-                c < 2 ? _mm256_madd_epi16(u.s[c], p16) : AddMaddWd<kVnni>(l[c % 2], u.s[c], p16);
+            for (int c = 0; c < 8; ++c) {
+              const __m256i p16 = ChunkPairs<T, kOffsetForm>(u, c, Load256(a.q + 32 * c));
+              l[c % 2] =
+                  c < 2 ? _mm256_madd_epi16(u.s[c], p16) : AddMaddWd<kVnni>(l[c % 2], u.s[c], p16);
+            }
+            lanes = _mm256_add_epi32(l[0], l[1]);
           }
-          a_v = AccLanes(a_v, scale[t], _mm256_add_epi32(l[0], l[1]));
+          a_v = AccLanes(a_v, scale[t], lanes);
           if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
             // Lane i: m_2i S_2i + m_2i+1 S_2i+1 (S_g: group g's activation sum).
             const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
