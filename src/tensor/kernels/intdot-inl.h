@@ -488,8 +488,15 @@ HWY_INLINE __m256i ChunkOperand(const UnpackedFor<T>& u, int c, __m256i q, __m25
 #if HWY_TARGET <= HWY_AVX3
 #include "tensor/kernels/intdot_wide-inl.h"
 #else
+// No wide blocks below AVX3: DotRowsInt names them only in branches that
+// `if constexpr` discards, so declarations are enough.
 template <DType T>
 inline constexpr bool kWideBlocks = false;
+struct WideBlock;
+template <DType T, bool kOffsetForm>
+void UnpackWide(const uint8_t* blk, WideBlock& u);
+template <DType T, bool kOffsetForm, bool kVnni>
+__m256i WideLanes(const WideBlock& u, const int8_t* q);
 #endif
 
 // Adds blocks [b0, b1) of R rows times NT <= 8 tokens into st[r * NT + t].
@@ -534,16 +541,11 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
           PrefetchRow(blk + kIntPrefetchAhead<T>);
         }
       }
-#if HWY_TARGET <= HWY_AVX3
       std::conditional_t<kWideBlocks<T>, WideBlock, UnpackedFor<T>> u;
       if constexpr (kWideBlocks<T>)
         UnpackWide<T, kOffsetForm>(blk, u);
       else
         UnpackBlock<T, kOffsetForm>(blk, u);
-#else
-      UnpackedFor<T> u;
-      UnpackBlock<T, kOffsetForm>(blk, u);
-#endif
       alignas(32) float scale[kTileDx], scale_m[kTileDx];
       if constexpr (NT == 1) {
         float d;
@@ -577,12 +579,9 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
         } else {
           const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
           __m256i lanes;
-#if HWY_TARGET <= HWY_AVX3
           if constexpr (kWideBlocks<T>) {
             lanes = WideLanes<T, kOffsetForm, kVnni>(u, a.q);
-          } else
-#endif
-          {
+          } else {
             __m256i l[2];
 #pragma GCC unroll 8
             for (int c = 0; c < 8; ++c) {

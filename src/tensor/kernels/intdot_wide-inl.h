@@ -67,13 +67,14 @@ HWY_INLINE void UnpackWide(const uint8_t* blk, WideBlock& u) {
     using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
     const __m512i sc = _mm512_castsi256_si512(K4Header<Block>(blk, u));
     const uint8_t* qs = blk + offsetof(Block, qs);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
     for (int j = 0; j < 4; ++j) {
       u.s[j] = PairScales<2>(sc, j);
       const __m256i bits = Load256(qs + 32 * j);
       __m512i q = _mm512_and_si512(Join256(bits, _mm256_srli_epi16(bits, 4)), m4);
       if constexpr (T == DType::Q5_K) {
         // Fifth bits: chunk 2j's from bit 2j of qh, chunk 2j + 1's from 2j + 1.
-        const __m256i hbits = Load256(blk + offsetof(BlockQ5_K, qh));
         const __m512i h =
             Join256(_mm256_srli_epi16(hbits, 2 * j), _mm256_srli_epi16(hbits, 2 * j + 1));
         q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi8(1)), 4));
