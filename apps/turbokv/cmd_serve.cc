@@ -211,6 +211,12 @@ int serve_main(std::span<const std::string> args) {
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
   const auto model = f.model.load("serve");
+  // The first request would otherwise fault the weights in page by page.
+  const auto mapping = std::chrono::steady_clock::now();
+  model->fault_in_weights();
+  std::fprintf(stderr, "turbokv serve: weights mapped (%s in %.1f s)\n",
+               format_bytes(model->weight_bytes()).c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - mapping).count());
   if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());

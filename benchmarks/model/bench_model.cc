@@ -49,7 +49,7 @@ const Model& bench_model() {
       }
     }
     auto m = Model::load(path);
-    m->gguf().mapping()->advise_will_need();
+    m->fault_in_weights();
     return m;
   }();
   return *model;

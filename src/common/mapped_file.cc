@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -64,8 +65,18 @@ void MappedFile::reset() {
   size_ = 0;
 }
 
-void MappedFile::advise_will_need() const {
-  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+void fault_in(const void* begin, size_t bytes) {
+  if (bytes == 0) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = uintptr_t(begin) & ~(page - 1);
+  const uintptr_t end = uintptr_t(begin) + bytes;
+#ifdef MADV_POPULATE_READ
+  // Best effort: EINVAL on older kernels, and the reads below do the work.
+  (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ);
+#endif
+  // A volatile read is never elided.
+  for (uintptr_t p = first; p < end; p += page)
+    (void)*reinterpret_cast<const volatile uint8_t*>(std::max(p, uintptr_t(begin)));
 }
 
 }  // namespace tkv

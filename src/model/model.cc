@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/mapped_file.h"
 #include "tensor/matmul.h"
 
 namespace tkv::model {
@@ -72,6 +73,14 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   m->rope_ = ops::RopeFrequencies::make(m->config_, m->weights_.rope_freq_factors);
   m->fingerprint_ = compute_fingerprint(m->file_);
   return m;
+}
+
+void Model::fault_in_weights() const {
+  auto matrix = [](const WeightMatrix& w) { fault_in(w.data, w.total_bytes()); };
+  for (const LayerWeights& L : weights_.layers)
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      matrix(*w);
+  matrix(weights_.output);
 }
 
 kv::KvShape Model::kv_shape(int ctx) const {

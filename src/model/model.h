@@ -171,6 +171,13 @@ class Model {
   // per token), and of the whole file.
   uint64_t weight_bytes() const { return weights_.bytes; }
   uint64_t file_bytes() const { return file_.file_size(); }
+  // Maps every page of the matrices the forward pass reads (common/
+  // mapped_file.h: fault_in), so that the first prompt does not pay the page
+  // faults. A long-running server calls it before it listens (llama-server
+  // warms up with a forward pass for the same reason); the token embedding
+  // table, of which a prompt reads a few rows, is left alone unless it is the
+  // output matrix too.
+  void fault_in_weights() const;
   // 32 hex digits identifying this model's metadata and tensor table (not the
   // tensor bytes, which would take a full read of the file): session files
   // store it so that a cache is never restored into another model.
