@@ -211,11 +211,13 @@ int serve_main(std::span<const std::string> args) {
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
   const auto model = f.model.load("serve");
-  // The first request would otherwise fault the weights in page by page.
+  // The first request would otherwise fault the weights in page by page
+  // (and read them from disk, where the file is not cached: said first).
+  std::fprintf(stderr, "turbokv serve: mapping the weights (%s) ...",
+               format_bytes(model->weight_bytes()).c_str());
   const auto mapping = std::chrono::steady_clock::now();
   model->fault_in_weights();
-  std::fprintf(stderr, "turbokv serve: weights mapped (%s in %.1f s)\n",
-               format_bytes(model->weight_bytes()).c_str(),
+  std::fprintf(stderr, " done in %.1f s\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - mapping).count());
   if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());

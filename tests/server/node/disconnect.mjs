@@ -28,7 +28,14 @@ main(async () => {
     { signal: controller.signal });
   let chunks = 0;
   try {
-    for await (const _ of stream) if (++chunks === 3) controller.abort();
+    // Out of the loop at once: events already read past the third would
+    // still be handed out after the abort (fewer than 3: the stream ended).
+    for await (const _ of stream) {
+      if (++chunks === 3) {
+        controller.abort();
+        break;
+      }
+    }
   } catch (e) {
     if (e.name !== 'AbortError' && !(e instanceof Error && /abort/i.test(e.message))) throw e;
   }
