@@ -22,7 +22,6 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-
  private:
   void reset();
   std::string path_;

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,7 +59,8 @@ TEST(MappedFileTest, MissingFileIsAnErrorNamingIt) {
     MappedFile file(test::temp_dir() + "/absent.gguf");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("absent.gguf: cannot open"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("absent.gguf: cannot open"), std::string::npos)
+        << e.what();
   }
 }
 
