@@ -32,14 +32,15 @@ int ffn_rows(const ModelWeights& w) {
 // out = in W^T for `rows` rows (row strides w.cols and w.rows). exact: the
 // matvec-identical kernels (matvec_batch: the integer-dot path for
 // quantized weights, matvec's accumulation order for float weights, the
-// weights streamed once for all rows); else matmul's prefill kernel (kAuto:
-// the f32 GEMM, or the integer-dot token tiles where they are faster), chosen
-// by the weight type and SIMD target alone; either's per-row result does not
-// depend on `rows`.
+// weights streamed once for all rows); else matmul's prefill kernel
+// (prefill_kernel: the f32 GEMM, or the integer-dot token tiles where they
+// are faster), chosen by the weight type and SIMD target alone, also for
+// the one row the last layer keeps of a large item (keep_logit_rows);
+// either's per-row result does not depend on `rows`.
 void product(const WeightMatrix& w, const float* in, int rows, float* out, bool exact,
              ThreadPool& pool) {
   if (rows <= 0) return;
-  if (!exact) return matmul(w, in, rows, out, pool);
+  if (!exact) return matmul(w, in, rows, out, pool, prefill_kernel(w.type));
   if (rows == 1) return matvec(w, in, out, pool);
   matvec_batch(w, in, rows, out, pool);
 }
@@ -293,10 +294,14 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
     }
     for (int l = l0; l < l1; ++l) {
       attention_block(ctx, items, l, exact, rows, pool, status);
+      if (l == n_layers - 1) keep_logit_rows(ctx, items, exact, rows);
+      attention_output(ctx, l, exact, rows, pool);
       ffn_block(ctx, l, exact, rows, pool);
       check_finite(ctx.x_.data(), int64_t(rows) * E, l, "output");
     }
-    if (split)
+    // The last phase's rows stay in x_ for emit_logits (its live_ holds
+    // every item through the last layer, kept rows only).
+    if (split && l1 < n_layers)
       for (const auto& live : ctx.live_)
         std::copy(ctx.x_.data() + size_t(live.row0) * E,
                   ctx.x_.data() + size_t(live.row0 + live.n_rows) * E, home(live));
@@ -304,15 +309,9 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   // Items through the last layer end their chunk (and give logits); a part
   // that stops earlier keeps its rows in its carry for the next one.
   if (split) {
-    ctx.live_.clear();
-    int rows = 0;
     for (const auto& live : all) {
-      if (!status[live.index].ok()) continue;
-      if (live.layer_end < n_layers) {
-        items[live.index].carry->assign(home(live), home(live) + size_t(live.n_rows) * E);
-        continue;
-      }
-      place(live, rows);
+      if (!status[live.index].ok() || live.layer_end == n_layers) continue;
+      items[live.index].carry->assign(home(live), home(live) + size_t(live.n_rows) * E);
     }
   }
   for (const auto& live : ctx.live_) items[live.index].sequence->end_chunk();
@@ -322,8 +321,9 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
   return status;
 }
 
-// x += Attention(RMSNorm(x)) for layer l; each item's K/V go into its
-// sequence, and its queries attend over that sequence's pages.
+// att = Attention(RMSNorm(x)) for layer l (attention_output adds its
+// projection to x); each item's K/V go into its sequence, and its queries
+// attend over that sequence's pages.
 void Model::attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int l,
                             int n_exact, int n_rows, ThreadPool& pool,
                             std::vector<ItemStatus>& status) const {
@@ -390,9 +390,47 @@ void Model::attention_block(ExecutionContext& ctx, std::span<const BatchItem> it
   std::erase_if(ctx.live_, [&](const ExecutionContext::LiveItem& li) {
     return std::find(dropped.begin(), dropped.end(), li.index) != dropped.end();
   });
+}
 
-  project(L.wo, ctx.att_.data(), n_exact, T, ctx.xb_.data(), pool);
-  ops::add(ctx.x_.data(), ctx.xb_.data(), int64_t(T) * E);
+// Past the last layer's attention only the rows whose logits are wanted
+// matter: every row's K/V are in its sequence by now, and nothing else of
+// a row reaches the cache or the logits. So the last layer's output
+// projection and FFN, ~1/n_layers of a prefill's work, run only for the last
+// row of each kLast item and every row of each kAll item (none of a kNone
+// chunk). The kept rows move to the front of x_ and att_ (exact items' first,
+// as before) and each item's LiveItem shrinks to them; their kernels are
+// their item's (product()), whose per-row results do not depend on how many
+// rows a call has, so the logits are the bits the whole rows would give.
+void Model::keep_logit_rows(ExecutionContext& ctx, std::span<const BatchItem> items, int& n_exact,
+                            int& n_rows) const {
+  const size_t E = size_t(config_.n_embd), Q = size_t(config_.q_dim());
+  int rows = 0, exact = 0;
+  for (auto& live : ctx.live_) {
+    const Logits want = items[live.index].logits;
+    const int first = want == Logits::kAll    ? 0
+                      : want == Logits::kLast ? live.n_rows - 1
+                                              : live.n_rows;
+    const int kept = live.n_rows - first;
+    // Rows only move towards the front: copying in increasing order is safe.
+    const size_t from = size_t(live.row0 + first);
+    std::copy_n(ctx.x_.data() + from * E, size_t(kept) * E, ctx.x_.data() + size_t(rows) * E);
+    std::copy_n(ctx.att_.data() + from * Q, size_t(kept) * Q, ctx.att_.data() + size_t(rows) * Q);
+    live.row0 = rows;
+    live.pos0 += first;
+    live.n_rows = kept;
+    rows += kept;
+    if (live.exact) exact = rows;
+  }
+  n_exact = exact;
+  n_rows = rows;
+}
+
+// x += att Wo for layer l (att: attention_block's output).
+void Model::attention_output(ExecutionContext& ctx, int l, int n_exact, int n_rows,
+                             ThreadPool& pool) const {
+  const WeightMatrix& wo = weights_.layers[size_t(l)].wo;
+  project(wo, ctx.att_.data(), n_exact, n_rows, ctx.xb_.data(), pool);
+  ops::add(ctx.x_.data(), ctx.xb_.data(), int64_t(n_rows) * config_.n_embd);
 }
 void Model::check_finite(const float* values, int64_t n, int layer, const char* what) const {
   // NaN and Inf are the values whose exponent bits are all ones. Counting

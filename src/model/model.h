@@ -13,6 +13,7 @@
 //     h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   all rows at once
 //     (qwen3: rmsnorm of each q and k head) ; rope(q), rope(k) at each row's position
 //     for each item: seq.write(layer, k, v) ; a = seq.attend(layer, q)  over its own pages
+//     (last layer: from here on only the rows whose logits are wanted)
 //     x += a Wo
 //     h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown            all rows at once
 //   logits = rmsnorm(x) Woutput   (only for the rows the items asked for)
@@ -241,6 +242,12 @@ class Model {
   void attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int layer,
                        int n_exact, int n_rows, ThreadPool& pool,
                        std::vector<ItemStatus>& status) const;
+  // The last layer: only the rows whose logits are wanted go on past
+  // attention (packed to the front of x_ and att_; counts updated).
+  void keep_logit_rows(ExecutionContext& ctx, std::span<const BatchItem> items, int& n_exact,
+                       int& n_rows) const;
+  void attention_output(ExecutionContext& ctx, int layer, int n_exact, int n_rows,
+                        ThreadPool& pool) const;
   // tkv::Error naming the layer when values[0, n) holds a NaN or an Inf.
   void check_finite(const float* values, int64_t n, int layer, const char* what) const;
   void ffn_block(ExecutionContext& ctx, int layer, int n_exact, int n_rows, ThreadPool& pool) const;

@@ -314,6 +314,11 @@ bool integer_matmul_active(DType type, int64_t n) {
          (n <= kIntMatmulMaxTokens || kernels::int_gemm_preferred(type));
 }
 
+MatmulKernel prefill_kernel(DType type) {
+  return integer_matmul_active(type, kIntMatmulMaxTokens + 1) ? MatmulKernel::kInteger
+                                                              : MatmulKernel::kFloat;
+}
+
 int64_t matmul_rows_per_call(DType type) {
   const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
   return amx ? 512 : 128;

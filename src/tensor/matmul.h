@@ -105,6 +105,13 @@ inline constexpr int64_t kIntMatmulMaxTokens = 16;
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatmulKernel kernel = MatmulKernel::kAuto);
 
+// The kernel kAuto runs for more than kIntMatmulMaxTokens tokens of a
+// `type` weight, to be passed explicitly by a caller that gives some of a
+// prefill chunk's rows in a smaller call (the model's last layer keeps only
+// the rows whose logits are wanted): each row then gets the bits the whole
+// chunk gives it.
+MatmulKernel prefill_kernel(DType type);
+
 // Tokens per matmul call that amortize the prefill kernel's per-call work
 // for a `type` weight (callers that cut a long batch into calls, such as
 // the FFN, use it): 512 where F16 / BF16 take AMX, which converts the

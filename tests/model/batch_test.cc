@@ -6,6 +6,7 @@
 // threads with their own contexts on one Model agree with one thread.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -233,6 +234,55 @@ TEST_P(Batch, LayerSplitChunkEqualsWhole) {
     const int32_t t = argmax_of(expect[i]);
     EXPECT_TRUE(same_bits(run_alone(*model_, ctx, *split[i], {&t, 1}, pool),
                           run_alone(*model_, whole_ctx, *whole[i], {&t, 1}, pool)));
+  }
+}
+
+// The last layer runs its output projection and FFN only for the rows
+// whose logits are wanted. A 12-token chunk (exact kernels) asking for every
+// row's logits keeps all 12 rows, asking for the last keeps one, asking for
+// none keeps none: the last row's logits are the same bits. A 40-token chunk
+// (GEMM) projects every-row logits with the GEMM and the last row's with
+// matvec, so those agree within rounding (the bits of the kept row itself:
+// Matmul.TokenResultsDoNotDependOnBatchSize). Either way every row's K/V are in
+// the sequence: the next token decodes to the same bits after each.
+TEST_P(Batch, LastLayerKeepsOnlyTheRowsWhoseLogitsAreWanted) {
+  ThreadPool pool(2);
+  ExecutionContext ctx;
+  for (const int len : {12, 40}) {
+    const auto chunk = test::random_tokens(len, vocab(), uint32_t(100 + len));
+    std::vector<Logit> last(3);
+    std::vector<std::unique_ptr<kv::KvCache>> seqs;
+    for (const Logits want : {Logits::kLast, Logits::kAll, Logits::kNone}) {
+      seqs.push_back(sequence(0));
+      const BatchItem item{seqs.back().get(), chunk, want};
+      const auto st = model_->eval_batch(ctx, std::span<const BatchItem>(&item, 1), pool,
+                                         [&](size_t, int64_t pos, auto l) {
+                                           if (pos == len - 1)
+                                             last[seqs.size() - 1].assign(l.begin(), l.end());
+                                         });
+      ASSERT_TRUE(st[0].ok()) << st[0].message;
+      EXPECT_EQ(seqs.back()->n_tokens(), len);
+    }
+    ASSERT_EQ(last[0].size(), size_t(vocab()));
+    ASSERT_EQ(last[1].size(), size_t(vocab()));
+    EXPECT_TRUE(last[2].empty());
+    if (len <= kIntMatmulMaxTokens) {
+      EXPECT_TRUE(same_bits(last[0], last[1])) << len << " tokens";
+    } else {
+      float scale = 0, diff = 0;
+      for (size_t i = 0; i < last[0].size(); ++i) {
+        scale = std::max(scale, std::fabs(last[0][i]));
+        diff = std::max(diff, std::fabs(last[0][i] - last[1][i]));
+      }
+      // Quantized weights: the GEMM's f32 activations against matvec's
+      // quantized ones (~1% here); another row's logits would differ by ~scale.
+      EXPECT_LE(diff, 0.05f * scale) << len << " tokens";
+    }
+    const int32_t next = argmax_of(last[0]);
+    const Logit after = run_alone(*model_, ctx, *seqs[0], {&next, 1}, pool);
+    for (size_t i = 1; i < 3; ++i)
+      EXPECT_TRUE(same_bits(after, run_alone(*model_, ctx, *seqs[i], {&next, 1}, pool)))
+          << len << " tokens, logits mode " << i;
   }
 }
 

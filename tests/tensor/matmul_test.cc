@@ -180,7 +180,7 @@ TEST(Threads, OneToFourThreadsGiveIdenticalResults) {
 
 TEST(Matmul, TokenResultsDoNotDependOnBatchSize) {
   ThreadPool pool(3);
-  for (DType type : {DType::F16, DType::Q4_0, DType::Q6_K}) {
+  for (DType type : {DType::F16, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
     const int64_t rows = 40, cols = 512;
     const auto wb = test::random_weights(type, rows, cols, 21);
     const auto x = test::gaussian(static_cast<size_t>(64 * cols), 22);
@@ -190,6 +190,12 @@ TEST(Matmul, TokenResultsDoNotDependOnBatchSize) {
     matmul(w, x.data(), 17, some.data(), pool);
     for (size_t i = 0; i < some.size(); ++i)
       ASSERT_EQ(some[i], all[i]) << dtype_name(type) << " element " << i;
+    // One token under prefill_kernel gets the bits it gets among 64 (the
+    // model's last layer keeps a chunk's last row alone).
+    std::vector<float> one(static_cast<size_t>(rows));
+    matmul(w, x.data() + 63 * cols, 1, one.data(), pool, prefill_kernel(type));
+    for (size_t r = 0; r < one.size(); ++r)
+      ASSERT_EQ(one[r], all[size_t(63 * rows) + r]) << dtype_name(type) << " row " << r;
   }
 }
 
