@@ -10,8 +10,10 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -95,6 +97,27 @@ constexpr const char* kContextAdvice =
     "use /clear to start over, or restart with a larger -c or --kv-window N";
 
 // Runs one slash command; false for /quit.
+// Maps the weights on a thread of its own while the user types the first
+// message (Model::fault_in_weights), so that the first reply does not pay
+// the page faults (~0.6 s of a 2.5 GB model on a VM, more from a cold
+// disk). Stopped and joined before the first reply's prefill, which would
+// otherwise share the cores with it, and before the model goes.
+class BackgroundFaultIn {
+ public:
+  explicit BackgroundFaultIn(const model::Model& m)
+      : thread_([this, &m] { m.fault_in_weights(&stop_); }) {}
+  ~BackgroundFaultIn() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+  BackgroundFaultIn(const BackgroundFaultIn&) = delete;
+  BackgroundFaultIn& operator=(const BackgroundFaultIn&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};  // before thread_: set up before the thread starts
+  std::thread thread_;
+};
+
 bool handle_command(const std::string& line, ChatSession& chat, const ChatReply* last) {
   const size_t space = line.find(' ');
   const std::string cmd = line.substr(0, space);
@@ -190,6 +213,9 @@ int chat_main(std::span<const std::string> args) {
 
   install_sigint_handler();
   const bool interactive = ::isatty(0) == 1;
+  // Typed input leaves the weights time to map; piped input starts at once.
+  std::optional<BackgroundFaultIn> fault_in;
+  if (interactive) fault_in.emplace(*model);
   LineReader reader(0, &g_interrupt);
   ChatReply last;
   bool have_last = false;
@@ -221,6 +247,7 @@ int chat_main(std::span<const std::string> args) {
       continue;
     }
     g_interrupt.store(false);
+    fault_in.reset();
     ChatReply reply = chat.respond(line, n_predict, &g_interrupt, out);
     if (reply.no_room) {
       // Nothing was fed or generated: /stats keeps showing the last reply.

@@ -58,6 +58,7 @@
 // names the layer instead of letting the NaN reach the logits or the codecs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -177,8 +178,9 @@ class Model {
   // faults. A long-running server calls it before it listens (llama-server
   // warms up with a forward pass for the same reason); the token embedding
   // table, of which a prompt reads a few rows, is left alone unless it is the
-  // output matrix too.
-  void fault_in_weights() const;
+  // output matrix too. `turbokv chat` runs it on a thread while the user
+  // types: with `stop` set it returns within one 16 MiB piece.
+  void fault_in_weights(const std::atomic<bool>* stop = nullptr) const;
   // 32 hex digits identifying this model's metadata and tensor table (not the
   // tensor bytes, which would take a full read of the file): session files
   // store it so that a cache is never restored into another model.

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,25 +13,7 @@
 namespace tkv {
 namespace {
 
-// Resident bytes of the mapping that holds `p`, from /proc/self/smaps; -1
-// where the file cannot be read.
-long long resident_bytes_of(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  if (!smaps) return -1;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  std::string line;
-  while (std::getline(smaps, line)) {
-    unsigned long long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find('-') < 17) {
-      inside = at >= lo && at < hi;
-      continue;
-    }
-    long long kb = 0;
-    if (inside && std::sscanf(line.c_str(), "Rss: %lld kB", &kb) == 1) return kb * 1024;
-  }
-  return -1;
-}
+using test::resident_bytes_of;
 
 TEST(MappedFileTest, FaultInMapsTheRangeItIsGiven) {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));

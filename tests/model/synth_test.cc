@@ -2,6 +2,7 @@
 // through the real KvCache matches the independent reference forward.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -119,6 +120,27 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return n;
     });
+
+// Model::fault_in_weights maps every matrix the forward pass reads; with
+// its stop flag set it maps nothing more (`turbokv chat` stops it when the
+// first message arrives).
+TEST(ModelFaultIn, MapsEveryMatrixUnlessStopped) {
+  const auto model = Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"));
+  const ModelWeights& w = model->weights();
+  uint64_t matrices = w.output.total_bytes();
+  for (const LayerWeights& L : w.layers)
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      matrices += m->total_bytes();
+  const void* mapping = w.layers[0].w_up.data;
+  const long long before = test::resident_bytes_of(mapping);
+  if (before < 0) GTEST_SKIP() << "/proc/self/smaps is not readable here";
+  ASSERT_LT(before, (long long)(matrices / 2)) << "loading reads the metadata, not the weights";
+  std::atomic<bool> stop{true};
+  model->fault_in_weights(&stop);
+  EXPECT_EQ(test::resident_bytes_of(mapping), before);
+  model->fault_in_weights();
+  EXPECT_GE(test::resident_bytes_of(mapping), (long long)matrices);
+}
 
 TEST(Synth, RealVocabularyFromLlamaBpe) {
   TKV_REQUIRE_FIXTURE(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
