@@ -18,7 +18,7 @@ namespace {
 constexpr int kLogitsRows = 16;
 // The FFN runs at most ffn_rows(...) rows at a time: its hidden activations
 // (2 x rows x n_ff floats) are the largest scratch of a prefill, 32 MiB for
-// 512 rows of a 2048 x 8192 model. 128 rows reuse each weight block enough
+// 512 rows of a 2048 x 8192 model. 256 rows reuse each weight block enough
 // for the f32 GEMM and the integer tiles; the AMX kernel converts the
 // weights once per call and takes 512 (matmul_rows_per_call).
 int ffn_rows(const ModelWeights& w) {

@@ -321,7 +321,7 @@ MatmulKernel prefill_kernel(DType type) {
 
 int64_t matmul_rows_per_call(DType type) {
   const bool amx = (type == DType::F16 || type == DType::BF16) && kernels::amx_gemm_active();
-  return amx ? 512 : 128;
+  return amx ? 512 : 256;
 }
 
 size_t activation_scratch_bytes() {

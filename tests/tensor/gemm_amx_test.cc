@@ -88,13 +88,13 @@ TEST_P(AmxGemm, TurnsOffWithTheSwitchAndOnOlderTargets) {
 }
 
 // Long batches are cut into calls of 512 tokens where the AMX kernel splits
-// the weights per call, 128 where the weights are read in place.
+// the weights per call, 256 where the weights are read in place.
 TEST_P(AmxGemm, LongBatchesAreCutIntoCallsByKernel) {
   EXPECT_EQ(matmul_rows_per_call(GetParam()), 512);
-  EXPECT_EQ(matmul_rows_per_call(DType::Q4_K), 128);
-  EXPECT_EQ(matmul_rows_per_call(DType::F32), 128);
+  EXPECT_EQ(matmul_rows_per_call(DType::Q4_K), 256);
+  EXPECT_EQ(matmul_rows_per_call(DType::F32), 256);
   kernels::set_amx_preferred(false);
-  EXPECT_EQ(matmul_rows_per_call(GetParam()), 128);
+  EXPECT_EQ(matmul_rows_per_call(GetParam()), 256);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AmxGemm, ::testing::Values(DType::F16, DType::BF16),
