@@ -96,7 +96,6 @@ std::string stats_text(ChatSession& chat, const ChatReply* last) {
 constexpr const char* kContextAdvice =
     "use /clear to start over, or restart with a larger -c or --kv-window N";
 
-// Runs one slash command; false for /quit.
 // Maps the weights on a thread of its own while the user types the first
 // message (Model::fault_in_weights), so that the first reply does not pay
 // the page faults (~0.6 s of a 2.5 GB model on a VM, more from a cold
@@ -118,6 +117,7 @@ class BackgroundFaultIn {
   std::thread thread_;
 };
 
+// Runs one slash command; false for /quit.
 bool handle_command(const std::string& line, ChatSession& chat, const ChatReply* last) {
   const size_t space = line.find(' ');
   const std::string cmd = line.substr(0, space);

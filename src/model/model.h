@@ -32,10 +32,11 @@
 //    per-row accumulation order (the float GEMM's order differs from
 //    matvec's in the last bits, so it would make a decode step depend on
 //    the batch). Either way the weights are streamed once for all rows.
-//  - Rows of a larger item (prefill chunks) take matmul's kAuto kernel for
-//    more than 16 tokens: the f32 GEMM, or the integer-dot token tiles where
-//    they beat it (tkv::integer_matmul_active: AVX2 for some K-quants),
-//    chosen by the weight type and SIMD target, never by the row count;
+//  - Rows of a larger item (prefill chunks) take tkv::prefill_kernel, kAuto's
+//    choice for more than 16 tokens: the f32 GEMM, or the integer-dot token
+//    tiles where they beat it (tkv::integer_matmul_active: AVX2 for some
+//    K-quants), chosen by the weight type and SIMD target, never by the row
+//    count (also for the one row the last layer keeps of such an item);
 //    either kernel's per-row result does not depend on how many rows it is
 //    given.
 //  - The logits of an item's last token (Logits::kLast) always take the
