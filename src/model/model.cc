@@ -419,10 +419,13 @@ void Model::keep_logit_rows(ExecutionContext& ctx, std::span<const BatchItem> it
                       : want == Logits::kLast ? live.n_rows - 1
                                               : live.n_rows;
     const int kept = live.n_rows - first;
-    // Rows only move towards the front: copying in increasing order is safe.
+    // Rows only move towards the front (std::copy allows a destination
+    // before its source); rows already in place stay.
     const size_t from = size_t(live.row0 + first);
-    std::copy_n(ctx.x_.data() + from * E, size_t(kept) * E, ctx.x_.data() + size_t(rows) * E);
-    std::copy_n(ctx.att_.data() + from * Q, size_t(kept) * Q, ctx.att_.data() + size_t(rows) * Q);
+    if (from != size_t(rows)) {
+      std::copy_n(ctx.x_.data() + from * E, size_t(kept) * E, ctx.x_.data() + size_t(rows) * E);
+      std::copy_n(ctx.att_.data() + from * Q, size_t(kept) * Q, ctx.att_.data() + size_t(rows) * Q);
+    }
     live.row0 = rows;
     live.pos0 += first;
     live.n_rows = kept;
