@@ -87,8 +87,7 @@ void Model::fault_in_weights(const std::atomic<bool>* stop) const {
       fault_in(w.data + at, std::min(kPiece, bytes - at));
   };
   for (const LayerWeights& L : weights_.layers)
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      matrix(*w);
+    for (const WeightMatrix* w : L.matrices()) matrix(*w);
   matrix(weights_.output);
 }
 

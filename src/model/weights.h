@@ -21,6 +21,7 @@
 // vectors (norms, biases, rope factors) are converted to f32 copies at load.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;  // head_dim each, empty unless config.qk_norm
   std::vector<float> ffn_norm;        // n_embd
   WeightMatrix w_gate, w_up, w_down;
+
+  // The layer's seven matrices, in the order the forward pass reads them.
+  std::array<const WeightMatrix*, 7> matrices() const {
+    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
+  }
 };
 
 struct ModelWeights {

@@ -129,8 +129,7 @@ TEST(ModelFaultIn, MapsEveryMatrixUnlessStopped) {
   const ModelWeights& w = model->weights();
   uint64_t matrices = w.output.total_bytes();
   for (const LayerWeights& L : w.layers)
-    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      matrices += m->total_bytes();
+    for (const WeightMatrix* m : L.matrices()) matrices += m->total_bytes();
   const void* mapping = w.layers[0].w_up.data;
   const long long before = test::resident_bytes_of(mapping);
   if (before < 0) GTEST_SKIP() << "/proc/self/smaps is not readable here";
