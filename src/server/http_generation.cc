@@ -362,12 +362,12 @@ bool GenerationRoutes::wait_idle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
 }
 
-void GenerationRoutes::handle(Endpoint endpoint, const httplib::Request& req,
+void GenerationRoutes::handle(Endpoint endpoint, const std::string& body,
                               httplib::Response& res) {
   if (draining_.load()) return send_unavailable(res, "The server is shutting down.");
   std::variant<GenerationRequest, ApiError> parsed = endpoint == Endpoint::kChatCompletions
-                                                         ? parse_chat_request(req.body)
-                                                         : parse_completion_request(req.body);
+                                                         ? parse_chat_request(body)
+                                                         : parse_completion_request(body);
   if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
   const GenerationRequest& request = std::get<GenerationRequest>(parsed);
 

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 #include "server/api_request.h"
 #include "server/http_server.h"
@@ -39,7 +40,8 @@ class GenerationRoutes {
  public:
   GenerationRoutes(const ServedModel& model, Scheduler& scheduler, ServerMetrics& metrics);
 
-  void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Answers one request whose whole body has been read.
+  void handle(Endpoint endpoint, const std::string& body, httplib::Response& res);
 
   void stop_admitting() { draining_.store(true); }
   bool wait_idle(std::chrono::milliseconds timeout);

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <cctype>
@@ -59,9 +60,67 @@ std::string message_for_status(int status, const Request& req) {
       return "The request body is too large.";
     case 414:
       return "The request URL is too long.";
+    case 415:
+      return str("Unsupported Content-Type '", req.get_header_value("Content-Type"),
+                 "': send the request body as JSON (Content-Type: application/json).");
     default:
       return str("HTTP error ", status, ".");
   }
+}
+
+// Reads a generation request's body through a content receiver instead of
+// letting httplib fill req.body, for two things httplib 0.11 (Debian 12's)
+// does there: it caps a Content-Length body at the payload limit but lets a
+// chunked one grow without bound (a client could hold gigabytes of the
+// server's memory), and it answers a form-encoded body -- curl -d's default
+// Content-Type, which clients send with JSON in it -- over 8 KiB with 413
+// whatever the limit. Here every body is capped at `max_bytes` however it
+// is framed, and read as JSON whatever its Content-Type says, multipart
+// (a file upload) aside: that one is read off the connection and refused
+// with 415. Returns false with the response's status set (its error body
+// comes from the error handler) when the body is refused or was not read
+// whole (a client that stalls past the read timeout or sends bad chunks).
+// A request with neither Content-Length nor chunked framing has no body
+// (RFC 9112 6.3; httplib would read one until the connection closes, so the
+// client waited out the read timeout for its 400).
+bool read_body(const Request& req, Response& res, const httplib::ContentReader& reader,
+               size_t max_bytes, std::string& body) {
+  if (!req.has_header("Content-Length") &&
+      strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") != 0)
+    return true;
+  size_t bytes = 0;
+  bool over = false;
+  auto take = [&](size_t n) {
+    bytes += n;
+    over = over || bytes > max_bytes;
+    return !over;
+  };
+  bool ok = false;
+  if (req.is_multipart_form_data()) {
+    ok = reader([](const httplib::MultipartFormData&) { return true; },
+                [&](const char*, size_t n) { return take(n); });
+  } else {
+    ok = reader([&](const char* data, size_t n) {
+      if (!take(n)) return false;
+      body.append(data, n);
+      return true;
+    });
+  }
+  if (over) {
+    res.status = 413;
+    // The rest of the body is still on the connection, unread.
+    res.set_header("Connection", "close");
+    return false;
+  }
+  if (!ok) {
+    if (res.status < 400) res.status = 400;
+    return false;
+  }
+  if (req.is_multipart_form_data()) {
+    res.status = 415;
+    return false;
+  }
+  return true;
 }
 
 ServerGauges gauges_of(const SchedulerStats& s) {
@@ -168,12 +227,16 @@ void HttpServer::add_routes() {
     return HandlerResponse::Unhandled;
   });
 
-  http.Post("/v1/chat/completions", [this](const Request& req, Response& res) {
-    generation_->handle(Endpoint::kChatCompletions, req, res);
-  });
-  http.Post("/v1/completions", [this](const Request& req, Response& res) {
-    generation_->handle(Endpoint::kCompletions, req, res);
-  });
+  auto generation = [this](Endpoint endpoint) {
+    return
+        [this, endpoint](const Request& req, Response& res, const httplib::ContentReader& reader) {
+          std::string body;
+          if (read_body(req, res, reader, options_.max_body_bytes, body))
+            generation_->handle(endpoint, body, res);
+        };
+  };
+  http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
+  http.Post("/v1/completions", generation(Endpoint::kCompletions));
   http.Get("/v1/models", [this](const Request&, Response& res) {
     res.set_content(to_json_text(model_list_json({{model_.id, model_.created, "turbokv"}})),
                     "application/json");

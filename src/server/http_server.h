@@ -12,9 +12,10 @@
 // a request turbokv cannot serve (parse errors, a prompt over the context,
 // with the numbers), 401 without the right `Authorization: Bearer KEY`
 // (compared in constant time), 404 / 405 for unknown routes and methods,
-// 413 for a body over the cap, 503 with Retry-After when the queue is full
-// or the server is draining, 500 for anything unexpected (an exception in
-// a handler is caught and answered, never a crash).
+// 413 for a body over the cap (however it is framed), 415 for a multipart
+// body (any other Content-Type is read as JSON), 503 with Retry-After when
+// the queue is full or the server is draining, 500 for anything unexpected
+// (an exception in a handler is caught and answered, never a crash).
 //
 // A client that goes away cancels its job: a streaming response polls the
 // connection (DataSink::is_writable) while it waits for events and cancels

@@ -298,6 +298,97 @@ TEST_F(HttpServerTest, BadBodiesAre400s) {
   }
 }
 
+// Sends `parts` over a fresh connection to the server on `port` (stopping
+// at the first that cannot be sent) and returns the server's first
+// response, status line to the end of its body; empty if none came within
+// 10 seconds.
+std::string first_raw_response(int port, const std::vector<std::string>& parts) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+    for (const std::string& part : parts)
+      if (::send(fd, part.data(), part.size(), MSG_NOSIGNAL) != ssize_t(part.size())) break;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+      out.append(buf, size_t(n));
+      const size_t head_end = out.find("\r\n\r\n");
+      if (head_end == std::string::npos) continue;
+      const size_t at = out.find("Content-Length: ");
+      if (at == std::string::npos || at > head_end) break;
+      const size_t length = std::stoul(out.substr(at + 16));
+      if (out.size() >= head_end + 4 + length) {
+        out.resize(head_end + 4 + length);
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// However a body is framed or labelled, it is capped at --max-body and read
+// as JSON: chunked bodies used to be read whole whatever their size, and a
+// JSON body sent as form data (curl -d without a Content-Type) over 8 KiB
+// was answered 413.
+TEST_F(HttpServerTest, BodiesAreCappedAndReadAsJsonHoweverFramed) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  const std::string small = Json({{"prompt", "Once"}, {"max_tokens", 2}}).dump();
+  // A 20 KiB JSON body labelled as form data is served.
+  const std::string padded =
+      Json({{"prompt", "Once"}, {"max_tokens", 2}, {"user", std::string(20 << 10, 'u')}}).dump();
+  const auto form = c.Post("/v1/completions", auth(), padded, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 200) << form->body;
+  // A chunked body within the cap is served...
+  const auto chunked = c.Post(
+      "/v1/completions", auth(),
+      [&](size_t, httplib::DataSink& sink) {
+        sink.write(small.data(), small.size());
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 200) << chunked->body;
+  // ...and one over it refused once the cap is passed (the client may
+  // still be sending).
+  std::vector<std::string> parts = {
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+      "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"};
+  const std::string piece = "1000\r\n" + std::string(4096, ' ') + "\r\n";
+  for (int i = 0; i < 20; ++i) parts.push_back(piece);  // 80 KiB, over the 64 KiB cap
+  const std::string over = first_raw_response(server.port(), parts);
+  EXPECT_EQ(over.rfind("HTTP/1.1 413 ", 0), 0u) << over;
+  EXPECT_NE(over.find("\"error\""), std::string::npos) << over;
+  // A multipart upload: 415, naming the type to send.
+  const auto multipart = c.Post("/v1/completions", auth(),
+                                httplib::MultipartFormDataItems{{"prompt", "Once", "", ""}});
+  expect_error(multipart, 415);
+  if (multipart) {
+    EXPECT_NE(multipart->body.find("application/json"), std::string::npos) << multipart->body;
+  }
+  // A POST without a body (no Content-Length, not chunked) is told so at
+  // once, instead of a read until the connection closes.
+  const std::string bare = first_raw_response(
+      server.port(), {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                      std::string(kKey) + "\r\n\r\n"});
+  EXPECT_EQ(bare.rfind("HTTP/1.1 400 ", 0), 0u) << bare;
+  EXPECT_NE(bare.find("The request body is empty"), std::string::npos) << bare;
+  // The server still serves.
+  const auto after = c.Post("/v1/completions", auth(), small, "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200) << after->body;
+}
+
 TEST_F(HttpServerTest, PromptOverTheContextNamesBothNumbers) {
   LiveServer server(*model_);
   httplib::Client c = server.client();
