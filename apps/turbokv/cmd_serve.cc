@@ -139,8 +139,9 @@ int serve_main(std::span<const std::string> args) {
   flags.add_string({"--max-body"}, "SIZE", "largest request body (default 8M; larger: 413)",
                    &f.max_body);
   flags.add_int({"--timeout"}, "S",
-                "drop a client that sends or reads nothing for S seconds (default 30)", &f.timeout,
-                1, 3600);
+                "drop a client that sends or reads nothing for S seconds, or whose request headers "
+                "take longer (default 30; a body: S s plus 1 s per 64 KiB)",
+                &f.timeout, 1, 3600);
   flags.section("serving");
   flags.add_int({"-np", "--parallel"}, "N",
                 "sequences decoding at once (default 4); -c is each one's context", &f.parallel, 1,

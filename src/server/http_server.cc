@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -15,6 +16,7 @@
 
 #include "common/error.h"
 #include "server/api_response.h"
+#include "server/http_connection.h"
 #include "server/http_generation.h"
 
 namespace tkv::server {
@@ -68,26 +70,49 @@ std::string message_for_status(int status, const Request& req) {
   }
 }
 
+// Whether a request carries a body: a Content-Length other than 0, or
+// chunked framing. Without either it has none (RFC 9112 6.3).
+bool chunked(const Request& req) {
+  return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
+}
+bool carries_body(const Request& req) {
+  return chunked(req) ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
 // Reads a generation request's body through a content receiver instead of
-// letting httplib fill req.body, for two things httplib 0.11 (Debian 12's)
-// does there: it caps a Content-Length body at the payload limit but lets a
+// letting httplib fill req.body, for what httplib 0.11 (Debian 12's) does
+// there: it caps a Content-Length body at the payload limit but lets a
 // chunked one grow without bound (a client could hold gigabytes of the
-// server's memory), and it answers a form-encoded body -- curl -d's default
-// Content-Type, which clients send with JSON in it -- over 8 KiB with 413
-// whatever the limit. Here every body is capped at `max_bytes` however it
-// is framed, and read as JSON whatever its Content-Type says, multipart
-// (a file upload) aside: that one is read off the connection and refused
-// with 415. Returns false with the response's status set (its error body
-// comes from the error handler) when the body is refused or was not read
-// whole (a client that stalls past the read timeout or sends bad chunks).
-// A request with neither Content-Length nor chunked framing has no body
-// (RFC 9112 6.3; httplib would read one until the connection closes, so the
-// client waited out the read timeout for its 400).
+// server's memory), reads and drops a declared Content-Length over the
+// limit to its end, however long, and answers a form-encoded body -- curl
+// -d's default Content-Type, which clients send with JSON in it -- over 8
+// KiB with 413 whatever the limit. Here every body is capped at `max_bytes`
+// however it is framed (a declared length over it is refused unread), and
+// read as JSON whatever its Content-Type says, multipart (a file upload)
+// aside: that one is read off the connection and refused with 415. Returns
+// false with the response's status set (its error body comes from the
+// error handler) when the body is refused or was not read whole (a client
+// that ran out of time, bad chunks); the connection is then closed after
+// the response, as what is left of the body cannot be told from the next
+// request.
 bool read_body(const Request& req, Response& res, const httplib::ContentReader& reader,
                size_t max_bytes, std::string& body) {
-  if (!req.has_header("Content-Length") &&
-      strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") != 0)
-    return true;
+  if (!carries_body(req)) return true;  // (parsing "" answers: body empty)
+  if (!chunked(req)) {
+    const std::string declared = req.get_header_value("Content-Length");
+    uint64_t length = 0;
+    const auto [end, error] =
+        std::from_chars(declared.data(), declared.data() + declared.size(), length);
+    if (error != std::errc() || end != declared.data() + declared.size()) {
+      res.status = 400;
+      return false;
+    }
+    if (length > max_bytes) {
+      res.status = 413;
+      return false;
+    }
+  }
   size_t bytes = 0;
   bool over = false;
   auto take = [&](size_t n) {
@@ -108,14 +133,17 @@ bool read_body(const Request& req, Response& res, const httplib::ContentReader& 
   }
   if (over) {
     res.status = 413;
-    // The rest of the body is still on the connection, unread.
-    res.set_header("Connection", "close");
     return false;
   }
   if (!ok) {
-    if (res.status < 400) res.status = 400;
+    if (DeadlineServer::timed_out())
+      res.status = 408;
+    else if (res.status < 400)
+      res.status = 400;
     return false;
   }
+  // The body is off the connection: it can carry the next request.
+  DeadlineServer::close_after_response(false);
   if (req.is_multipart_form_data()) {
     res.status = 415;
     return false;
@@ -168,7 +196,7 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
       scheduler_(scheduler),
       metrics_(metrics),
       options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<DeadlineServer>()),
       generation_(std::make_unique<GenerationRoutes>(model_, scheduler_, metrics_)) {
   // cpp-httplib writes to sockets without MSG_NOSIGNAL: a client that
   // closes its connection mid-response must cost an EPIPE, not the process.
@@ -199,6 +227,11 @@ void HttpServer::add_routes() {
 
   // Before the body is read: the key, then the route and its method.
   http.set_pre_routing_handler([this](const Request& req, Response& res) {
+    DeadlineServer::headers_read();
+    // A body is still on the connection: unless read_body reads it whole,
+    // the connection closes after the response (an answer before the body,
+    // or a route that takes none).
+    if (carries_body(req)) DeadlineServer::close_after_response(true);
     if (req.path != "/health" && !options_.api_key.empty() &&
         !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
       send_api_error(res, make_api_error(401,
@@ -251,8 +284,23 @@ void HttpServer::add_routes() {
 
   // Statuses httplib sets itself (bad HTTP, 413, 414) get an error object
   // too; a handler's own error already has its body.
+  // A request that ran out of time (http_connection.h) is a 408 whatever
+  // httplib made of its truncated headers or body.
   http.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const Request& req, Response& res) {
+      httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
+        if (DeadlineServer::timed_out()) {
+          res.status = 408;
+          send_api_error(
+              res, make_api_error(408, str("The request did not arrive in time: its headers are "
+                                           "due within ",
+                                           options_.read_timeout_seconds,
+                                           " s of its first byte, its body within ",
+                                           options_.read_timeout_seconds,
+                                           " s of them plus 1 s "
+                                           "per ",
+                                           DeadlineServer::kMinBodyBytesPerSecond >> 10, " KiB.")));
+          return HandlerResponse::Handled;
+        }
         if (!res.body.empty()) return HandlerResponse::Unhandled;
         send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
         return HandlerResponse::Handled;
@@ -274,8 +322,15 @@ void HttpServer::add_routes() {
   // runs the post-routing handler for every response, errors included), not
   // in the logger, which runs after the client may already have read it: a
   // client that asks /metrics right after a response then sees it counted.
+  // The same last look before the headers go out tells a client whose
+  // connection closes after this response so (instead of httplib's
+  // Keep-Alive).
   http.set_post_routing_handler([this](const Request& req, Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
+    if (DeadlineServer::closes_after_response()) {
+      res.headers.erase("Keep-Alive");
+      res.set_header("Connection", "close");
+    }
   });
 }
 

@@ -35,6 +35,7 @@ constexpr const char* kKey = "sk-test-key";
 struct Options {
   int parallel = 2;
   int queue = 8;
+  int read_timeout_seconds = 5;
 };
 
 // A server on a free port with its own scheduler; stopped at the end.
@@ -56,7 +57,8 @@ class LiveServer {
     h.port = 0;
     h.api_key = kKey;
     h.max_body_bytes = 64 << 10;
-    h.read_timeout_seconds = h.write_timeout_seconds = 5;
+    h.read_timeout_seconds = o.read_timeout_seconds;
+    h.write_timeout_seconds = 5;
     http_ = std::make_unique<HttpServer>(served, *scheduler_, metrics_, h);
     port_ = http_->bind();
     thread_ = std::thread([this] { http_->serve(); });
@@ -299,10 +301,10 @@ TEST_F(HttpServerTest, BadBodiesAre400s) {
 }
 
 // Sends `parts` over a fresh connection to the server on `port` (stopping
-// at the first that cannot be sent) and returns the server's first
-// response, status line to the end of its body; empty if none came within
-// 10 seconds.
-std::string first_raw_response(int port, const std::vector<std::string>& parts) {
+// at the first that cannot be sent) and returns the server's first `count`
+// responses, status line to the end of the body, back to back; less if the
+// rest did not come within 10 seconds.
+std::string raw_responses(int port, const std::vector<std::string>& parts, size_t count = 1) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -316,19 +318,25 @@ std::string first_raw_response(int port, const std::vector<std::string>& parts) 
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
     for (const std::string& part : parts)
       if (::send(fd, part.data(), part.size(), MSG_NOSIGNAL) != ssize_t(part.size())) break;
+    size_t done = 0, end = 0;  // responses complete, and where the last ends
     char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+    for (ssize_t n; done < count && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
       out.append(buf, size_t(n));
-      const size_t head_end = out.find("\r\n\r\n");
-      if (head_end == std::string::npos) continue;
-      const size_t at = out.find("Content-Length: ");
-      if (at == std::string::npos || at > head_end) break;
-      const size_t length = std::stoul(out.substr(at + 16));
-      if (out.size() >= head_end + 4 + length) {
-        out.resize(head_end + 4 + length);
-        break;
+      while (done < count) {
+        const size_t head_end = out.find("\r\n\r\n", end);
+        if (head_end == std::string::npos) break;
+        const size_t at = out.find("Content-Length: ", end);
+        if (at == std::string::npos || at > head_end) {
+          done = count;  // no length to find its end by
+          break;
+        }
+        const size_t next = head_end + 4 + std::stoul(out.substr(at + 16));
+        if (out.size() < next) break;
+        end = next;
+        ++done;
       }
     }
+    if (done == count) out.resize(std::min(out.size(), end == 0 ? out.size() : end));
   }
   ::close(fd);
   return out;
@@ -366,7 +374,7 @@ TEST_F(HttpServerTest, BodiesAreCappedAndReadAsJsonHoweverFramed) {
       "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"};
   const std::string piece = "1000\r\n" + std::string(4096, ' ') + "\r\n";
   for (int i = 0; i < 20; ++i) parts.push_back(piece);  // 80 KiB, over the 64 KiB cap
-  const std::string over = first_raw_response(server.port(), parts);
+  const std::string over = raw_responses(server.port(), parts);
   EXPECT_EQ(over.rfind("HTTP/1.1 413 ", 0), 0u) << over;
   EXPECT_NE(over.find("\"error\""), std::string::npos) << over;
   // A multipart upload: 415, naming the type to send.
@@ -378,15 +386,107 @@ TEST_F(HttpServerTest, BodiesAreCappedAndReadAsJsonHoweverFramed) {
   }
   // A POST without a body (no Content-Length, not chunked) is told so at
   // once, instead of a read until the connection closes.
-  const std::string bare = first_raw_response(
+  const std::string bare = raw_responses(
       server.port(), {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
                       std::string(kKey) + "\r\n\r\n"});
   EXPECT_EQ(bare.rfind("HTTP/1.1 400 ", 0), 0u) << bare;
   EXPECT_NE(bare.find("The request body is empty"), std::string::npos) << bare;
+  // Answered before its body is read (no key here), a request's connection
+  // closes after the answer, so that the body is not taken for the next
+  // request; a body read whole keeps it open.
+  const std::string unread =
+      raw_responses(server.port(), {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                    std::to_string(small.size()) + "\r\n\r\n" + small});
+  EXPECT_EQ(unread.rfind("HTTP/1.1 401 ", 0), 0u) << unread;
+  EXPECT_NE(unread.find("Connection: close\r\n"), std::string::npos) << unread;
+  const std::string read = raw_responses(
+      server.port(),
+      {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+       "\r\nContent-Length: " + std::to_string(small.size()) + "\r\n\r\n" + small});
+  EXPECT_EQ(read.rfind("HTTP/1.1 200 ", 0), 0u) << read;
+  EXPECT_EQ(read.find("Connection: close"), std::string::npos) << read;
   // The server still serves.
   const auto after = c.Post("/v1/completions", auth(), small, "application/json");
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200) << after->body;
+}
+
+// Sends `head` and then `trickle` a byte every 50 ms, watching for the
+// server's answer; returns what the server sent (empty if nothing) and
+// whether it closed the connection or answered before the trickle ended.
+struct Trickled {
+  std::string response;
+  bool cut_short = false;
+};
+Trickled trickle(int port, const std::string& head, const std::string& trickle) {
+  Trickled out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return out;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == ssize_t(head.size())) {
+    for (const char c : trickle) {
+      if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
+        out.cut_short = true;
+        break;
+      }
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) == 1) {
+        out.cut_short = true;
+        break;
+      }
+    }
+    if (out.cut_short) {
+      // To the end of the answer: the server closes its side after it.
+      const timeval tv{10, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+        out.response.append(buf, size_t(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// A client that trickles its request, each byte well within the read
+// timeout, is cut off once the request is late as a whole: its headers
+// within the timeout of their first byte, its body within the timeout of
+// them plus a second per 64 KiB, else 408. (Timed per socket operation
+// only, a trickle held a worker thread for as long as it went on.)
+TEST_F(HttpServerTest, ATrickledRequestIsCutOffAt408) {
+  Options o;
+  o.read_timeout_seconds = 1;
+  LiveServer server(*model_, o);
+  // 80 bytes, 50 ms apart: 4 s or more, where the headers are due in 1 s.
+  const Trickled headers = trickle(server.port(), "GET /health HTTP/1.1\r\nHost: x\r\n",
+                                   "X-Slow: " + std::string(70, 'a') + "\r\n\r\n");
+  EXPECT_TRUE(headers.cut_short) << "the whole trickle was read";
+  EXPECT_EQ(headers.response.rfind("HTTP/1.1 408 ", 0), 0u) << headers.response;
+  const std::string body =
+      Json({{"prompt", "Once"}, {"max_tokens", 2}}).dump() + std::string(60, ' ');
+  const Trickled slow_body = trickle(
+      server.port(),
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\n\r\n",
+      body);
+  EXPECT_TRUE(slow_body.cut_short) << "the whole trickle was read";
+  EXPECT_EQ(slow_body.response.rfind("HTTP/1.1 408 ", 0), 0u) << slow_body.response;
+  EXPECT_NE(slow_body.response.find("\"error\""), std::string::npos) << slow_body.response;
+  // Requests sent together on one connection are all answered, and the
+  // server goes on serving.
+  const std::string health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string both = raw_responses(server.port(), {health + health}, 2);
+  EXPECT_EQ(both.rfind("HTTP/1.1 200 ", 0), 0u) << both;
+  EXPECT_NE(both.find("HTTP/1.1 200 ", 1), std::string::npos) << both;
+  httplib::Client c = server.client();
+  const auto after = c.Get("/health");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
 }
 
 TEST_F(HttpServerTest, PromptOverTheContextNamesBothNumbers) {

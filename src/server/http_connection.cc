@@ -1,0 +1,231 @@
+#include "server/http_connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace tkv::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// poll() for `events` on `sock` for at most `ms` (>= 0) milliseconds,
+// retried on EINTR: > 0 ready, 0 timed out, < 0 error.
+int wait_for(int sock, short events, int64_t ms) {
+  const Clock::time_point end = Clock::now() + std::chrono::milliseconds(ms);
+  while (true) {
+    pollfd p{sock, events, 0};
+    const int64_t left = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+    const int rc = ::poll(&p, 1, int(std::min<int64_t>(left, 1 << 30)));
+    if (rc >= 0 || errno != EINTR) return rc;
+  }
+}
+
+// The peer has not closed its end: nothing to read yet, or bytes to read
+// (httplib's is_socket_alive).
+bool peer_open(int sock) {
+  const int ready = wait_for(sock, POLLIN, 0);
+  if (ready == 0) return true;
+  if (ready < 0) return false;
+  char byte;
+  ssize_t n;
+  do {
+    n = ::recv(sock, &byte, 1, MSG_PEEK);
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+void address_of(int sock, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  const int rc = peer ? ::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len)
+                      : ::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+    port = ntohs(a->sin6_port);
+  }
+  ip = text;
+}
+
+// A connection's reads and writes, with the deadlines of its current
+// request. Reads are buffered (httplib reads the request line and headers a
+// byte at a time), one buffer for the connection's life, so that the start
+// of a pipelined request is not lost with the one before it.
+class ConnectionStream final : public httplib::Stream {
+ public:
+  ConnectionStream(int sock, int64_t read_timeout_ms, int64_t write_timeout_ms)
+      : sock_(sock), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms) {}
+
+  // A request starts: its line and headers are due within the read timeout.
+  void begin_request() {
+    deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
+    in_body_ = timed_out_ = close_after_ = false;
+  }
+  void start_body() {
+    in_body_ = true;
+    deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
+  }
+  bool timed_out() const { return timed_out_; }
+  void close_after_response(bool close) { close_after_ = close; }
+  bool close_after() const { return close_after_ || timed_out_; }
+  bool has_buffered() const { return buf_at_ < buf_len_; }
+
+  bool is_readable() const override { return wait_for(sock_, POLLIN, read_wait_ms()) > 0; }
+  bool is_writable() const override {
+    return wait_for(sock_, POLLOUT, write_timeout_ms_) > 0 && peer_open(sock_);
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (buf_at_ < buf_len_) return take_buffered(ptr, size);
+    const int64_t wait_ms = read_wait_ms();
+    const int ready = wait_ms > 0 ? wait_for(sock_, POLLIN, wait_ms) : 0;
+    if (ready <= 0) {
+      timed_out_ = timed_out_ || ready == 0;
+      return -1;
+    }
+    ssize_t n;
+    do {
+      n = ::recv(sock_, buf_.data(), buf_.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return n;
+    buf_at_ = 0;
+    buf_len_ = size_t(n);
+    // A body's allowance grows with what has arrived of it.
+    if (in_body_)
+      deadline_ += std::chrono::microseconds(int64_t(n) * 1000000 /
+                                             int64_t(DeadlineServer::kMinBodyBytesPerSecond));
+    return take_buffered(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address_of(sock_, true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address_of(sock_, false, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  // How long the next read may wait: the read timeout, or less where the
+  // request's deadline comes first.
+  int64_t read_wait_ms() const {
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+    return std::min(read_timeout_ms_, left);
+  }
+  ssize_t take_buffered(char* ptr, size_t size) {
+    const size_t n = std::min(size, buf_len_ - buf_at_);
+    std::memcpy(ptr, buf_.data() + buf_at_, n);
+    buf_at_ += n;
+    return ssize_t(n);
+  }
+
+  int sock_;
+  int64_t read_timeout_ms_, write_timeout_ms_;
+  Clock::time_point deadline_ = Clock::now();
+  bool in_body_ = false, timed_out_ = false, close_after_ = false;
+  std::array<char, 4096> buf_{};
+  size_t buf_at_ = 0, buf_len_ = 0;
+};
+
+// The connection the calling thread is serving a request of (set around
+// process_request).
+thread_local ConnectionStream* t_request = nullptr;
+
+// Whether a request starts on `sock` within `seconds`; false when the peer
+// closed, the socket failed, or the server is stopping (checked every 10 ms,
+// as httplib's loop does).
+bool next_request_arrives(int sock, time_t seconds, const std::atomic<socket_t>& listening) {
+  const Clock::time_point end = Clock::now() + std::chrono::seconds(seconds);
+  while (listening != INVALID_SOCKET) {
+    const int ready = wait_for(sock, POLLIN, 10);
+    if (ready < 0) return false;
+    if (ready > 0) return true;
+    if (Clock::now() > end) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+void DeadlineServer::headers_read() {
+  if (t_request) t_request->start_body();
+}
+
+bool DeadlineServer::timed_out() {
+  return t_request && t_request->timed_out();
+}
+
+void DeadlineServer::close_after_response(bool close) {
+  if (t_request) t_request->close_after_response(close);
+}
+
+bool DeadlineServer::closes_after_response() {
+  return t_request && t_request->close_after();
+}
+
+bool DeadlineServer::process_and_close_socket(socket_t sock) {
+  const int64_t read_ms = int64_t(read_timeout_sec_) * 1000 + int64_t(read_timeout_usec_) / 1000;
+  const int64_t write_ms = int64_t(write_timeout_sec_) * 1000 + int64_t(write_timeout_usec_) / 1000;
+  ConnectionStream stream(sock, read_ms, write_ms);
+  bool ok = false;
+  for (size_t left = keep_alive_max_count_;
+       left > 0 && svr_sock_ != INVALID_SOCKET &&
+       (stream.has_buffered() || next_request_arrives(sock, keep_alive_timeout_sec_, svr_sock_));
+       --left) {
+    stream.begin_request();
+    bool closed_by_client = false;
+    t_request = &stream;
+    ok = process_request(stream, /*close_connection=*/left == 1, closed_by_client, nullptr);
+    t_request = nullptr;
+    if (!ok || closed_by_client || stream.close_after()) break;
+  }
+  if (ok && stream.close_after()) {
+    // Answered with the client perhaps still sending (a body refused unread,
+    // a request out of time): closed at once, the rest of its body would
+    // reset the connection, and the client lose the answer before reading
+    // it. So the answer's end is marked (FIN) and what the client still
+    // sends is read and dropped until it closes too, falls silent for a
+    // second, or the read timeout has passed (a "lingering close").
+    ::shutdown(sock, SHUT_WR);
+    const Clock::time_point end = Clock::now() + std::chrono::milliseconds(read_ms);
+    std::array<char, 16384> sink;
+    for (Clock::time_point now = Clock::now(); now < end; now = Clock::now()) {
+      const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count();
+      if (wait_for(sock, POLLIN, std::min<int64_t>(1000, left)) <= 0) break;
+      if (::recv(sock, sink.data(), sink.size(), 0) <= 0) break;
+    }
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+}  // namespace tkv::server

@@ -1,0 +1,51 @@
+// The connection loop of the HTTP front end: an httplib::Server whose
+// per-connection loop and socket stream are this project's, for what
+// cpp-httplib 0.11 (Debian 12's) does not bound. Its own stream times each
+// socket operation out but nothing more, so a client that trickles its
+// headers one byte at a time (a "slowloris") held a worker thread for as
+// long as it kept going, and enough of them held every thread, /health's
+// too. Here, per request:
+//  - the request line and headers must arrive whole within the read
+//    timeout of their first byte;
+//  - a body within the read timeout of the end of the headers, plus one
+//    second for every kMinBodyBytesPerSecond of it that arrives (a slow
+//    link gets through, a trickle does not);
+//  - every socket operation still times out after the read (write)
+//    timeout, as in httplib.
+// A request that runs out of time is answered 408 (the handlers ask
+// timed_out()) and its connection closed. Everything else -- keep-alive
+// between requests, at most keep_alive_max_count requests a connection,
+// the end of the loop when the server stops -- is httplib's loop as it was.
+//
+// The guards of a request are reached from its handlers through the thread
+// serving it: httplib serves a connection on one worker thread from its
+// first request to its last.
+#pragma once
+
+#include <httplib.h>
+
+#include <cstddef>
+
+namespace tkv::server {
+
+class DeadlineServer final : public httplib::Server {
+ public:
+  static constexpr size_t kMinBodyBytesPerSecond = size_t(64) << 10;
+
+  // Called by the pre-routing handler: the calling thread's request has its
+  // line and headers in; its body's deadline starts now.
+  static void headers_read();
+  // Whether the calling thread's request ran out of time.
+  static bool timed_out();
+  // Whether the calling thread's connection is closed after this response
+  // (a body left unread on it, which the next request could not be told
+  // from). A timed-out request's always is.
+  static void close_after_response(bool close);
+  // Whether it will be (set so, or timed out).
+  static bool closes_after_response();
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+};
+
+}  // namespace tkv::server
