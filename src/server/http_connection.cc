@@ -77,15 +77,17 @@ class ConnectionStream final : public httplib::Stream {
   // A request starts: its line and headers are due within the read timeout.
   void begin_request() {
     deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
-    in_body_ = timed_out_ = close_after_ = false;
+    in_body_ = timed_out_ = close_after_ = head_too_large_ = false;
+    head_bytes_ = 0;
   }
   void start_body() {
     in_body_ = true;
     deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
   }
   bool timed_out() const { return timed_out_; }
+  bool head_too_large() const { return head_too_large_; }
   void close_after_response(bool close) { close_after_ = close; }
-  bool close_after() const { return close_after_ || timed_out_; }
+  bool close_after() const { return close_after_ || timed_out_ || head_too_large_; }
   bool has_buffered() const { return buf_at_ < buf_len_; }
 
   bool is_readable() const override { return wait_for(sock_, POLLIN, read_wait_ms()) > 0; }
@@ -94,6 +96,7 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (head_too_large_) return -1;
     if (buf_at_ < buf_len_) return take_buffered(ptr, size);
     const int64_t wait_ms = read_wait_ms();
     const int ready = wait_ms > 0 ? wait_for(sock_, POLLIN, wait_ms) : 0;
@@ -141,7 +144,14 @@ class ConnectionStream final : public httplib::Stream {
     return std::min(read_timeout_ms_, left);
   }
   ssize_t take_buffered(char* ptr, size_t size) {
-    const size_t n = std::min(size, buf_len_ - buf_at_);
+    size_t n = std::min(size, buf_len_ - buf_at_);
+    if (!in_body_) {
+      if (head_bytes_ + n > DeadlineServer::kMaxHeadBytes) {
+        head_too_large_ = true;
+        return -1;
+      }
+      head_bytes_ += n;
+    }
     std::memcpy(ptr, buf_.data() + buf_at_, n);
     buf_at_ += n;
     return ssize_t(n);
@@ -150,7 +160,8 @@ class ConnectionStream final : public httplib::Stream {
   int sock_;
   int64_t read_timeout_ms_, write_timeout_ms_;
   Clock::time_point deadline_ = Clock::now();
-  bool in_body_ = false, timed_out_ = false, close_after_ = false;
+  bool in_body_ = false, timed_out_ = false, close_after_ = false, head_too_large_ = false;
+  size_t head_bytes_ = 0;  // of the request line and headers read so far
   std::array<char, 4096> buf_{};
   size_t buf_at_ = 0, buf_len_ = 0;
 };
@@ -185,6 +196,10 @@ bool DeadlineServer::timed_out() {
 
 void DeadlineServer::close_after_response(bool close) {
   if (t_request) t_request->close_after_response(close);
+}
+
+bool DeadlineServer::head_too_large() {
+  return t_request && t_request->head_too_large();
 }
 
 bool DeadlineServer::closes_after_response() {

@@ -4,16 +4,18 @@
 // socket operation out but nothing more, so a client that trickles its
 // headers one byte at a time (a "slowloris") held a worker thread for as
 // long as it kept going, and enough of them held every thread, /health's
-// too. Here, per request:
+// too; and it bounds the size of each header line but not their number, so
+// one request's headers could fill the server's memory. Here, per request:
 //  - the request line and headers must arrive whole within the read
-//    timeout of their first byte;
+//    timeout of their first byte, in at most kMaxHeadBytes (else 431);
 //  - a body within the read timeout of the end of the headers, plus one
 //    second for every kMinBodyBytesPerSecond of it that arrives (a slow
 //    link gets through, a trickle does not);
 //  - every socket operation still times out after the read (write)
 //    timeout, as in httplib.
 // A request that runs out of time is answered 408 (the handlers ask
-// timed_out()) and its connection closed. Everything else -- keep-alive
+// timed_out()), one whose headers are too large 431, and the connection is
+// closed. Everything else -- keep-alive
 // between requests, at most keep_alive_max_count requests a connection,
 // the end of the loop when the server stops -- is httplib's loop as it was.
 //
@@ -31,12 +33,17 @@ namespace tkv::server {
 class DeadlineServer final : public httplib::Server {
  public:
   static constexpr size_t kMinBodyBytesPerSecond = size_t(64) << 10;
+  // The request line and headers together (each line is also held to 8 KiB
+  // by httplib).
+  static constexpr size_t kMaxHeadBytes = size_t(64) << 10;
 
   // Called by the pre-routing handler: the calling thread's request has its
   // line and headers in; its body's deadline starts now.
   static void headers_read();
   // Whether the calling thread's request ran out of time.
   static bool timed_out();
+  // Whether its line and headers passed kMaxHeadBytes.
+  static bool head_too_large();
   // Whether the calling thread's connection is closed after this response
   // (a body left unread on it, which the next request could not be told
   // from). A timed-out request's always is.

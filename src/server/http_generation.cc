@@ -362,8 +362,7 @@ bool GenerationRoutes::wait_idle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
 }
 
-void GenerationRoutes::handle(Endpoint endpoint, const std::string& body,
-                              httplib::Response& res) {
+void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httplib::Response& res) {
   if (draining_.load()) return send_unavailable(res, "The server is shutting down.");
   std::variant<GenerationRequest, ApiError> parsed = endpoint == Endpoint::kChatCompletions
                                                          ? parse_chat_request(body)

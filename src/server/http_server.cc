@@ -284,27 +284,34 @@ void HttpServer::add_routes() {
 
   // Statuses httplib sets itself (bad HTTP, 413, 414) get an error object
   // too; a handler's own error already has its body.
-  // A request that ran out of time (http_connection.h) is a 408 whatever
-  // httplib made of its truncated headers or body.
-  http.set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
-        if (DeadlineServer::timed_out()) {
-          res.status = 408;
-          send_api_error(
-              res, make_api_error(408, str("The request did not arrive in time: its headers are "
-                                           "due within ",
-                                           options_.read_timeout_seconds,
-                                           " s of its first byte, its body within ",
-                                           options_.read_timeout_seconds,
-                                           " s of them plus 1 s "
-                                           "per ",
-                                           DeadlineServer::kMinBodyBytesPerSecond >> 10, " KiB.")));
-          return HandlerResponse::Handled;
-        }
-        if (!res.body.empty()) return HandlerResponse::Unhandled;
-        send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
-        return HandlerResponse::Handled;
-      }));
+  // A request that ran out of time (http_connection.h) is a 408, and one
+  // whose headers were too large a 431, whatever httplib made of what it
+  // read of them.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req,
+                                                                     Response& res) {
+    if (DeadlineServer::head_too_large()) {
+      res.status = 431;
+      send_api_error(res, make_api_error(431, str("The request's line and headers are over ",
+                                                  DeadlineServer::kMaxHeadBytes >> 10, " KiB.")));
+      return HandlerResponse::Handled;
+    }
+    if (DeadlineServer::timed_out()) {
+      res.status = 408;
+      send_api_error(
+          res, make_api_error(
+                   408, str("The request did not arrive in time: its headers are "
+                            "due within ",
+                            options_.read_timeout_seconds, " s of its first byte, its body within ",
+                            options_.read_timeout_seconds,
+                            " s of them plus 1 s "
+                            "per ",
+                            DeadlineServer::kMinBodyBytesPerSecond >> 10, " KiB.")));
+      return HandlerResponse::Handled;
+    }
+    if (!res.body.empty()) return HandlerResponse::Unhandled;
+    send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
+    return HandlerResponse::Handled;
+  }));
   // A bug must cost one request a 500, not the server.
   http.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";

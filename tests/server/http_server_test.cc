@@ -249,57 +249,6 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
   idle.http.stop();
 }
 
-TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
-  LiveServer server(*model_);
-  httplib::Client c = server.client();
-  expect_error(c.Get("/v1/nope", auth()), 404);
-  expect_error(c.Get("/", auth()), 404);
-  // The message quotes the decoded path: a newline and a byte that is not
-  // UTF-8 come back escaped, in one line of valid JSON.
-  const auto odd = c.Get("/v1/a%0Ab%FF", auth());
-  expect_error(odd, 404);
-  const Json odd_body = Json::parse(odd->body, nullptr, false);
-  if (odd_body.is_object()) {
-    EXPECT_EQ(odd_body["error"]["message"], "Unknown request URL: GET /v1/a\\nb\\xff.");
-  }
-  auto wrong = c.Get("/v1/chat/completions", auth());
-  expect_error(wrong, 405);
-  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
-  expect_error(c.Post("/v1/models", auth(), "{}", "application/json"), 405);
-  expect_error(c.Delete("/health"), 405);
-  // Over the 64 KiB body cap.
-  expect_error(c.Post("/v1/completions", auth(), std::string(100 << 10, ' '), "application/json"),
-               413);
-  // A request line over httplib's limit.
-  expect_error(c.Get(("/v1/" + std::string(10000, 'a')).c_str(), auth()), 414);
-}
-
-TEST_F(HttpServerTest, BadBodiesAre400s) {
-  LiveServer server(*model_);
-  httplib::Client c = server.client();
-  auto post = [&](const char* route, const std::string& body) {
-    return c.Post(route, auth(), body, "application/json");
-  };
-  expect_error(post("/v1/chat/completions", "{\"messages\": ["), 400);
-  expect_error(post("/v1/chat/completions", ""), 400);
-  expect_error(post("/v1/chat/completions", "{\"messages\": 3}"), 400, "messages");
-  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
-                                               "tools": [{"type": "function"}]})"),
-               400, "tools");
-  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n");
-  expect_error(post("/v1/completions", R"({"prompt": "x", "bogus": 1})"), 400, "bogus");
-  // Token ids outside the vocabulary (512 tokens).
-  expect_error(post("/v1/completions", R"({"prompt": [1, 512]})"), 400, "prompt");
-  // Bytes that are not UTF-8, NULs, deep nesting: answered, never a crash.
-  for (const std::string& junk :
-       {std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("\0\0\0", 3),
-        std::string(2000, '[') + std::string(2000, ']'), std::string("{\"prompt\": 1e999}")}) {
-    auto r = post("/v1/completions", junk);
-    ASSERT_TRUE(r);
-    EXPECT_NE(r->status, 500) << r->body;
-  }
-}
-
 // Sends `parts` over a fresh connection to the server on `port` (stopping
 // at the first that cannot be sent) and returns the server's first `count`
 // responses, status line to the end of the body, back to back; less if the
@@ -340,6 +289,65 @@ std::string raw_responses(int port, const std::vector<std::string>& parts, size_
   }
   ::close(fd);
   return out;
+}
+
+TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  expect_error(c.Get("/v1/nope", auth()), 404);
+  expect_error(c.Get("/", auth()), 404);
+  // The message quotes the decoded path: a newline and a byte that is not
+  // UTF-8 come back escaped, in one line of valid JSON.
+  const auto odd = c.Get("/v1/a%0Ab%FF", auth());
+  expect_error(odd, 404);
+  const Json odd_body = Json::parse(odd->body, nullptr, false);
+  if (odd_body.is_object()) {
+    EXPECT_EQ(odd_body["error"]["message"], "Unknown request URL: GET /v1/a\\nb\\xff.");
+  }
+  auto wrong = c.Get("/v1/chat/completions", auth());
+  expect_error(wrong, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  expect_error(c.Post("/v1/models", auth(), "{}", "application/json"), 405);
+  expect_error(c.Delete("/health"), 405);
+  // Over the 64 KiB body cap.
+  expect_error(c.Post("/v1/completions", auth(), std::string(100 << 10, ' '), "application/json"),
+               413);
+  // A request line over httplib's limit.
+  expect_error(c.Get(("/v1/" + std::string(10000, 'a')).c_str(), auth()), 414);
+  // Headers over 64 KiB in all, each line well under httplib's 8 KiB: 431
+  // (their number was not bounded: one request could fill the memory).
+  std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 80; ++i)
+    head += "X-Pad-" + std::to_string(i) + ": " + std::string(1000, 'a') + "\r\n";
+  const std::string big = raw_responses(server.port(), {head + "\r\n"});
+  EXPECT_EQ(big.rfind("HTTP/1.1 431 ", 0), 0u) << big;
+  EXPECT_NE(big.find("64 KiB"), std::string::npos) << big;
+}
+
+TEST_F(HttpServerTest, BadBodiesAre400s) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  auto post = [&](const char* route, const std::string& body) {
+    return c.Post(route, auth(), body, "application/json");
+  };
+  expect_error(post("/v1/chat/completions", "{\"messages\": ["), 400);
+  expect_error(post("/v1/chat/completions", ""), 400);
+  expect_error(post("/v1/chat/completions", "{\"messages\": 3}"), 400, "messages");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+                                               "tools": [{"type": "function"}]})"),
+               400, "tools");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "bogus": 1})"), 400, "bogus");
+  // Token ids outside the vocabulary (512 tokens).
+  expect_error(post("/v1/completions", R"({"prompt": [1, 512]})"), 400, "prompt");
+  // Bytes that are not UTF-8, NULs, deep nesting: answered, never a crash.
+  for (const std::string& junk :
+       {std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("\0\0\0", 3),
+        std::string(2000, '[') + std::string(2000, ']'), std::string("{\"prompt\": 1e999}")}) {
+    auto r = post("/v1/completions", junk);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->status, 500) << r->body;
+  }
 }
 
 // However a body is framed or labelled, it is capped at --max-body and read
