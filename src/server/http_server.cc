@@ -65,18 +65,22 @@ std::string message_for_status(int status, const Request& req) {
     case 415:
       return str("Unsupported Content-Type '", req.get_header_value("Content-Type"),
                  "': send the request body as JSON (Content-Type: application/json).");
+    case 501:
+      return str("Unsupported Transfer-Encoding '", req.get_header_value("Transfer-Encoding"),
+                 "': send the body with a Content-Length, or chunked.");
     default:
       return str("HTTP error ", status, ".");
   }
 }
 
-// Whether a request carries a body: a Content-Length other than 0, or
-// chunked framing. Without either it has none (RFC 9112 6.3).
+// Whether a request carries a body: a Content-Length other than 0, or a
+// Transfer-Encoding (chunked, the one this server takes off; any other is
+// refused, 501). Without either it has none (RFC 9112 6.3).
 bool chunked(const Request& req) {
   return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
 bool carries_body(const Request& req) {
-  return chunked(req) ||
+  return req.has_header("Transfer-Encoding") ||
          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
 }
 
@@ -99,6 +103,10 @@ bool carries_body(const Request& req) {
 bool read_body(const Request& req, Response& res, const httplib::ContentReader& reader,
                size_t max_bytes, std::string& body) {
   if (!carries_body(req)) return true;  // (parsing "" answers: body empty)
+  if (req.has_header("Transfer-Encoding") && !chunked(req)) {
+    res.status = 501;  // a coding this server cannot take off (RFC 9112 6.1)
+    return false;
+  }
   if (!chunked(req)) {
     const std::string declared = req.get_header_value("Content-Length");
     uint64_t length = 0;

@@ -385,6 +385,13 @@ TEST_F(HttpServerTest, BodiesAreCappedAndReadAsJsonHoweverFramed) {
   const std::string over = raw_responses(server.port(), parts);
   EXPECT_EQ(over.rfind("HTTP/1.1 413 ", 0), 0u) << over;
   EXPECT_NE(over.find("\"error\""), std::string::npos) << over;
+  // A transfer coding other than chunked: 501, naming it.
+  const std::string gzip = raw_responses(
+      server.port(),
+      {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+       "\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n"});
+  EXPECT_EQ(gzip.rfind("HTTP/1.1 501 ", 0), 0u) << gzip;
+  EXPECT_NE(gzip.find("gzip, chunked"), std::string::npos) << gzip;
   // A multipart upload: 415, naming the type to send.
   const auto multipart = c.Post("/v1/completions", auth(),
                                 httplib::MultipartFormDataItems{{"prompt", "Once", "", ""}});
