@@ -112,5 +112,34 @@ TEST(Gemm, ShortLastPanelsAndOddTokenCountsKeepEachTokensBits) {
   }
 }
 
+TEST(Gemm, ColumnAndTokenTailsAreTransposedInPlace) {
+  // The activations go into token tiles through 8 x 8 register transposes
+  // where 256-bit vectors exist, the rest by a scalar copy: columns past a
+  // multiple of 8 (1027, 13) and tokens past a multiple of 8 in a tile
+  // (45 = 32 + 8 + 5 with 32-token tiles, 16 + 16 + 8 + 5 with 16). A value
+  // moved to the wrong place would be far off the reference.
+  for (int64_t cols : {1027, 13}) {
+    const int64_t rows = 30, n = 45;
+    const auto wb = test::random_weights(DType::F32, rows, cols, 51 + uint32_t(cols));
+    const auto x = test::gaussian(static_cast<size_t>(n * cols), 52);
+    const WeightMatrix w = make_weight(DType::F32, wb.data(), rows, cols, "gemm");
+    std::vector<float> ref(static_cast<size_t>(n * rows));
+    matmul_ref(DType::F32, wb.data(), rows, cols, x.data(), n, ref.data());
+    test::for_each_simd_target([&](const std::string& target) {
+      ThreadPool pool(2);
+      std::vector<float> all(static_cast<size_t>(n * rows)), one(static_cast<size_t>(rows));
+      matmul(w, x.data(), n, all.data(), pool, MatmulKernel::kFloat);
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_NEAR(all[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
+            << cols << " columns on " << target << ", element " << i;
+      // The last token alone: the tail of its tile in both cases.
+      matmul(w, x.data() + (n - 1) * cols, 1, one.data(), pool, MatmulKernel::kFloat);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(one[size_t(r)], all[size_t((n - 1) * rows + r)])
+            << cols << " columns on " << target << ", row " << r;
+    });
+  }
+}
+
 }  // namespace
 }  // namespace tkv

@@ -104,6 +104,59 @@ HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT
   }
 }
 
+// One token tile of the transposed activations: tile[k * kTileTokens + j] =
+// x_(i0 + j)[k] for the tile's `valid` tokens (xi = x_i0, rows K apart; the
+// rest of the tile is left as it is). Where 256-bit vectors exist, blocks
+// of 8 tokens x 8 columns go through registers (an 8 x 8 transpose: 8 loads,
+// 24 shuffles, 8 stores); a scalar copy moved one float per load and store,
+// ~3% of an AVX-512 prefill. The rest (a short last group, K % 8) stays
+// scalar. Exact: values are only moved.
+void TransposeTile(const float* xi, size_t K, size_t valid, float* tile) {
+  size_t j0 = 0, k_vec = 0;
+#if HWY_MAX_BYTES >= 32
+  const hn::FixedTag<float, 8> d8;
+  const hn::Repartition<uint64_t, decltype(d8)> d64;
+  using V8 = hn::Vec<decltype(d8)>;
+  k_vec = K / 8 * 8;
+  for (; j0 + 8 <= valid; j0 += 8) {
+    const float* x0 = xi + j0 * K;
+    for (size_t k = 0; k < k_vec; k += 8) {
+      V8 r[8];
+      for (size_t i = 0; i < 8; ++i) r[i] = hn::LoadU(d8, x0 + i * K + k);
+      // Pairs of tokens per 32-bit lane pair, then quads per 64-bit pair,
+      // each within 128-bit blocks; then the blocks joined.
+      V8 t[8], u[8];
+      for (size_t i = 0; i < 8; i += 2) {
+        t[i] = hn::InterleaveLower(d8, r[i], r[i + 1]);
+        t[i + 1] = hn::InterleaveUpper(d8, r[i], r[i + 1]);
+      }
+      for (size_t q = 0; q < 8; q += 4) {
+        for (size_t h = 0; h < 2; ++h) {
+          const auto a = hn::BitCast(d64, t[q + h]), b = hn::BitCast(d64, t[q + h + 2]);
+          u[q + 2 * h] = hn::BitCast(d8, hn::InterleaveLower(d64, a, b));
+          u[q + 2 * h + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, a, b));
+        }
+      }
+      // u[c] (c < 4) holds tokens 0-3 of columns c and c + 4, u[4 + c]
+      // tokens 4-7.
+      float* out = tile + k * kTileTokens + j0;
+      for (size_t c = 0; c < 4; ++c) {
+        hn::StoreU(hn::ConcatLowerLower(d8, u[4 + c], u[c]), d8, out + c * kTileTokens);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u[4 + c], u[c]), d8, out + (c + 4) * kTileTokens);
+      }
+    }
+  }
+#endif
+  // The tokens past the last whole group (all of them without 256-bit
+  // vectors), then the columns past the last whole block: sequential
+  // writes, the reads walking the rows in step, so each of their cache lines
+  // serves 16 consecutive k.
+  for (size_t k = 0; k < K; ++k) {
+    float* out = tile + k * kTileTokens;
+    for (size_t j = k < k_vec ? j0 : 0; j < valid; ++j) out[j] = xi[j * K + k];
+  }
+}
+
 // Grow-only scratch owned by the calling thread, so that repeated matmuls
 // (one per weight per prefill chunk) do not allocate.
 struct Scratch {
@@ -271,13 +324,7 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
     const size_t i0 = size_t(t) * kTileTokens;
     const size_t valid = std::min(kTileTokens, size_t(n) - i0);
     if (valid < kTileTokens) std::fill(tile, tile + K * kTileTokens, 0.0f);
-    // Sequential writes; the reads walk `valid` rows in step, so each of
-    // their cache lines is reused for 16 consecutive k.
-    const float* xi = x + i0 * K;
-    for (size_t k = 0; k < K; ++k) {
-      float* out = tile + k * kTileTokens;
-      for (size_t j = 0; j < valid; ++j) out[j] = xi[j * K + k];
-    }
+    TransposeTile(x + i0 * K, K, valid, tile);
   });
 
   // Tasks of about kTaskAccBytes of accumulators (L2), evened out over the
