@@ -73,12 +73,14 @@ std::string message_for_status(int status, const Request& req) {
   }
 }
 
-// Whether a request carries a body: a Content-Length other than 0, or a
-// Transfer-Encoding (chunked, the one this server takes off; any other is
-// refused, 501). Without either it has none (RFC 9112 6.3).
+// Whether the body is sent chunked (the one transfer coding this server
+// takes off).
 bool chunked(const Request& req) {
   return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
+// Whether a request carries a body: a Content-Length other than 0, or a
+// Transfer-Encoding (chunked; any other is refused, 501). Without either it
+// has none (RFC 9112 6.3).
 bool carries_body(const Request& req) {
   return req.has_header("Transfer-Encoding") ||
          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
