@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 namespace tkv::server {
 namespace {
@@ -217,9 +217,11 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
        --left) {
     stream.begin_request();
     bool closed_by_client = false;
-    t_request = &stream;
+    struct Serving {  // t_request for the request's life, however it ends
+      explicit Serving(ConnectionStream* s) { t_request = s; }
+      ~Serving() { t_request = nullptr; }
+    } serving(&stream);
     ok = process_request(stream, /*close_connection=*/left == 1, closed_by_client, nullptr);
-    t_request = nullptr;
     if (!ok || closed_by_client || stream.close_after()) break;
   }
   if (ok && stream.close_after()) {
