@@ -97,7 +97,7 @@ class ConnectionStream final : public httplib::Stream {
 
   ssize_t read(char* ptr, size_t size) override {
     if (head_too_large_) return -1;
-    if (buf_at_ < buf_len_) return take_buffered(ptr, size);
+    if (has_buffered()) return take_buffered(ptr, size);
     const int64_t wait_ms = read_wait_ms();
     const int ready = wait_ms > 0 ? wait_for(sock_, POLLIN, wait_ms) : 0;
     if (ready <= 0) {

@@ -213,6 +213,15 @@ TEST_F(HttpServerTest, APortInUseIsAnError) {
   }
 }
 
+// The address of `port` on this machine's loopback interface.
+sockaddr_in loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
 // Clients that connect together all get through the handshake even before
 // any is accepted: the listening socket's queue is not cpp-httplib's 5
 // (where the sixth client's SYN was dropped and retried a second later).
@@ -225,10 +234,7 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
   for (int i = 0; i < kClients; ++i) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const sockaddr_in addr = loopback(port);
     const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
     fds.push_back(fd);
@@ -256,10 +262,7 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
 std::string raw_responses(int port, const std::vector<std::string>& parts, size_t count = 1) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const sockaddr_in addr = loopback(port);
   const timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -437,10 +440,7 @@ Trickled trickle(int port, const std::string& head, const std::string& trickle) 
   Trickled out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return out;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const sockaddr_in addr = loopback(port);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
       ::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == ssize_t(head.size())) {
     for (const char c : trickle) {
