@@ -11,7 +11,7 @@ TURBOKV_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev
   gnuplot-nox
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
 )
 # node runs the server's end-to-end tests; Debian's nodejs comes without npm.
 command -v node >/dev/null 2>&1 || TURBOKV_PACKAGES+=(nodejs)
