@@ -29,8 +29,8 @@ template <typename... Args>
 }
 
 // Internal invariant (a bug in turbokv, not in the input). Kept in release.
-#define TKV_CHECK(cond)                                                             \
-  do {                                                                              \
+#define TKV_CHECK(cond)                                                                      \
+  do {                                                                                       \
     if (!(cond)) ::tkv::fail("internal error: ", #cond, " (", __FILE__, ":", __LINE__, ")"); \
   } while (0)
 

@@ -44,7 +44,7 @@ inline uint16_t f32_to_f16(float f) {
     return uint16_t(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
   }
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // overflow -> Inf
-  if (absx < 0x38800000u) {  // result is subnormal or zero
+  if (absx < 0x38800000u) {                                 // result is subnormal or zero
     if (absx < 0x33000000u) return uint16_t(sign);
     const uint32_t e = absx >> 23;
     const uint32_t m = (absx & 0x7fffff) | 0x800000;
@@ -77,6 +77,8 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 // Rounds through f16 and back: what a value looks like after an f16 store.
-inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
+inline float round_f16(float f) {
+  return f16_to_f32(f32_to_f16(f));
+}
 
 }  // namespace tkv
