@@ -111,10 +111,12 @@ int run_main(std::span<const std::string> args) {
   session.set_prefill_observer(prefill_progress_bar(progress));
   sample::Sampler sampler(sampler_config);
   if (f.verbose)
-    std::fprintf(stderr, "model: %s\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
-                 model->config().describe().c_str(), kv_config.describe().c_str(),
-                 describe_sampling(sampler_config).c_str(), f.threads.count(), ctx,
-                 f.context.ubatch);
+    std::fprintf(
+        stderr,
+        "model: %s (weights %s)\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
+        model->config().describe().c_str(), describe(model->file_memory()),
+        kv_config.describe().c_str(), describe_sampling(sampler_config).c_str(), f.threads.count(),
+        ctx, f.context.ubatch);
 
   // Echo the prompt before the (possibly long) prefill, unless prefill
   // progress may be drawn on the terminal: then after it, so that the bar

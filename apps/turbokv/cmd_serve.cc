@@ -211,15 +211,16 @@ int serve_main(std::span<const std::string> args) {
   std::optional<tok::ChatTemplate> forced_template;
   if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
+  // Reading the weights (or, mapped, faulting them in: otherwise the first
+  // request would take the faults page by page) may read gigabytes from
+  // disk where the file is not cached: said first.
+  std::fprintf(stderr, "turbokv serve: loading %s ...\n", f.model.path.c_str());
+  const auto loading = std::chrono::steady_clock::now();
   const auto model = f.model.load("serve");
-  // The first request would otherwise fault the weights in page by page
-  // (and read them from disk, where the file is not cached: said first).
-  std::fprintf(stderr, "turbokv serve: mapping the weights (%s) ...",
-               format_bytes(model->weight_bytes()).c_str());
-  const auto mapping = std::chrono::steady_clock::now();
   model->fault_in_weights();
-  std::fprintf(stderr, " done in %.1f s\n",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - mapping).count());
+  std::fprintf(stderr, "turbokv serve: weights (%s) %s in %.1f s\n",
+               format_bytes(model->weight_bytes()).c_str(), describe(model->file_memory()),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - loading).count());
   if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());

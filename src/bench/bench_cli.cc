@@ -413,7 +413,8 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
       on("memory") || on("speed") || on("batch") || on("serve") || on("recall") || on("quality");
   if (need_model) {
     o.model = f.model.path;
-    info = model_info(*f.model.load(command), o.model);
+    o.weights = model::weight_memory_name(f.model.weight_memory(command));
+    info = model_info(*f.model.probe(command), o.model);
     cell_kv.check_layers(kv_defaults, info.n_layers);
   }
   const int64_t trained = info.n_ctx_train > 0 ? info.n_ctx_train : 4096;
@@ -540,6 +541,8 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     pass("-ub", std::to_string(f.context.ubatch));
     pass("--prefill-step", std::to_string(f.prefill_step));
     pass("--prefill-whole", std::to_string(f.prefill_whole));
+    if (f.model.mmap) s->server_flags.push_back("--mmap");
+    if (f.model.no_mmap) s->server_flags.push_back("--no-mmap");
     s->server_exe = cell_argv.front();
     const CommonOptions c = with_kv(nullptr, {}, "f16,k4v2");
     sections.push_back({"serve", plan_serve(c, *s, info), [s](std::vector<Json> rows) {

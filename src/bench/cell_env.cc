@@ -33,7 +33,10 @@ CellModel load_cell_model(const Json& request) {
   const int threads = request.value("threads", 1);
   m.ubatch = request.value("ubatch", 512);
   if (threads < 1) fail("threads must be at least 1");
-  m.model = model::Model::load(m.path);
+  const std::string weights = request.value("weights", std::string("auto"));
+  const std::optional<model::WeightMemory> memory = model::parse_weight_memory(weights);
+  if (!memory) fail("weights: '", weights, "' is not auto, map or copy");
+  m.model = model::Model::load(m.path, *memory);
   m.pool = std::make_unique<ThreadPool>(threads);
   return m;
 }

@@ -17,11 +17,11 @@ namespace tkv::bench {
 Json memory_cell(const Json& req) {
   const int64_t ctx = req.at("ctx").get<int64_t>();
   const int decode_tokens = req.value("decode_tokens", 4);
-  const MemorySnapshot start = memory_snapshot("");
+  const MemorySnapshot start = memory_snapshot(nullptr);
 
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
-  const MemorySnapshot loaded = memory_snapshot(m.path);
+  const MemorySnapshot loaded = memory_snapshot(model.gguf().mapping()->data());
   const CellKv kv = cell_kv(req, model);
   kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), kv.config);
   const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
@@ -39,7 +39,7 @@ Json memory_cell(const Json& req) {
     logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
   }
   const double prefill_s = prefill_clock.seconds();
-  const MemorySnapshot after_prefill = memory_snapshot(m.path);
+  const MemorySnapshot after_prefill = memory_snapshot(model.gguf().mapping()->data());
   const kv::KvStats prefill_stats = cache.stats();
   const uint64_t model_scratch_prefill = model.scratch_bytes();
 
@@ -56,7 +56,7 @@ Json memory_cell(const Json& req) {
     logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
   }
   const double decode_s = decode_clock.seconds();
-  const MemorySnapshot after_decode = memory_snapshot(m.path);
+  const MemorySnapshot after_decode = memory_snapshot(model.gguf().mapping()->data());
   const kv::KvStats decode_stats = cache.stats();
   const Json reads = kv_reads_per_token(cache, before, decode_tokens);
 

@@ -24,6 +24,9 @@ ModelInfo model_info(const model::Model& model, const std::string& path) {
   m.file_bytes = model.file_bytes();
   m.weight_bytes = model.weight_bytes();
   m.describe = c.describe();
+  m.file_memory = model::weight_memory_name(model.file_memory() == FileMemory::kCopy
+                                                ? model::WeightMemory::kCopy
+                                                : model::WeightMemory::kMap);
   return m;
 }
 
@@ -38,7 +41,8 @@ Json to_json(const ModelInfo& m) {
           {"n_vocab", m.n_vocab},
           {"n_ctx_train", m.n_ctx_train},
           {"file_bytes", m.file_bytes},
-          {"weight_bytes", m.weight_bytes}};
+          {"weight_bytes", m.weight_bytes},
+          {"file_memory", m.file_memory}};
 }
 
 double estimate_flops(const ModelInfo& m, int64_t n, int64_t decode) {
@@ -51,7 +55,11 @@ double estimate_flops(const ModelInfo& m, int64_t n, int64_t decode) {
 }
 
 Json request_base(const CommonOptions& o, const std::string& protocol) {
-  return {{"protocol", protocol}, {"model", o.model}, {"threads", o.threads}, {"ubatch", o.ubatch}};
+  return {{"protocol", protocol},
+          {"model", o.model},
+          {"weights", o.weights},
+          {"threads", o.threads},
+          {"ubatch", o.ubatch}};
 }
 
 }  // namespace tkv::bench

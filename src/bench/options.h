@@ -20,6 +20,9 @@ struct ModelInfo {
   int n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, n_vocab = 0, n_ctx_train = 0;
   uint64_t file_bytes = 0, weight_bytes = 0;
   std::string describe;
+  // How the process that loaded it holds the file: "map" or "copy"
+  // (model::WeightMemory).
+  std::string file_memory;
 };
 // The facts of a loaded model (`path` is where it came from).
 ModelInfo model_info(const model::Model& model, const std::string& path);
@@ -28,14 +31,15 @@ ModelInfo probe_model(const std::string& path);
 Json to_json(const ModelInfo& m);
 
 struct CommonOptions {
-  std::string model;        // -m
-  int threads = 1;          // -t (default: physical cores)
-  int ubatch = 512;         // -ub
-  std::vector<BenchKv> kv;  // --kv list
-  uint64_t mem_limit = 0;   // --mem-limit (0 = none)
-  double cell_timeout = 0;  // --cell-timeout seconds (0 = none)
-  std::string out_dir;      // --out
-  bool quiet = false;       // no progress bar
+  std::string model;             // -m
+  std::string weights = "auto";  // --mmap: "map", --no-mmap: "copy" (model::WeightMemory)
+  int threads = 1;               // -t (default: physical cores)
+  int ubatch = 512;              // -ub
+  std::vector<BenchKv> kv;       // --kv list
+  uint64_t mem_limit = 0;        // --mem-limit (0 = none)
+  double cell_timeout = 0;       // --cell-timeout seconds (0 = none)
+  std::string out_dir;           // --out
+  bool quiet = false;            // no progress bar
 };
 
 // Rough floating-point work of prefilling n tokens from empty, then decoding

@@ -3,46 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <string_view>
-
 #include "common/sys_info.h"
 
 namespace tkv::bench {
 
-uint64_t mapped_file_resident_bytes(const std::string& path) {
-  std::error_code ec;
-  const std::string real = std::filesystem::weakly_canonical(path, ec).string();
-  if (ec) return 0;
-  std::ifstream in("/proc/self/smaps");
-  if (!in) return 0;
-  // Header lines: "addr-addr perms offset dev inode   pathname"; the fields
-  // that follow a header ("Rss:   1234 kB") belong to that mapping.
-  uint64_t total = 0;
-  bool in_model = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t colon = line.find(':');
-    const bool is_field =
-        colon != std::string::npos && colon < line.find(' ') && line.find('-') > colon;
-    if (!is_field) {
-      const size_t slash = line.find('/');
-      in_model = slash != std::string::npos && std::string_view(line).substr(slash) == real;
-      continue;
-    }
-    if (in_model && line.compare(0, 4, "Rss:") == 0)
-      total += std::strtoull(line.c_str() + 4, nullptr, 10) * 1024;
-  }
-  return total;
-}
-
-MemorySnapshot memory_snapshot(const std::string& model_path) {
+MemorySnapshot memory_snapshot(const void* model_bytes) {
   MemorySnapshot s;
   s.peak_rss = peak_rss_bytes();
   s.rss = current_rss_bytes();
-  s.model_resident = model_path.empty() ? 0 : mapped_file_resident_bytes(model_path);
+  const int64_t resident = model_bytes ? resident_bytes_of_mapping(model_bytes) : -1;
+  s.model_resident = resident > 0 ? uint64_t(resident) : 0;
   return s;
 }
 

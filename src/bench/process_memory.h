@@ -1,8 +1,10 @@
 // Memory figures of the running process, as the kernel accounts them, for
 // the cells of the memory protocol:
 //   - peak RSS (VmHWM) and current RSS (VmRSS) from /proc/self/status;
-//   - resident bytes of one memory-mapped file (the model), the sum of the
-//     Rss of its mappings in /proc/self/smaps: "model bytes actually resident";
+//   - resident bytes of the model's file in memory (a mapping of the file,
+//     or the huge-page copy: model::WeightMemory), the Rss of the mapping
+//     that holds its bytes in /proc/self/smaps: "model bytes actually
+//     resident";
 //   - the peak can be reset (writing 5 to /proc/self/clear_refs, Linux >= 4.0)
 //     so that prefill and decode get a peak each.
 // Elsewhere (macOS) the RSS figures come from sys_info's getrusage / Mach
@@ -19,14 +21,11 @@ namespace tkv::bench {
 struct MemorySnapshot {
   uint64_t peak_rss = 0;        // VmHWM since start or the last reset_peak_rss()
   uint64_t rss = 0;             // VmRSS now
-  uint64_t model_resident = 0;  // Rss of the model file's mappings now
+  uint64_t model_resident = 0;  // Rss of the mapping that holds the model's bytes now
 };
 
-// Resident bytes of every mapping of `path` (compared after realpath); 0 when
-// the file is not mapped or /proc is unavailable.
-uint64_t mapped_file_resident_bytes(const std::string& path);
-
-MemorySnapshot memory_snapshot(const std::string& model_path);
+// model_bytes: any address in the model file's bytes (nullptr: no model).
+MemorySnapshot memory_snapshot(const void* model_bytes);
 
 // Resets VmHWM to the current RSS. Returns false where the kernel refuses
 // (then the peak keeps counting from process start).

@@ -94,7 +94,7 @@ Json speed_cell(const Json& req) {
                         {"attention_ms_per_token", to_json(a)},
                         {"kv_read_per_token", reads},
                         {"kv_page_bytes_on_disk", cache.stats().page_bytes_on_disk},
-                        {"peak_rss_bytes", memory_snapshot("").peak_rss}});
+                        {"peak_rss_bytes", memory_snapshot(nullptr).peak_rss}});
     }
   }
   const kv::KvStats st = cache.stats();

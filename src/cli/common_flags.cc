@@ -18,16 +18,42 @@ namespace tkv::cli {
 void ModelFlags::add_to(FlagParser& flags) {
   flags.section("model");
   flags.add_string({"-m", "--model"}, "PATH", "GGUF model file", &path);
+  flags.add_bool({"--mmap"},
+                 "map the model file in place (its pages shared with the page cache and other "
+                 "processes)",
+                 &mmap);
+  flags.add_bool({"--no-mmap"},
+                 "read the model into private memory in 2 MiB pages (fewer TLB misses). Default: "
+                 "--no-mmap for a file of 64 MiB or more that takes at most 3/4 of the available "
+                 "memory, where the kernel has transparent huge pages; else --mmap",
+                 &no_mmap);
+}
+
+model::WeightMemory ModelFlags::weight_memory(const std::string& command) const {
+  if (mmap && no_mmap) fail(command, ": --mmap and --no-mmap contradict each other; give one");
+  return mmap      ? model::WeightMemory::kMap
+         : no_mmap ? model::WeightMemory::kCopy
+                   : model::WeightMemory::kAuto;
 }
 
 std::unique_ptr<model::Model> ModelFlags::load(const std::string& command) const {
+  return open(command, weight_memory(command));
+}
+
+std::unique_ptr<model::Model> ModelFlags::probe(const std::string& command) const {
+  weight_memory(command);
+  return open(command, model::WeightMemory::kMap);
+}
+
+std::unique_ptr<model::Model> ModelFlags::open(const std::string& command,
+                                               model::WeightMemory memory) const {
   if (path.empty()) fail(command, ": no model given (use -m MODEL.gguf)");
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (!fs::exists(status)) fail(path, ": model file does not exist");
   if (fs::is_directory(status)) fail(path, ": is a directory, not a model file");
-  return model::Model::load(path);
+  return model::Model::load(path, memory);
 }
 
 // ---- threads --------------------------------------------------------------

@@ -26,18 +26,28 @@
 
 namespace tkv::model {
 class Model;
-}
+enum class WeightMemory;
+}  // namespace tkv::model
 
 namespace tkv::cli {
 
-// -m / --model PATH
+// -m / --model PATH, --mmap / --no-mmap (default: model::WeightMemory::kAuto)
 struct ModelFlags {
   std::string path;
+  bool mmap = false, no_mmap = false;
 
   void add_to(FlagParser& flags);
-  // Loads the model; tkv::Error when -m was not given, the file is missing,
-  // unreadable or not a usable model.
+  // What --mmap / --no-mmap ask for; tkv::Error (naming `command`) when both.
+  model::WeightMemory weight_memory(const std::string& command) const;
+  // Loads the model as weight_memory() says; tkv::Error when -m was not
+  // given, the file is missing, unreadable or not a usable model.
   std::unique_ptr<model::Model> load(const std::string& command) const;
+  // The same checks, the file mapped whatever the flags (a look at its
+  // header and tensors, the weights left unread).
+  std::unique_ptr<model::Model> probe(const std::string& command) const;
+
+ private:
+  std::unique_ptr<model::Model> open(const std::string& command, model::WeightMemory memory) const;
 };
 
 // -t / --threads N (default: physical cores)

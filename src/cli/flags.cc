@@ -60,7 +60,6 @@ constexpr UnsupportedFlag kLlamaCppFlags[] = {
     {"-e", "; text is taken as given, without escape processing"},
     {"--escape", "; text is taken as given, without escape processing"},
     {"--no-escape", "; text is taken as given, without escape processing"},
-    {"--no-mmap", "; the model is always memory-mapped"},
     {"--mlock", ""},
     {"--numa", ""},
     {"-fa", ""},

@@ -100,6 +100,41 @@ uint64_t total_memory_bytes() {
 #endif
 }
 
+int64_t resident_bytes_of_mapping(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps) return -1;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  std::string line;
+  // A mapping's header line ("lo-hi perms offset dev inode path") is
+  // followed by its fields ("Rss:   1234 kB").
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find('-') < 17) {
+      inside = at >= lo && at < hi;
+      continue;
+    }
+    long long kb = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %lld kB", &kb) == 1) return kb * 1024;
+  }
+  return -1;
+}
+
+uint64_t available_memory_bytes() {
+#if defined(__linux__)
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream ss(line.substr(13));
+    uint64_t kb = 0;
+    ss >> kb;
+    return kb * 1024;
+  }
+#endif
+  return 0;
+}
+
 CpuInfo cpu_info() {
   CpuInfo info;
   info.logical_cpus = int(std::thread::hardware_concurrency());

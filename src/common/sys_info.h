@@ -19,6 +19,13 @@ uint64_t rusage_peak_rss_bytes();
 uint64_t current_rss_bytes();
 // Total physical memory of the machine in bytes.
 uint64_t total_memory_bytes();
+// Resident bytes (Rss of /proc/self/smaps) of the mapping that contains
+// address p: a mapped file's, or an anonymous region's; -1 where p is in no
+// mapping or smaps is unreadable.
+int64_t resident_bytes_of_mapping(const void* p);
+// Memory the kernel estimates it can give without swapping (MemAvailable of
+// /proc/meminfo: free plus reclaimable page cache), in bytes; 0 where unknown.
+uint64_t available_memory_bytes();
 
 struct CpuInfo {
   std::string model;  // "Intel(R) Xeon(R) ..."

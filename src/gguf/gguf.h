@@ -127,8 +127,9 @@ struct TensorInfo {
 
 class GgufFile {
  public:
-  // Maps and parses a file. Throws tkv::Error "<path>: <problem>".
-  static GgufFile open(const std::string& path);
+  // Maps (or, with FileMemory::kCopy, reads) and parses a file. Throws
+  // tkv::Error "<path>: <problem>".
+  static GgufFile open(const std::string& path, FileMemory memory = FileMemory::kMap);
   // Parses bytes already in memory (the bytes must outlive the result); `name`
   // stands in for the path in error messages. Used by tests and fuzzing.
   static GgufFile parse(const uint8_t* data, size_t size, const std::string& name);
@@ -162,7 +163,7 @@ class GgufFile {
   const TensorInfo* find_tensor(std::string_view name) const;
   const TensorInfo& require_tensor(std::string_view name) const;
 
-  // The mapping, so weights can be used in place (nullptr for parse()).
+  // The file's bytes, so weights can be used in place (nullptr for parse()).
   const MappedFile* mapping() const { return map_.get(); }
 
  private:

@@ -401,8 +401,8 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
-GgufFile GgufFile::open(const std::string& path) {
-  auto map = std::make_shared<MappedFile>(path);
+GgufFile GgufFile::open(const std::string& path, FileMemory memory) {
+  auto map = std::make_shared<MappedFile>(path, memory);
   GgufFile f = parse(map->data(), map->size(), path);
   f.map_ = std::move(map);
   return f;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "common/error.h"
 #include "common/mapped_file.h"
+#include "common/sys_info.h"
 #include "tensor/matmul.h"
 
 namespace tkv::model {
@@ -66,9 +68,47 @@ ItemStatus failed(ItemStatus::Code code, const std::exception& e) {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+const char* weight_memory_name(WeightMemory memory) {
+  switch (memory) {
+    case WeightMemory::kMap:
+      return "map";
+    case WeightMemory::kCopy:
+      return "copy";
+    case WeightMemory::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::optional<WeightMemory> parse_weight_memory(std::string_view name) {
+  for (WeightMemory m : {WeightMemory::kAuto, WeightMemory::kMap, WeightMemory::kCopy})
+    if (name == weight_memory_name(m)) return m;
+  return std::nullopt;
+}
+
+FileMemory choose_file_memory(WeightMemory want, uint64_t file_bytes, bool thp,
+                              uint64_t available) {
+  switch (want) {
+    case WeightMemory::kMap:
+      return FileMemory::kMap;
+    case WeightMemory::kCopy:
+      return FileMemory::kCopy;
+    case WeightMemory::kAuto:
+      break;
+  }
+  constexpr uint64_t kMinCopyBytes = uint64_t(64) << 20;
+  const bool fits = available > 0 && file_bytes <= available / 4 * 3;
+  return thp && fits && file_bytes >= kMinCopyBytes ? FileMemory::kCopy : FileMemory::kMap;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = gguf::GgufFile::open(path);
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  const FileMemory how =
+      choose_file_memory(memory, ec ? 0 : uint64_t(bytes), transparent_huge_pages_available(),
+                         available_memory_bytes());
+  m->file_ = gguf::GgufFile::open(path, how);
   m->config_ = ModelConfig::from_gguf(m->file_);
   m->weights_ = ModelWeights::bind(m->file_, m->config_);
   m->rope_ = ops::RopeFrequencies::make(m->config_, m->weights_.rope_freq_factors);
@@ -77,6 +117,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 }
 
 void Model::fault_in_weights(const std::atomic<bool>* stop) const {
+  if (file_memory() == FileMemory::kCopy) return;  // read at load
   // Pieces of 16 MiB: a stop waits at most for one (~20 ms from the page
   // cache on a VM that traps each first touch, ~0.1 s from a fast disk).
   constexpr size_t kPiece = size_t(16) << 20;

@@ -1,7 +1,8 @@
 // A loaded llama-family model and its forward pass.
 //
 // The model is immutable after load(): weights are used in place from the
-// memory-mapped GGUF file, every per-sequence state lives in the caller's
+// GGUF file's bytes in memory (mapped, or read into huge pages: WeightMemory),
+// every per-sequence state lives in the caller's
 // kv::KvCache (the only place K and V are kept) and every per-call buffer in
 // the caller's ExecutionContext (model/context.h). eval_batch() runs a batch
 // of items -- (sequence, tokens) pairs: decode tokens of many sequences and
@@ -65,10 +66,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/mapped_file.h"
 #include "common/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
@@ -160,11 +164,31 @@ struct ItemStatus {
 using BatchLogitsSink =
     std::function<void(size_t item, int64_t position, std::span<const float> logits)>;
 
+// How load() holds the file's bytes (common/mapped_file.h: FileMemory).
+enum class WeightMemory {
+  // kCopy where the kernel gives transparent huge pages, the file is at
+  // least 64 MiB and takes at most 3/4 of the memory available now; kMap
+  // otherwise (a copy without huge pages gains nothing; a small file gains
+  // little and its last huge page would be mostly padding; one that does not
+  // fit would push the rest of the system out, where mapped pages are simply
+  // read again).
+  kAuto,
+  kMap,   // --mmap
+  kCopy,  // --no-mmap
+};
+// "auto", "map", "copy"; and back (nullopt for another name).
+const char* weight_memory_name(WeightMemory memory);
+std::optional<WeightMemory> parse_weight_memory(std::string_view name);
+// kAuto's decision, given the facts (thp: transparent_huge_pages_available();
+// available: available_memory_bytes(), 0 when unknown).
+FileMemory choose_file_memory(WeightMemory want, uint64_t file_bytes, bool thp, uint64_t available);
+
 class Model {
  public:
-  // Maps and validates the file; throws tkv::Error naming the file and the
-  // offending key or tensor.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // Maps or reads (WeightMemory) and validates the file; throws tkv::Error
+  // naming the file and the offending key or tensor.
+  static std::unique_ptr<Model> load(const std::string& path,
+                                     WeightMemory memory = WeightMemory::kAuto);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -174,6 +198,8 @@ class Model {
   // per token), and of the whole file.
   uint64_t weight_bytes() const { return weights_.bytes; }
   uint64_t file_bytes() const { return file_.file_size(); }
+  // How the file's bytes are held: mapped, or copied into huge pages.
+  FileMemory file_memory() const { return file_.mapping()->memory(); }
   // Maps every page of the matrices the forward pass reads (common/
   // mapped_file.h: fault_in), so that the first prompt does not pay the page
   // faults. A long-running server calls it before it listens (llama-server

@@ -142,8 +142,8 @@ TEST(FlagParser, ErrorsNameTheFlagAndTheProblem) {
 TEST(FlagParser, LlamaCppFlagsAreNamedUnsupported) {
   EXPECT_EQ(parse_error({"-ngl", "99"}),
             "demo: -ngl is not supported by turbokv; it runs on the CPU (see turbokv demo --help)");
-  EXPECT_EQ(parse_error({"--no-mmap"}),
-            "demo: --no-mmap is not supported by turbokv; the model is always memory-mapped (see "
+  EXPECT_EQ(parse_error({"-nkvo"}),
+            "demo: -nkvo is not supported by turbokv; the KV cache is always in memory (see "
             "turbokv demo --help)");
   // Other unknown flags still get a suggestion.
   EXPECT_NE(parse_error({"--flg"}).find("did you mean --flag?"), std::string::npos);

@@ -188,7 +188,7 @@ TEST(CliProgress, OnATerminalTheBarIsRedrawnInPlaceAndErased) {
 }
 
 TEST(CliFlags, LlamaCppFlagsTurbokvLacksSaySo) {
-  for (const char* flag : {"-b", "-ngl", "-e", "--no-mmap", "-fa", "--mlock"}) {
+  for (const char* flag : {"-b", "-ngl", "-e", "-nkvo", "-fa", "--mlock"}) {
     SCOPED_TRACE(flag);
     const CliResult r = run_cli({"run", "-m", "x.gguf", "-p", "hi", flag, "1"});
     expect_one_line_error(r, std::string(flag) + " is not supported by turbokv");

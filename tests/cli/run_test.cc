@@ -74,6 +74,30 @@ TEST(CliRun, F32CacheGivesTheSameGreedyTextAsF16) {
   EXPECT_NE(f32.err.find("k=f32 v=f32"), std::string::npos) << f32.err;
 }
 
+// --mmap maps the file, --no-mmap reads it into huge pages: the same text,
+// and --verbose says which; both at once is a one-line error.
+TEST(CliRun, MappedAndCopiedWeightsGiveTheSameText) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  auto args = greedy_from_bos(model, 60);
+  args.push_back("--verbose");
+  auto with = [&](const char* flag) {
+    auto a = args;
+    a.push_back(flag);
+    return run_cli(a);
+  };
+  const CliResult mapped = with("--mmap"), copied = with("--no-mmap");
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+  ASSERT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_EQ(copied.out, mapped.out);
+  EXPECT_NE(mapped.err.find("(weights mapped)"), std::string::npos) << mapped.err;
+  EXPECT_NE(copied.err.find("(weights read into 2 MiB pages)"), std::string::npos) << copied.err;
+  auto both = args;
+  both.insert(both.end(), {"--mmap", "--no-mmap"});
+  const CliResult r = run_cli(both);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "turbokv: error: run: --mmap and --no-mmap contradict each other; give one\n");
+}
+
 TEST(CliRun, QuantizedCachesRun) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::string reference = reference_text();

@@ -3,17 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/sys_info.h"
 #include "test_util.h"
 
 namespace tkv {
 namespace {
-
-using test::resident_bytes_of;
 
 TEST(MappedFileTest, FaultInMapsTheRangeItIsGiven) {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
@@ -24,15 +24,43 @@ TEST(MappedFileTest, FaultInMapsTheRangeItIsGiven) {
   }
   const MappedFile file(path);
   ASSERT_EQ(file.size(), page * 256);
-  const long long before = resident_bytes_of(file.data());
+  const long long before = resident_bytes_of_mapping(file.data());
   if (before < 0) GTEST_SKIP() << "/proc/self/smaps is not readable here";
   EXPECT_EQ(before, 0) << "nothing of a fresh mapping is read yet";
   fault_in(file.data(), 0);
-  EXPECT_EQ(resident_bytes_of(file.data()), 0);
+  EXPECT_EQ(resident_bytes_of_mapping(file.data()), 0);
   // A range that starts and ends mid-page: every page it touches is mapped.
   fault_in(file.data() + page * 64 + 100, page * 128);
-  EXPECT_GE(resident_bytes_of(file.data()), (long long)(page * 129));
+  EXPECT_GE(resident_bytes_of_mapping(file.data()), (long long)(page * 129));
   EXPECT_EQ(file.data()[page * 100], 'w');
+}
+
+// FileMemory::kCopy: the file's bytes, read whole into a 2 MiB-aligned
+// region (resident at once); an empty file is an empty copy.
+TEST(MappedFileTest, CopyHoldsTheFilesBytes) {
+  const std::string path = test::temp_dir() + "/weights.bin";
+  std::vector<char> bytes(3 * 1000 * 1000 + 17);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 131 % 251);
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  MappedFile file(path, FileMemory::kCopy);
+  ASSERT_EQ(file.size(), bytes.size());
+  EXPECT_EQ(file.memory(), FileMemory::kCopy);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(file.data()) % (uintptr_t(2) << 20), 0u);
+  EXPECT_EQ(std::memcmp(file.data(), bytes.data(), bytes.size()), 0);
+  const long long resident = resident_bytes_of_mapping(file.data());
+  if (resident >= 0) {
+    EXPECT_GE(resident, (long long)bytes.size());
+  }
+  // Moved, the copy stays where it is and is unmapped once.
+  MappedFile moved = std::move(file);
+  EXPECT_EQ(file.data(), nullptr);
+  EXPECT_EQ(std::memcmp(moved.data(), bytes.data(), bytes.size()), 0);
+
+  const std::string empty = test::temp_dir() + "/empty.bin";
+  std::ofstream(empty, std::ios::binary).flush();
+  const MappedFile none(empty, FileMemory::kCopy);
+  EXPECT_EQ(none.size(), 0u);
+  EXPECT_EQ(none.data(), nullptr);
 }
 
 TEST(MappedFileTest, MissingFileIsAnErrorNamingIt) {

@@ -114,24 +114,6 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-long long resident_bytes_of(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  if (!smaps) return -1;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  std::string line;
-  while (std::getline(smaps, line)) {
-    unsigned long long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find('-') < 17) {
-      inside = at >= lo && at < hi;
-      continue;
-    }
-    long long kb = 0;
-    if (inside && std::sscanf(line.c_str(), "Rss: %lld kB", &kb) == 1) return kb * 1024;
-  }
-  return -1;
-}
-
 int page_file_fd(const std::string& dir) {
   for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
     std::error_code ec;

@@ -27,9 +27,6 @@ bool same_bits(std::span<const float> a, std::span<const float> b);
 // The descriptor of the unnamed page file a KV pool keeps open in `dir`
 // (found through /proc/self/fd), -1 if none.
 int page_file_fd(const std::string& dir);
-// Resident bytes of the mapping that holds `p` (its Rss in
-// /proc/self/smaps); -1 where that file cannot be read.
-long long resident_bytes_of(const void* p);
 // A fresh, empty temporary directory for this test (removed at exit).
 std::string temp_dir();
 // True when TURBOKV_REQUIRE_FIXTURES=1 (CI): a missing fixture then fails

@@ -4,15 +4,18 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/sys_info.h"
 #include "common/test_util.h"
 #include "hwy/targets.h"
 #include "kv/kv_cache.h"
+#include "model/context.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
@@ -125,20 +128,83 @@ INSTANTIATE_TEST_SUITE_P(
 // its stop flag set it maps nothing more (`turbokv chat` stops it when the
 // first message arrives).
 TEST(ModelFaultIn, MapsEveryMatrixUnlessStopped) {
-  const auto model = Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"));
+  const auto model =
+      Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"), WeightMemory::kMap);
   const ModelWeights& w = model->weights();
   uint64_t matrices = w.output.total_bytes();
   for (const LayerWeights& L : w.layers)
     for (const WeightMatrix* m : L.matrices()) matrices += m->total_bytes();
   const void* mapping = w.layers[0].w_up.data;
-  const long long before = test::resident_bytes_of(mapping);
+  const long long before = resident_bytes_of_mapping(mapping);
   if (before < 0) GTEST_SKIP() << "/proc/self/smaps is not readable here";
   ASSERT_LT(before, (long long)(matrices / 2)) << "loading reads the metadata, not the weights";
   std::atomic<bool> stop{true};
   model->fault_in_weights(&stop);
-  EXPECT_EQ(test::resident_bytes_of(mapping), before);
+  EXPECT_EQ(resident_bytes_of_mapping(mapping), before);
   model->fault_in_weights();
-  EXPECT_GE(test::resident_bytes_of(mapping), (long long)matrices);
+  EXPECT_GE(resident_bytes_of_mapping(mapping), (long long)matrices);
+}
+
+// The permissions ("r--p") of the mapping that holds p, from /proc/self/maps
+// ("lo-hi perms offset dev inode path"); empty when none does.
+std::string permissions_of_mapping(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  unsigned long long lo = 0, hi = 0;
+  char perms[8] = {};
+  std::string line;
+  while (std::getline(maps, line))
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s", &lo, &hi, perms) == 3 && at >= lo && at < hi)
+      return perms;
+  return {};
+}
+
+// --no-mmap's copy holds the file's bytes as the mapping does: the same
+// logits, bit for bit. It is read whole at load (nothing left to fault in),
+// starts on a 2 MiB boundary (a huge page can back it) and is read-only.
+TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
+  const std::string path = test::write_model(test::small_spec("llama-3.2-1b"), "f16");
+  const std::vector<int32_t> tokens = {1, 17, 301, 42, 7};
+  ThreadPool pool(2);
+  auto last_logits = [&](const Model& model) {
+    kv::KvCache seq(model.kv_shape(64), kv::KvConfig{});
+    ExecutionContext ctx;
+    const BatchItem item{&seq, tokens, Logits::kLast};
+    const auto st = model.eval_batch(ctx, std::span<const BatchItem>(&item, 1), pool);
+    EXPECT_TRUE(st[0].ok()) << st[0].message;
+    const auto l = ctx.logits(0);
+    return std::vector<float>(l.begin(), l.end());
+  };
+  const auto mapped = Model::load(path, WeightMemory::kMap);
+  const auto copied = Model::load(path, WeightMemory::kCopy);
+  EXPECT_EQ(mapped->file_memory(), FileMemory::kMap);
+  ASSERT_EQ(copied->file_memory(), FileMemory::kCopy);
+  const uint8_t* bytes = copied->gguf().mapping()->data();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes) % (uintptr_t(2) << 20), 0u);
+  const long long resident = resident_bytes_of_mapping(bytes);
+  if (resident >= 0) {
+    EXPECT_GE(resident, (long long)copied->file_bytes());
+  }
+  EXPECT_TRUE(test::same_bits(last_logits(*mapped), last_logits(*copied)));
+  EXPECT_EQ(permissions_of_mapping(bytes), "r--p");
+}
+
+// kAuto copies only where the copy can be in huge pages, the file is large
+// enough to gain and fits well in the memory available; the explicit
+// choices are taken as given.
+TEST(ModelWeightMemory, AutoCopiesWhereHugePagesAndRoomAllowIt) {
+  constexpr uint64_t kGiB = uint64_t(1) << 30;
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 2 * kGiB, true, 16 * kGiB), FileMemory::kCopy);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 2 * kGiB, false, 16 * kGiB), FileMemory::kMap);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 13 * kGiB, true, 16 * kGiB), FileMemory::kMap);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 2 * kGiB, true, 0), FileMemory::kMap);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 64 << 20, true, 16 * kGiB), FileMemory::kCopy);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kAuto, 63 << 20, true, 16 * kGiB), FileMemory::kMap);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kMap, 2 * kGiB, true, 16 * kGiB), FileMemory::kMap);
+  EXPECT_EQ(choose_file_memory(WeightMemory::kCopy, 13 * kGiB, false, 0), FileMemory::kCopy);
+  for (WeightMemory m : {WeightMemory::kAuto, WeightMemory::kMap, WeightMemory::kCopy})
+    EXPECT_EQ(parse_weight_memory(weight_memory_name(m)), m);
+  EXPECT_EQ(parse_weight_memory("huge"), std::nullopt);
 }
 
 TEST(Synth, RealVocabularyFromLlamaBpe) {
