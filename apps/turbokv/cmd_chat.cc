@@ -97,10 +97,11 @@ constexpr const char* kContextAdvice =
     "use /clear to start over, or restart with a larger -c or --kv-window N";
 
 // Maps the weights on a thread of its own while the user types the first
-// message (Model::fault_in_weights), so that the first reply does not pay
-// the page faults (~0.6 s of a 2.5 GB model on a VM, more from a cold
-// disk). Stopped and joined before the first reply's prefill, which would
-// otherwise share the cores with it, and before the model goes.
+// message (Model::fault_in_weights: mapped weights; a copy was read whole
+// at load), so that the first reply does not pay the page faults (~0.6 s
+// of a 2.5 GB model on a VM, more from a cold disk). Stopped and joined
+// before the first reply's prefill, which would otherwise share the cores
+// with it, and before the model goes.
 class BackgroundFaultIn {
  public:
   explicit BackgroundFaultIn(const model::Model& m)
@@ -205,10 +206,11 @@ int chat_main(std::span<const std::string> args) {
                            thread_flags.count(), context_flags.ubatch);
   session.set_prefill_observer(prefill_progress_bar(progress));
   ChatSession chat(session, chat_template, sampling, system_prompt, stops);
-  std::fprintf(stderr, "turbokv chat: %s, template %s, context %lld, kv %s, sampling %s\n",
-               model->config().describe().c_str(), chat_template.name().c_str(),
-               static_cast<long long>(session.context_size()), kv_config.describe().c_str(),
-               describe_sampling(sampling).c_str());
+  std::fprintf(stderr,
+               "turbokv chat: %s (weights %s), template %s, context %lld, kv %s, sampling %s\n",
+               model->config().describe().c_str(), describe(model->file_memory()),
+               chat_template.name().c_str(), static_cast<long long>(session.context_size()),
+               kv_config.describe().c_str(), describe_sampling(sampling).c_str());
   std::fprintf(stderr, "type a message, /help for commands\n");
 
   install_sigint_handler();

@@ -759,11 +759,13 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
   o.budget_bytes = 64 * 1024;
   o.spill_dir = tkv::test::temp_dir() + "/spill";
   std::filesystem::create_directories(o.spill_dir);
-  // No step runs before both jobs are queued, so that they run together
-  // however the threads are scheduled (alone, the first could finish and
-  // leave the failing write to its cached prefix, which is no job).
+  // The worker starts no job before both are queued, so that it starts
+  // them in one admission and they run together however the threads are
+  // scheduled (a step apart, the first could finish and leave the failing
+  // write to its cached prefix, which is no job). Held in the first step
+  // instead, it could have taken the first job alone.
   std::atomic<bool> both_queued{false};
-  o.on_step = [&](const StepInfo&) {
+  o.on_admit = [&] {
     while (!both_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
   ::setenv("TURBOKV_FAULT_SPILL_WRITE", "20", 1);  // read when the page file is made
