@@ -24,9 +24,7 @@ ModelInfo model_info(const model::Model& model, const std::string& path) {
   m.file_bytes = model.file_bytes();
   m.weight_bytes = model.weight_bytes();
   m.describe = c.describe();
-  m.file_memory = model::weight_memory_name(model.file_memory() == FileMemory::kCopy
-                                                ? model::WeightMemory::kCopy
-                                                : model::WeightMemory::kMap);
+  m.file_memory = describe(model.file_memory());
   return m;
 }
 

@@ -20,8 +20,8 @@ struct ModelInfo {
   int n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, n_vocab = 0, n_ctx_train = 0;
   uint64_t file_bytes = 0, weight_bytes = 0;
   std::string describe;
-  // How the process that loaded it holds the file: "map" or "copy"
-  // (model::WeightMemory).
+  // How the process that loaded it holds the file: "mapped" or "read into
+  // 2 MiB pages" (common/mapped_file.h: describe).
   std::string file_memory;
 };
 // The facts of a loaded model (`path` is where it came from).

@@ -49,6 +49,36 @@ class BenchCells : public ::testing::Test {
   std::string model_;
 };
 
+// A cell loads the model as the request says (--mmap / --no-mmap travel as
+// "weights") and reports it; the copy's resident bytes are the whole file
+// (its last 2 MiB page included), and an unknown choice is a failed cell.
+TEST_F(BenchCells, MemoryCellHoldsTheWeightsAsAskedAndSaysSo) {
+  for (const std::string weights : {"map", "copy"}) {
+    Json req = cell_request("memory", model_, "f16");
+    req["ctx"] = 32;
+    req["weights"] = weights;
+    const Json r = run_cell(req);
+    ASSERT_EQ(r["status"], "ok") << weights << ": " << r.dump();
+    const uint64_t file = r["model_file_bytes"].get<uint64_t>();
+    const uint64_t resident = r["model_resident_bytes"].get<uint64_t>();
+    if (weights == "map") {
+      EXPECT_EQ(r["model"]["file_memory"], "mapped");
+      EXPECT_LE(resident, file + 4096);
+    } else {
+      EXPECT_EQ(r["model"]["file_memory"], "read into 2 MiB pages");
+      EXPECT_GE(resident, file);
+      EXPECT_LE(resident, (file + (2u << 20) - 1) / (2u << 20) * (2u << 20));
+    }
+  }
+  Json req = cell_request("memory", model_, "f16");
+  req["ctx"] = 32;
+  req["weights"] = "huge";
+  const Json r = run_cell(req);
+  EXPECT_EQ(r["status"], "failed") << r.dump();
+  EXPECT_NE(r.dump().find("weights: 'huge' is not auto, map or copy"), std::string::npos)
+      << r.dump();
+}
+
 TEST_F(BenchCells, MemoryKvBytesAreExactlyTheLayoutsAndRssExceedsTheModel) {
   for (const std::string kv : {"f16", "k4v2", "tq3/tq1:s2+r16", "k4v2:none"}) {
     Json req = cell_request("memory", model_, kv);
