@@ -1,10 +1,10 @@
 // A loaded llama-family model and its forward pass.
 //
 // The model is immutable after load(): weights are used in place from the
-// GGUF file's bytes in memory (mapped, or read into huge pages: WeightMemory),
-// every per-sequence state lives in the caller's
-// kv::KvCache (the only place K and V are kept) and every per-call buffer in
-// the caller's ExecutionContext (model/context.h). eval_batch() runs a batch
+// GGUF file's bytes in memory (mapped, or read into huge pages:
+// WeightMemory), every per-sequence state lives in the caller's kv::KvCache
+// (the only place K and V are kept) and every per-call buffer in the
+// caller's ExecutionContext (model/context.h). eval_batch() runs a batch
 // of items -- (sequence, tokens) pairs: decode tokens of many sequences and
 // prefill chunks of others, mixed -- through the network together:
 //
