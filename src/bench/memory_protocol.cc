@@ -21,7 +21,8 @@ Json memory_cell(const Json& req) {
 
   CellModel m = load_cell_model(req);
   const model::Model& model = *m.model;
-  const MemorySnapshot loaded = memory_snapshot(model.gguf().mapping()->data());
+  const void* weights = model.gguf().mapping()->data();  // any byte of the model's file
+  const MemorySnapshot loaded = memory_snapshot(weights);
   const CellKv kv = cell_kv(req, model);
   kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), kv.config);
   const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
@@ -39,7 +40,7 @@ Json memory_cell(const Json& req) {
     logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
   }
   const double prefill_s = prefill_clock.seconds();
-  const MemorySnapshot after_prefill = memory_snapshot(model.gguf().mapping()->data());
+  const MemorySnapshot after_prefill = memory_snapshot(weights);
   const kv::KvStats prefill_stats = cache.stats();
   const uint64_t model_scratch_prefill = model.scratch_bytes();
 
@@ -56,7 +57,7 @@ Json memory_cell(const Json& req) {
     logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
   }
   const double decode_s = decode_clock.seconds();
-  const MemorySnapshot after_decode = memory_snapshot(model.gguf().mapping()->data());
+  const MemorySnapshot after_decode = memory_snapshot(weights);
   const kv::KvStats decode_stats = cache.stats();
   const Json reads = kv_reads_per_token(cache, before, decode_tokens);
 

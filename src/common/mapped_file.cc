@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/fd_io.h"
 
 namespace tkv {
 
@@ -40,15 +41,9 @@ uint8_t* read_into_huge_pages(int fd, size_t size, const std::string& path, void
   // Best effort: where THP is off the copy is in ordinary pages.
   (void)::madvise(at, rounded, MADV_HUGEPAGE);
 #endif
-  size_t done = 0;
-  while (done < size) {
-    // Pieces of 64 MiB (Linux reads at most ~2 GiB a call; a short read goes on).
-    const ssize_t n = ::pread(fd, at + done, std::min(size - done, size_t(64) << 20), off_t(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, ": cannot read: ", std::strerror(errno));
-    if (n == 0) fail(path, ": the file shrank to ", done, " bytes while it was read");
-    done += size_t(n);
-  }
+  const ssize_t n = pread_full(fd, at, size, 0);
+  if (n < 0) fail(path, ": cannot read: ", std::strerror(errno));
+  if (size_t(n) < size) fail(path, ": the file shrank to ", n, " bytes while it was read");
   (void)::mprotect(at, rounded, PROT_READ);
   return at;
 }

@@ -25,9 +25,10 @@ namespace tkv {
 namespace {
 
 #if defined(__linux__)
-// Reads "<key>:   1234 kB" from /proc/self/status; 0 if absent.
-uint64_t proc_status_kb(const std::string& key) {
-  std::ifstream in("/proc/self/status");
+// Reads "<key>:   1234 kB" from a /proc file (/proc/self/status,
+// /proc/meminfo); 0 if absent.
+uint64_t proc_kb(const char* file, const std::string& key) {
+  std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
     if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() &&
@@ -71,14 +72,14 @@ uint64_t rusage_peak_rss_bytes() {
 
 uint64_t peak_rss_bytes() {
 #if defined(__linux__)
-  if (const uint64_t kb = proc_status_kb("VmHWM")) return kb * 1024;
+  if (const uint64_t kb = proc_kb("/proc/self/status", "VmHWM")) return kb * 1024;
 #endif
   return rusage_peak_rss_bytes();
 }
 
 uint64_t current_rss_bytes() {
 #if defined(__linux__)
-  return proc_status_kb("VmRSS") * 1024;
+  return proc_kb("/proc/self/status", "VmRSS") * 1024;
 #elif defined(__APPLE__)
   mach_task_basic_info_data_t info{};
   mach_msg_type_number_t count = MACH_TASK_BASIC_INFO_COUNT;
@@ -122,17 +123,10 @@ int64_t resident_bytes_of_mapping(const void* p) {
 
 uint64_t available_memory_bytes() {
 #if defined(__linux__)
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream ss(line.substr(13));
-    uint64_t kb = 0;
-    ss >> kb;
-    return kb * 1024;
-  }
-#endif
+  return proc_kb("/proc/meminfo", "MemAvailable") * 1024;
+#else
   return 0;
+#endif
 }
 
 CpuInfo cpu_info() {

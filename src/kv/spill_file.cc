@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/fd_io.h"
+
 namespace tkv::kv {
 
 namespace {
@@ -62,15 +64,10 @@ uint64_t SpillFile::write(int64_t offset, const uint8_t* data, size_t bytes) {
   if (fail_write_at_ > 0 && ++writes_ == fail_write_at_)
     throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ", std::strerror(ENOSPC),
                            " (TURBOKV_FAULT_SPILL_WRITE)"));
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd_, data + done, bytes - done, offset + int64_t(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ",
-                             n < 0 ? std::strerror(errno) : "no space left"));
-    done += size_t(n);
-  }
+  const ssize_t n = pwrite_full(fd_, data, bytes, offset);
+  if (n != ssize_t(bytes))
+    throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ",
+                           n < 0 ? std::strerror(errno) : "no space left"));
   return XXH3_64bits(data, bytes);
 }
 
@@ -78,15 +75,10 @@ void SpillFile::read(int64_t offset, uint8_t* data, size_t bytes, uint64_t check
   if (fail_read_at_ > 0 && ++reads_ == fail_read_at_)
     throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",
                            std::strerror(EIO), " (TURBOKV_FAULT_SPILL_READ)"));
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd_, data + done, bytes - done, offset + int64_t(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",
-                             n < 0 ? std::strerror(errno) : "file too short"));
-    done += size_t(n);
-  }
+  const ssize_t n = pread_full(fd_, data, bytes, offset);
+  if (n != ssize_t(bytes))
+    throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",
+                           n < 0 ? std::strerror(errno) : "file too short"));
   if (XXH3_64bits(data, bytes) != checksum)
     throw KvSpillError(str("KV spill: a page read back from ", dir_,
                            " does not match its checksum (the page file was corrupted)"));

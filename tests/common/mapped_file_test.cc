@@ -1,14 +1,17 @@
 #include "common/mapped_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/fd_io.h"
 #include "common/sys_info.h"
 #include "test_util.h"
 
@@ -61,6 +64,26 @@ TEST(MappedFileTest, CopyHoldsTheFilesBytes) {
   const MappedFile none(empty, FileMemory::kCopy);
   EXPECT_EQ(none.size(), 0u);
   EXPECT_EQ(none.data(), nullptr);
+}
+
+// pread_full / pwrite_full move the whole buffer, or stop where the file
+// ends; a bad descriptor is -1 with errno.
+TEST(FdIoTest, WholeBuffersOrUpToTheEnd) {
+  const std::string path = test::temp_dir() + "/io.bin";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<char> out(100000);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = char(i * 7 % 253);
+  EXPECT_EQ(pwrite_full(fd, out.data(), out.size(), 10), ssize_t(out.size()));
+  std::vector<char> in(out.size());
+  EXPECT_EQ(pread_full(fd, in.data(), in.size(), 10), ssize_t(in.size()));
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(pread_full(fd, in.data(), in.size(), 60), ssize_t(out.size() - 50));
+  EXPECT_EQ(pread_full(fd, in.data(), in.size(), 1 << 20), 0);
+  ::close(fd);
+  errno = 0;
+  EXPECT_EQ(pread_full(fd, in.data(), 1, 0), -1);
+  EXPECT_EQ(errno, EBADF);
 }
 
 TEST(MappedFileTest, MissingFileIsAnErrorNamingIt) {
