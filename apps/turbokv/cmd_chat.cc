@@ -208,7 +208,7 @@ int chat_main(std::span<const std::string> args) {
   ChatSession chat(session, chat_template, sampling, system_prompt, stops);
   std::fprintf(stderr,
                "turbokv chat: %s (weights %s), template %s, context %lld, kv %s, sampling %s\n",
-               model->config().describe().c_str(), describe(model->file_memory()),
+               model->config().describe().c_str(), model->describe_weights().c_str(),
                chat_template.name().c_str(), static_cast<long long>(session.context_size()),
                kv_config.describe().c_str(), describe_sampling(sampling).c_str());
   std::fprintf(stderr, "type a message, /help for commands\n");

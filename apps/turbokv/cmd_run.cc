@@ -114,7 +114,7 @@ int run_main(std::span<const std::string> args) {
     std::fprintf(
         stderr,
         "model: %s (weights %s)\nkv: %s\nsampling: %s\nthreads: %d, context %d, ubatch %d\n",
-        model->config().describe().c_str(), describe(model->file_memory()),
+        model->config().describe().c_str(), model->describe_weights().c_str(),
         kv_config.describe().c_str(), describe_sampling(sampler_config).c_str(), f.threads.count(),
         ctx, f.context.ubatch);
 

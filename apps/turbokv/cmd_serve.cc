@@ -218,8 +218,8 @@ int serve_main(std::span<const std::string> args) {
   const auto loading = std::chrono::steady_clock::now();
   const auto model = f.model.load("serve");
   model->fault_in_weights();
-  std::fprintf(stderr, "turbokv serve: weights (%s) %s in %.1f s\n",
-               format_bytes(model->weight_bytes()).c_str(), describe(model->file_memory()),
+  std::fprintf(stderr, "turbokv serve: weights (%s) %s, in %.1f s\n",
+               format_bytes(model->weight_bytes()).c_str(), model->describe_weights().c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - loading).count());
   if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());

@@ -50,6 +50,21 @@ uint8_t* read_into_huge_pages(int fd, size_t size, const std::string& path, void
 
 }  // namespace
 
+void MappedFile::rewrite(const std::function<void(uint8_t* bytes)>& fn) {
+  TKV_CHECK(memory_ == FileMemory::kCopy);
+  if (size_ == 0) return;
+  auto* bytes = const_cast<uint8_t*>(data_);
+  const size_t rounded = (size_ + kHugePage - 1) / kHugePage * kHugePage;
+  if (::mprotect(bytes, rounded, PROT_READ | PROT_WRITE) != 0)
+    fail(path_, ": cannot make the copy writable: ", std::strerror(errno));
+  struct ReadOnlyAgain {
+    void* at;
+    size_t n;
+    ~ReadOnlyAgain() { (void)::mprotect(at, n, PROT_READ); }
+  } again{bytes, rounded};
+  fn(bytes);
+}
+
 const char* describe(FileMemory memory) {
   return memory == FileMemory::kCopy ? "read into 2 MiB pages" : "mapped";
 }

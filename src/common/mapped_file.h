@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace tkv {
@@ -44,6 +45,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
   FileMemory memory() const { return memory_; }
+
+  // kCopy only: calls fn with the copy's bytes writable, read-only again
+  // after it (also when it throws), so that a loader can reorder them in
+  // place before anything reads them (the model's F16 weights into row
+  // blocks, tensor/matmul.h).
+  void rewrite(const std::function<void(uint8_t* bytes)>& fn);
 
  private:
   void reset();

@@ -165,6 +165,7 @@ class GgufFile {
 
   // The file's bytes, so weights can be used in place (nullptr for parse()).
   const MappedFile* mapping() const { return map_.get(); }
+  MappedFile* mapping() { return map_.get(); }
 
  private:
   std::string path_;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <thread>
 
 #include "common/error.h"
 #include "common/mapped_file.h"
@@ -111,9 +112,39 @@ std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory)
   m->file_ = gguf::GgufFile::open(path, how);
   m->config_ = ModelConfig::from_gguf(m->file_);
   m->weights_ = ModelWeights::bind(m->file_, m->config_);
+  if (how == FileMemory::kCopy) m->reorder_weights();
   m->rope_ = ops::RopeFrequencies::make(m->config_, m->weights_.rope_freq_factors);
   m->fingerprint_ = compute_fingerprint(m->file_);
   return m;
+}
+
+void Model::reorder_weights() {
+  std::vector<WeightMatrix*> all = {&weights_.token_embd};
+  if (!config_.tied_output) all.push_back(&weights_.output);
+  for (LayerWeights& L : weights_.layers)
+    for (WeightMatrix* w : L.matrices()) all.push_back(w);
+  MappedFile& copy = *file_.mapping();
+  // Every core (the load is a one-off; ~0.5 s for 2.3 GiB on one core).
+  ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+  copy.rewrite([&](uint8_t* bytes) {
+    for (WeightMatrix* w : all)
+      if (row_blocks_pay_off(*w)) *w = to_row_blocks(*w, bytes + (w->data - copy.data()), pool);
+  });
+  if (config_.tied_output) weights_.output = weights_.token_embd;
+}
+
+int Model::row_block_matrices() const {
+  int n = weights_.token_embd.layout == RowLayout::kRowBlocks16 ? 1 : 0;
+  if (!config_.tied_output && weights_.output.layout == RowLayout::kRowBlocks16) ++n;
+  for (const LayerWeights& L : weights_.layers)
+    for (const WeightMatrix* w : L.matrices()) n += w->layout == RowLayout::kRowBlocks16 ? 1 : 0;
+  return n;
+}
+
+std::string Model::describe_weights() const {
+  std::string s = describe(file_memory());
+  if (row_block_matrices() > 0) s += ", F16 matrices as row blocks";
+  return s;
 }
 
 void Model::fault_in_weights(const std::atomic<bool>* stop) const {
@@ -287,8 +318,7 @@ std::vector<ItemStatus> Model::eval_batch(ExecutionContext& ctx, std::span<const
       std::copy(it.carry->begin(), it.carry->end(), x);
       continue;
     }
-    for (int t = 0; t < live.n_rows; ++t)
-      dequantize_row(emb.type, emb.row(it.tokens[size_t(t)]), x + size_t(t) * E, E);
+    for (int t = 0; t < live.n_rows; ++t) weight_row(emb, it.tokens[size_t(t)], x + size_t(t) * E);
   }
   // The RoPE angles of each row's position, once per layout of the rows.
   const size_t pairs = size_t(c.n_rot / 2);

@@ -200,6 +200,15 @@ class Model {
   uint64_t file_bytes() const { return file_.file_size(); }
   // How the file's bytes are held: mapped, or copied into huge pages.
   FileMemory file_memory() const { return file_.mapping()->memory(); }
+  // How many weight matrices are held as row blocks (tensor/matmul.h): in a
+  // copy (kCopy), every F16 matrix whose products run faster so
+  // (row_blocks_pay_off), reordered once at load; none when mapped. Their
+  // float sums are the GEMM's order, so a copied F16 model's logits differ
+  // from the mapped file's in the last bits.
+  int row_block_matrices() const;
+  // For logs: "mapped", "read into 2 MiB pages", or that plus ", F16
+  // matrices as row blocks".
+  std::string describe_weights() const;
   // Maps every page of the matrices the forward pass reads (common/
   // mapped_file.h: fault_in), so that the first prompt does not pay the page
   // faults. A long-running server calls it before it listens (llama-server
@@ -265,6 +274,7 @@ class Model {
  private:
   Model() = default;
   // Throws tkv::Error unless `tokens` may be appended to `cache`.
+  void reorder_weights();  // load(): F16 matrices of a copy into row blocks
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
   // Items whose write or attention fails get their status in `status` and
   // leave ctx.live_ (their sequence cleared, their attention rows zero).

@@ -46,6 +46,7 @@ struct LayerWeights {
   std::array<const WeightMatrix*, 7> matrices() const {
     return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
   }
+  std::array<WeightMatrix*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
 };
 
 struct ModelWeights {

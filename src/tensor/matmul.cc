@@ -6,11 +6,14 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
+#include "common/f16.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
 #include "tensor/kernels/act_blocks.h"
@@ -178,6 +181,21 @@ int64_t batch_rows_per_task(const WeightMatrix& w, int threads) {
   return std::max(kGroup, (per_task + kGroup - 1) / kGroup * kGroup);
 }
 
+// matvec / matvec_batch of row blocks (matvec_row_blocks.cc): tasks of
+// whole blocks, about four per thread as batch_rows_per_task cuts rows.
+void row_blocks_product(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                        ThreadPool& pool) {
+  const int64_t blocks = w.rows / kRowBlockRows;
+  if (w.total_bytes() <= kInlineBytes || pool.size() == 1)
+    return kernels::row_blocks_product(w.data, w.cols, x, n, y, w.rows, 0, blocks);
+  const int64_t per_task = batch_rows_per_task(w, pool.size()) / kRowBlockRows;
+  const int64_t n_tasks = (blocks + per_task - 1) / per_task;
+  pool.run(n_tasks, [&](int64_t t, int) {
+    kernels::row_blocks_product(w.data, w.cols, x, n, y, w.rows, t * per_task,
+                                std::min(blocks, (t + 1) * per_task));
+  });
+}
+
 // The integer-dot product of n tokens: activations quantized (a token's
 // bytes do not depend on the thread; prefill-sized batches split over the
 // pool, whose other threads would otherwise wait), then rows split over the
@@ -231,10 +249,52 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
   return w;
 }
 
+bool row_blocks_pay_off(const WeightMatrix& w) {
+  apply_simd_override();
+  return w.layout == RowLayout::kRows && w.type == DType::F16 && w.rows > 0 &&
+         w.rows % kRowBlockRows == 0 && !kernels::amx_gemm_active() &&
+         kernels::row_blocks_preferred();
+}
+
+WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& pool) {
+  check_weight(w);
+  TKV_CHECK(bytes == w.data && row_blocks_pay_off(w));
+  // Block by block through a copy of its 16 rows (64 KiB at 2048 columns).
+  const size_t cols = size_t(w.cols), block_values = size_t(kRowBlockRows) * cols;
+  auto* out = reinterpret_cast<uint16_t*>(bytes);
+  pool.parallel_for(w.rows / kRowBlockRows, 1, [&](int64_t b0, int64_t b1, int) {
+    std::vector<uint16_t> rows(block_values);
+    for (int64_t b = b0; b < b1; ++b) {
+      uint16_t* block = out + size_t(b) * block_values;
+      std::memcpy(rows.data(), block, block_values * sizeof(uint16_t));
+      // Column by column: the writes are one sequential stream, the 16
+      // reads come from the copy in L1/L2.
+      for (size_t k = 0; k < cols; ++k)
+        for (size_t r = 0; r < size_t(kRowBlockRows); ++r)
+          block[k * size_t(kRowBlockRows) + r] = rows[r * cols + k];
+    }
+  });
+  WeightMatrix b = w;
+  b.layout = RowLayout::kRowBlocks16;
+  return b;
+}
+
+void weight_row(const WeightMatrix& w, int64_t r, float* dst) {
+  check_weight(w);
+  TKV_CHECK(r >= 0 && r < w.rows);
+  if (w.layout == RowLayout::kRows) return dequantize_row(w.type, w.row(r), dst, w.cols);
+  // The row's value of column k is lane r % 16 of the block's piece k.
+  const auto* piece = reinterpret_cast<const uint16_t*>(w.data) +
+                      size_t(r / kRowBlockRows) * size_t(w.cols * kRowBlockRows) +
+                      size_t(r % kRowBlockRows);
+  for (int64_t k = 0; k < w.cols; ++k) dst[k] = f16_to_f32(piece[k * kRowBlockRows]);
+}
+
 void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   check_weight(w);
   apply_simd_override();
   if (w.rows == 0) return;
+  if (w.layout == RowLayout::kRowBlocks16) return row_blocks_product(w, x, 1, y, pool);
   if (const auto format = kernels::act_format(w.type);
       format != kernels::ActFormat::kNone && kernels::int_kernels_native())
     return int_product(w, format, x, 1, y, pool);
@@ -253,6 +313,7 @@ void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y, Th
   if (n < 0) fail("matvec_batch: negative token count ", n);
   apply_simd_override();
   if (n == 0 || w.rows == 0) return;
+  if (w.layout == RowLayout::kRowBlocks16) return row_blocks_product(w, x, n, y, pool);
   if (const auto format = kernels::act_format(w.type); format != kernels::ActFormat::kNone) {
     if (kernels::int_kernels_native()) return int_product(w, format, x, n, y, pool);
     // Where matvec takes the float path for this type (no native integer
@@ -283,7 +344,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
                        (kernel == MatmulKernel::kAuto && integer_matmul_active(w.type, n));
   if (format != kernels::ActFormat::kNone && integer) return int_product(w, format, x, n, y, pool);
   kernels::matmul_panels(w.type, w.data, w.row_bytes, w.rows, w.cols, dequantizer(w.type), x, n, y,
-                         pool);
+                         pool, w.layout == RowLayout::kRowBlocks16);
 }
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {

@@ -39,6 +39,12 @@
 // equality with it where every operation is exact (power-of-two scales,
 // integer activations).
 //
+// Row blocks (RowLayout::kRowBlocks16): matvec, matvec_batch and matmul all
+// accumulate as matmul's f32 GEMM does (per 256-column chunk an FMA chain
+// over the columns in order, chunk sums added in order), so for a token
+// they give the same bits, which are also the GEMM's on the same matrix's
+// rows (kRows).
+//
 // Batch invariance: on the integer path, matmul's token i is bit-identical
 // to matvec(x_i) (where integer_path_active; else to matmul of x_i alone
 // under kInteger) for every n, row grouping and thread count (one
@@ -55,13 +61,30 @@
 
 namespace tkv {
 
+// How a matrix's bytes are ordered.
+//
+// kRows: GGUF's, row r at data + r * row_bytes.
+// kRowBlocks16: F16 only, rows a multiple of 16. Rows in blocks of 16, and
+//   within a block column by column: the 16 values of column k of rows
+//   16b .. 16b + 15 (in row order) are the 32 bytes at
+//   data + (b * cols + k) * 32. The same bytes as the rows, reordered in
+//   place at load (to_row_blocks): a weight vector is then 16 rows at one
+//   column, which the products broadcast each token's x[k] against
+//   (kernels/matvec_row_blocks.cc), so that one weight stream serves all
+//   the tokens of a small batch without horizontal sums.
+enum class RowLayout : uint8_t { kRows, kRowBlocks16 };
+inline constexpr int64_t kRowBlockRows = 16;
+
 struct WeightMatrix {
   DType type = DType::F32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;  // == tkv::row_bytes(type, cols)
+  RowLayout layout = RowLayout::kRows;
 
+  // Row r's bytes (kRows only: a row-block matrix has no contiguous rows;
+  // weight_row reads either).
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
   size_t total_bytes() const { return size_t(rows) * row_bytes; }
 };
@@ -71,6 +94,21 @@ struct WeightMatrix {
 // 32-byte aligned); tkv::Error naming `what` and the type otherwise.
 WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
                          const char* what = "tensor");
+
+// Whether w (in kRows) can be reordered into row blocks and its products
+// are then faster: F16, rows a multiple of 16, its prefill does not take
+// AMX (whose packing reads rows; where AMX runs the prefill, the matrix
+// keeps its rows), and TURBOKV_ROW_BLOCKS is not 0 (cpu_features.h).
+bool row_blocks_pay_off(const WeightMatrix& w);
+
+// Reorders w's bytes (kRows, row_blocks_pay_off) into kRowBlocks16 in
+// place, its blocks split over the pool: `bytes` is w.data, writable.
+// Returns w with the new layout.
+WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& pool);
+
+// Row r of w as f32 (cols values), whatever its layout (the embedding
+// lookup).
+void weight_row(const WeightMatrix& w, int64_t r, float* dst);
 
 // y[r] = <row r, x> for r in [0, rows).
 void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool);

@@ -2,12 +2,14 @@
 // through the real KvCache matches the independent reference forward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
@@ -19,6 +21,8 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 #include "test_models.h"
 
@@ -159,22 +163,27 @@ std::string permissions_of_mapping(const void* p) {
   return {};
 }
 
-// --no-mmap's copy holds the file's bytes as the mapping does: the same
-// logits, bit for bit. It is read whole at load (nothing left to fault in),
-// starts on a 2 MiB boundary (a huge page can back it) and is read-only.
+// The last token's logits of `tokens` through a fresh cache.
+std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& tokens,
+                               ThreadPool& pool) {
+  kv::KvCache seq(model.kv_shape(64), kv::KvConfig{});
+  ExecutionContext ctx;
+  const BatchItem item{&seq, tokens, Logits::kLast};
+  const auto st = model.eval_batch(ctx, std::span<const BatchItem>(&item, 1), pool);
+  EXPECT_TRUE(st[0].ok()) << st[0].message;
+  const auto l = ctx.logits(0);
+  return std::vector<float>(l.begin(), l.end());
+}
+
+// --no-mmap's copy holds the file's bytes: read whole at load (nothing left
+// to fault in), on a 2 MiB boundary (a huge page can back it), read-only.
+// Its F16 matrices are reordered into row blocks, whose sums take the f32
+// GEMM's order: logits within float rounding of the mapped file's, and bit
+// for bit the mapped file's with row blocks off.
 TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
   const std::string path = test::write_model(test::small_spec("llama-3.2-1b"), "f16");
   const std::vector<int32_t> tokens = {1, 17, 301, 42, 7};
   ThreadPool pool(2);
-  auto last_logits = [&](const Model& model) {
-    kv::KvCache seq(model.kv_shape(64), kv::KvConfig{});
-    ExecutionContext ctx;
-    const BatchItem item{&seq, tokens, Logits::kLast};
-    const auto st = model.eval_batch(ctx, std::span<const BatchItem>(&item, 1), pool);
-    EXPECT_TRUE(st[0].ok()) << st[0].message;
-    const auto l = ctx.logits(0);
-    return std::vector<float>(l.begin(), l.end());
-  };
   const auto mapped = Model::load(path, WeightMemory::kMap);
   const auto copied = Model::load(path, WeightMemory::kCopy);
   EXPECT_EQ(mapped->file_memory(), FileMemory::kMap);
@@ -185,8 +194,70 @@ TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
   if (resident >= 0) {
     EXPECT_GE(resident, (long long)copied->file_bytes());
   }
-  EXPECT_TRUE(test::same_bits(last_logits(*mapped), last_logits(*copied)));
   EXPECT_EQ(permissions_of_mapping(bytes), "r--p");
+
+  EXPECT_EQ(mapped->row_block_matrices(), 0);
+  const auto want = last_logits(*mapped, tokens, pool);
+  const auto got = last_logits(*copied, tokens, pool);
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    diff = std::max(diff, std::fabs(got[i] - want[i]));
+  }
+  EXPECT_LE(diff, 1e-4f * scale);
+  if (kernels::amx_gemm_active()) {
+    EXPECT_EQ(copied->row_block_matrices(), 0) << "AMX runs the prefill: the rows stay";
+  } else {
+    // token_embd (tied: the output too) and every layer's seven matrices.
+    EXPECT_EQ(copied->row_block_matrices(), 1 + 7 * copied->config().n_layers);
+  }
+  kernels::set_row_blocks_preferred(false);
+  const auto rows = Model::load(path, WeightMemory::kCopy);
+  kernels::set_row_blocks_preferred(true);
+  EXPECT_EQ(rows->row_block_matrices(), 0);
+  EXPECT_TRUE(test::same_bits(last_logits(*rows, tokens, pool), want));
+}
+
+// A model whose matrices are row blocks keeps the batch invariance of
+// batched decode: two sequences prefilled and decoded together give the
+// bits each gives alone.
+TEST(ModelWeightMemory, RowBlockModelsBatchesEqualEachAlone) {
+  const auto model =
+      Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"), WeightMemory::kCopy);
+  if (model->row_block_matrices() == 0) GTEST_SKIP() << "no matrix is held as row blocks here";
+  ThreadPool pool(2);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 17, 301, 42, 7},
+                                                     {1, 99, 5, 260, 31, 8, 77}};
+  const std::vector<int32_t> next = {11, 12};
+  // Prefill then one decode token, for the sequences `which` in one batch
+  // per step; the logits of each step, per sequence.
+  auto run = [&](const std::vector<size_t>& which) {
+    std::vector<std::unique_ptr<kv::KvCache>> seqs;
+    for (size_t i = 0; i < which.size(); ++i)
+      seqs.push_back(std::make_unique<kv::KvCache>(model->kv_shape(64), kv::KvConfig{}));
+    std::vector<std::vector<float>> out(which.size());
+    ExecutionContext ctx;
+    for (int step = 0; step < 2; ++step) {
+      std::vector<BatchItem> items;
+      for (size_t i = 0; i < which.size(); ++i) {
+        const size_t s = which[i];
+        items.push_back(step == 0 ? BatchItem{seqs[i].get(), prompts[s], Logits::kLast}
+                                  : BatchItem{seqs[i].get(), std::span<const int32_t>(&next[s], 1),
+                                              Logits::kLast});
+      }
+      const auto st = model->eval_batch(ctx, items, pool);
+      for (size_t i = 0; i < which.size(); ++i) {
+        EXPECT_TRUE(st[i].ok()) << st[i].message;
+        const auto l = ctx.logits(i);
+        out[i].insert(out[i].end(), l.begin(), l.end());
+      }
+    }
+    return out;
+  };
+  const auto together = run({0, 1});
+  EXPECT_TRUE(test::same_bits(together[0], run({0})[0]));
+  EXPECT_TRUE(test::same_bits(together[1], run({1})[0]));
 }
 
 // kAuto copies only where the copy can be in huge pages, the file is large

@@ -63,6 +63,11 @@ std::atomic<bool>& amx_flag() {
   return flag;
 }
 
+std::atomic<bool>& row_blocks_flag() {
+  static std::atomic<bool> flag{env_preference("TURBOKV_ROW_BLOCKS", true)};
+  return flag;
+}
+
 }  // namespace
 
 bool cpu_has_avx_vnni() {
@@ -116,6 +121,14 @@ bool amx_preferred() {
 
 void set_amx_preferred(bool preferred) {
   amx_flag().store(preferred, std::memory_order_relaxed);
+}
+
+bool row_blocks_preferred() {
+  return row_blocks_flag().load(std::memory_order_relaxed);
+}
+
+void set_row_blocks_preferred(bool preferred) {
+  row_blocks_flag().store(preferred, std::memory_order_relaxed);
 }
 
 bool cpu_has_arm_dotprod() {

@@ -33,6 +33,12 @@ bool cpu_has_amx_bf16();
 // for the process; set_amx_preferred (tests, benchmarks) after that.
 bool amx_preferred();
 void set_amx_preferred(bool preferred);
+// Whether a model copied into memory holds its F16 matrices as row blocks
+// (tensor/matmul.h: row_blocks_pay_off; default true). TURBOKV_ROW_BLOCKS=0
+// keeps their rows (for comparisons); set_row_blocks_preferred (tests)
+// after that. Only matrices loaded later follow a change.
+bool row_blocks_preferred();
+void set_row_blocks_preferred(bool preferred);
 // sdot (ARMv8.2 dotprod, HWCAP_ASIMDDP). False off aarch64.
 bool cpu_has_arm_dotprod();
 

@@ -66,6 +66,9 @@ inline constexpr size_t kChunk = 256;
 inline constexpr size_t kTaskAccBytes = size_t(1) << 20;
 
 // c[r][0 .. kTileTokens) += sum_k p[r][k] * xt[k][0 .. kTileTokens).
+// The panel p holds weight (r, k) at p[r * kRowStride + k * kKStride]:
+// row-major (dequantized rows) or column-major (row blocks).
+template <size_t kRowStride, size_t kKStride>
 HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xt, size_t kc,
                           float* HWY_RESTRICT c, size_t c_stride) {
   const DF df;
@@ -80,7 +83,7 @@ HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT
     for (size_t v = 0; v < kTileVecs; ++v) xv[v] = hn::Load(df, xt + k * kTileTokens + v * kLanes);
 #pragma GCC unroll 16
     for (size_t r = 0; r < kTileRows; ++r) {
-      const VF wv = hn::Set(df, p[r * kChunk + k]);
+      const VF wv = hn::Set(df, p[r * kRowStride + k * kKStride]);
 #pragma GCC unroll 4
       for (size_t v = 0; v < kTileVecs; ++v) acc[r][v] = hn::MulAdd(wv, xv[v], acc[r][v]);
     }
@@ -223,11 +226,40 @@ struct PanelArgs {
   int64_t rows;
   size_t K;
   kernels::DequantizeFn dequantize;
+  bool row_blocks;  // F16 in row blocks (matmul.h): panels column-major
   const float* xt;
   size_t n_tiles, n_pad;
   float* y;
   size_t n;
 };
+
+// Rows [r0, r0 + nr) x columns [k0, k0 + kc) of F16 row blocks (pieces of
+// 16 rows at one column, 32 bytes, a block's pieces in column order) into
+// the column-major panel p[k * kPanelRows + i]. r0 and nr are multiples of
+// kLanes (panels of kPanelRows rows, a matrix of whole blocks), so every
+// vector of a column lies in one piece.
+static_assert(kPanelRows % kLanes == 0 && 16 % kLanes == 0);
+void RowBlocksPanel(const uint8_t* w, size_t K, size_t r0, size_t nr, size_t k0, size_t kc,
+                    float* HWY_RESTRICT p) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const auto* wh = reinterpret_cast<const hwy::float16_t*>(w);
+  for (size_t i = 0; i < nr; i += kLanes) {
+    const size_t r = r0 + i;
+    const hwy::float16_t* src = wh + ((r / 16) * K + k0) * 16 + r % 16;
+    for (size_t k = 0; k < kc; ++k)
+      hn::Store(hn::PromoteTo(df, hn::LoadU(dh, src + k * 16)), df, p + k * kPanelRows + i);
+  }
+}
+
+// The prefetch of rows [r, r + nr) x columns [k, k + kc) of the weights.
+ChunkPrefetch PanelPrefetch(const PanelArgs& a, size_t r, size_t nr, size_t k, size_t kc) {
+  if (!a.row_blocks)
+    return ChunkPrefetch(a.w + r * a.row_bytes + tkv::row_bytes(a.type, int64_t(k)), a.row_bytes,
+                         tkv::row_bytes(a.type, int64_t(kc)), nr);
+  const size_t b0 = r / 16, b1 = (r + nr + 15) / 16;
+  return ChunkPrefetch(a.w + (b0 * a.K + k) * 32, a.K * 32, kc * 32, b1 - b0);
+}
 
 // Rows of panels [p0, p1) for all tokens, chunk by chunk: each chunk of
 // every panel is dequantized into p (kPanelRows x kChunk) and swept over all
@@ -251,32 +283,41 @@ void TaskProduct(const PanelArgs& a, int64_t p0, int64_t p1, float* HWY_RESTRICT
       const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
       // Row tiles holding a valid row: a short last panel skips the others.
       const size_t tiled_rows = (nr + kTileRows - 1) / kTileRows * kTileRows;
-      const uint8_t* rows = a.w + size_t(r0) * a.row_bytes;
-      for (size_t r = 0; r < nr; ++r)
-        a.dequantize(a.type, rows + r * a.row_bytes + byte0, p + r * kChunk, int64_t(kc));
-      if (nr < tiled_rows) std::fill(p + nr * kChunk, p + tiled_rows * kChunk, 0.0f);
+      if (a.row_blocks) {
+        RowBlocksPanel(a.w, a.K, size_t(r0), nr, k0, kc, p);
+        for (size_t k = 0; nr < tiled_rows && k < kc; ++k)
+          std::fill(p + k * kPanelRows + nr, p + k * kPanelRows + tiled_rows, 0.0f);
+      } else {
+        const uint8_t* rows = a.w + size_t(r0) * a.row_bytes;
+        for (size_t r = 0; r < nr; ++r)
+          a.dequantize(a.type, rows + r * a.row_bytes + byte0, p + r * kChunk, int64_t(kc));
+        if (nr < tiled_rows) std::fill(p + nr * kChunk, p + tiled_rows * kChunk, 0.0f);
+      }
       // The next (panel, chunk) in this order: the next panel's same chunk,
       // or the first panel's next chunk.
       ChunkPrefetch pf;
       if (panel + 1 < p1) {
         const int64_t next_r0 = r0 + int64_t(kPanelRows);
-        pf = ChunkPrefetch(rows + kPanelRows * a.row_bytes + byte0, a.row_bytes,
-                           tkv::row_bytes(a.type, int64_t(kc)),
-                           size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)));
+        pf =
+            PanelPrefetch(a, size_t(next_r0),
+                          size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)), k0, kc);
       } else if (k0 + kChunk < a.K) {
         const size_t next_kc = std::min(kChunk, a.K - k0 - kChunk);
-        pf = ChunkPrefetch(
-            a.w + size_t(r_begin) * a.row_bytes + tkv::row_bytes(a.type, int64_t(k0 + kChunk)),
-            a.row_bytes, tkv::row_bytes(a.type, int64_t(next_kc)),
-            size_t(std::min<int64_t>(int64_t(kPanelRows), r_end - r_begin)));
+        pf = PanelPrefetch(a, size_t(r_begin),
+                           size_t(std::min<int64_t>(int64_t(kPanelRows), r_end - r_begin)),
+                           k0 + kChunk, next_kc);
       }
       float* pc = c + size_t(panel - p0) * panel_acc;
       for (size_t t = 0; t < a.n_tiles; ++t) {
         pf.Upto(t + 1, a.n_tiles);
         const float* xtile = a.xt + t * a.K * kTileTokens + k0 * kTileTokens;
         float* ct = pc + t * kPanelRows * kTileTokens;
-        for (size_t m = 0; m < tiled_rows; m += kTileRows)
-          MicroTile(p + m * kChunk, xtile, kc, ct + m * kTileTokens, kTileTokens);
+        for (size_t m = 0; m < tiled_rows; m += kTileRows) {
+          if (a.row_blocks)
+            MicroTile<1, kPanelRows>(p + m, xtile, kc, ct + m * kTileTokens, kTileTokens);
+          else
+            MicroTile<kChunk, 1>(p + m * kChunk, xtile, kc, ct + m * kTileTokens, kTileTokens);
+        }
       }
     }
   }
@@ -307,8 +348,11 @@ void TaskProduct(const PanelArgs& a, int64_t p0, int64_t p1, float* HWY_RESTRICT
 
 void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                   kernels::DequantizeFn dequantize, const float* x, int64_t n, float* y,
-                  ThreadPool& pool) {
-  if ((type == DType::F16 || type == DType::BF16) && AmxActive())
+                  ThreadPool& pool, bool row_blocks) {
+  HWY_ASSERT(!row_blocks || (type == DType::F16 && rows % 16 == 0));
+  // Row blocks keep the f32 GEMM (their products' bits are its order; AMX
+  // packs rows), should AMX have been turned on after they were made.
+  if (!row_blocks && (type == DType::F16 || type == DType::BF16) && AmxActive())
     return kernels::matmul_amx(type, w, row_bytes, rows, cols, x, n, y, pool);
   if (type == DType::BF16 && Bf16DotActive())
     return kernels::matmul_bf16_dot(w, row_bytes, rows, cols, x, n, y, pool);
@@ -338,7 +382,8 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
   // Per-thread panel (kPanelRows x kChunk) and accumulators (max_per_task panels).
   const size_t per_thread = kPanelRows * kChunk + size_t(max_per_task) * panel_acc;
   float* panels = scratch.panels.Get(per_thread * size_t(threads));
-  const PanelArgs a{type, w, row_bytes, rows, K, dequantize, xt, n_tiles, n_pad, y, size_t(n)};
+  const PanelArgs a{type,       w,  row_bytes, rows,  K, dequantize,
+                    row_blocks, xt, n_tiles,   n_pad, y, size_t(n)};
   pool.run(n_tasks, [&](int64_t task, int thread) {
     float* p = panels + per_thread * size_t(thread);
     TaskProduct(a, task * n_panels / n_tasks, (task + 1) * n_panels / n_tasks, p,
@@ -365,8 +410,10 @@ bool bf16_dot_gemm_active() {
 }
 
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
-                   DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool) {
-  HWY_DYNAMIC_DISPATCH(MatmulPanels)(type, w, row_bytes, rows, cols, dequantize, x, n, y, pool);
+                   DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool,
+                   bool row_blocks) {
+  HWY_DYNAMIC_DISPATCH(MatmulPanels)
+  (type, w, row_bytes, rows, cols, dequantize, x, n, y, pool, row_blocks);
 }
 
 const char* active_target_name() {

@@ -29,6 +29,12 @@ struct MatvecArgs {
   float* y;
 };
 void matvec_rows_float(const MatvecArgs& a, int64_t r0, int64_t r1);  // F32 F16 BF16
+// F16 row blocks (matmul.h, RowLayout::kRowBlocks16; matvec_row_blocks.cc):
+// y[t * y_stride + r] = <row r, token t> for the rows of blocks [b0, b1)
+// and tokens [0, n) (token t at x + t * cols), each (row, token) in the f32
+// GEMM's accumulation order whatever b0, b1 and n.
+void row_blocks_product(const uint8_t* w, int64_t cols, const float* x, int64_t n, float* y,
+                        int64_t y_stride, int64_t b0, int64_t b1);
 // The quantized types' float-path matvec (targets without SIMD integer
 // kernels: SSE4, EMU128, NEON, SVE).
 void matvec_rows_q32(const MatvecArgs& a, int64_t r0, int64_t r1);  // 32-value blocks
@@ -75,8 +81,11 @@ using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 // dequantized once per call, panel by panel, with `dequantize`; BF16
 // weights take vdpbf16ps with bf16-rounded activations instead where
 // bf16_dot_gemm_active (gemm_bf16.h).
+// With row_blocks (F16 in RowLayout::kRowBlocks16, never with AMX active)
+// the panels are read from the blocks; row_bytes and dequantize are unused.
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
-                   DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool);
+                   DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool,
+                   bool row_blocks = false);
 // Whether matmul_panels runs BF16 weights through vdpbf16ps on the active
 // target (AVX3 or AVX3_DL with AVX512-BF16, where bf16_dot_preferred();
 // TURBOKV_SIMD=avx2 turns it off).

@@ -7,7 +7,8 @@
 // final sum, so they can be run one after the other; this kernel does, and
 // keeps them in memory between column chunks, which leaves the whole
 // register file for more tokens per weight vector (each f16/bf16 vector is
-// converted once for up to 6 tokens on AVX-512, 5 on AVX2).
+// converted once for up to 6 tokens on AVX-512, 5 on AVX2). F16 matrices
+// held as row blocks (a model read into memory) take matvec_row_blocks.cc.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/matvec_float_batch.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
