@@ -8,6 +8,7 @@
 // in the (large, shared) L3 between two passes over the same copy.
 //
 //   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matvec|Batch8|ReadBandwidth'
+//   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matvec(Batch8|RowBlocks8)/f16/ffn'
 //   TURBOKV_SIMD=avx2 build/benchmarks/tensor/bench_matmul ...   (one SIMD target)
 //   build/benchmarks/tensor/bench_matmul --benchmark_filter='Matmul|FmaPeak'
 // On a shared machine add --benchmark_repetitions=5: the "_max" rows then
@@ -130,6 +131,7 @@ WeightBytes make_matrix(DType type, int64_t rows, int64_t cols) {
 enum class Batch {
   kMatmul,       // matmul, default kernel choice
   kMatvecBatch,  // matvec_batch: matvec's numbers per token (batched decode)
+  kRowBlocks,    // matvec / matvec_batch on the matrix reordered into row blocks
 };
 
 // n = 1: matvec (decode); n > 1: n tokens through matmul (the default kernel
@@ -150,10 +152,17 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
   ThreadPool pool(threads);
+  if (batch == Batch::kRowBlocks) {
+    if (!row_blocks_pay_off(ws[0])) {
+      state.SkipWithError("no row blocks for this type and shape here (AMX, or rows % 16)");
+      return;
+    }
+    for (size_t i = 0; i < ws.size(); ++i) ws[i] = to_row_blocks(ws[i], mats[i].data(), pool);
+  }
   auto product = [&](const WeightMatrix& w) {
     if (n == 1)
       matvec(w, x.data(), y.data(), pool);
-    else if (batch == Batch::kMatvecBatch)
+    else if (batch == Batch::kMatvecBatch || batch == Batch::kRowBlocks)
       matvec_batch(w, x.data(), n, y.data(), pool);
     else
       matmul(w, x.data(), n, y.data(), pool);
@@ -233,6 +242,13 @@ void register_matvec() {
                       [t, s, n](benchmark::State& st) {
                         BM_Matvec(st, t, s.rows, s.cols, n, Batch::kMatvecBatch);
                       });
+  // F16 held as row blocks (a model read into memory), 1, 8 and 16 tokens:
+  // next to Matvec/f16 and MatvecBatch8/16 above.
+  for (const auto& s : kShapes)
+    for (const int64_t n : {1, 8, 16})
+      register_dram(str("MatvecRowBlocks", n, "/f16/", s.name), [s, n](benchmark::State& st) {
+        BM_Matvec(st, DType::F16, s.rows, s.cols, n, Batch::kRowBlocks);
+      });
 }
 
 // Kernel ceiling: one thread, a 256 x 2048 matrix that stays in L2, so the
