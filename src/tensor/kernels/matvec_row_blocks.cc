@@ -14,12 +14,13 @@
 // matmul's GEMM give the same bits for a token, and the GEMM on the rows
 // of the same matrix too.
 //
-// Why this layout (2-core Zen 5, AVX-512, F16, the llama-3.2-1b layer
-// shapes streamed from 2 MiB pages, two threads): 8 tokens 23 ms a layer
-// set against 47 ms for the row layout's small-batch kernel, whose weight
-// rows are dotted with each token (two accumulator chains a row and token,
-// activations re-read for every 4-row panel); one token 20 ms against 25.
-// docs/WEIGHTS.md has the figures.
+// Why this layout (2-core Zen 5, AVX-512, F16, the llama-3.2-1b shapes
+// streamed from DRAM, two threads, bench_matmul MatvecRowBlocks8 against
+// MatvecBatch8): 8 tokens at 32-37 GB/s of weights against 20-22 for the
+// row layout's small-batch kernel, whose weight rows are dotted with each
+// token (two accumulator chains a row and token, a horizontal sum, the
+// activations re-read for every 4-row panel); one token 49-53 against
+// 37-39 GB/s (Matvec). docs/WEIGHTS.md has the figures.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/matvec_row_blocks.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
