@@ -105,6 +105,7 @@ MatvecRowsFn matvec_kernel(DType type) {
 void check_weight(const WeightMatrix& w) {
   TKV_CHECK(w.rows >= 0 && w.cols > 0 && (w.data != nullptr || w.rows == 0));
   TKV_CHECK(w.row_bytes == row_bytes(w.type, w.cols));
+  TKV_CHECK(w.layout == RowLayout::kRows || (w.type == DType::F16 && w.rows % kRowBlockRows == 0));
 }
 
 // TURBOKV_SIMD=<target> (case-insensitive Highway target name: avx3_dl,
