@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,10 +19,6 @@
 
 namespace tkv {
 namespace {
-
-bool same_bits(const float* a, const float* b, size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
-}
 
 void expect_batch_equals_matvec(DType type, int64_t rows, int64_t cols,
                                 const std::vector<int64_t>& batch_sizes) {
@@ -42,7 +38,9 @@ void expect_batch_equals_matvec(DType type, int64_t rows, int64_t cols,
         std::vector<float> y(size_t(n * rows), -1.0f);
         matvec_batch(w, x.data(), n, y.data(), pool);
         for (int64_t t = 0; t < n; ++t)
-          ASSERT_TRUE(same_bits(y.data() + t * rows, want.data() + t * rows, size_t(rows)))
+          ASSERT_TRUE(
+              test::same_bits(std::span<const float>(y).subspan(size_t(t * rows), size_t(rows)),
+                              std::span<const float>(want).subspan(size_t(t * rows), size_t(rows))))
               << dtype_name(type) << " " << rows << "x" << cols << " n=" << n << " token " << t
               << " threads " << threads << " on " << target;
       }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,10 +70,6 @@ TEST(RowBlocks, ReorderingPutsEveryValueWhereTheLayoutSays) {
   }
 }
 
-bool same_bits(const float* a, const float* b, size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
-}
-
 void expect_blocks_equal_gemm_on_rows(int64_t n_rows, int64_t cols,
                                       const std::vector<int64_t>& batch_sizes) {
   const uint32_t seed = uint32_t(n_rows * 7 + cols);
@@ -93,21 +90,23 @@ void expect_blocks_equal_gemm_on_rows(int64_t n_rows, int64_t cols,
                " n=" + std::to_string(n) + " token " + std::to_string(t) + " threads " +
                std::to_string(threads) + " on " + target;
       };
+      // Token t's outputs in a product of several tokens.
+      const auto token = [&](const std::vector<float>& v, int64_t t) {
+        return std::span<const float>(v.data() + t * n_rows, size_t(n_rows));
+      };
       std::vector<float> one(static_cast<size_t>(n_rows));
       for (int64_t t = 0; t < n_max; ++t) {
         matvec(b.w, x.data() + t * cols, one.data(), pool);
-        ASSERT_TRUE(same_bits(one.data(), want.data() + t * n_rows, size_t(n_rows)))
-            << "matvec " << where(1, t);
+        ASSERT_TRUE(test::same_bits(one, token(want, t))) << "matvec " << where(1, t);
       }
       for (int64_t n : batch_sizes) {
         std::vector<float> y(size_t(n * n_rows), -1.0f), z(size_t(n * n_rows), -1.0f);
         matvec_batch(b.w, x.data(), n, y.data(), pool);
         matmul(b.w, x.data(), n, z.data(), pool);
         for (int64_t t = 0; t < n; ++t) {
-          ASSERT_TRUE(same_bits(y.data() + t * n_rows, want.data() + t * n_rows, size_t(n_rows)))
+          ASSERT_TRUE(test::same_bits(token(y, t), token(want, t)))
               << "matvec_batch " << where(n, t);
-          ASSERT_TRUE(same_bits(z.data() + t * n_rows, want.data() + t * n_rows, size_t(n_rows)))
-              << "matmul " << where(n, t);
+          ASSERT_TRUE(test::same_bits(token(z, t), token(want, t))) << "matmul " << where(n, t);
         }
       }
     });

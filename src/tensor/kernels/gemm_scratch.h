@@ -1,7 +1,8 @@
 // What the prefill GEMMs (gemm.cc, gemm_amx.cc, gemm_bf16.cc,
 // gemm_q4k_avx2.cc) share: each thread's grow-only scratch (one product per
-// weight per prefill chunk must not allocate) and the cut of a product's
-// row panels into tasks.
+// weight per prefill chunk must not allocate; the small-batch float
+// products, matvec_float_batch.cc and matvec_row_blocks.cc, pack their
+// activations in it too) and the cut of a product's row panels into tasks.
 #pragma once
 
 #include <algorithm>

@@ -15,10 +15,10 @@
 
 #include <algorithm>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/float_rows-inl.h"
+#include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/line_span.h"
 #include "tensor/kernels/matvec_batch.h"
 
@@ -228,18 +228,6 @@ HWY_INLINE void ChunkRows(const uint8_t* rows, size_t row_bytes, size_t c, const
                           size_t(chain), pc.nj, chain, acc + AccAt(0, pc.tiles.start(k), 0), pf);
 }
 
-// The calling thread's grow-only buffer of packed activations.
-float* PackBuffer(size_t floats) {
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
-  static thread_local size_t size = 0;
-  if (size < floats) {
-    buf = hwy::AllocateAligned<float>(floats);
-    HWY_ASSERT(buf != nullptr);
-    size = floats;
-  }
-  return buf.get();
-}
-
 // Rows [p, p + np) of a panel, both chains of one chunk: row tiles of
 // kTileRows, then single rows.
 template <class Src>
@@ -262,7 +250,10 @@ void RowsTokens(const kernels::MatvecArgs& a, int64_t n, int64_t y_stride, int64
   const int64_t n_groups = (n + kGroupTokens - 1) / kGroupTokens;
   // Group gi's chunk ci at xp + (gi * n_chunks + ci) * kGroupChunk.
   constexpr size_t kGroupChunk = kChunkValues * size_t(kGroupTokens);
-  float* xp = PackBuffer(size_t(n_groups) * n_chunks * kGroupChunk);
+  // The calling thread's packed activations (grow-only; reported with the
+  // engine's scratch, activation_scratch_bytes).
+  static thread_local kernels::ScratchBuffer<float> packed;
+  float* xp = packed.Get(size_t(n_groups) * n_chunks * kGroupChunk);
   // The packed chunk ci of group gi.
   auto packed_chunk = [&](int64_t gi, size_t ci) {
     return PackedChunk{TileSplit(std::min(kGroupTokens, n - gi * kGroupTokens)),

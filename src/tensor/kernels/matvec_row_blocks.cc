@@ -27,9 +27,9 @@
 
 #include <algorithm>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "tensor/kernels/decode-inl.h"
+#include "tensor/kernels/gemm_scratch.h"
 #include "tensor/kernels/matvec_batch.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -61,20 +61,6 @@ constexpr size_t MaxTileTokens() {
   return n;
 }
 inline constexpr size_t kTileTokens = MaxTileTokens();
-
-// The activations of N tokens, column-major: xp[k * N + t] = x_t[k], so
-// that a tile's k step reads N consecutive floats (the tokens' rows are a
-// power of two apart and would share L1 sets with each other).
-float* PackBuffer(size_t floats) {
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
-  static thread_local size_t size = 0;
-  if (size < floats) {
-    buf = hwy::AllocateAligned<float>(floats);
-    HWY_ASSERT(buf != nullptr);
-    size = floats;
-  }
-  return buf.get();
-}
 
 // G blocks (from block piece `w`, pieces `cols` apart) x N tokens over
 // columns [k0, k0 + kc): y[t * y_stride + row] += the chunk's chains.
@@ -171,9 +157,14 @@ void RowBlocksProduct(const uint8_t* w, int64_t cols, const float* x, int64_t n,
   for (int64_t t = 0; t < n; ++t)
     std::fill(y + t * y_stride + b0 * int64_t(kBlockRows),
               y + t * y_stride + b1 * int64_t(kBlockRows), 0.0f);
-  // Token groups of up to kTileTokens, each packed column-major (group g
-  // from token t0 at xp + t0 * K).
-  float* xp = PackBuffer(K * size_t(n));
+  // Token groups of up to kTileTokens, each packed column-major, so that a
+  // tile's k step reads its tokens' x[k] side by side (the tokens' rows are
+  // a power of two apart and would share L1 sets): group from token t0 at
+  // xp + t0 * K, xp[t0 * K + k * m + t] = x_(t0 + t)[k].
+  // The calling thread's packed activations (grow-only; reported with the
+  // engine's scratch, activation_scratch_bytes).
+  static thread_local kernels::ScratchBuffer<float> packed;
+  float* xp = packed.Get(K * size_t(n));
   for (int64_t t0 = 0; t0 < n; t0 += int64_t(kTileTokens)) {
     const size_t m = size_t(std::min<int64_t>(int64_t(kTileTokens), n - t0));
     float* xg = xp + size_t(t0) * K;
