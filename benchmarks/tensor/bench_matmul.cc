@@ -154,7 +154,8 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
   ThreadPool pool(threads);
   if (batch == Batch::kRowBlocks) {
     if (!row_blocks_pay_off(ws[0])) {
-      state.SkipWithError("no row blocks for this type and shape here (AMX, or rows % 16)");
+      state.SkipWithError(
+          "no row blocks for this type and shape here (rows % 16, or TURBOKV_ROW_BLOCKS=0)");
       return;
     }
     for (size_t i = 0; i < ws.size(); ++i) ws[i] = to_row_blocks(ws[i], mats[i].data(), pool);

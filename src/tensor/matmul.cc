@@ -253,8 +253,7 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 bool row_blocks_pay_off(const WeightMatrix& w) {
   apply_simd_override();
   return w.layout == RowLayout::kRows && w.type == DType::F16 && w.rows > 0 &&
-         w.rows % kRowBlockRows == 0 && !kernels::amx_gemm_active() &&
-         kernels::row_blocks_preferred();
+         w.rows % kRowBlockRows == 0 && kernels::row_blocks_preferred();
 }
 
 WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& pool) {

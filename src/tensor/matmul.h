@@ -96,9 +96,9 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
                          const char* what = "tensor");
 
 // Whether w (in kRows) can be reordered into row blocks and its products
-// are then faster: F16, rows a multiple of 16, its prefill does not take
-// AMX (whose packing reads rows; where AMX runs the prefill, the matrix
-// keeps its rows), and TURBOKV_ROW_BLOCKS is not 0 (cpu_features.h).
+// are then faster: F16, rows a multiple of 16, and TURBOKV_ROW_BLOCKS is
+// not 0 (cpu_features.h). The prefill's GEMM reads them as they are (the
+// f32 GEMM's panels, AMX's B operand tiles).
 bool row_blocks_pay_off(const WeightMatrix& w);
 
 // Reorders w's bytes (kRows, row_blocks_pay_off) into kRowBlocks16 in

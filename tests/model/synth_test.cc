@@ -22,7 +22,6 @@
 #include "model/synth.h"
 #include "reference_forward.h"
 #include "tensor/kernels/cpu_features.h"
-#include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 #include "test_models.h"
 
@@ -177,9 +176,10 @@ std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& t
 
 // --no-mmap's copy holds the file's bytes: read whole at load (nothing left
 // to fault in), on a 2 MiB boundary (a huge page can back it), read-only.
-// Its F16 matrices are reordered into row blocks, whose sums take the f32
-// GEMM's order: logits within float rounding of the mapped file's, and bit
-// for bit the mapped file's with row blocks off.
+// Its F16 matrices are reordered into row blocks, whose decode sums take
+// the f32 GEMM's order (and whose prefill, where AMX runs it, AMX's on the
+// rows): logits within float rounding of the mapped file's, and bit for bit
+// the mapped file's with row blocks off.
 TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
   const std::string path = test::write_model(test::small_spec("llama-3.2-1b"), "f16");
   const std::vector<int32_t> tokens = {1, 17, 301, 42, 7};
@@ -206,12 +206,8 @@ TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
     diff = std::max(diff, std::fabs(got[i] - want[i]));
   }
   EXPECT_LE(diff, 1e-4f * scale);
-  if (kernels::amx_gemm_active()) {
-    EXPECT_EQ(copied->row_block_matrices(), 0) << "AMX runs the prefill: the rows stay";
-  } else {
-    // token_embd (tied: the output too) and every layer's seven matrices.
-    EXPECT_EQ(copied->row_block_matrices(), 1 + 7 * copied->config().n_layers);
-  }
+  // token_embd (tied: the output too) and every layer's seven matrices.
+  EXPECT_EQ(copied->row_block_matrices(), 1 + 7 * copied->config().n_layers);
   kernels::set_row_blocks_preferred(false);
   const auto rows = Model::load(path, WeightMemory::kCopy);
   kernels::set_row_blocks_preferred(true);

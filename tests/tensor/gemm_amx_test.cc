@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -73,6 +74,37 @@ TEST_P(AmxGemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
       const std::vector<float> got = run_float_matmul(some, threads);
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << "n=" << n << " threads=" << threads << " element " << i;
+    }
+  }
+}
+
+// F16 row blocks (tensor/matmul.h) are read as AMX's B operand: the same
+// bits as the rows, AMX's and not the f32 GEMM's, for partial column steps
+// and chunks, one and several blocks and token tiles, and either thread
+// count.
+TEST_P(AmxGemm, RowBlocksGiveTheRowsBits) {
+  if (GetParam() != DType::F16) GTEST_SKIP() << "row blocks are F16 only";
+  for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
+           {16, 5, 1}, {48, 37, 17}, {32, 300, 33}, {112, 2049, 40}, {16, 8192, 3}}) {
+    const FloatProduct p = make_float_product(DType::F16, rows, cols, n, uint32_t(rows + cols));
+    std::vector<uint8_t> bytes = p.w;
+    ThreadPool reorder_pool(2);
+    const WeightMatrix b = to_row_blocks(make_weight(DType::F16, bytes.data(), rows, cols),
+                                         bytes.data(), reorder_pool);
+    kernels::set_amx_preferred(false);
+    const std::vector<float> f32 = run_float_matmul(p);
+    kernels::set_amx_preferred(true);
+    for (const int threads : {1, 2}) {
+      const std::vector<float> want = run_float_matmul(p, threads);
+      ThreadPool pool(threads);
+      std::vector<float> got(want.size(), -1.0f);
+      matmul(b, p.x.data(), n, got.data(), pool, MatmulKernel::kFloat);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << rows << "x" << cols << " n=" << n << " threads=" << threads << " element " << i;
+      if (cols >= 32) {
+        EXPECT_NE(got, f32) << "AMX did not run: " << rows << "x" << cols;
+      }
     }
   }
 }

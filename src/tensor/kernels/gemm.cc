@@ -350,10 +350,8 @@ void MatmulPanels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, 
                   kernels::DequantizeFn dequantize, const float* x, int64_t n, float* y,
                   ThreadPool& pool, bool row_blocks) {
   HWY_ASSERT(!row_blocks || (type == DType::F16 && rows % 16 == 0));
-  // Row blocks keep the f32 GEMM (their products' bits are its order; AMX
-  // packs rows), should AMX have been turned on after they were made.
-  if (!row_blocks && (type == DType::F16 || type == DType::BF16) && AmxActive())
-    return kernels::matmul_amx(type, w, row_bytes, rows, cols, x, n, y, pool);
+  if ((type == DType::F16 || type == DType::BF16) && AmxActive())
+    return kernels::matmul_amx(type, w, row_bytes, rows, cols, x, n, y, pool, row_blocks);
   if (type == DType::BF16 && Bf16DotActive())
     return kernels::matmul_bf16_dot(w, row_bytes, rows, cols, x, n, y, pool);
   static thread_local Scratch scratch;

@@ -27,6 +27,14 @@
 //   n, tiling, panels per task and thread count.
 // - Each thread that runs a task loads the tile configuration before it
 //   and releases the tile state after (tile registers are per thread).
+// - F16 row blocks (tensor/matmul.h: 16 rows' values of a column side by
+//   side) swap the operands: a block's columns 2q and 2q + 1 interleaved are
+//   line q of a B tile as it is, so the weights are the B operand (no
+//   transpose), the tokens the A operand (their rows as they are, no
+//   transpose either) and a sum tile is 16 tokens x 16 rows, stored into y
+//   without a transpose. Every product is exact and a tile step adds the
+//   same column pairs in the same order either way, so a (row, token)
+//   result has the same bits in both layouts (tests/tensor/row_blocks_test).
 #include "tensor/kernels/gemm_amx.h"
 
 #include <algorithm>
@@ -119,10 +127,12 @@ TKV_AMX_TARGET inline void Transpose16x16(const uint32_t* in, uint32_t* out) {
 }
 
 // Token tile `tile` of x (n x K f32) split into kXPieces bf16 pieces and
-// laid out as B operand tiles xb[chunk][tile][step][piece] (zeros past n
-// and K), a chunk's tiles one sequential stream for its sweep.
+// laid out as operand tiles xb[chunk][tile][step][piece] (zeros past n and
+// K), a chunk's tiles one sequential stream for its sweep: B tiles (column
+// pairs x tokens) against rows, A tiles (tokens x columns, as x lies)
+// against row blocks.
 TKV_AMX_TARGET void SplitTokens(const float* x, size_t n, size_t K, size_t tile, size_t n_tiles,
-                                uint16_t* xb) {
+                                bool as_b, uint16_t* xb) {
   const size_t steps = (K + kStep - 1) / kStep;
   const size_t i0 = tile * kTile;
   const size_t valid = std::min(kTile, n - i0);
@@ -147,8 +157,12 @@ TKV_AMX_TARGET void SplitTokens(const float* x, size_t n, size_t K, size_t tile,
     }
     uint16_t* dst = xb + ((s / kChunkSteps) * n_tiles + tile) * kChunkHalves +
                     (s % kChunkSteps) * kXPieces * kTileHalves;
-    for (size_t p = 0; p < kXPieces; ++p)
-      Transpose16x16(rows[p], reinterpret_cast<uint32_t*>(dst + p * kTileHalves));
+    for (size_t p = 0; p < kXPieces; ++p) {
+      if (as_b)
+        Transpose16x16(rows[p], reinterpret_cast<uint32_t*>(dst + p * kTileHalves));
+      else
+        std::memcpy(dst + p * kTileHalves, rows[p], sizeof rows[p]);
+    }
   }
 }
 
@@ -156,6 +170,7 @@ struct Args {
   DType type;
   const uint8_t* w;
   size_t row_bytes;
+  bool row_blocks;  // F16 in row blocks: the weights are the B operand
   int64_t rows;
   size_t K, steps;
   const uint16_t* xb;  // SplitTokens' tiles
@@ -200,17 +215,71 @@ TKV_AMX_TARGET void SplitWeights(const Args& a, int64_t r0, size_t nr, size_t s0
   }
 }
 
+// Rows [r0, r0 + nr) (whole blocks) of steps [s0, s0 + ns) of F16 row
+// blocks as B operand tiles p[step][row tile][piece] (w_hi, w_lo), zeros
+// past nr and K: line q of a block's tile is its columns 2q and 2q + 1
+// interleaved row by row, 64 bytes read as they lie.
+TKV_AMX_TARGET void SplitBlocks(const Args& a, int64_t r0, size_t nr, size_t s0, size_t ns,
+                                uint16_t* p) {
+  // Lane 2r of a line takes row r of the first column (lane r of the 64
+  // bytes), lane 2r + 1 row r of the second (lane 16 + r).
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (size_t s = 0; s < ns; ++s) {
+    const size_t k0 = (s0 + s) * kStep;
+    const size_t kc = std::min(kStep, a.K - k0);
+    for (size_t rt = 0; rt < 2; ++rt) {
+      uint16_t* hi = p + (s * 2 + rt) * 2 * kTileHalves;
+      uint16_t* lo = hi + kTileHalves;
+      if (rt * kTile >= nr) {
+        for (size_t q = 0; q < 2 * kTileHalves; q += 32)
+          _mm512_store_si512(hi + q, _mm512_setzero_si512());
+        continue;
+      }
+      const uint16_t* block =
+          reinterpret_cast<const uint16_t*>(a.w) + ((size_t(r0) / kTile + rt) * a.K + k0) * kTile;
+      for (size_t q = 0; q < kTile; ++q) {
+        // Columns at or past kc are the next block's (or past the matrix):
+        // masked off, which also keeps their loads from faulting.
+        const uint32_t first = 2 * q < kc ? 0xffffu : 0u, second = 2 * q + 1 < kc ? 0xffffu : 0u;
+        const __m512i v =
+            _mm512_maskz_loadu_epi16(_cvtu32_mask32(first | second << 16), block + 2 * q * kTile);
+        const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+        const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+        const __m256bh h0 = _mm512_cvtneps_pbh(w0), h1 = _mm512_cvtneps_pbh(w1);
+        const __m256bh l0 = _mm512_cvtneps_pbh(_mm512_sub_ps(w0, Bf16ToF32(h0)));
+        const __m256bh l1 = _mm512_cvtneps_pbh(_mm512_sub_ps(w1, Bf16ToF32(h1)));
+        const __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)h0), (__m256i)h1, 1);
+        const __m512i lv = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)l0), (__m256i)l1, 1);
+        _mm512_store_si512(hi + q * kStep, _mm512_permutexvar_epi16(interleave, hv));
+        _mm512_store_si512(lo + q * kStep, _mm512_permutexvar_epi16(interleave, lv));
+      }
+    }
+  }
+}
+
 // The tile steps of ChunkTiles (functions, not lambdas: clang gives a
 // lambda no target attribute of its enclosing function). Tiles 4, 5: the
 // weight piece of the two row tiles; 6, 7: the activation piece of the two
-// token tiles.
-template <bool kPair>
+// token tiles. kBlocks: the weights are the B operand (row blocks).
+template <bool kPair, bool kBlocks>
 TKV_AMX_TARGET inline void TileProducts() {
-  _tile_dpbf16ps(0, 4, 6);
-  _tile_dpbf16ps(2, 5, 6);
-  if constexpr (kPair) {
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(3, 5, 7);
+  if constexpr (kBlocks) {
+    _tile_dpbf16ps(0, 6, 4);
+    _tile_dpbf16ps(2, 6, 5);
+    if constexpr (kPair) {
+      _tile_dpbf16ps(1, 7, 4);
+      _tile_dpbf16ps(3, 7, 5);
+    }
+  } else {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(2, 5, 6);
+    if constexpr (kPair) {
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
 }
 template <bool kPair>
@@ -226,7 +295,8 @@ TKV_AMX_TARGET inline void LoadWeightPieces(const uint16_t* ws, size_t wp, int q
 // The products of a chunk of ns steps for the panel's two row tiles and
 // token tiles t0 (and t0 + 1 when kPair): sums in tiles 0, 2 (t0) and 1, 3
 // (t0 + 1), continued from acc unless first. wp: weight pieces per step.
-template <bool kPair, int kLo>
+// A sum tile is rows x tokens, or tokens x rows where kBlocks.
+template <bool kPair, int kLo, bool kBlocks>
 TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, const uint16_t* x1,
                                       size_t ns, float* c0, float* c1, bool first) {
   constexpr size_t kLine = 64;
@@ -257,21 +327,21 @@ TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, con
     // w_hi x_2, w_hi x_3; BF16: w x_1, w x_2, w x_3.
     LoadTokenPieces<kPair>(xs0, xs1, 0);
     LoadWeightPieces(ws, wp, 0);
-    TileProducts<kPair>();
+    TileProducts<kPair, kBlocks>();
     if constexpr (kLo > 0) {
       static_assert(kLo == 2 && kHiPieces == 3, "the term order below");
       LoadWeightPieces(ws, wp, 1);
-      TileProducts<kPair>();
+      TileProducts<kPair, kBlocks>();
       LoadTokenPieces<kPair>(xs0, xs1, 1);
-      TileProducts<kPair>();
+      TileProducts<kPair, kBlocks>();
       LoadWeightPieces(ws, wp, 0);
-      TileProducts<kPair>();
+      TileProducts<kPair, kBlocks>();
     } else {
       LoadTokenPieces<kPair>(xs0, xs1, 1);
-      TileProducts<kPair>();
+      TileProducts<kPair, kBlocks>();
     }
     LoadTokenPieces<kPair>(xs0, xs1, 2);
-    TileProducts<kPair>();
+    TileProducts<kPair, kBlocks>();
   }
   _tile_stored(0, c0, kLine);
   _tile_stored(2, c2, kLine);
@@ -283,8 +353,8 @@ TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, con
 
 // Rows of panels [p0, p1) for all tokens (see the top of the file). p: the
 // thread's scratch panel, c: its accumulators, per panel c[tile][row
-// tile][16 rows][16 tokens].
-template <int kLo>
+// tile][16 rows][16 tokens] (row blocks: [16 tokens][16 rows]).
+template <int kLo, bool kBlocks>
 TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t* p, float* c) {
   const size_t panel_acc = a.n_tiles * 2 * kTileFloats;
   for (size_t s0 = 0; s0 < a.steps; s0 += kChunkSteps) {
@@ -292,7 +362,10 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
     for (int64_t panel = p0; panel < p1; ++panel) {
       const int64_t r0 = panel * int64_t(kPanelRows);
       const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
-      SplitWeights(a, r0, nr, s0, ns, p);
+      if constexpr (kBlocks)
+        SplitBlocks(a, r0, nr, s0, ns, p);
+      else
+        SplitWeights(a, r0, nr, s0, ns, p);
       // The weights SplitWeights reads next (the next panel's rows of this
       // chunk, or the first panel's of the next chunk), prefetched into L2
       // a few lines per pair of token tiles: row pieces of 512 bytes are too
@@ -301,20 +374,25 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       const size_t next_s0 = panel + 1 < p1 ? s0 : s0 + kChunkSteps;
       const size_t next_rows =
           next_s0 < a.steps ? size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)) : 0;
+      // A piece is a row's columns of the chunk (a block's: its 16 rows').
       // Each piece's lines count from the line its first byte is in
       // (line_span.h: a mapped GGUF row may start mid-line).
-      const size_t piece_bytes =
-          next_s0 < a.steps ? std::min(kChunkSteps * kStep * 2, a.row_bytes - next_s0 * kStep * 2)
-                            : 0;
+      const size_t chunk_cols =
+          next_s0 < a.steps ? std::min(kChunkSteps * kStep, a.K - next_s0 * kStep) : 0;
+      const size_t piece_bytes = chunk_cols * 2 * (kBlocks ? kTile : 1);
+      const size_t stride = kBlocks ? a.K * 2 * kTile : a.row_bytes;
+      const size_t pieces = kBlocks ? (next_rows + kTile - 1) / kTile : next_rows;
+      const uint8_t* base =
+          kBlocks ? a.w + (size_t(next_r0) / kTile * a.K + next_s0 * kStep) * 2 * kTile
+                  : a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
       const size_t row_lines = kernels::max_lines(piece_bytes);
-      const size_t pf_total = next_rows * row_lines;
+      const size_t pf_total = pieces * row_lines;
       const size_t pairs = (a.n_tiles + 1) / 2;
       size_t pf_done = 0;
       auto prefetch_upto = [&](size_t pair) {
-        const uint8_t* base = a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
         for (const size_t want = pf_total * (pair + 1) / pairs; pf_done < want; ++pf_done) {
           const kernels::LineSpan span =
-              kernels::line_span(base + (pf_done / row_lines) * a.row_bytes, piece_bytes);
+              kernels::line_span(base + (pf_done / row_lines) * stride, piece_bytes);
           const size_t line = pf_done % row_lines;
           if (line < span.lines)
             _mm_prefetch(reinterpret_cast<const char*>(span.first + line * kernels::kLineBytes),
@@ -325,18 +403,20 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;
       size_t t = 0;
       for (; t + 2 <= a.n_tiles; t += 2, prefetch_upto(t / 2 - 1))
-        ChunkTiles<true, kLo>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
-                              pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats, s0 == 0);
+        ChunkTiles<true, kLo, kBlocks>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
+                                       pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats,
+                                       s0 == 0);
       if (t < a.n_tiles) {
         prefetch_upto(pairs - 1);
-        ChunkTiles<false, kLo>(p, xs + t * kChunkHalves, nullptr, ns, pc + t * 2 * kTileFloats,
-                               nullptr, s0 == 0);
+        ChunkTiles<false, kLo, kBlocks>(p, xs + t * kChunkHalves, nullptr, ns,
+                                        pc + t * 2 * kTileFloats, nullptr, s0 == 0);
       }
     }
   }
-  // Transposed into y tile by tile (Transpose16x16 of the 32-bit sums):
-  // each of a tile's tokens then gets its up to 16 outputs in one store.
-  alignas(64) float tokens[kTileFloats];
+  // Into y tile by tile, transposed where a tile is rows x tokens
+  // (Transpose16x16 of the 32-bit sums): each of a tile's tokens then gets
+  // its up to 16 outputs in one store.
+  alignas(64) float transposed[kTileFloats];
   for (int64_t panel = p0; panel < p1; ++panel) {
     const float* pc = c + size_t(panel - p0) * panel_acc;
     for (size_t rt = 0; rt < 2; ++rt) {
@@ -345,8 +425,12 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       const size_t nr = size_t(std::min<int64_t>(int64_t(kTile), a.rows - r0));
       const __mmask16 m = _cvtu32_mask16(nr >= 16 ? 0xffffu : (1u << nr) - 1);
       for (size_t t = 0; t < a.n_tiles; ++t) {
-        Transpose16x16(reinterpret_cast<const uint32_t*>(pc + (t * 2 + rt) * kTileFloats),
-                       reinterpret_cast<uint32_t*>(tokens));
+        const float* tokens = pc + (t * 2 + rt) * kTileFloats;
+        if constexpr (!kBlocks) {
+          Transpose16x16(reinterpret_cast<const uint32_t*>(tokens),
+                         reinterpret_cast<uint32_t*>(transposed));
+          tokens = transposed;
+        }
         const size_t valid = std::min(kTile, a.n - t * kTile);
         for (size_t j = 0; j < valid; ++j)
           _mm512_mask_storeu_ps(a.y + (t * kTile + j) * size_t(a.rows) + size_t(r0), m,
@@ -365,19 +449,22 @@ TKV_AMX_TARGET __attribute__((noinline)) void RunTask(const Args& a, int64_t p0,
     cfg.rows[i] = kTile;
   }
   _tile_loadconfig(&cfg);
-  if (a.type == DType::F16)
-    TaskProduct<kLoPieces>(a, p0, p1, p, c);
+  if (a.row_blocks)
+    TaskProduct<kLoPieces, true>(a, p0, p1, p, c);
+  else if (a.type == DType::F16)
+    TaskProduct<kLoPieces, false>(a, p0, p1, p, c);
   else
-    TaskProduct<0>(a, p0, p1, p, c);
+    TaskProduct<0, false>(a, p0, p1, p, c);
   _tile_release();
 }
 
 }  // namespace
 
 void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
-                const float* x, int64_t n, float* y, ThreadPool& pool) {
+                const float* x, int64_t n, float* y, ThreadPool& pool, bool row_blocks) {
   HWY_ASSERT(cpu_has_amx_bf16());
   HWY_ASSERT(type == DType::F16 || type == DType::BF16);
+  HWY_ASSERT(!row_blocks || (type == DType::F16 && rows % int64_t(kTile) == 0));
   static thread_local ScratchBuffer<uint16_t> xb_buf, panel_buf;
   static thread_local ScratchBuffer<float> acc_buf;
   const size_t K = size_t(cols);
@@ -386,8 +473,9 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
   const size_t n_chunks = (steps + kChunkSteps - 1) / kChunkSteps;
 
   uint16_t* xb = xb_buf.Get(n_chunks * n_tiles * kChunkHalves);
-  pool.run(int64_t(n_tiles),
-           [&](int64_t t, int) { SplitTokens(x, size_t(n), K, size_t(t), n_tiles, xb); });
+  pool.run(int64_t(n_tiles), [&](int64_t t, int) {
+    SplitTokens(x, size_t(n), K, size_t(t), n_tiles, !row_blocks, xb);
+  });
 
   // Tasks as gemm.cc cuts them (cut_panel_tasks).
   const int64_t threads = pool.size();
@@ -399,7 +487,7 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
   const size_t acc_floats = size_t(max_per_task) * panel_acc;
   uint16_t* panels = panel_buf.Get(panel_halves * size_t(threads));
   float* accs = acc_buf.Get(acc_floats * size_t(threads));
-  const Args a{type, w, row_bytes, rows, K, steps, xb, n_tiles, size_t(n), y};
+  const Args a{type, w, row_bytes, row_blocks, rows, K, steps, xb, n_tiles, size_t(n), y};
   pool.run(n_tasks, [&](int64_t task, int thread) {
     RunTask(a, task * n_panels / n_tasks, (task + 1) * n_panels / n_tasks,
             panels + panel_halves * size_t(thread), accs + acc_floats * size_t(thread));
@@ -409,7 +497,7 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
 #else  // !__x86_64__
 
 void matmul_amx(DType, const uint8_t*, size_t, int64_t, int64_t, const float*, int64_t, float*,
-                ThreadPool&) {
+                ThreadPool&, bool) {
   HWY_ABORT("matmul_amx: not an x86-64 build");
 }
 

@@ -26,10 +26,12 @@
 
 namespace tkv::kernels {
 
-// y[i * rows + r] = <row r of w, x_i> for i in [0, n), type F16 or BF16.
-// Only where cpu_has_amx_bf16() (aborts elsewhere).
+// y[i * rows + r] = <row r of w, x_i> for i in [0, n), type F16 or BF16;
+// row_blocks: F16 in row blocks (tensor/matmul.h, rows a multiple of 16),
+// the same bits as on the rows. Only where cpu_has_amx_bf16() (aborts
+// elsewhere).
 void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
-                const float* x, int64_t n, float* y, ThreadPool& pool);
+                const float* x, int64_t n, float* y, ThreadPool& pool, bool row_blocks = false);
 
 // Whether matmul_panels (kernels.h) runs F16 and BF16 weights through
 // matmul_amx on the active target: AVX3 or AVX3_DL where cpu_has_amx_bf16()
