@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/kernels/cpu_features.h"
+
 namespace tkv::test {
 
 // TURBOKV_MODELS if set, else the ../shared/models next to the source tree.
@@ -24,6 +26,21 @@ std::vector<float> random_vector(int64_t n, uint32_t seed, float scale = 1.0f);
 std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed);
 // Whether two non-empty float arrays are bit-identical.
 bool same_bits(std::span<const float> a, std::span<const float> b);
+// F16 row blocks preferred (kernels::set_row_blocks_preferred) while it
+// lives, whatever the CPU's default; the preference before it after.
+// Inline: only tests linked with the engine use it.
+class PreferRowBlocks {
+ public:
+  PreferRowBlocks() : before_(kernels::row_blocks_preferred()) {
+    kernels::set_row_blocks_preferred(true);
+  }
+  ~PreferRowBlocks() { kernels::set_row_blocks_preferred(before_); }
+  PreferRowBlocks(const PreferRowBlocks&) = delete;
+  PreferRowBlocks& operator=(const PreferRowBlocks&) = delete;
+
+ private:
+  bool before_;
+};
 // The descriptor of the unnamed page file a KV pool keeps open in `dir`
 // (found through /proc/self/fd), -1 if none.
 int page_file_fd(const std::string& dir);

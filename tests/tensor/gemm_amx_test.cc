@@ -84,6 +84,7 @@ TEST_P(AmxGemm, TokenResultsDoNotDependOnTokenCountOrThreads) {
 // count.
 TEST_P(AmxGemm, RowBlocksGiveTheRowsBits) {
   if (GetParam() != DType::F16) GTEST_SKIP() << "row blocks are F16 only";
+  const test::PreferRowBlocks prefer;
   for (const auto& [rows, cols, n] : std::vector<std::array<int64_t, 3>>{
            {16, 5, 1}, {48, 37, 17}, {32, 300, 33}, {112, 2049, 40}, {16, 8192, 3}}) {
     const FloatProduct p = make_float_product(DType::F16, rows, cols, n, uint32_t(rows + cols));

@@ -37,6 +37,7 @@ Blocks reorder(const std::vector<uint8_t>& rows, int64_t n_rows, int64_t cols) {
 }
 
 TEST(RowBlocks, OnlyF16MatricesOfWholeBlocksAreReordered) {
+  const test::PreferRowBlocks prefer;
   const auto f16 = test::random_weights(DType::F16, 48, 64, 1);
   const auto f32 = test::random_weights(DType::F32, 48, 64, 1);
   const auto bf16 = test::random_weights(DType::BF16, 48, 64, 1);
@@ -46,10 +47,10 @@ TEST(RowBlocks, OnlyF16MatricesOfWholeBlocksAreReordered) {
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::BF16, bf16.data(), 48, 64)));
   kernels::set_row_blocks_preferred(false);
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::F16, f16.data(), 48, 64)));
-  kernels::set_row_blocks_preferred(true);
 }
 
 TEST(RowBlocks, ReorderingPutsEveryValueWhereTheLayoutSays) {
+  const test::PreferRowBlocks prefer;
   constexpr int64_t kRows = 48, kCols = 37;
   const auto rows = test::random_weights(DType::F16, kRows, kCols, 5);
   const Blocks b = reorder(rows, kRows, kCols);
@@ -71,6 +72,7 @@ TEST(RowBlocks, ReorderingPutsEveryValueWhereTheLayoutSays) {
 
 void expect_blocks_equal_gemm_on_rows(int64_t n_rows, int64_t cols,
                                       const std::vector<int64_t>& batch_sizes) {
+  const test::PreferRowBlocks prefer;
   const uint32_t seed = uint32_t(n_rows * 7 + cols);
   const auto rows = test::random_weights(DType::F16, n_rows, cols, seed);
   const WeightMatrix w = make_weight(DType::F16, rows.data(), n_rows, cols, "rows");

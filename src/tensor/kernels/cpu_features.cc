@@ -64,7 +64,7 @@ std::atomic<bool>& amx_flag() {
 }
 
 std::atomic<bool>& row_blocks_flag() {
-  static std::atomic<bool> flag{env_preference("TURBOKV_ROW_BLOCKS", true)};
+  static std::atomic<bool> flag{env_preference("TURBOKV_ROW_BLOCKS", cpu_is_amd())};
   return flag;
 }
 
@@ -129,6 +129,11 @@ bool row_blocks_preferred() {
 
 void set_row_blocks_preferred(bool preferred) {
   row_blocks_flag().store(preferred, std::memory_order_relaxed);
+}
+
+void prefer_row_blocks_for_batches() {
+  if (const char* env = std::getenv("TURBOKV_ROW_BLOCKS"); env && *env) return;
+  set_row_blocks_preferred(true);
 }
 
 bool cpu_has_arm_dotprod() {

@@ -34,11 +34,18 @@ bool cpu_has_amx_bf16();
 bool amx_preferred();
 void set_amx_preferred(bool preferred);
 // Whether a model copied into memory holds its F16 matrices as row blocks
-// (tensor/matmul.h: row_blocks_pay_off; default true). TURBOKV_ROW_BLOCKS=0
-// keeps their rows (for comparisons); set_row_blocks_preferred (tests)
-// after that. Only matrices loaded later follow a change.
+// (tensor/matmul.h: row_blocks_pay_off). By default on AMD CPUs, where both
+// one sequence's decode step and a batch's are faster (Zen 5: ~20% and
+// ~50%), not elsewhere: on Emerald Rapids eight sequences' step measured
+// ~15% faster but one sequence's ~18% slower (docs/WEIGHTS.md).
+// TURBOKV_ROW_BLOCKS=1 or 0 sets the default for the process;
+// set_row_blocks_preferred (tests) after that. Only matrices loaded later
+// follow a change.
 bool row_blocks_preferred();
 void set_row_blocks_preferred(bool preferred);
+// Row blocks for a process that decodes batches (serve with --parallel > 1),
+// unless TURBOKV_ROW_BLOCKS says otherwise.
+void prefer_row_blocks_for_batches();
 // sdot (ARMv8.2 dotprod, HWCAP_ASIMDDP). False off aarch64.
 bool cpu_has_arm_dotprod();
 
