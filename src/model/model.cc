@@ -56,6 +56,17 @@ void project(const WeightMatrix& w, const float* in, int n_exact, int n_rows, fl
           pool);
 }
 
+// fn(matrix) for each weight matrix once: token_embd, output unless tied
+// to it (the same bytes), each layer's seven. Weights: ModelWeights, const
+// or not.
+template <class Weights, class Fn>
+void for_each_distinct_matrix(Weights& w, bool tied_output, Fn fn) {
+  fn(w.token_embd);
+  if (!tied_output) fn(w.output);
+  for (auto& L : w.layers)
+    for (auto* m : L.matrices()) fn(*m);
+}
+
 // The status of an item whose check or allocation threw `e`.
 ItemStatus failed(ItemStatus::Code code, const std::exception& e) {
   ItemStatus st;
@@ -119,25 +130,22 @@ std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory)
 }
 
 void Model::reorder_weights() {
-  std::vector<WeightMatrix*> all = {&weights_.token_embd};
-  if (!config_.tied_output) all.push_back(&weights_.output);
-  for (LayerWeights& L : weights_.layers)
-    for (WeightMatrix* w : L.matrices()) all.push_back(w);
   MappedFile& copy = *file_.mapping();
   // Every core (the load is a one-off; ~0.5 s for 2.3 GiB on one core).
   ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
   copy.rewrite([&](uint8_t* bytes) {
-    for (WeightMatrix* w : all)
-      if (row_blocks_pay_off(*w)) *w = to_row_blocks(*w, bytes + (w->data - copy.data()), pool);
+    for_each_distinct_matrix(weights_, config_.tied_output, [&](WeightMatrix& w) {
+      if (row_blocks_pay_off(w)) w = to_row_blocks(w, bytes + (w.data - copy.data()), pool);
+    });
   });
   if (config_.tied_output) weights_.output = weights_.token_embd;
 }
 
 int Model::row_block_matrices() const {
-  int n = weights_.token_embd.layout == RowLayout::kRowBlocks16 ? 1 : 0;
-  if (!config_.tied_output && weights_.output.layout == RowLayout::kRowBlocks16) ++n;
-  for (const LayerWeights& L : weights_.layers)
-    for (const WeightMatrix* w : L.matrices()) n += w->layout == RowLayout::kRowBlocks16 ? 1 : 0;
+  int n = 0;
+  for_each_distinct_matrix(weights_, config_.tied_output, [&](const WeightMatrix& w) {
+    n += w.layout == RowLayout::kRowBlocks16 ? 1 : 0;
+  });
   return n;
 }
 

@@ -201,10 +201,11 @@ class Model {
   // How the file's bytes are held: mapped, or copied into huge pages.
   FileMemory file_memory() const { return file_.mapping()->memory(); }
   // How many weight matrices are held as row blocks (tensor/matmul.h): in a
-  // copy (kCopy), every F16 matrix whose products run faster so
-  // (row_blocks_pay_off), reordered once at load; none when mapped. Their
-  // float sums are the GEMM's order, so a copied F16 model's logits differ
-  // from the mapped file's in the last bits.
+  // copy (kCopy) where row blocks are preferred (row_blocks_pay_off:
+  // cpu_features.h), every F16 matrix of whole blocks, reordered once at
+  // load; none when mapped. Their decode sums are the f32 GEMM's order, so
+  // a copied F16 model's logits differ from the mapped file's in the last
+  // bits.
   int row_block_matrices() const;
   // For logs: "mapped", "read into 2 MiB pages", or that plus ", F16
   // matrices as row blocks".
@@ -273,8 +274,8 @@ class Model {
 
  private:
   Model() = default;
-  // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void reorder_weights();  // load(): F16 matrices of a copy into row blocks
+  // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
   // Items whose write or attention fails get their status in `status` and
   // leave ctx.live_ (their sequence cleared, their attention rows zero).

@@ -43,7 +43,8 @@
 // accumulate as matmul's f32 GEMM does (per 256-column chunk an FMA chain
 // over the columns in order, chunk sums added in order), so for a token
 // they give the same bits, which are also the GEMM's on the same matrix's
-// rows (kRows).
+// rows (kRows). Where AMX runs matmul, matmul gives AMX's bits instead, the
+// same on the blocks as on the rows.
 //
 // Batch invariance: on the integer path, matmul's token i is bit-identical
 // to matvec(x_i) (where integer_path_active; else to matmul of x_i alone
@@ -95,10 +96,11 @@ struct WeightMatrix {
 WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
                          const char* what = "tensor");
 
-// Whether w (in kRows) can be reordered into row blocks and its products
-// are then faster: F16, rows a multiple of 16, and TURBOKV_ROW_BLOCKS is
-// not 0 (cpu_features.h). The prefill's GEMM reads them as they are (the
-// f32 GEMM's panels, AMX's B operand tiles).
+// Whether w (in kRows) is to be reordered into row blocks: F16, rows a
+// multiple of 16, and row blocks preferred in this process
+// (kernels::row_blocks_preferred: AMD CPUs, serve's batches,
+// TURBOKV_ROW_BLOCKS). The prefill's GEMM reads them as they are (the f32
+// GEMM's panels, AMX's B operand tiles).
 bool row_blocks_pay_off(const WeightMatrix& w);
 
 // Reorders w's bytes (kRows, row_blocks_pay_off) into kRowBlocks16 in

@@ -132,8 +132,7 @@ void set_row_blocks_preferred(bool preferred) {
 }
 
 void prefer_row_blocks_for_batches() {
-  if (const char* env = std::getenv("TURBOKV_ROW_BLOCKS"); env && *env) return;
-  set_row_blocks_preferred(true);
+  set_row_blocks_preferred(env_preference("TURBOKV_ROW_BLOCKS", true));
 }
 
 bool cpu_has_arm_dotprod() {

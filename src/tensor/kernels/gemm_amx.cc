@@ -97,6 +97,18 @@ TKV_AMX_TARGET inline __m512 Bf16ToF32(__m256bh v) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)v), 16));
 }
 
+// 32 F16 weights (v) split exactly into w_hi = bf16(w) and w_lo = w - w_hi
+// (at most 3 significant bits: exact in bf16), 32 bf16 each, in v's order.
+TKV_AMX_TARGET inline void SplitF16(__m512i v, __m512i& hi, __m512i& lo) {
+  const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+  const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+  const __m256bh h0 = _mm512_cvtneps_pbh(w0), h1 = _mm512_cvtneps_pbh(w1);
+  const __m256bh l0 = _mm512_cvtneps_pbh(_mm512_sub_ps(w0, Bf16ToF32(h0)));
+  const __m256bh l1 = _mm512_cvtneps_pbh(_mm512_sub_ps(w1, Bf16ToF32(h1)));
+  hi = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)h0), (__m256i)h1, 1);
+  lo = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)l0), (__m256i)l1, 1);
+}
+
 // Writes the 16 x 16 32-bit values of `in` (in[i][j], 16 apart) transposed
 // to out (out[j][i]).
 TKV_AMX_TARGET inline void Transpose16x16(const uint32_t* in, uint32_t* out) {
@@ -201,16 +213,10 @@ TKV_AMX_TARGET void SplitWeights(const Args& a, int64_t r0, size_t nr, size_t s0
         _mm512_store_si512(hi, v);
         continue;
       }
-      const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
-      const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
-      const __m256bh h0 = _mm512_cvtneps_pbh(w0), h1 = _mm512_cvtneps_pbh(w1);
-      // w - w_hi has at most 3 significant bits: exact in bf16.
-      const __m256bh l0 = _mm512_cvtneps_pbh(_mm512_sub_ps(w0, Bf16ToF32(h0)));
-      const __m256bh l1 = _mm512_cvtneps_pbh(_mm512_sub_ps(w1, Bf16ToF32(h1)));
-      _mm512_store_si512(hi,
-                         _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)h0), (__m256i)h1, 1));
-      _mm512_store_si512(hi + kTileHalves,
-                         _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)l0), (__m256i)l1, 1));
+      __m512i wh, wl;
+      SplitF16(v, wh, wl);
+      _mm512_store_si512(hi, wh);
+      _mm512_store_si512(hi + kTileHalves, wl);
     }
   }
 }
@@ -246,13 +252,8 @@ TKV_AMX_TARGET void SplitBlocks(const Args& a, int64_t r0, size_t nr, size_t s0,
         const uint32_t first = 2 * q < kc ? 0xffffu : 0u, second = 2 * q + 1 < kc ? 0xffffu : 0u;
         const __m512i v =
             _mm512_maskz_loadu_epi16(_cvtu32_mask32(first | second << 16), block + 2 * q * kTile);
-        const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
-        const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
-        const __m256bh h0 = _mm512_cvtneps_pbh(w0), h1 = _mm512_cvtneps_pbh(w1);
-        const __m256bh l0 = _mm512_cvtneps_pbh(_mm512_sub_ps(w0, Bf16ToF32(h0)));
-        const __m256bh l1 = _mm512_cvtneps_pbh(_mm512_sub_ps(w1, Bf16ToF32(h1)));
-        const __m512i hv = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)h0), (__m256i)h1, 1);
-        const __m512i lv = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)l0), (__m256i)l1, 1);
+        __m512i hv, lv;
+        SplitF16(v, hv, lv);
         _mm512_store_si512(hi + q * kStep, _mm512_permutexvar_epi16(interleave, hv));
         _mm512_store_si512(lo + q * kStep, _mm512_permutexvar_epi16(interleave, lv));
       }

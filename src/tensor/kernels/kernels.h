@@ -81,8 +81,9 @@ using DequantizeFn = void (*)(DType, const uint8_t*, float*, int64_t);
 // dequantized once per call, panel by panel, with `dequantize`; BF16
 // weights take vdpbf16ps with bf16-rounded activations instead where
 // bf16_dot_gemm_active (gemm_bf16.h).
-// With row_blocks (F16 in RowLayout::kRowBlocks16, never with AMX active)
-// the panels are read from the blocks; row_bytes and dequantize are unused.
+// With row_blocks (F16 in RowLayout::kRowBlocks16) the panels, or AMX's
+// operand tiles, are read from the blocks; row_bytes and dequantize are
+// unused.
 void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool,
                    bool row_blocks = false);
