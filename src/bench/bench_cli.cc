@@ -517,6 +517,9 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
       if (!s->url.empty()) fail("--capacity: counts what a server it starts holds; not with --url");
       if (given("--long-prompt")) fail("--capacity: not with --long-prompt");
       s->capacity_max = f.capacity_max;
+      // Every prompt on the prefill grid, so that each leaves a cached
+      // prefix (a prompt prefilled as one chunk has no reusable boundary).
+      s->server_flags.insert(s->server_flags.end(), {"--prefill-whole", "0"});
     } else if (given("--capacity-max")) {
       fail("--capacity-max: needs --capacity");
     }

@@ -33,10 +33,11 @@ bool is_debris(const std::string& name) {
 }  // namespace
 
 CacheDir::CacheDir(std::string dir, uint64_t max_bytes, std::string key, int block_tokens,
-                   Warn warn)
+                   ReuseRule rule, Warn warn)
     : dir_(std::move(dir)),
       max_bytes_(max_bytes),
       key_(std::move(key)),
+      rule_(rule),
       warn_(std::move(warn)),
       index_(block_tokens) {
   std::error_code ec;
@@ -136,20 +137,25 @@ CacheDir::Match CacheDir::find(std::span<const int32_t> prompt) const {
   Match best;
   for (uint64_t id : index_.candidates(prompt)) {
     const File& f = files_.at(id);
-    const int64_t n = common_prefix(f.tokens, prompt);
-    if (n > best.tokens) best = {f.path, n};
+    const int64_t common = common_prefix(f.tokens, prompt);
+    best.common = std::max(best.common, common);
+    const int64_t reuse = rule_.point(int64_t(f.tokens.size()), common, int64_t(prompt.size()));
+    if (reuse > best.reuse) {
+      best.path = f.path;
+      best.reuse = reuse;
+    }
   }
   return best;
 }
 
-bool CacheDir::covers(std::span<const int32_t> tokens) const {
+bool CacheDir::serves(std::span<const int32_t> tokens) const {
   const std::lock_guard<std::mutex> lock(mu_);
-  return covers_locked(tokens);
+  return serves_locked(tokens);
 }
 
-bool CacheDir::covers_locked(std::span<const int32_t> tokens) const {
+bool CacheDir::serves_locked(std::span<const int32_t> tokens) const {
   for (uint64_t id : index_.candidates(tokens))
-    if (common_prefix(files_.at(id).tokens, tokens) == int64_t(tokens.size())) return true;
+    if (rule_.serves(files_.at(id).tokens, tokens)) return true;
   return false;
 }
 
@@ -189,9 +195,9 @@ bool CacheDir::store(const runtime::InferenceSession& session) {
   {
     const std::lock_guard<std::mutex> lock(mu_);
     if (!usable_) return false;
-    if (covers_locked(tokens)) return true;
+    if (serves_locked(tokens)) return true;
     for (const auto& w : writing_)
-      if (common_prefix(w, tokens) == int64_t(tokens.size())) return true;
+      if (rule_.serves(w, tokens)) return true;
     if (max_bytes_ > 0 && session.cache().stats().persistent_bytes > max_bytes_) return false;
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     const std::string name =
@@ -216,12 +222,10 @@ bool CacheDir::store(const runtime::InferenceSession& session) {
   std::error_code ec;
   f.bytes = fs::file_size(f.path, ec);
   f.tokens = tokens;
-  // Files holding a prefix of these tokens are redundant now.
+  // Files whose prompts this one serves are redundant now.
   std::vector<uint64_t> redundant;
   for (const auto& [id, old] : files_)
-    if (old.tokens.size() <= tokens.size() &&
-        common_prefix(old.tokens, tokens) == int64_t(old.tokens.size()))
-      redundant.push_back(id);
+    if (rule_.serves(tokens, old.tokens)) redundant.push_back(id);
   for (uint64_t id : redundant) remove(id, true);
   const uint64_t id = next_id_;
   add(std::move(f));

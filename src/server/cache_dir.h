@@ -10,8 +10,8 @@
 //  - A file is loaded on demand, transactionally, into a fresh sequence;
 //    one that fails its checks (corrupt, truncated) is never used: it is
 //    deleted with one warning.
-//  - store() writes a sequence unless a file holding the same tokens or
-//    more exists, removes files it makes redundant (a prefix of it), then
+//  - store() writes a sequence unless a file serves every prompt it serves
+//    (ReuseRule::serves), removes the files it makes redundant, then
 //    removes the oldest files while the total is over the bound.
 //  - A directory that cannot be created or written (read-only, full) gives
 //    one warning; the server goes on without (or with what it could write).
@@ -39,13 +39,17 @@ namespace tkv::server {
 class CacheDir {
  public:
   using Warn = std::function<void(const std::string&)>;
-  // `key` identifies the model, KV settings and context: stored in every
-  // file, and only files with this key are used.
-  CacheDir(std::string dir, uint64_t max_bytes, std::string key, int block_tokens, Warn warn);
+  // `key` identifies the model, KV settings, context and everything else
+  // that decides a prefill's bits (prefill grid, threads): stored in every
+  // file, and only files with this key are used. `rule`: where a file may
+  // be reused.
+  CacheDir(std::string dir, uint64_t max_bytes, std::string key, int block_tokens, ReuseRule rule,
+           Warn warn);
 
   struct Match {
-    std::string path;    // empty: no file shares a whole block with the prompt
-    int64_t tokens = 0;  // tokens the file and the prompt have in common
+    std::string path;    // empty: no file serves the prompt
+    int64_t reuse = 0;   // prompt tokens the file serves (ReuseRule::point)
+    int64_t common = 0;  // the most tokens a file and the prompt share, reusable or not
   };
   Match find(std::span<const int32_t> prompt) const;
   // Restores `path` into `session` (empty). false, with one warning and the
@@ -55,8 +59,8 @@ class CacheDir {
   // Writes `session` as a cache file (see above). Returns false when it was
   // not written (a failure warns once per directory).
   bool store(const runtime::InferenceSession& session);
-  // Whether a file holds `tokens` or more after them.
-  bool covers(std::span<const int32_t> tokens) const;
+  // Whether a file serves every prompt a sequence holding `tokens` serves.
+  bool serves(std::span<const int32_t> tokens) const;
 
   bool usable() const;
   int files() const;
@@ -71,7 +75,7 @@ class CacheDir {
     uint64_t order = 0;  // age: smaller is older
   };
   void index();
-  bool covers_locked(std::span<const int32_t> tokens) const;
+  bool serves_locked(std::span<const int32_t> tokens) const;
   void add(File file);
   void remove(uint64_t id, bool delete_file);
   void trim(uint64_t keep_id);
@@ -80,6 +84,7 @@ class CacheDir {
   std::string dir_;
   uint64_t max_bytes_;
   std::string key_;
+  ReuseRule rule_;
   Warn warn_;
   mutable std::mutex mu_;  // everything below
   // Token ids of the files being written now (store() skips a sequence

@@ -40,10 +40,10 @@ int CacheWriter::pending() const {
   return int(queue_.size()) + (writing_ ? 1 : 0);
 }
 
-int64_t CacheWriter::longest_common(std::span<const int32_t> prompt) const {
+int64_t CacheWriter::best_reuse(std::span<const int32_t> prompt, const ReuseRule& rule) const {
   const std::lock_guard<std::mutex> lock(mu_);
-  int64_t best = writing_ ? common_prefix(writing_->tokens(), prompt) : 0;
-  for (const auto& s : queue_) best = std::max(best, common_prefix(s->tokens(), prompt));
+  int64_t best = writing_ ? rule.point(writing_->tokens(), prompt) : 0;
+  for (const auto& s : queue_) best = std::max(best, rule.point(s->tokens(), prompt));
   return best;
 }
 

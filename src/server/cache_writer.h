@@ -9,7 +9,7 @@
 //    submit() beyond `max_queued` waits for room.
 //  - CacheDir files a prefix only once its file is complete (cache_dir.h),
 //    so a lookup never reads a half-written file; the prefix cache asks
-//    longest_common() first and waits for the writer when a prefix on its
+//    best_reuse() first and waits for the writer when a prefix on its
 //    way to disk would serve the prompt better than what is there.
 //  - wait_idle() returns once everything submitted is written (drain; and
 //    the scheduler when it needs the pages the queue holds).
@@ -25,6 +25,7 @@
 
 #include "runtime/generation.h"
 #include "server/cache_dir.h"
+#include "server/prefix_index.h"
 
 namespace tkv::server {
 
@@ -39,9 +40,9 @@ class CacheWriter {
   void wait_idle();
   // Sequences queued or being written.
   int pending() const;
-  // The most tokens `prompt` has in common with a sequence queued or being
-  // written.
-  int64_t longest_common(std::span<const int32_t> prompt) const;
+  // The most tokens of `prompt` a sequence queued or being written serves
+  // under `rule`.
+  int64_t best_reuse(std::span<const int32_t> prompt, const ReuseRule& rule) const;
 
  private:
   void loop();

@@ -7,45 +7,47 @@
 
 namespace tkv::server {
 
-PrefixCache::PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk,
+PrefixCache::PrefixCache(int block_tokens, ReuseRule rule, int max_entries, CacheDir* disk,
                          CacheWriter* writer)
     : index_(block_tokens),
-      grid_(grid),
+      rule_(rule),
       max_entries_(max_entries),
       disk_(disk),
       writer_(disk ? writer : nullptr) {
-  TKV_CHECK(grid >= 1);
+  TKV_CHECK(rule.grid >= 1);
 }
 
 PrefixCache::~PrefixCache() = default;
 
-int64_t PrefixCache::reuse_point(int64_t common, size_t prompt_len) const {
-  const int64_t limit = std::min<int64_t>(common, int64_t(prompt_len) - 1);
-  return limit <= 0 ? 0 : limit / grid_ * grid_;
-}
-
-PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSession& make) {
+PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSession& make,
+                                   bool from_disk) {
+  const int64_t last = int64_t(prompt.size()) - 1;
+  const auto on_grid = [&](int64_t common) {
+    return std::min(common, last) / rule_.grid * rule_.grid;
+  };
   uint64_t best_id = 0;
-  int64_t best = 0;
+  int64_t best = 0, shared = 0;
   for (uint64_t id : index_.candidates(prompt)) {
-    const int64_t r =
-        reuse_point(common_prefix(entries_.at(id).session->tokens(), prompt), prompt.size());
+    const std::vector<int32_t>& held = entries_.at(id).session->tokens();
+    const int64_t common = common_prefix(held, prompt);
+    shared = std::max(shared, on_grid(common));
+    const int64_t r = rule_.point(int64_t(held.size()), common, int64_t(prompt.size()));
     if (r > best) {
       best = r;
       best_id = id;
     }
   }
-  bool from_disk = false;
-  if (disk_) {
+  bool loaded_now = false;
+  if (disk_ && from_disk) {
     CacheDir::Match m = disk_->find(prompt);
     // A prefix on its way to disk that would serve better: wait for it
     // (its file is complete, and indexed, once the writer is idle).
-    if (writer_ && reuse_point(writer_->longest_common(prompt), prompt.size()) >
-                       std::max(best, reuse_point(m.tokens, prompt.size()))) {
+    if (writer_ && writer_->best_reuse(prompt, rule_) > std::max(best, m.reuse)) {
       writer_->wait_idle();
       m = disk_->find(prompt);
     }
-    if (!m.path.empty() && reuse_point(m.tokens, prompt.size()) > best) {
+    shared = std::max(shared, on_grid(m.common));
+    if (!m.path.empty() && m.reuse > best) {
       std::unique_ptr<runtime::InferenceSession> loaded = make();
       if (disk_->load(m.path, *loaded)) {
         ++disk_loads_;
@@ -53,17 +55,16 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
         insert(std::move(loaded));
         if (entries_.count(id)) {
           best_id = id;
-          best =
-              reuse_point(common_prefix(entries_.at(id).session->tokens(), prompt), prompt.size());
-          from_disk = true;
+          best = rule_.point(entries_.at(id).session->tokens(), prompt);
+          loaded_now = true;
         }
       }
     }
   }
-  if (best_id == 0 || best == 0) return {};
+  if (best_id == 0 || best == 0) return {.shared = shared};
   Entry& e = entries_.at(best_id);
   e.last_use = ++clock_;
-  return {.session = e.session.get(), .reuse = best, .from_disk = from_disk};
+  return {.session = e.session.get(), .reuse = best, .from_disk = loaded_now, .shared = shared};
 }
 
 void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session) {
@@ -72,12 +73,11 @@ void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session) {
   std::vector<uint64_t> redundant;
   for (uint64_t id : index_.candidates(tokens)) {
     const std::vector<int32_t>& held = entries_.at(id).session->tokens();
-    const int64_t common = common_prefix(held, tokens);
-    if (common == int64_t(tokens.size())) {  // already held, maybe with more after
+    if (rule_.serves(held, tokens)) {
       entries_.at(id).last_use = ++clock_;
       return;
     }
-    if (common == int64_t(held.size())) redundant.push_back(id);
+    if (rule_.serves(tokens, held)) redundant.push_back(id);
   }
   for (uint64_t id : redundant) remove(id);
   const uint64_t id = next_id_++;
@@ -93,6 +93,18 @@ void PrefixCache::remove(uint64_t id) {
   entries_.erase(it);
 }
 
+std::unique_ptr<runtime::InferenceSession> PrefixCache::take(
+    const runtime::InferenceSession* session) {
+  for (auto& [id, e] : entries_)
+    if (e.session.get() == session) {
+      std::unique_ptr<runtime::InferenceSession> taken = std::move(e.session);
+      index_.remove(id, taken->tokens());
+      entries_.erase(id);
+      return taken;
+    }
+  return nullptr;
+}
+
 bool PrefixCache::evict_lru() {
   if (entries_.empty()) return false;
   auto oldest = entries_.begin();
@@ -103,7 +115,7 @@ bool PrefixCache::evict_lru() {
   index_.remove(oldest->first, session->tokens());
   entries_.erase(oldest);
   // A no-op when a file holds it already.
-  if (writer_ && !disk_->covers(session->tokens()))
+  if (writer_ && !disk_->serves(session->tokens()))
     writer_->submit(std::move(session));
   else if (disk_)
     disk_->store(*session);
@@ -117,7 +129,7 @@ void PrefixCache::persist_all() {
     return;
   }
   for (auto& [id, e] : entries_)
-    if (!disk_->covers(e.session->tokens())) writer_->submit(std::move(e.session));
+    if (!disk_->serves(e.session->tokens())) writer_->submit(std::move(e.session));
   clear();
   writer_->wait_idle();
 }

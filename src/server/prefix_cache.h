@@ -1,29 +1,24 @@
-// The prefix cache over compressed pages: sequences that finished keep
-// their pages here, indexed by the hash chain of their page-aligned token
-// blocks (prefix_index.h). A new job whose prompt starts with a cached
-// prefix forks that sequence (KvCache::fork: every page shared,
-// copy-on-write), truncates the fork to the reuse point and prefills only
-// the rest of its prompt.
+// The prefix cache over compressed pages: checkpoints of prompts' sequences,
+// indexed by the hash chain of their page-aligned token blocks
+// (prefix_index.h). A new job whose prompt starts with a cached checkpoint
+// forks it (KvCache::fork: every page shared, copy-on-write) and prefills
+// only the rest of its prompt.
 //
-// The reuse point is a multiple of the scheduler's prefill grid and at most
-// prompt_len - 1 (the last prompt token is always evaluated: its logits
-// pick the first reply token), so the remaining chunks fall on the same grid
-// as a cold prefill's.
-//
-// Bit-exactness. A reused prefix gives exactly the logits of a cold prefill
-// when its tokens were themselves prefilled on the grid as a prompt and the
-// codecs keep no f16 ring (f16 pages, no residual window). It does not when
-//  - the prefix holds generated tokens (decoded one at a time: the decode
-//    path's matvec kernels differ from the prefill GEMM in the last bits);
-//  - its quantized tokens near the reuse point had already left the
-//    residual ring (KvCache::truncate: they stay in their codec form where a
-//    cold prefill would still hold them in f16).
-// Either way the reuse is a valid cache of those tokens, within the codec's
-// own error; only the last bits differ.
+// Exactness. A reused prefix is exactly the state a cold prefill of the
+// same tokens builds, so a cached prefix never changes an answer
+// (ReuseRule, prefix_index.h). The scheduler makes that hold by caching
+// checkpoints, not finished sequences: a prompt's sequence forked at a
+// boundary of the prefill grid, before the chunk starting there ran (at the
+// prompt's last boundary, and where it parted from a cached prompt). A
+// finished sequence is not cached: its generated tokens were decoded one at
+// a time (other kernels than the prefill's, in the last bits) and, with a
+// residual ring, its last prompt tokens have left the ring for their codec.
+// Checkpoints differ only in their sinks, ring and last page; the rest of
+// their pages are shared.
 //
 // Eviction is LRU (a hit refreshes its entry). An evicted entry is written
 // to the disk tier first when there is one (cache_dir.h) and no file there
-// holds its tokens yet, by the background writer when there is one
+// serves its prompts yet, by the background writer when there is one
 // (cache_writer.h: the entry's pages stay held until its file is written);
 // its pages return to the pool once no running sequence shares them.
 //
@@ -51,11 +46,11 @@ namespace tkv::server {
 class PrefixCache {
  public:
   using NewSession = std::function<std::unique_ptr<runtime::InferenceSession>()>;
-  // `grid`: reuse points are multiples of it; at most `max_entries` are
-  // kept (the least recently used go beyond it); `disk` may be null (no
-  // disk tier). With a `writer`, entries go to the disk tier through it
-  // (in the background) instead of being written by the calling thread.
-  PrefixCache(int block_tokens, int grid, int max_entries, CacheDir* disk,
+  // `rule`: where an entry may be reused; at most `max_entries` are kept
+  // (the least recently used go beyond it); `disk` may be null (no disk
+  // tier). With a `writer`, entries go to the disk tier through it (in the
+  // background) instead of being written by the calling thread.
+  PrefixCache(int block_tokens, ReuseRule rule, int max_entries, CacheDir* disk,
               CacheWriter* writer = nullptr);
   ~PrefixCache();
 
@@ -63,18 +58,27 @@ class PrefixCache {
     runtime::InferenceSession* session = nullptr;  // to fork; null: no reuse
     int64_t reuse = 0;       // prompt tokens to keep (truncate the fork to this)
     bool from_disk = false;  // the entry was just read back from the disk tier
+    // The grid boundary (at most the prompt's last token) up to which the
+    // prompt shares its tokens with the longest-matching entry, reusable or
+    // not: where a checkpoint of this prompt would serve the prompts after
+    // it that part there too.
+    int64_t shared = 0;
   };
   // The entry giving the longest reuse of `prompt`, from memory or, when the
-  // disk tier has a longer one, read back into a sequence from `make` (then
-  // kept in memory). A hit refreshes the entry's LRU age. kv::KvBudgetExceeded
-  // from reading a file back passes through (nothing changed).
-  Hit find(std::span<const int32_t> prompt, const NewSession& make);
+  // disk tier has a longer one and `from_disk`, read back into a sequence
+  // from `make` (then kept in memory). A hit refreshes the entry's LRU age.
+  // kv::KvBudgetExceeded from reading a file back passes through (nothing
+  // changed).
+  Hit find(std::span<const int32_t> prompt, const NewSession& make, bool from_disk = true);
 
-  // Keeps a finished sequence. Entries holding a prefix of its tokens are
-  // dropped (it serves every prompt they would); a sequence that an entry
-  // already holds (the same tokens or more after them) or shorter than one
-  // block is dropped instead.
+  // Keeps a checkpoint. Entries it serves every prompt of (ReuseRule::
+  // serves) are dropped; one that an entry already serves every prompt of,
+  // or shorter than one block, is dropped instead.
   void insert(std::unique_ptr<runtime::InferenceSession> session);
+  const ReuseRule& rule() const { return rule_; }
+  // Takes the entry holding `session` (a Hit's) out of the cache, for a job
+  // that cannot afford a fork of it.
+  std::unique_ptr<runtime::InferenceSession> take(const runtime::InferenceSession* session);
   // Drops the least recently used entry (to disk first, see above); false
   // when there is none.
   bool evict_lru();
@@ -95,11 +99,10 @@ class PrefixCache {
     std::unique_ptr<runtime::InferenceSession> session;
     uint64_t last_use = 0;
   };
-  int64_t reuse_point(int64_t common, size_t prompt_len) const;
   void remove(uint64_t id);
 
   PrefixIndex index_;
-  int grid_;
+  ReuseRule rule_;
   int max_entries_;
   CacheDir* disk_;
   CacheWriter* writer_;

@@ -17,6 +17,34 @@ namespace tkv::server {
 // Tokens a and b have in common from the start.
 int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
 
+// Where a cached sequence may be reused so that the new sequence holds
+// exactly what a cold prefill of its prompt would build: the same codec or
+// f16 form of every token, the same bits (the prompt's logits follow).
+//
+// Cached sequences are checkpoints (prefix_cache.h): a prompt's sequence
+// forked at a boundary of the prefill grid, before the chunk starting there
+// ran, so every token it holds was prefilled in whole grid chunks, as a
+// cold prefill of any longer prompt prefills them. A checkpoint serves a
+// prompt that starts with all of its tokens and has at least one more (the
+// last prompt token is always evaluated). It cannot be truncated when the
+// codecs keep a residual ring: a cold prefill at the cut would hold the R
+// tokens before it in f16, the checkpoint holds them encoded
+// (KvCache::truncate). Without a ring (f16 pages, or residual 0) truncating
+// to any grid boundary is exact.
+struct ReuseRule {
+  int grid = 1;              // the prefill grid: reuse points are multiples of it
+  bool truncatable = false;  // no residual ring: a checkpoint serves its grid prefixes too
+
+  // Prompt tokens a sequence of `held_len` tokens, `common` of them shared
+  // with a prompt of `prompt_len`, gives exactly (0: none).
+  int64_t point(int64_t held_len, int64_t common, int64_t prompt_len) const;
+  int64_t point(std::span<const int32_t> held, std::span<const int32_t> prompt) const {
+    return point(int64_t(held.size()), common_prefix(held, prompt), int64_t(prompt.size()));
+  }
+  // Whether a sequence holding `a` serves every prompt one holding `b` does.
+  bool serves(std::span<const int32_t> a, std::span<const int32_t> b) const;
+};
+
 class PrefixIndex {
  public:
   explicit PrefixIndex(int block_tokens);

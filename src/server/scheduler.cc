@@ -132,16 +132,21 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     attention_per_key = 2.0 * c.n_heads * c.head_dim / matrices;
   }
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
+  const ReuseRule rule{.grid = options.prefill_chunk,
+                       .truncatable = options.kv.effective_residual() == 0};
   if (cacheable && !options.cache_dir.empty()) {
+    // Everything that decides a prefill's bits: a file made under another
+    // grid or thread count would not give this server's cold logits.
     const kv::KvShape shape = model.kv_shape(options.context);
-    const std::string key = str(model.fingerprint(), " ", options.kv.describe_storage(),
-                                " ctx=", shape.max_tokens, " seed=", options.kv.seed);
+    const std::string key =
+        str(model.fingerprint(), " ", options.kv.describe_storage(), " ctx=", shape.max_tokens,
+            " seed=", options.kv.seed, " grid=", options.prefill_chunk, " threads=", options.threads);
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
-                                      options.kv.page_tokens, options.on_warning);
+                                      options.kv.page_tokens, rule, options.on_warning);
   }
   if (disk) writer = std::make_unique<CacheWriter>(*disk, kCacheWritesQueued);
   if (cacheable)
-    prefixes = std::make_unique<PrefixCache>(options.kv.page_tokens, options.prefill_chunk,
+    prefixes = std::make_unique<PrefixCache>(options.kv.page_tokens, rule,
                                              options.max_cached_prefixes, disk.get(), writer.get());
   figures.kv_budget = options.budget_bytes;
 }
@@ -150,6 +155,20 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
   const int64_t page = options.kv.page_tokens;
   const int64_t pages_needed = (std::max<int64_t>(tokens, 0) + page - 1) / page;
   return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
+}
+
+std::vector<int64_t> Scheduler::Impl::checkpoints(int64_t prompt_len, const PrefixCache::Hit& hit) const {
+  // The prompt's last grid boundary (the next turn of a conversation, a
+  // regenerated reply, the same request again start there), and without a
+  // truncatable cache the boundary where it parted from a cached prompt
+  // (a system prompt the next conversations share).
+  const int64_t grid = options.prefill_chunk;
+  const int64_t last = (prompt_len - 1) / grid * grid;
+  std::vector<int64_t> at;
+  if (!prefixes->rule().truncatable && hit.shared > hit.reuse && hit.shared < last)
+    at.push_back(hit.shared);
+  if (last > hit.reuse) at.push_back(last);
+  return at;
 }
 
 bool Scheduler::Impl::make_room(uint64_t bytes) {
@@ -281,11 +300,14 @@ void Scheduler::Impl::admit() {
       continue;
     }
     const int64_t prompt_len = int64_t(p.job.prompt.size());
+    // A short prompt is prefilled as one chunk from its start (step()), so
+    // a cold prefill of it has no grid boundary a reuse could start at.
+    const bool on_grid = prompt_len > options.whole_prompt_tokens;
     PrefixCache::Hit hit;
     std::unique_ptr<runtime::InferenceSession> session;
     bool budget_blocked = false;
     try {
-      if (prefixes) {
+      if (prefixes && on_grid) {
         hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
         if (hit.session) cache_changed = true;
       }
@@ -323,11 +345,20 @@ void Scheduler::Impl::admit() {
           session = new_session();
         }
       } catch (const kv::KvBudgetExceeded&) {
+        // No room for a fork's sinks and ring: the job takes the entry itself
+        // (a file of it stays in the disk tier where there is one).
+        if (hit.session && (session = prefixes->take(hit.session))) {
+          cache_changed = true;
+          session->truncate(hit.reuse);
+          break;
+        }
         // Room for the sequence's sinks and ring: cached prefixes go first.
-        // (The hit's entry may be the one evicted: then start cold.)
+        // (The hit's entry may be the one evicted: then start cold.) Each
+        // round evicts one at least and reads none back from disk (that
+        // would take the pages just freed), so this ends.
         session.reset();
         if (make_room(estimate_bytes(0))) {
-          hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
+          if (on_grid) hit = prefixes->find(p.job.prompt, [&] { return new_session(); }, false);
           continue;
         }
         if (!active.empty()) {
@@ -364,6 +395,7 @@ void Scheduler::Impl::admit() {
     a->session = std::move(session);
     a->cached_tokens = hit.reuse;
     a->reserved_bytes = need;
+    if (prefixes && on_grid) a->checkpoints = checkpoints(prompt_len, hit);
     if (hit.reuse > 0) {
       ++figures.prefix_hits;
       figures.prefix_tokens_reused += uint64_t(hit.reuse);

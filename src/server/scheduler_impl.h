@@ -50,6 +50,9 @@ struct Active {
   tok::StreamDecoder decoder;  // has seen the prompt: the reply is spelled as in the whole
   runtime::TextStream text;
   int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  // Positions where the sequence is forked into the prefix cache before the
+  // chunk starting there runs (ascending; Scheduler::Impl::checkpoints).
+  std::vector<int64_t> checkpoints;
   bool decoding = false;      // the prompt is in; next_token is to be fed
   int32_t next_token = 0;
   // A prefill chunk run in layer parts: the layers done so far (0: none
@@ -129,6 +132,11 @@ struct Scheduler::Impl {
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
   void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
   uint64_t estimate_bytes(int64_t tokens) const;
+  // Where a job of this prompt leaves checkpoints in the prefix cache.
+  std::vector<int64_t> checkpoints(int64_t prompt_len, const PrefixCache::Hit& hit) const;
+  // Forks `a` into the prefix cache when its next chunk starts at its next
+  // checkpoint (a fork the budget cannot hold is skipped).
+  void take_checkpoint(Active& a);
   bool admitted_before(const Active& x, const Active& y) const;  // x earlier in `active`
   // Evicts the least recently used cached prefix, then more until the pool
   // has `bytes` free under its budget or none is left; false when there was

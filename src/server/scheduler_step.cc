@@ -79,12 +79,8 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   figures.prompt_tokens += uint64_t(p.job.prompt.size());
   figures.completion_tokens += uint64_t(a.generated);
   ++figures.jobs_finished;
-  // A reply that ended normally keeps its pages for the next prompt that
-  // starts the same way; cancelled and failed ones free them now.
-  if (prefixes && (reason == JobFinish::kStop || reason == JobFinish::kLength) && a.session) {
-    prefixes->insert(std::move(a.session));
-    cache_changed = true;
-  }
+  // Its checkpoints are in the prefix cache; the finished sequence itself is
+  // not reusable exactly (prefix_cache.h) and frees its pages.
   a.session.reset();
   // The figures, and the free places submit() counts, include this job's
   // end before its consumer hears it: a client that sends its next request
@@ -92,6 +88,26 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   publish();
   p.stream->push(std::move(done));
   if (options.on_finish) options.on_finish();
+}
+
+void Scheduler::Impl::take_checkpoint(Active& a) {
+  const int64_t at = a.session->cache().n_tokens();
+  std::vector<int64_t>& points = a.checkpoints;
+  while (!points.empty() && points.front() < at) points.erase(points.begin());
+  if (points.empty() || points.front() != at) return;
+  points.erase(points.begin());
+  // Older prefixes give way to it (it is the newest), once.
+  for (bool retry = true;; retry = false) {
+    try {
+      prefixes->insert(a.session->fork());
+      cache_changed = true;
+      return;
+    } catch (const kv::KvBudgetExceeded&) {
+      if (!retry || !make_room(estimate_bytes(0))) return;
+    } catch (const kv::KvOutOfMemory&) {
+      return;
+    }
+  }
 }
 
 bool Scheduler::Impl::admitted_before(const Active& x, const Active& y) const {
@@ -147,6 +163,7 @@ bool Scheduler::Impl::step() {
         info.prefill_tokens + n > kWholePromptRowsPerStep)
       break;  // the step's rows are enough; the rest wait their turn
     const int begin = a->chunk_layers_done;
+    if (begin == 0) take_checkpoint(*a);
     // The chunk's work per layer in depth-0 tokens: its rows through the
     // matrices (and attention among themselves) plus its queries against
     // the keys before them.

@@ -59,6 +59,7 @@ SchedulerOptions cache_options(const std::string& dir = {}) {
   o.parallel = 4;
   o.prefill_chunk = 32;
   o.prefill_tokens_per_step = 32;
+  o.whole_prompt_tokens = 0;  // every prompt on the grid: the short ones are reused too
   o.kv.page_tokens = 32;
   o.threads = 2;
   o.cache_dir = dir;
@@ -123,7 +124,7 @@ TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
     s->feed(ids);
     return s;
   };
-  PrefixCache cache(32, 32, 8, nullptr);
+  PrefixCache cache(32, ReuseRule{.grid = 32, .truncatable = true}, 8, nullptr);
   const std::vector<int32_t> a = prompt(70, 1), b = prompt(70, 2), c = prompt(70, 3);
   cache.insert(session_of(a));
   cache.insert(session_of(b));
@@ -152,7 +153,7 @@ TEST_F(PrefixCacheTest, EntryThatExtendsAnotherReplacesIt) {
   ThreadPool threads(1);
   kv::KvConfig kv;
   kv.page_tokens = 32;
-  PrefixCache cache(32, 32, 8, nullptr);
+  PrefixCache cache(32, ReuseRule{.grid = 32, .truncatable = true}, 8, nullptr);
   const std::vector<int32_t> longer = prompt(100);
   const std::vector<int32_t> shorter(longer.begin(), longer.begin() + 64);
   for (const auto* ids : {&shorter, &longer}) {
@@ -452,7 +453,6 @@ TEST_F(PrefixCacheTest, BudgetExhaustedMidBatchFailsOneJobAndTheOtherGoesOn) {
   gate.attach(o);
   Scheduler s(*m_->model, *m_->tokenizer, o);
   const std::vector<int32_t> shared = prompt(96);
-  run_one(s, greedy_job(shared, 1));
   std::vector<Job> jobs;
   for (size_t i = 0; i < 2; ++i) {
     std::vector<int32_t> p = shared;
@@ -460,6 +460,9 @@ TEST_F(PrefixCacheTest, BudgetExhaustedMidBatchFailsOneJobAndTheOtherGoesOn) {
     p.erase(p.begin() + 96);  // the second part's BOS
     jobs.push_back(greedy_job(p, 200));
   }
+  // A prompt of 97 tokens leaves its checkpoint at 96, the grid boundary
+  // before its last token.
+  run_one(s, greedy_job({jobs[0].prompt.begin(), jobs[0].prompt.begin() + 97}, 1));
   gate.close();
   auto a = s.submit(jobs[0]);
   auto b = s.submit(jobs[1]);

@@ -11,11 +11,11 @@ main(async () => {
   const server = await startServer(model, ['-t', '2', '--cache-dir', dir, '--kv-budget', '3M'],
                                    { env: { TURBOKV_FAULT_CACHE_WRITE: 'fail' } });
   const client = server.client();
-  // Several distinct prompts (~170 tokens, ~1 MiB of f16 cache each): under
-  // the small budget, older prefixes are evicted (and their writes fail)
-  // while the newer ones are served.
+  // Several distinct prompts (~340 tokens: longer than a one-chunk prompt,
+  // so each leaves a cached prefix): under the small budget, older prefixes
+  // are evicted (and their writes fail) while the newer ones are served.
   for (let i = 0; i < 6; i++) {
-    const r = await client.completions.create({ model: 'm', prompt: await filler(600, 60000 + i * 3000), max_tokens: 4 });
+    const r = await client.completions.create({ model: 'm', prompt: await filler(1200, 60000 + i * 3000), max_tokens: 4 });
     assert.equal(r.usage.completion_tokens, 4);
   }
   const evictions = metric((await request(server, 'GET', '/metrics')).text, 'turbokv_prefix_cache_evictions_total');

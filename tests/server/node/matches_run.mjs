@@ -6,9 +6,8 @@
 // with its default -ub; a longer one goes on the server's 16-token grid,
 // `run -ub 16`).
 // No prompt here starts with a whole 64-token block of an earlier one, so
-// none is served from the prefix cache (a cache hit is close to a fresh
-// prefill but not bit-identical: the cached pages hold compressed tokens
-// that a fresh prefill would still have in its f16 residual window).
+// none is served from the prefix cache (a hit would give the same bits as
+// a fresh prefill too: tests/server/exact_reuse_test.cc).
 import assert from 'node:assert/strict';
 import { main, modelsDir, runGreedy, startServer, streamTimed, skip } from './lib/harness.mjs';
 import { existsSync } from 'node:fs';

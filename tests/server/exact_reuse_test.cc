@@ -1,0 +1,199 @@
+// A cached prefix never changes an answer (server/prefix_cache.h): a prompt
+// that reuses a cached prefix, from memory or from the cache dir, gets the
+// logits a cold prefill gives it, bit for bit, whatever the cached sequence
+// did after that point; and a KV budget within a page of a cached prefix's
+// size answers every request (it once spun forever reading the prefix
+// back from disk).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "scheduler_test_util.h"
+#include "server/scheduler.h"
+
+namespace tkv::server {
+namespace {
+
+using test::greedy_job;
+using test::LoadedModel;
+using test::Outcome;
+using test::prompt_of;
+using test::run_one;
+
+struct KvCase {
+  const char* name;
+  const char* kv;  // shorthand; "f16" keeps no residual ring
+  int sinks = -1;
+  int select = 0;
+};
+
+// Pages of 32 tokens on a prefill grid of 16: with 4 sinks no reuse point
+// is a page boundary, without sinks every other one is.
+SchedulerOptions options(const KvCase& c, const std::string& dir = {}) {
+  SchedulerOptions o;
+  o.context = 512;
+  o.parallel = 2;
+  o.prefill_chunk = 16;
+  o.prefill_tokens_per_step = 16;
+  o.whole_prompt_tokens = 0;
+  o.kv.page_tokens = 32;
+  EXPECT_TRUE(kv::parse_kv_shorthand(c.kv, o.kv.k, o.kv.v)) << c.kv;
+  o.kv.sinks = c.sinks;
+  o.kv.select = c.select;
+  o.threads = 2;
+  o.cache_dir = dir;
+  o.on_warning = [](const std::string& m) { ADD_FAILURE() << "unexpected warning: " << m; };
+  return o;
+}
+
+class ExactReuse : public ::testing::TestWithParam<KvCase> {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = tkv::test::model_path("stories260K.gguf");
+    if (!path.empty()) m_ = new LoadedModel(test::load_model(path));
+  }
+  static void TearDownTestSuite() {
+    delete m_;
+    m_ = nullptr;
+  }
+  void SetUp() override {
+    if (!m_) {
+      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
+    }
+  }
+  std::vector<int32_t> prompt(size_t n, size_t offset = 0) const {
+    return prompt_of(*m_->tokenizer, test::story_text(), n, offset);
+  }
+  // The first tokens of a greedy reply with every token's logprob: equal
+  // logprobs over the whole vocabulary are equal logits.
+  Job probe(std::vector<int32_t> ids) const {
+    Job job = greedy_job(std::move(ids), 3);
+    job.top_logprobs = m_->tokenizer->n_vocab();
+    return job;
+  }
+  static void expect_same_bits(const Outcome& got, const Outcome& cold, const std::string& what) {
+    ASSERT_EQ(got.generated.size(), cold.generated.size()) << what;
+    for (size_t t = 0; t < got.generated.size(); ++t) {
+      const GeneratedToken &a = got.generated[t], &b = cold.generated[t];
+      ASSERT_EQ(a.token, b.token) << what << " token " << t;
+      ASSERT_EQ(a.top.size(), b.top.size()) << what;
+      for (size_t i = 0; i < a.top.size(); ++i) {
+        ASSERT_EQ(a.top[i].token, b.top[i].token) << what << " token " << t << " rank " << i;
+        ASSERT_EQ(a.top[i].logprob, b.top[i].logprob) << what << " token " << t << " rank " << i;
+      }
+    }
+  }
+  static LoadedModel* m_;
+};
+LoadedModel* ExactReuse::m_ = nullptr;
+
+// P is served first and decodes 60 tokens past its prompt (its residual
+// ring moves on); Q = P + other text reuses P's checkpoint at P's last grid
+// boundary from memory; after a restart Q reuses its own checkpoint from
+// the cache dir. With a
+// truncatable cache (f16) a prompt that parts from P earlier reuses a
+// truncated checkpoint too.
+TEST_P(ExactReuse, ReusedPrefixGivesTheColdLogitsBitForBit) {
+  const KvCase& c = GetParam();
+  for (const size_t p_len : {129u, 145u}) {
+    const std::string what = std::string(c.name) + ", P of " + std::to_string(p_len);
+    const std::vector<int32_t> p = prompt(p_len);
+    std::vector<int32_t> q = p;
+    for (int32_t id : prompt(60, 40)) q.push_back(id);
+    const int64_t reuse = int64_t(p_len - 1) / 16 * 16;
+    SchedulerOptions cold_options = options(c);
+    cold_options.prefix_cache = false;
+    Scheduler cold_server(*m_->model, *m_->tokenizer, cold_options);
+    const Outcome cold = run_one(cold_server, probe(q));
+    ASSERT_EQ(cold.done.finish, JobFinish::kLength) << cold.done.error;
+
+    const std::string dir = tkv::test::temp_dir() + "/cache";
+    {
+      Scheduler s(*m_->model, *m_->tokenizer, options(c, dir));
+      EXPECT_EQ(run_one(s, greedy_job(p, 60)).done.completion_tokens, 60) << what;
+      const Outcome warm = run_one(s, probe(q));
+      EXPECT_EQ(warm.done.cached_tokens, reuse) << what;
+      expect_same_bits(warm, cold, what + ", from memory");
+      s.drain(std::chrono::seconds(0));
+    }
+    Scheduler s(*m_->model, *m_->tokenizer, options(c, dir));
+    const Outcome restarted = run_one(s, probe(q));
+    // Q left its own checkpoint at its last grid boundary.
+    EXPECT_EQ(restarted.done.cached_tokens, int64_t(q.size() - 1) / 16 * 16) << what;
+    EXPECT_EQ(s.stats().disk_loads, 1u) << what;
+    expect_same_bits(restarted, cold, what + ", from the cache dir");
+
+    // Parting from P 20 tokens before its end.
+    std::vector<int32_t> r(p.begin(), p.end() - 20);
+    for (int32_t id : prompt(40, 80)) r.push_back(id);
+    const Outcome r_cold = run_one(cold_server, probe(r));
+    const Outcome r_warm = run_one(s, probe(r));
+    const bool truncatable = std::string(c.kv) == "f16";
+    EXPECT_EQ(r_warm.done.cached_tokens, truncatable ? int64_t(p_len - 20) / 16 * 16 : 0) << what;
+    expect_same_bits(r_warm, r_cold, what + ", parting earlier");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ExactReuse,
+                         ::testing::Values(KvCase{"k4v2", "k4v2"},
+                                           KvCase{"k4v2_no_sinks", "k4v2", 0},
+                                           KvCase{"k4v2_select", "k4v2", -1, 64},
+                                           KvCase{"f16", "f16"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A budget a little over one cached prefix: four prompts leave their
+// checkpoints, and six prompts that start with them are each answered,
+// reused or refused. In memory (a budget for two prefixes, so that a job
+// can leave its checkpoint beside its own sequence) and after a restart
+// over the cache dir (a budget for one: reading a file back fits, the
+// sequence forked from it does not, and reading it back again after
+// evicting it once spun forever).
+TEST_F(ExactReuse, BudgetWithinAPageOfACachedPrefixAnswersEveryRequest) {
+  const KvCase c{"k4v2", "k4v2"};
+  std::vector<std::vector<int32_t>> firsts;
+  for (size_t i = 0; i < 4; ++i) firsts.push_back(prompt(300, 7 * i));
+  uint64_t prefix_bytes = 0;
+  {
+    Scheduler probe_server(*m_->model, *m_->tokenizer, options(c));
+    run_one(probe_server, greedy_job(firsts[0], 1));
+    prefix_bytes = probe_server.stats().kv_bytes_in_use;  // the checkpoint alone
+  }
+  ASSERT_GT(prefix_bytes, 0u);
+  for (const bool restart : {false, true}) {
+    const std::string dir = tkv::test::temp_dir() + "/cache";
+    SchedulerOptions o = options(c, restart ? dir : std::string());
+    o.on_warning = [](const std::string&) {};
+    o.budget_bytes = (restart ? 1 : 3) * prefix_bytes + prefix_bytes / 20;
+    std::unique_ptr<Scheduler> s;
+    if (restart) {
+      SchedulerOptions unbounded = o;
+      unbounded.budget_bytes = 0;
+      Scheduler first(*m_->model, *m_->tokenizer, unbounded);
+      for (const auto& ids : firsts) run_one(first, greedy_job(ids, 4));
+      first.drain(std::chrono::seconds(0));
+      ASSERT_EQ(first.stats().disk_prefixes, 4);
+    }
+    s = std::make_unique<Scheduler>(*m_->model, *m_->tokenizer, o);
+    if (!restart)
+      for (const auto& ids : firsts) run_one(*s, greedy_job(ids, 4));
+    int64_t reused = 0;
+    for (size_t i = 0; i < 6; ++i) {
+      // In memory the budget keeps the newest prefixes only.
+      std::vector<int32_t> ids = firsts[restart ? i % 4 : 3];
+      for (int32_t id : prompt(30, 50 + i)) ids.push_back(id);
+      const Outcome out = run_one(*s, greedy_job(ids, 4));
+      ASSERT_TRUE(out.finished) << (restart ? "after a restart" : "in memory") << ", job " << i;
+      if (out.done.finish == JobFinish::kError) {
+        EXPECT_TRUE(out.done.budget_error) << out.done.error;
+      }
+      reused += out.done.cached_tokens;
+    }
+    EXPECT_GT(reused, 0) << (restart ? "after a restart" : "in memory");
+    s->drain(std::chrono::seconds(0));
+  }
+}
+
+}  // namespace
+}  // namespace tkv::server
