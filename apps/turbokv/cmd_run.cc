@@ -30,9 +30,10 @@ using runtime::GenerateOptions;
 using runtime::GenerateResult;
 using runtime::InferenceSession;
 using runtime::prompt_cache_needs_save;
+using runtime::prompt_cache_point;
+using runtime::save_prompt_cache;
 using runtime::PromptCacheUse;
 using runtime::restore_prompt_cache;
-using runtime::save_session;
 using runtime::StopReason;
 
 struct RunFlags {
@@ -140,8 +141,9 @@ int run_main(std::span<const std::string> args) {
                    cache_use.note.c_str());
     fig.cached_tokens = cache_use.restored;
   }
-  // Prefill. With a prompt cache, the prompt minus its last token is saved
-  // between the two evals (see prompt_cache.h); the save is not timed.
+  // Prefill. With a prompt cache, the prompt up to the start of its last
+  // -ub chunk is saved between the two evals (see prompt_cache.h); the save
+  // is not timed.
   const std::span<const int32_t> all(ids);
   double prefill_seconds = 0;
   if (f.prompt_cache.empty()) {
@@ -150,12 +152,14 @@ int run_main(std::span<const std::string> args) {
     prefill_seconds = t.seconds();
   } else {
     const size_t from = size_t(cache_use.restored);
+    const size_t point = size_t(prompt_cache_point(all.size(), session.ubatch()));
     const Stopwatch head;
-    session.feed(all.subspan(from, all.size() - 1 - from));
+    if (point > from) session.feed(all.subspan(from, point - from));
     prefill_seconds = head.seconds();
-    if (prompt_cache_needs_save(cache_use, ids.size())) save_session(f.prompt_cache, session);
+    if (prompt_cache_needs_save(cache_use, ids.size(), session.ubatch()))
+      save_prompt_cache(f.prompt_cache, session);
     const Stopwatch last;
-    session.feed(all.last(1));
+    session.feed(all.subspan(std::max(point, from)));
     prefill_seconds += last.seconds();
   }
   if (echo_after_prefill) write_stdout(echo);

@@ -51,6 +51,7 @@ class InferenceSession {
   kv::KvCache& cache() { return *cache_; }
   const kv::KvCache& cache() const { return *cache_; }
   ThreadPool& pool() { return *threads_; }
+  const ThreadPool& pool() const { return *threads_; }
   int ubatch() const { return ubatch_; }
   void set_prefill_observer(PrefillObserver observer) { observer_ = std::move(observer); }
 

@@ -10,6 +10,21 @@
 
 namespace tkv::runtime {
 
+namespace {
+
+constexpr const char* kPlanName = "turbokv.prompt_cache.plan";
+
+// What decides the bits of the prefill the file holds.
+std::string plan_of(const InferenceSession& session) {
+  return str("ub=", session.ubatch(), " threads=", session.pool().size());
+}
+
+}  // namespace
+
+void save_prompt_cache(const std::string& path, const InferenceSession& session) {
+  save_session(path, session, {{kPlanName, plan_of(session)}});
+}
+
 PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& session,
                                     std::span<const int32_t> prompt) {
   PromptCacheUse use;
@@ -17,10 +32,19 @@ PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& s
   if (!std::filesystem::exists(path, ec)) return use;
   // Check the prompt against the saved ids before the (larger) cache is read.
   try {
-    const std::vector<int32_t> saved = peek_session(path).tokens;
+    const kv::SessionMeta meta = peek_session(path);
+    const std::vector<int32_t>& saved = meta.tokens;
     if (saved.empty() || saved.size() + 1 > prompt.size() ||
         !std::equal(saved.begin(), saved.end(), prompt.begin())) {
       use.note = "it holds another prompt";
+      return use;
+    }
+    const auto plan = meta.strings.find(kPlanName);
+    if (plan == meta.strings.end() || plan->second != plan_of(session) ||
+        int64_t(saved.size()) % session.ubatch() != 0) {
+      use.note = str("it was prefilled with other settings (",
+                     plan == meta.strings.end() ? "none recorded" : plan->second, "; now ",
+                     plan_of(session), ")");
       return use;
     }
   } catch (const Error& e) {

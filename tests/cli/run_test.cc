@@ -122,14 +122,23 @@ TEST(CliRun, QuantizedCachesRun) {
   EXPECT_EQ(k8.out, f16.out);
 }
 
+// The cache holds the prompt up to its last -ub boundary before its last
+// token; a run that restores it gives, bit for bit, the output of a run
+// without it (with a k4v2 cache, whose residual window is part of that
+// state).
 TEST(CliRun, PromptCacheSkipsPrefillAndGivesIdenticalOutput) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::string cache = temp_dir() + "/prompt.session";
   const std::string prompt =
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
       "park. One day, she saw a big, red ball.";
-  const std::vector<std::string> args = {"run", "-m", model, "-p", prompt,           "--temp", "0",
-                                         "-n",  "24", "-t",  "1",  "--prompt-cache", cache};
+  const std::vector<std::string> args = {
+      "run", "-m", model, "-p",   prompt, "--temp", "0",    "-n", "24", "-t", "1",
+      "-ub", "8",  "--kv", "k4v2", "--kv-residual", "16", "--prompt-cache", cache};
+  auto without_cache = [](std::vector<std::string> a) {
+    a.resize(a.size() - 2);
+    return run_cli(a);
+  };
   const CliResult first = run_cli(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(std::filesystem::exists(cache));
@@ -137,37 +146,42 @@ TEST(CliRun, PromptCacheSkipsPrefillAndGivesIdenticalOutput) {
   const std::string prompt_field = summary_field(first.err, "prompt");
   const int n_prompt = std::stoi(prompt_field);
   ASSERT_GT(n_prompt, 20);
+  const int point = (n_prompt - 1) / 8 * 8;
   EXPECT_EQ(prompt_field, std::to_string(n_prompt) + " tok (0 cached)");
   EXPECT_EQ(summary_field(first.err, "prefill").rfind(std::to_string(n_prompt) + " tok in", 0), 0u);
+  EXPECT_EQ(without_cache(args).out, first.out);
 
   const CliResult second = run_cli(args);
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.out, first.out);
   EXPECT_EQ(summary_field(second.err, "prompt"),
-            std::to_string(n_prompt) + " tok (" + std::to_string(n_prompt - 1) + " cached)");
-  // Only the last prompt token is evaluated again (its logits are not cached).
-  EXPECT_EQ(summary_field(second.err, "prefill").rfind("1 tok in", 0), 0u) << second.err;
+            std::to_string(n_prompt) + " tok (" + std::to_string(point) + " cached)");
+  // Only the last -ub chunk is evaluated again.
+  EXPECT_EQ(summary_field(second.err, "prefill").rfind(std::to_string(n_prompt - point) + " tok in", 0),
+            0u)
+      << second.err;
 
   // A longer prompt that starts with the cached one reuses the prefix.
   auto longer = args;
   longer[4] = prompt + " She wanted to play with it.";
   const CliResult third = run_cli(longer);
   ASSERT_EQ(third.exit_code, 0) << third.err;
-  const std::string reused = std::to_string(n_prompt - 1) + " cached)";
+  const std::string reused = std::to_string(point) + " cached)";
   EXPECT_NE(summary_field(third.err, "prompt").find(reused), std::string::npos) << third.err;
-  auto plain = longer;
-  plain.resize(plain.size() - 2);  // without --prompt-cache
-  EXPECT_EQ(run_cli(plain).out, third.out);
+  EXPECT_EQ(without_cache(longer).out, third.out);
 
-  // Other KV settings: the file is not used (one note), the output is still right.
-  auto other_kv = args;
-  other_kv.insert(other_kv.end(), {"-ctk", "f32"});
-  const CliResult fourth = run_cli(other_kv);
-  ASSERT_EQ(fourth.exit_code, 0) << fourth.err;
-  EXPECT_NE(fourth.err.find("prompt cache " + cache + " not used"), std::string::npos)
-      << fourth.err;
-  EXPECT_EQ(summary_field(fourth.err, "prompt"), std::to_string(n_prompt) + " tok (0 cached)");
-  EXPECT_EQ(fourth.out, first.out);
+  // Other KV settings or another -ub: the file is not used (one note), the
+  // output is still right.
+  for (const std::vector<std::string>& more :
+       {std::vector<std::string>{"-ctk", "f32"}, std::vector<std::string>{"-ub", "16"}}) {
+    auto other = args;
+    other.insert(other.end() - 2, more.begin(), more.end());
+    const CliResult r = run_cli(other);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("prompt cache " + cache + " not used"), std::string::npos) << r.err;
+    EXPECT_EQ(summary_field(r.err, "prompt"), std::to_string(n_prompt) + " tok (0 cached)");
+    EXPECT_EQ(r.out, without_cache(other).out);
+  }
 }
 
 TEST(CliRun, StopsAtTheContextEndWithAClearMessage) {
