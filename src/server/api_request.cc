@@ -25,8 +25,21 @@ struct RequestError {
   ApiError error;
 };
 
-[[noreturn]] void reject(std::string message, std::string param, std::string code) {
-  throw RequestError{make_api_error(400, std::move(message), std::move(param), std::move(code))};
+// At most this many bytes of a client's name (a field, a parameter path)
+// are quoted back in an error: a 6 MB key must not make an 11 MB answer.
+constexpr size_t kQuotedBytes = 64;
+
+// `text` cut to kQuotedBytes at a UTF-8 character boundary, "..." marking
+// the cut.
+std::string clipped(const std::string& text) {
+  if (text.size() <= kQuotedBytes) return text;
+  size_t end = kQuotedBytes;
+  while (end > 0 && (uint8_t(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  return text.substr(0, end) + "...";
+}
+
+[[noreturn]] void reject(std::string message, const std::string& param, std::string code) {
+  throw RequestError{make_api_error(400, std::move(message), clipped(param), std::move(code))};
 }
 
 struct TooDeep {};
@@ -55,25 +68,25 @@ const char* json_type_name(const json& v) {
 }
 
 [[noreturn]] void invalid_type(const std::string& param, const char* expected, const json& got) {
-  reject("Invalid type for '" + param + "': expected " + expected + ", but got " +
+  reject("Invalid type for '" + clipped(param) + "': expected " + expected + ", but got " +
              json_type_name(got) + " instead.",
          param, "invalid_type");
 }
 
 [[noreturn]] void invalid_value(const std::string& param, const std::string& detail) {
-  reject("Invalid value for '" + param + "': " + detail, param, "invalid_value");
+  reject("Invalid value for '" + clipped(param) + "': " + detail, param, "invalid_value");
 }
 
 [[noreturn]] void missing(const std::string& param) {
-  reject("Missing required parameter: '" + param + "'.", param, "missing_required_parameter");
+  reject("Missing required parameter: '" + clipped(param) + "'.", param, "missing_required_parameter");
 }
 
 [[noreturn]] void unrecognized(const std::string& param) {
-  reject("Unrecognized request argument supplied: " + param, param, "unknown_parameter");
+  reject("Unrecognized request argument supplied: " + clipped(param), param, "unknown_parameter");
 }
 
 [[noreturn]] void unsupported(const std::string& param, const std::string& why) {
-  reject("Unsupported parameter: '" + param + "' is not supported by turbokv" + why, param,
+  reject("Unsupported parameter: '" + clipped(param) + "' is not supported by turbokv" + why, param,
          "unsupported_parameter");
 }
 
@@ -360,7 +373,7 @@ std::string parse_content(const json& v, const std::string& param) {
     if (!type) missing(part_param + ".type");
     const std::string& t = as_string(*type, part_param + ".type");
     if (t != "text")
-      reject("Invalid value for '" + part_param + ".type': content parts of type '" + t +
+      reject("Invalid value for '" + part_param + ".type': content parts of type '" + clipped(t) +
                  "' are not supported (turbokv serves text only; use 'text').",
              part_param + ".type", "unsupported_value");
     for (const auto& [name, value] : part.items())
@@ -380,12 +393,12 @@ tok::ChatMessage parse_message(const json& m, const std::string& param) {
   std::string role = as_string(*role_v, param + ".role");
   if (role == "developer") role = "system";
   if (role == "tool" || role == "function")
-    reject("Invalid value for '" + param + ".role': '" + role +
+    reject("Invalid value for '" + param + ".role': '" + clipped(role) +
                "' messages are not supported (turbokv does not implement tool calls).",
            param + ".role", "unsupported_value");
   if (role != "system" && role != "user" && role != "assistant")
     invalid_value(param + ".role",
-                  "'" + role + "' is not one of 'system', 'developer', 'user', 'assistant'.");
+                  "'" + clipped(role) + "' is not one of 'system', 'developer', 'user', 'assistant'.");
   for (const auto& [name, value] : m.items()) {
     if (name == "role" || name == "content" || name == "name" || name == "refusal") continue;
     if (name == "tool_calls" || name == "function_call" || name == "tool_call_id" ||

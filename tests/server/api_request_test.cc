@@ -382,6 +382,21 @@ TEST(ApiRequest, MessagesQuotingTheClientAreOneLine) {
   EXPECT_NE(role.message.find("us\\x00er\\r"), std::string::npos) << role.message;
 }
 
+// What an error quotes of the client is cut: a megabyte-long key gives a
+// short answer naming its start, cut at a character boundary.
+TEST(ApiRequest, ErrorsQuoteAtMostAShortPrefixOfTheClientsNames) {
+  const std::string key = "\u00e9" + std::string(1 << 20, 'k');
+  const ApiError e = chat_error(",\"" + key + "\":1");
+  EXPECT_LT(e.message.size(), 200u) << e.message.size();
+  EXPECT_LT(e.param.size(), 100u);
+  EXPECT_EQ(e.param.rfind("\xc3\xa9kkk", 0), 0u) << e.param.substr(0, 10);
+  EXPECT_EQ(e.param.substr(e.param.size() - 3), "...");
+  const ApiError role = err(parse_chat_request(R"({"messages":[{"role":")" +
+                                               std::string(100000, 'r') + R"(","content":"x"}]})"));
+  EXPECT_EQ(role.param, "messages[0].role");
+  EXPECT_LT(role.message.size(), 300u);
+}
+
 TEST(ApiRequest, MalformedBodies) {
   const char* bodies[] = {"",
                           "   \n",
