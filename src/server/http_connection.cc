@@ -77,7 +77,7 @@ class ConnectionStream final : public httplib::Stream {
   // A request starts: its line and headers are due within the read timeout.
   void begin_request() {
     deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
-    in_body_ = timed_out_ = close_after_ = head_too_large_ = false;
+    in_body_ = timed_out_ = close_after_ = close_always_ = head_too_large_ = false;
     head_bytes_ = 0;
   }
   void start_body() {
@@ -87,7 +87,8 @@ class ConnectionStream final : public httplib::Stream {
   bool timed_out() const { return timed_out_; }
   bool head_too_large() const { return head_too_large_; }
   void close_after_response(bool close) { close_after_ = close; }
-  bool close_after() const { return close_after_ || timed_out_ || head_too_large_; }
+  void close_always() { close_always_ = true; }
+  bool close_after() const { return close_after_ || close_always_ || timed_out_ || head_too_large_; }
   bool has_buffered() const { return buf_at_ < buf_len_; }
 
   bool is_readable() const override { return wait_for(sock_, POLLIN, read_wait_ms()) > 0; }
@@ -160,7 +161,8 @@ class ConnectionStream final : public httplib::Stream {
   int sock_;
   int64_t read_timeout_ms_, write_timeout_ms_;
   Clock::time_point deadline_ = Clock::now();
-  bool in_body_ = false, timed_out_ = false, close_after_ = false, head_too_large_ = false;
+  bool in_body_ = false, timed_out_ = false, close_after_ = false, close_always_ = false,
+       head_too_large_ = false;
   size_t head_bytes_ = 0;  // of the request line and headers read so far
   std::array<char, 4096> buf_{};
   size_t buf_at_ = 0, buf_len_ = 0;
@@ -196,6 +198,10 @@ bool DeadlineServer::timed_out() {
 
 void DeadlineServer::close_after_response(bool close) {
   if (t_request) t_request->close_after_response(close);
+}
+
+void DeadlineServer::close_after_response_always() {
+  if (t_request) t_request->close_always();
 }
 
 bool DeadlineServer::head_too_large() {

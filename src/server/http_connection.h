@@ -50,6 +50,10 @@ class DeadlineServer final : public httplib::Server {
   static void close_after_response(bool close);
   // Whether it will be (set so, or timed out).
   static bool closes_after_response();
+  // The calling thread's connection closes after this response whatever
+  // else is decided (an HTTP/1.0 request, ambiguous framing, a request that
+  // could not be parsed).
+  static void close_after_response_always();
 
  private:
   bool process_and_close_socket(socket_t sock) override;

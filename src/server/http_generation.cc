@@ -36,6 +36,16 @@ void send_unavailable(httplib::Response& res, const std::string& message) {
   res.set_header("Retry-After", kRetryAfterSeconds);
 }
 
+// A body sent as it is made: chunked, or (HTTP/1.0) ended by closing the
+// connection.
+void provide(httplib::Response& res, bool close_delimited, const char* type,
+             httplib::ContentProviderWithoutLength provider) {
+  if (close_delimited)
+    res.set_content_provider(type, std::move(provider));
+  else
+    res.set_chunked_content_provider(type, std::move(provider));
+}
+
 // The prompt of a request as token ids, or the 400 that says why not.
 std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest& request,
                                                         const ServedModel& model) {
@@ -362,7 +372,8 @@ bool GenerationRoutes::wait_idle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
 }
 
-void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httplib::Response& res) {
+void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httplib::Response& res,
+                              bool close_delimited) {
   if (draining_.load()) return send_unavailable(res, "The server is shutting down.");
   std::variant<GenerationRequest, ApiError> parsed = endpoint == Endpoint::kChatCompletions
                                                          ? parse_chat_request(body)
@@ -402,9 +413,8 @@ void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httpli
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [exchange](size_t, httplib::DataSink& sink) { return exchange->pump_stream(sink); });
+    provide(res, close_delimited, "text/event-stream",
+            [exchange](size_t, httplib::DataSink& sink) { return exchange->pump_stream(sink); });
     return;
   }
   // A whole body: wait here until the first event, so that a job that ends
@@ -414,9 +424,8 @@ void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httpli
   }
   if (exchange->done()) return exchange->respond_whole(res);
   res.status = 200;
-  res.set_chunked_content_provider("application/json", [exchange](size_t, httplib::DataSink& sink) {
-    return exchange->pump_whole(sink);
-  });
+  provide(res, close_delimited, "application/json",
+          [exchange](size_t, httplib::DataSink& sink) { return exchange->pump_whole(sink); });
 }
 
 }  // namespace tkv::server

@@ -40,8 +40,11 @@ class GenerationRoutes {
  public:
   GenerationRoutes(const ServedModel& model, Scheduler& scheduler, ServerMetrics& metrics);
 
-  // Answers one request whose whole body has been read.
-  void handle(Endpoint endpoint, const std::string& body, httplib::Response& res);
+  // Answers one request whose whole body has been read. `close_delimited`:
+  // a body that is not sent whole ends with the connection instead of being
+  // chunked (HTTP/1.0).
+  void handle(Endpoint endpoint, const std::string& body, httplib::Response& res,
+              bool close_delimited = false);
 
   void stop_admitting() { draining_.store(true); }
   bool wait_idle(std::chrono::milliseconds timeout);

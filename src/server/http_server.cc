@@ -78,6 +78,18 @@ std::string message_for_status(int status, const Request& req) {
 bool chunked(const Request& req) {
   return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
+// Why a request's body framing is ambiguous (empty: it is not): two
+// Content-Length headers that differ, or one beside a Transfer-Encoding.
+std::string ambiguous_framing(const Request& req) {
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  for (size_t i = 1; i < lengths; ++i)
+    if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length", 0))
+      return "The request has Content-Length headers that differ.";
+  if (lengths > 0 && req.has_header("Transfer-Encoding"))
+    return "The request has both a Content-Length and a Transfer-Encoding header.";
+  return {};
+}
+
 // Whether a request carries a body: a Content-Length other than 0, or a
 // Transfer-Encoding (chunked; any other is refused, 501). Without either it
 // has none (RFC 9112 6.3).
@@ -240,6 +252,16 @@ void HttpServer::add_routes() {
     // the connection closes after the response (an answer before the body,
     // or a route that takes none).
     if (carries_body(req)) DeadlineServer::close_after_response(true);
+    // HTTP/1.0 has no persistent connections by default and no chunked
+    // bodies: its answer ends when the connection does.
+    if (req.version == "HTTP/1.0") DeadlineServer::close_after_response_always();
+    if (const std::string why = ambiguous_framing(req); !why.empty()) {
+      // RFC 9112 6.3: a proxy in front may have framed it otherwise
+      // (request smuggling); refused, and nothing after it is read.
+      DeadlineServer::close_after_response_always();
+      send_api_error(res, make_api_error(400, why));
+      return HandlerResponse::Handled;
+    }
     if (req.path != "/health" && !options_.api_key.empty() &&
         !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
       send_api_error(res, make_api_error(401,
@@ -273,7 +295,7 @@ void HttpServer::add_routes() {
         [this, endpoint](const Request& req, Response& res, const httplib::ContentReader& reader) {
           std::string body;
           if (read_body(req, res, reader, options_.max_body_bytes, body))
-            generation_->handle(endpoint, body, res);
+            generation_->handle(endpoint, body, res, req.version == "HTTP/1.0");
         };
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
@@ -315,6 +337,9 @@ void HttpServer::add_routes() {
       return HandlerResponse::Handled;
     }
     if (!res.body.empty()) return HandlerResponse::Unhandled;
+    // What httplib refused itself (an unparseable request line, say): where
+    // the next request would start is unknown, so none is read.
+    if (res.status == 400) DeadlineServer::close_after_response_always();
     send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
     return HandlerResponse::Handled;
   }));

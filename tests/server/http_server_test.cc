@@ -472,6 +472,85 @@ Trickled trickle(int port, const std::string& head, const std::string& trickle) 
 // within the timeout of their first byte, its body within the timeout of
 // them plus a second per 64 KiB, else 408. (Timed per socket operation
 // only, a trickle held a worker thread for as long as it went on.)
+// Everything the server sends on one connection until it closes it (a
+// bound of 10 s: "<open>" is appended when it did not close).
+std::string until_closed(int port, const std::string& data) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  const sockaddr_in addr = loopback(port);
+  const timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == ssize_t(data.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, size_t(n));
+    if (n < 0) out += "<open>";
+  }
+  ::close(fd);
+  return out;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// RFC 9112 at the socket: HTTP/1.0 gets a plain (or close-delimited)
+// body and the connection closes; ambiguous framing (two Content-Lengths
+// that differ, a Content-Length beside a Transfer-Encoding) is a 400 and
+// nothing after it is read; after an unparseable request line nothing more
+// is read either; chunk extensions are legal.
+TEST_F(HttpServerTest, FramingAndVersionAsRfc9112) {
+  LiveServer server(*model_);
+  const std::string key = "Authorization: Bearer " + std::string(kKey) + "\r\n";
+  const std::string body = Json({{"prompt", "Once"}, {"max_tokens", 2}}).dump();
+  const std::string stream_body =
+      Json({{"prompt", "Once"}, {"max_tokens", 2}, {"stream", true}}).dump();
+  const auto post = [&](const std::string& version, const std::string& b,
+                        const std::string& headers) {
+    return "POST /v1/completions " + version + "\r\nHost: x\r\n" + key + headers + "\r\n" + b;
+  };
+  const std::string cl = "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  for (const std::string& b : {body, stream_body}) {
+    const std::string old = until_closed(
+        server.port(), post("HTTP/1.0", b, "Content-Length: " + std::to_string(b.size()) + "\r\n") +
+                           "GET /health HTTP/1.0\r\n\r\n");
+    EXPECT_EQ(old.rfind("HTTP/1.1 200 ", 0), 0u) << old;
+    EXPECT_EQ(old.find("Transfer-Encoding"), std::string::npos) << old;
+    EXPECT_EQ(old.find("Keep-Alive"), std::string::npos) << old;
+    EXPECT_EQ(count_of(old, "HTTP/1.1 "), 1u) << old;  // closed after the first answer
+    EXPECT_EQ(old.find("<open>"), std::string::npos);
+  }
+  const std::string two_lengths =
+      until_closed(server.port(), post("HTTP/1.1", body, cl + "Content-Length: 5\r\n") +
+                                      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(two_lengths.rfind("HTTP/1.1 400 ", 0), 0u) << two_lengths;
+  EXPECT_NE(two_lengths.find("Content-Length headers that differ"), std::string::npos);
+  EXPECT_EQ(count_of(two_lengths, "HTTP/1.1 "), 1u) << two_lengths;
+  const std::string same_lengths = until_closed(
+      server.port(), post("HTTP/1.1", body, cl + cl + "Connection: close\r\n"));
+  EXPECT_EQ(same_lengths.rfind("HTTP/1.1 200 ", 0), 0u) << same_lengths;
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  const std::string chunks = std::string(size) + ";name=value\r\n" + body + "\r\n0\r\n\r\n";
+  const std::string both = until_closed(
+      server.port(), post("HTTP/1.1", chunks, cl + "Transfer-Encoding: chunked\r\n") +
+                         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(both.rfind("HTTP/1.1 400 ", 0), 0u) << both;
+  EXPECT_EQ(count_of(both, "HTTP/1.1 "), 1u) << both;
+  const std::string extension = until_closed(
+      server.port(),
+      post("HTTP/1.1", chunks, "Transfer-Encoding: chunked\r\nConnection: close\r\n"));
+  EXPECT_EQ(extension.rfind("HTTP/1.1 200 ", 0), 0u) << extension;
+  const std::string garbage =
+      until_closed(server.port(), "GARBAGE\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(garbage.rfind("HTTP/1.1 400 ", 0), 0u) << garbage;
+  EXPECT_EQ(count_of(garbage, "HTTP/1.1 "), 1u) << garbage;
+}
+
 TEST_F(HttpServerTest, ATrickledRequestIsCutOffAt408) {
   Options o;
   o.read_timeout_seconds = 1;
