@@ -31,9 +31,9 @@ using runtime::GenerateResult;
 using runtime::InferenceSession;
 using runtime::prompt_cache_needs_save;
 using runtime::prompt_cache_point;
-using runtime::save_prompt_cache;
 using runtime::PromptCacheUse;
 using runtime::restore_prompt_cache;
+using runtime::save_prompt_cache;
 using runtime::StopReason;
 
 struct RunFlags {

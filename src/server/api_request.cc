@@ -78,7 +78,8 @@ const char* json_type_name(const json& v) {
 }
 
 [[noreturn]] void missing(const std::string& param) {
-  reject("Missing required parameter: '" + clipped(param) + "'.", param, "missing_required_parameter");
+  reject("Missing required parameter: '" + clipped(param) + "'.", param,
+         "missing_required_parameter");
 }
 
 [[noreturn]] void unrecognized(const std::string& param) {
@@ -397,8 +398,9 @@ tok::ChatMessage parse_message(const json& m, const std::string& param) {
                "' messages are not supported (turbokv does not implement tool calls).",
            param + ".role", "unsupported_value");
   if (role != "system" && role != "user" && role != "assistant")
-    invalid_value(param + ".role",
-                  "'" + clipped(role) + "' is not one of 'system', 'developer', 'user', 'assistant'.");
+    invalid_value(
+        param + ".role",
+        "'" + clipped(role) + "' is not one of 'system', 'developer', 'user', 'assistant'.");
   for (const auto& [name, value] : m.items()) {
     if (name == "role" || name == "content" || name == "name" || name == "refusal") continue;
     if (name == "tool_calls" || name == "function_call" || name == "tool_call_id" ||

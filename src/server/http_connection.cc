@@ -88,7 +88,9 @@ class ConnectionStream final : public httplib::Stream {
   bool head_too_large() const { return head_too_large_; }
   void close_after_response(bool close) { close_after_ = close; }
   void close_always() { close_always_ = true; }
-  bool close_after() const { return close_after_ || close_always_ || timed_out_ || head_too_large_; }
+  bool close_after() const {
+    return close_after_ || close_always_ || timed_out_ || head_too_large_;
+  }
   bool has_buffered() const { return buf_at_ < buf_len_; }
 
   bool is_readable() const override { return wait_for(sock_, POLLIN, read_wait_ms()) > 0; }

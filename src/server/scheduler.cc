@@ -138,9 +138,9 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     // Everything that decides a prefill's bits: a file made under another
     // grid or thread count would not give this server's cold logits.
     const kv::KvShape shape = model.kv_shape(options.context);
-    const std::string key =
-        str(model.fingerprint(), " ", options.kv.describe_storage(), " ctx=", shape.max_tokens,
-            " seed=", options.kv.seed, " grid=", options.prefill_chunk, " threads=", options.threads);
+    const std::string key = str(model.fingerprint(), " ", options.kv.describe_storage(),
+                                " ctx=", shape.max_tokens, " seed=", options.kv.seed,
+                                " grid=", options.prefill_chunk, " threads=", options.threads);
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
                                       options.kv.page_tokens, rule, options.on_warning);
   }
@@ -157,7 +157,8 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
   return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
 }
 
-std::vector<int64_t> Scheduler::Impl::checkpoints(int64_t prompt_len, const PrefixCache::Hit& hit) const {
+std::vector<int64_t> Scheduler::Impl::checkpoints(int64_t prompt_len,
+                                                  const PrefixCache::Hit& hit) const {
   // The prompt's last grid boundary (the next turn of a conversation, a
   // regenerated reply, the same request again start there), and without a
   // truncatable cache the boundary where it parted from a cached prompt
@@ -358,7 +359,9 @@ void Scheduler::Impl::admit() {
         // would take the pages just freed), so this ends.
         session.reset();
         if (make_room(estimate_bytes(0))) {
-          if (on_grid) hit = prefixes->find(p.job.prompt, [&] { return new_session(); }, false);
+          if (on_grid)
+            hit = prefixes->find(
+                p.job.prompt, [&] { return new_session(); }, false);
           continue;
         }
         if (!active.empty()) {

@@ -53,7 +53,7 @@ struct Active {
   // Positions where the sequence is forked into the prefix cache before the
   // chunk starting there runs (ascending; Scheduler::Impl::checkpoints).
   std::vector<int64_t> checkpoints;
-  bool decoding = false;      // the prompt is in; next_token is to be fed
+  bool decoding = false;  // the prompt is in; next_token is to be fed
   int32_t next_token = 0;
   // A prefill chunk run in layer parts: the layers done so far (0: none
   // started) and its rows' residual stream between the steps.

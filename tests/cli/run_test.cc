@@ -132,9 +132,16 @@ TEST(CliRun, PromptCacheSkipsPrefillAndGivesIdenticalOutput) {
   const std::string prompt =
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
       "park. One day, she saw a big, red ball.";
-  const std::vector<std::string> args = {
-      "run", "-m", model, "-p",   prompt, "--temp", "0",    "-n", "24", "-t", "1",
-      "-ub", "8",  "--kv", "k4v2", "--kv-residual", "16", "--prompt-cache", cache};
+  const std::vector<std::string> args = {"run",  "-m",
+                                         model,  "-p",
+                                         prompt, "--temp",
+                                         "0",    "-n",
+                                         "24",   "-t",
+                                         "1",    "-ub",
+                                         "8",    "--kv",
+                                         "k4v2", "--kv-residual",
+                                         "16",   "--prompt-cache",
+                                         cache};
   auto without_cache = [](std::vector<std::string> a) {
     a.resize(a.size() - 2);
     return run_cli(a);
@@ -157,8 +164,9 @@ TEST(CliRun, PromptCacheSkipsPrefillAndGivesIdenticalOutput) {
   EXPECT_EQ(summary_field(second.err, "prompt"),
             std::to_string(n_prompt) + " tok (" + std::to_string(point) + " cached)");
   // Only the last -ub chunk is evaluated again.
-  EXPECT_EQ(summary_field(second.err, "prefill").rfind(std::to_string(n_prompt - point) + " tok in", 0),
-            0u)
+  EXPECT_EQ(
+      summary_field(second.err, "prefill").rfind(std::to_string(n_prompt - point) + " tok in", 0),
+      0u)
       << second.err;
 
   // A longer prompt that starts with the cached one reuses the prefix.

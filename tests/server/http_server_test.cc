@@ -530,20 +530,20 @@ TEST_F(HttpServerTest, FramingAndVersionAsRfc9112) {
   EXPECT_EQ(two_lengths.rfind("HTTP/1.1 400 ", 0), 0u) << two_lengths;
   EXPECT_NE(two_lengths.find("Content-Length headers that differ"), std::string::npos);
   EXPECT_EQ(count_of(two_lengths, "HTTP/1.1 "), 1u) << two_lengths;
-  const std::string same_lengths = until_closed(
-      server.port(), post("HTTP/1.1", body, cl + cl + "Connection: close\r\n"));
+  const std::string same_lengths =
+      until_closed(server.port(), post("HTTP/1.1", body, cl + cl + "Connection: close\r\n"));
   EXPECT_EQ(same_lengths.rfind("HTTP/1.1 200 ", 0), 0u) << same_lengths;
   char size[16];
   std::snprintf(size, sizeof size, "%zx", body.size());
   const std::string chunks = std::string(size) + ";name=value\r\n" + body + "\r\n0\r\n\r\n";
-  const std::string both = until_closed(
-      server.port(), post("HTTP/1.1", chunks, cl + "Transfer-Encoding: chunked\r\n") +
-                         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string both =
+      until_closed(server.port(), post("HTTP/1.1", chunks, cl + "Transfer-Encoding: chunked\r\n") +
+                                      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(both.rfind("HTTP/1.1 400 ", 0), 0u) << both;
   EXPECT_EQ(count_of(both, "HTTP/1.1 "), 1u) << both;
-  const std::string extension = until_closed(
-      server.port(),
-      post("HTTP/1.1", chunks, "Transfer-Encoding: chunked\r\nConnection: close\r\n"));
+  const std::string extension =
+      until_closed(server.port(),
+                   post("HTTP/1.1", chunks, "Transfer-Encoding: chunked\r\nConnection: close\r\n"));
   EXPECT_EQ(extension.rfind("HTTP/1.1 200 ", 0), 0u) << extension;
   const std::string garbage =
       until_closed(server.port(), "GARBAGE\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n");
