@@ -17,7 +17,6 @@ namespace tkv::server {
 namespace {
 
 using test::greedy_job;
-using test::LoadedModel;
 using test::Outcome;
 using test::prompt_of;
 using test::run_one;
@@ -48,24 +47,8 @@ SchedulerOptions options(const KvCase& c, const std::string& dir = {}) {
   return o;
 }
 
-class ExactReuse : public ::testing::TestWithParam<KvCase> {
+class ExactReuse : public test::StoriesFixture<::testing::TestWithParam<KvCase>> {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = tkv::test::model_path("stories260K.gguf");
-    if (!path.empty()) m_ = new LoadedModel(test::load_model(path));
-  }
-  static void TearDownTestSuite() {
-    delete m_;
-    m_ = nullptr;
-  }
-  void SetUp() override {
-    if (!m_) {
-      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
-    }
-  }
-  std::vector<int32_t> prompt(size_t n, size_t offset = 0) const {
-    return prompt_of(*m_->tokenizer, test::story_text(), n, offset);
-  }
   // The first tokens of a greedy reply with every token's logprob: equal
   // logprobs over the whole vocabulary are equal logits.
   Job probe(std::vector<int32_t> ids) const {
@@ -85,9 +68,7 @@ class ExactReuse : public ::testing::TestWithParam<KvCase> {
       }
     }
   }
-  static LoadedModel* m_;
 };
-LoadedModel* ExactReuse::m_ = nullptr;
 
 // P is served first and decodes 60 tokens past its prompt (its residual
 // ring moves on); Q = P + other text reuses P's checkpoint at P's last grid

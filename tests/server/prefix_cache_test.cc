@@ -67,24 +67,8 @@ SchedulerOptions cache_options(const std::string& dir = {}) {
   return o;
 }
 
-class PrefixCacheTest : public ::testing::Test {
+class PrefixCacheTest : public test::StoriesFixture<::testing::Test> {
  protected:
-  static void SetUpTestSuite() {
-    const std::string path = tkv::test::model_path("stories260K.gguf");
-    if (!path.empty()) m_ = new LoadedModel(test::load_model(path));
-  }
-  static void TearDownTestSuite() {
-    delete m_;
-    m_ = nullptr;
-  }
-  void SetUp() override {
-    if (!m_) {
-      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
-    }
-  }
-  std::vector<int32_t> prompt(size_t n, size_t offset = 0) const {
-    return prompt_of(*m_->tokenizer, test::story_text(), n, offset);
-  }
   // The greedy reply to `job` with no cache at all.
   Outcome cold(const Job& job) const {
     SchedulerOptions o = cache_options();
@@ -109,9 +93,7 @@ class PrefixCacheTest : public ::testing::Test {
       if (name.find(".tmp.") != std::string::npos) return true;
     return false;
   }
-  static LoadedModel* m_;
 };
-LoadedModel* PrefixCacheTest::m_ = nullptr;
 
 TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
   auto pool = std::make_shared<kv::PagePool>(0);

@@ -50,6 +50,31 @@ inline std::string story_text() {
          "a cake together. The next morning the sun was bright and the birds were singing.";
 }
 
+// A fixture over stories260K, loaded once per suite (Base: ::testing::Test,
+// or ::testing::TestWithParam<P>); its tests skip (or fail, when fixtures
+// are required) without the file.
+template <class Base>
+class StoriesFixture : public Base {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = tkv::test::model_path("stories260K.gguf");
+    if (!path.empty()) m_ = new LoadedModel(load_model(path));
+  }
+  static void TearDownTestSuite() {
+    delete m_;
+    m_ = nullptr;
+  }
+  void SetUp() override {
+    if (!m_) {
+      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
+    }
+  }
+  std::vector<int32_t> prompt(size_t n, size_t offset = 0) const {
+    return prompt_of(*m_->tokenizer, story_text(), n, offset);
+  }
+  static inline LoadedModel* m_ = nullptr;
+};
+
 inline std::string heldout_text() {
   return read_file(tkv::test::models_dir() + "/tkv-test-heldout.txt").substr(0, 60000);
 }
