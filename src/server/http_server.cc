@@ -78,6 +78,11 @@ std::string message_for_status(int status, const Request& req) {
 bool chunked(const Request& req) {
   return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
+// HTTP/1.0: no persistent connections by default, no chunked bodies.
+bool http10(const Request& req) {
+  return req.version == "HTTP/1.0";
+}
+
 // Why a request's body framing is ambiguous (empty: it is not): two
 // Content-Length headers that differ, or one beside a Transfer-Encoding.
 std::string ambiguous_framing(const Request& req) {
@@ -254,7 +259,7 @@ void HttpServer::add_routes() {
     if (carries_body(req)) DeadlineServer::close_after_response(true);
     // HTTP/1.0 has no persistent connections by default and no chunked
     // bodies: its answer ends when the connection does.
-    if (req.version == "HTTP/1.0") DeadlineServer::close_after_response_always();
+    if (http10(req)) DeadlineServer::close_after_response_always();
     if (const std::string why = ambiguous_framing(req); !why.empty()) {
       // RFC 9112 6.3: a proxy in front may have framed it otherwise
       // (request smuggling); refused, and nothing after it is read.
@@ -295,7 +300,7 @@ void HttpServer::add_routes() {
         [this, endpoint](const Request& req, Response& res, const httplib::ContentReader& reader) {
           std::string body;
           if (read_body(req, res, reader, options_.max_body_bytes, body))
-            generation_->handle(endpoint, body, res, req.version == "HTTP/1.0");
+            generation_->handle(endpoint, body, res, http10(req));
         };
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));

@@ -20,25 +20,22 @@ PrefixCache::PrefixCache(int block_tokens, ReuseRule rule, int max_entries, Cach
 PrefixCache::~PrefixCache() = default;
 
 PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSession& make,
-                                   bool from_disk) {
-  const int64_t last = int64_t(prompt.size()) - 1;
-  const auto on_grid = [&](int64_t common) {
-    return std::min(common, last) / rule_.grid * rule_.grid;
-  };
+                                   bool read_disk) {
+  const int64_t prompt_len = int64_t(prompt.size());
   uint64_t best_id = 0;
   int64_t best = 0, shared = 0;
   for (uint64_t id : index_.candidates(prompt)) {
     const std::vector<int32_t>& held = entries_.at(id).session->tokens();
     const int64_t common = common_prefix(held, prompt);
-    shared = std::max(shared, on_grid(common));
-    const int64_t r = rule_.point(int64_t(held.size()), common, int64_t(prompt.size()));
+    shared = std::max(shared, rule_.boundary(common, prompt_len));
+    const int64_t r = rule_.point(int64_t(held.size()), common, prompt_len);
     if (r > best) {
       best = r;
       best_id = id;
     }
   }
   bool loaded_now = false;
-  if (disk_ && from_disk) {
+  if (disk_ && read_disk) {
     CacheDir::Match m = disk_->find(prompt);
     // A prefix on its way to disk that would serve better: wait for it
     // (its file is complete, and indexed, once the writer is idle).
@@ -46,7 +43,7 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
       writer_->wait_idle();
       m = disk_->find(prompt);
     }
-    shared = std::max(shared, on_grid(m.common));
+    shared = std::max(shared, rule_.boundary(m.common, prompt_len));
     if (!m.path.empty() && m.reuse > best) {
       std::unique_ptr<runtime::InferenceSession> loaded = make();
       if (disk_->load(m.path, *loaded)) {

@@ -65,11 +65,11 @@ class PrefixCache {
     int64_t shared = 0;
   };
   // The entry giving the longest reuse of `prompt`, from memory or, when the
-  // disk tier has a longer one and `from_disk`, read back into a sequence
+  // disk tier has a longer one and `read_disk`, read back into a sequence
   // from `make` (then kept in memory). A hit refreshes the entry's LRU age.
   // kv::KvBudgetExceeded from reading a file back passes through (nothing
   // changed).
-  Hit find(std::span<const int32_t> prompt, const NewSession& make, bool from_disk = true);
+  Hit find(std::span<const int32_t> prompt, const NewSession& make, bool read_disk = true);
 
   // Keeps a checkpoint. Entries it serves every prompt of (ReuseRule::
   // serves) are dropped; one that an entry already serves every prompt of,

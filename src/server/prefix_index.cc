@@ -24,11 +24,14 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return int64_t(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
 }
 
+int64_t ReuseRule::boundary(int64_t common, int64_t prompt_len) const {
+  return std::max<int64_t>(0, std::min(common, prompt_len - 1)) / grid * grid;
+}
+
 int64_t ReuseRule::point(int64_t held_len, int64_t common, int64_t prompt_len) const {
-  const int64_t limit = std::min(common, prompt_len - 1);
-  if (limit <= 0) return 0;
-  if (truncatable) return limit / grid * grid;
-  return common == held_len && limit == held_len && held_len % grid == 0 ? held_len : 0;
+  const int64_t at = boundary(common, prompt_len);
+  // Whole: `at` reaching held_len means every held token is shared.
+  return truncatable || at == held_len ? at : 0;
 }
 
 bool ReuseRule::serves(std::span<const int32_t> a, std::span<const int32_t> b) const {

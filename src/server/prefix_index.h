@@ -35,6 +35,9 @@ struct ReuseRule {
   int grid = 1;              // the prefill grid: reuse points are multiples of it
   bool truncatable = false;  // no residual ring: a checkpoint serves its grid prefixes too
 
+  // The last grid boundary within the first `common` tokens of a prompt of
+  // `prompt_len`, short of its last token (which is always evaluated).
+  int64_t boundary(int64_t common, int64_t prompt_len) const;
   // Prompt tokens a sequence of `held_len` tokens, `common` of them shared
   // with a prompt of `prompt_len`, gives exactly (0: none).
   int64_t point(int64_t held_len, int64_t common, int64_t prompt_len) const;

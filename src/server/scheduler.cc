@@ -163,13 +163,16 @@ std::vector<int64_t> Scheduler::Impl::checkpoints(int64_t prompt_len,
   // regenerated reply, the same request again start there), and without a
   // truncatable cache the boundary where it parted from a cached prompt
   // (a system prompt the next conversations share).
-  const int64_t grid = options.prefill_chunk;
-  const int64_t last = (prompt_len - 1) / grid * grid;
+  const int64_t last = prefixes->rule().boundary(prompt_len, prompt_len);
   std::vector<int64_t> at;
   if (!prefixes->rule().truncatable && hit.shared > hit.reuse && hit.shared < last)
     at.push_back(hit.shared);
   if (last > hit.reuse) at.push_back(last);
   return at;
+}
+
+bool Scheduler::Impl::prefilled_on_grid(int64_t prompt_len) const {
+  return prompt_len > options.whole_prompt_tokens;
 }
 
 bool Scheduler::Impl::make_room(uint64_t bytes) {
@@ -301,9 +304,9 @@ void Scheduler::Impl::admit() {
       continue;
     }
     const int64_t prompt_len = int64_t(p.job.prompt.size());
-    // A short prompt is prefilled as one chunk from its start (step()), so
-    // a cold prefill of it has no grid boundary a reuse could start at.
-    const bool on_grid = prompt_len > options.whole_prompt_tokens;
+    // A cold prefill of a prompt off the grid has no boundary a reuse could
+    // start at.
+    const bool on_grid = prefilled_on_grid(prompt_len);
     PrefixCache::Hit hit;
     std::unique_ptr<runtime::InferenceSession> session;
     bool budget_blocked = false;

@@ -132,6 +132,9 @@ struct Scheduler::Impl {
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
   void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
   uint64_t estimate_bytes(int64_t tokens) const;
+  // Whether a prompt of this length is prefilled in chunks of the grid
+  // (else as one chunk from where its prefill starts: whole_prompt_tokens).
+  bool prefilled_on_grid(int64_t prompt_len) const;
   // Where a job of this prompt leaves checkpoints in the prefix cache.
   std::vector<int64_t> checkpoints(int64_t prompt_len, const PrefixCache::Hit& hit) const;
   // Forks `a` into the prefix cache when its next chunk starts at its next

@@ -156,7 +156,7 @@ bool Scheduler::Impl::step() {
     const int64_t at = a->session->cache().n_tokens();
     const int64_t size = int64_t(prompt.size());
     // A short prompt is one chunk to its end; a longer one the next grid cell.
-    const bool whole_prompt = size <= options.whole_prompt_tokens;
+    const bool whole_prompt = !prefilled_on_grid(size);
     const int64_t end = whole_prompt ? size : std::min<int64_t>(size, (at / grid + 1) * grid);
     const int64_t n = end - at;
     if (whole_prompt && n > grid && info.prefill_tokens > 0 &&
