@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+
+#include "server/idle_connections.h"
 
 namespace tkv::server {
 namespace {
@@ -174,21 +177,73 @@ class ConnectionStream final : public httplib::Stream {
 // process_request).
 thread_local ConnectionStream* t_request = nullptr;
 
-// Whether a request starts on `sock` within `seconds`; false when the peer
-// closed, the socket failed, or the server is stopping (checked every 10 ms,
-// as httplib's loop does).
-bool next_request_arrives(int sock, time_t seconds, const std::atomic<socket_t>& listening) {
-  const Clock::time_point end = Clock::now() + std::chrono::seconds(seconds);
-  while (listening != INVALID_SOCKET) {
-    const int ready = wait_for(sock, POLLIN, 10);
-    if (ready < 0) return false;
-    if (ready > 0) return true;
-    if (Clock::now() > end) return false;
+// Closes a connection. One answered with the client perhaps still sending
+// (a body refused unread, a request out of time) is closed lingering: at
+// once, the rest of its body would reset the connection, and the client
+// lose the answer before reading it. So the answer's end is marked (FIN)
+// and what the client still sends is read and dropped until it closes too,
+// falls silent for a second, or `linger_ms` has passed.
+void close_connection(int sock, bool linger, int64_t linger_ms) {
+  if (linger) {
+    ::shutdown(sock, SHUT_WR);
+    const Clock::time_point end = Clock::now() + std::chrono::milliseconds(linger_ms);
+    std::array<char, 16384> sink;
+    for (Clock::time_point now = Clock::now(); now < end; now = Clock::now()) {
+      const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count();
+      if (wait_for(sock, POLLIN, std::min<int64_t>(1000, left)) <= 0) break;
+      if (::recv(sock, sink.data(), sink.size(), 0) <= 0) break;
+    }
   }
-  return false;
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+}
+
+// Parked connections at most: half the descriptors the process may open,
+// after raising its soft limit to the hard one (bounded), so that a client
+// holding idle connections cannot stop the server from accepting.
+size_t idle_capacity() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 512;
+  const rlim_t want = std::min<rlim_t>(limit.rlim_max, 65536);
+  if (limit.rlim_cur < want) {
+    limit.rlim_cur = want;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return std::max<size_t>(64, size_t(limit.rlim_cur) / 2);
 }
 
 }  // namespace
+
+// The worker threads, and the poller holding the connections that wait for
+// a request: a connection that becomes readable goes back to the workers.
+class DeadlineServer::Workers final : public httplib::ThreadPool {
+ public:
+  Workers(DeadlineServer& server, size_t threads)
+      : httplib::ThreadPool(threads), idle(idle_capacity(), [this, &server](int sock, size_t left) {
+          enqueue([&server, sock, left] { server.serve(sock, left); });
+        }) {}
+  // The parked connections close before the workers stop (none is handed
+  // to them afterwards).
+  void shutdown() override {
+    idle.stop();
+    httplib::ThreadPool::shutdown();
+  }
+  IdleConnections idle;
+};
+
+void DeadlineServer::set_worker_threads(size_t threads) {
+  new_task_queue = [this, threads] {
+    auto* workers = new Workers(*this, threads);
+    workers_ = workers;
+    return workers;
+  };
+}
+
+size_t DeadlineServer::idle_connections() const {
+  const Workers* w = workers_;
+  return w ? w->idle.size() : 0;
+}
 
 void DeadlineServer::headers_read() {
   if (t_request) t_request->start_body();
@@ -215,14 +270,27 @@ bool DeadlineServer::closes_after_response() {
 }
 
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
+  serve(sock, keep_alive_max_count_);
+  return true;
+}
+
+void DeadlineServer::serve(socket_t sock, size_t left) {
   const int64_t read_ms = int64_t(read_timeout_sec_) * 1000 + int64_t(read_timeout_usec_) / 1000;
   const int64_t write_ms = int64_t(write_timeout_sec_) * 1000 + int64_t(write_timeout_usec_) / 1000;
   ConnectionStream stream(sock, read_ms, write_ms);
   bool ok = false;
-  for (size_t left = keep_alive_max_count_;
-       left > 0 && svr_sock_ != INVALID_SOCKET &&
-       (stream.has_buffered() || next_request_arrives(sock, keep_alive_timeout_sec_, svr_sock_));
-       --left) {
+  for (; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
+    if (!stream.has_buffered()) {
+      const int ready = wait_for(sock, POLLIN, 0);
+      if (ready < 0) break;
+      Workers* workers = workers_;
+      if (ready == 0 && workers) {  // nothing to read yet: wait without a thread
+        workers->idle.park(sock, left,
+                           Clock::now() + std::chrono::seconds(keep_alive_timeout_sec_));
+        return;
+      }
+      // (Without the poller, the request's own deadline bounds the wait.)
+    }
     stream.begin_request();
     bool closed_by_client = false;
     struct Serving {  // t_request for the request's life, however it ends
@@ -232,25 +300,7 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     ok = process_request(stream, /*close_connection=*/left == 1, closed_by_client, nullptr);
     if (!ok || closed_by_client || stream.close_after()) break;
   }
-  if (ok && stream.close_after()) {
-    // Answered with the client perhaps still sending (a body refused unread,
-    // a request out of time): closed at once, the rest of its body would
-    // reset the connection, and the client lose the answer before reading
-    // it. So the answer's end is marked (FIN) and what the client still
-    // sends is read and dropped until it closes too, falls silent for a
-    // second, or the read timeout has passed (a "lingering close").
-    ::shutdown(sock, SHUT_WR);
-    const Clock::time_point end = Clock::now() + std::chrono::milliseconds(read_ms);
-    std::array<char, 16384> sink;
-    for (Clock::time_point now = Clock::now(); now < end; now = Clock::now()) {
-      const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count();
-      if (wait_for(sock, POLLIN, std::min<int64_t>(1000, left)) <= 0) break;
-      if (::recv(sock, sink.data(), sink.size(), 0) <= 0) break;
-    }
-  }
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
-  return ok;
+  close_connection(sock, ok && stream.close_after(), read_ms);
 }
 
 }  // namespace tkv::server

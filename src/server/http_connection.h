@@ -15,17 +15,21 @@
 //    timeout, as in httplib.
 // A request that runs out of time is answered 408 (the handlers ask
 // timed_out()), one whose headers are too large 431, and the connection is
-// closed. Everything else -- keep-alive
-// between requests, at most keep_alive_max_count requests a connection,
-// the end of the loop when the server stops -- is httplib's loop as it was.
+// closed. Between requests -- before the first one too -- a connection with
+// nothing to read holds no worker thread: it is parked (idle_connections.h)
+// until a byte arrives, and closed when the keep-alive timeout passes
+// first, so idle connections, however many, never keep another client's
+// request waiting for a worker. At most keep_alive_max_count requests a
+// connection, as in httplib.
 //
 // The guards of a request are reached from its handlers through the thread
-// serving it: httplib serves a connection on one worker thread from its
-// first request to its last.
+// serving it: one worker serves a request from its first byte to its
+// response.
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
 #include <cstddef>
 
 namespace tkv::server {
@@ -55,8 +59,19 @@ class DeadlineServer final : public httplib::Server {
   // could not be parsed).
   static void close_after_response_always();
 
+  // `threads` workers serve the requests (set before listening).
+  void set_worker_threads(size_t threads);
+  // Connections parked now, waiting for a request.
+  size_t idle_connections() const;
+
  private:
+  class Workers;
   bool process_and_close_socket(socket_t sock) override;
+  // Serves `sock` while it has requests to read, `left` more at most; parks
+  // it when it has none yet.
+  void serve(socket_t sock, size_t left);
+
+  std::atomic<Workers*> workers_{nullptr};  // while listening
 };
 
 }  // namespace tkv::server

@@ -229,7 +229,7 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
   const int threads = options_.threads > 0
                           ? options_.threads
                           : scheduler_.options().parallel + scheduler_.options().queue_capacity + 4;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_->set_worker_threads(size_t(threads));
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(options_.read_timeout_seconds, 0);
   http_->set_write_timeout(options_.write_timeout_seconds, 0);

@@ -36,11 +36,9 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace tkv::server {
+
+class DeadlineServer;  // http_connection.h
 
 class GenerationRoutes;
 
@@ -102,7 +100,7 @@ class HttpServer {
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<DeadlineServer> http_;
   std::unique_ptr<GenerationRoutes> generation_;
   int port_ = 0;
   int listen_socket_ = -1;  // the socket bind() made (cpp-httplib's socket_t)

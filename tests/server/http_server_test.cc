@@ -36,6 +36,8 @@ struct Options {
   int parallel = 2;
   int queue = 8;
   int read_timeout_seconds = 5;
+  int keep_alive_seconds = 5;
+  int http_threads = 0;  // 0: the server's default
 };
 
 // A server on a free port with its own scheduler; stopped at the end.
@@ -59,6 +61,8 @@ class LiveServer {
     h.max_body_bytes = 64 << 10;
     h.read_timeout_seconds = o.read_timeout_seconds;
     h.write_timeout_seconds = 5;
+    h.keep_alive_seconds = o.keep_alive_seconds;
+    h.threads = o.http_threads;
     http_ = std::make_unique<HttpServer>(served, *scheduler_, metrics_, h);
     port_ = http_->bind();
     thread_ = std::thread([this] { http_->serve(); });
@@ -549,6 +553,38 @@ TEST_F(HttpServerTest, FramingAndVersionAsRfc9112) {
       until_closed(server.port(), "GARBAGE\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(garbage.rfind("HTTP/1.1 400 ", 0), 0u) << garbage;
   EXPECT_EQ(count_of(garbage, "HTTP/1.1 "), 1u) << garbage;
+}
+
+// Connections that send nothing hold no worker: with four times as many
+// of them open as there are HTTP threads (and a keep-alive timeout far
+// longer than the client waits), a new request is answered, and so is a
+// request on one of the idle connections.
+TEST_F(HttpServerTest, IdleConnectionsHoldNoWorker) {
+  LiveServer server(*model_, {.keep_alive_seconds = 60, .http_threads = 2});
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const sockaddr_in addr = loopback(server.port());
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all accepted
+  httplib::Client c = server.client();
+  c.set_read_timeout(10, 0);
+  for (int i = 0; i < 3; ++i) {
+    const auto health = c.Get("/health");
+    ASSERT_TRUE(health) << "no answer with idle connections open: " << int(health.error());
+    EXPECT_EQ(health->status, 200);
+  }
+  // A parked connection is served when its request comes.
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(idle[3], request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+  const timeval tv{10, 0};
+  ::setsockopt(idle[3], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256] = {};
+  ASSERT_GT(::recv(idle[3], buf, sizeof buf - 1, 0), 0);
+  EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 200 ", 0), 0u) << buf;
+  for (int fd : idle) ::close(fd);
 }
 
 TEST_F(HttpServerTest, ATrickledRequestIsCutOffAt408) {
