@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/error.h"
 #include "server/idle_connections.h"
 
 namespace tkv::server {
@@ -81,14 +82,21 @@ class ConnectionStream final : public httplib::Stream {
   void begin_request() {
     deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
     in_body_ = timed_out_ = close_after_ = close_always_ = head_too_large_ = false;
-    head_bytes_ = 0;
+    long_header_line_ = false;
+    head_bytes_ = head_lines_ = line_bytes_ = written_ = 0;
   }
   void start_body() {
     in_body_ = true;
     deadline_ = Clock::now() + std::chrono::milliseconds(read_timeout_ms_);
   }
   bool timed_out() const { return timed_out_; }
-  bool head_too_large() const { return head_too_large_; }
+  // Over kMaxHeadBytes in all, or a header line over kMaxLineBytes (which
+  // httplib refuses as unparseable).
+  bool head_too_large() const { return head_too_large_ || long_header_line_; }
+  // Whether the request line has not ended yet.
+  bool in_request_line() const { return head_lines_ == 0; }
+  // Bytes of a response written for the current request.
+  size_t written() const { return written_; }
   void close_after_response(bool close) { close_after_ = close; }
   void close_always() { close_always_ = true; }
   bool close_after() const {
@@ -130,6 +138,7 @@ class ConnectionStream final : public httplib::Stream {
     do {
       n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
+    if (n > 0) written_ += size_t(n);
     return n;
   }
 
@@ -157,6 +166,14 @@ class ConnectionStream final : public httplib::Stream {
         return -1;
       }
       head_bytes_ += n;
+      for (size_t i = 0; i < n; ++i) {
+        if (buf_[buf_at_ + i] == '\n') {
+          ++head_lines_;
+          line_bytes_ = 0;
+        } else if (++line_bytes_ > DeadlineServer::kMaxLineBytes && head_lines_ > 0) {
+          long_header_line_ = true;
+        }
+      }
     }
     std::memcpy(ptr, buf_.data() + buf_at_, n);
     buf_at_ += n;
@@ -168,7 +185,10 @@ class ConnectionStream final : public httplib::Stream {
   Clock::time_point deadline_ = Clock::now();
   bool in_body_ = false, timed_out_ = false, close_after_ = false, close_always_ = false,
        head_too_large_ = false;
-  size_t head_bytes_ = 0;  // of the request line and headers read so far
+  size_t head_bytes_ = 0;                   // of the request line and headers read so far
+  size_t head_lines_ = 0, line_bytes_ = 0;  // of them: line ends, and bytes since the last
+  bool long_header_line_ = false;
+  size_t written_ = 0;
   std::array<char, 4096> buf_{};
   size_t buf_at_ = 0, buf_len_ = 0;
 };
@@ -231,6 +251,16 @@ class DeadlineServer::Workers final : public httplib::ThreadPool {
   }
   IdleConnections idle;
 };
+
+bool DeadlineServer::refuse(httplib::Stream& stream, int status, const char* reason) const {
+  const std::string body = refusal_body_ ? refusal_body_(status) : std::string();
+  const std::string head = str("HTTP/1.1 ", status, " ", reason,
+                               "\r\nConnection: close\r\nContent-Type: application/json"
+                               "\r\nContent-Length: ",
+                               body.size(), "\r\n\r\n");
+  return stream.write(head.data(), head.size()) == ssize_t(head.size()) &&
+         stream.write(body.data(), body.size()) == ssize_t(body.size());
+}
 
 void DeadlineServer::set_worker_threads(size_t threads) {
   new_task_queue = [this, threads] {
@@ -298,6 +328,10 @@ void DeadlineServer::serve(socket_t sock, size_t left) {
       ~Serving() { t_request = nullptr; }
     } serving(&stream);
     ok = process_request(stream, /*close_connection=*/left == 1, closed_by_client, nullptr);
+    // A request line past kMaxHeadBytes ends httplib's parse before it can
+    // answer (a shorter one over its own limit gets its 414).
+    if (!ok && stream.head_too_large() && stream.in_request_line() && stream.written() == 0)
+      ok = refuse(stream, 414, "URI Too Long");
     if (!ok || closed_by_client || stream.close_after()) break;
   }
   close_connection(sock, ok && stream.close_after(), read_ms);

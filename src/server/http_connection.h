@@ -31,6 +31,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
+#include <string>
 
 namespace tkv::server {
 
@@ -40,13 +42,16 @@ class DeadlineServer final : public httplib::Server {
   // The request line and headers together (each line is also held to 8 KiB
   // by httplib).
   static constexpr size_t kMaxHeadBytes = size_t(64) << 10;
+  // One header line (httplib refuses longer ones; here they are a 431).
+  static constexpr size_t kMaxLineBytes = size_t(8) << 10;
 
   // Called by the pre-routing handler: the calling thread's request has its
   // line and headers in; its body's deadline starts now.
   static void headers_read();
   // Whether the calling thread's request ran out of time.
   static bool timed_out();
-  // Whether its line and headers passed kMaxHeadBytes.
+  // Whether its line and headers passed kMaxHeadBytes, or a header line
+  // kMaxLineBytes.
   static bool head_too_large();
   // Whether the calling thread's connection is closed after this response
   // (a body left unread on it, which the next request could not be told
@@ -63,6 +68,11 @@ class DeadlineServer final : public httplib::Server {
   void set_worker_threads(size_t threads);
   // Connections parked now, waiting for a request.
   size_t idle_connections() const;
+  // The JSON body of a refusal the connection loop sends itself (a request
+  // line too long for httplib to reach its own 414).
+  void set_refusal_body(std::function<std::string(int status)> body) {
+    refusal_body_ = std::move(body);
+  }
 
  private:
   class Workers;
@@ -70,7 +80,9 @@ class DeadlineServer final : public httplib::Server {
   // Serves `sock` while it has requests to read, `left` more at most; parks
   // it when it has none yet.
   void serve(socket_t sock, size_t left);
+  bool refuse(httplib::Stream& stream, int status, const char* reason) const;
 
+  std::function<std::string(int status)> refusal_body_;
   std::atomic<Workers*> workers_{nullptr};  // while listening
 };
 

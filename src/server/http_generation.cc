@@ -28,14 +28,6 @@ uint64_t random_u64() {
   return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 
-// Seconds a client is told to wait after a 503.
-constexpr const char* kRetryAfterSeconds = "1";
-
-void send_unavailable(httplib::Response& res, const std::string& message) {
-  send_api_error(res, make_api_error(503, message));
-  res.set_header("Retry-After", kRetryAfterSeconds);
-}
-
 // A body sent as it is made: chunked, or (HTTP/1.0) ended by closing the
 // connection.
 void provide(httplib::Response& res, bool close_delimited, const char* type,
@@ -351,6 +343,11 @@ class Exchange {
 void send_api_error(httplib::Response& res, const ApiError& error) {
   res.status = error.status;
   res.set_content(to_json_text(error_json(error)), "application/json");
+}
+
+void send_unavailable(httplib::Response& res, const std::string& message) {
+  send_api_error(res, make_api_error(503, message));
+  res.set_header("Retry-After", "1");  // seconds
 }
 
 GenerationRoutes::GenerationRoutes(const ServedModel& model, Scheduler& scheduler,

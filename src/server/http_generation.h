@@ -35,6 +35,8 @@ namespace tkv::server {
 
 // Writes an OpenAI error object as the response (status, JSON body).
 void send_api_error(httplib::Response& res, const ApiError& error);
+// A 503 with Retry-After (a full queue, a drain).
+void send_unavailable(httplib::Response& res, const std::string& message);
 
 class GenerationRoutes {
  public:
@@ -47,6 +49,7 @@ class GenerationRoutes {
               bool close_delimited = false);
 
   void stop_admitting() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
   bool wait_idle(std::chrono::milliseconds timeout);
 
   // Counts a response in flight from handle() until its content is sent (or

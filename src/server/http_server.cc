@@ -230,6 +230,9 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
                           ? options_.threads
                           : scheduler_.options().parallel + scheduler_.options().queue_capacity + 4;
   http_->set_worker_threads(size_t(threads));
+  http_->set_refusal_body([](int status) {
+    return to_json_text(error_json(make_api_error(status, message_for_status(status, {}))));
+  });
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(options_.read_timeout_seconds, 0);
   http_->set_write_timeout(options_.write_timeout_seconds, 0);
@@ -305,11 +308,20 @@ void HttpServer::add_routes() {
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
   http.Post("/v1/completions", generation(Endpoint::kCompletions));
+  // While draining (SIGTERM) every route but /metrics answers 503: a load
+  // balancer's health check takes the server out, clients retry elsewhere.
   http.Get("/v1/models", [this](const Request&, Response& res) {
+    if (generation_->draining()) return send_unavailable(res, "The server is shutting down.");
     res.set_content(to_json_text(model_list_json({{model_.id, model_.created, "turbokv"}})),
                     "application/json");
   });
-  http.Get("/health", [](const Request&, Response& res) {
+  http.Get("/health", [this](const Request&, Response& res) {
+    if (generation_->draining()) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content("{\"status\":\"draining\"}", "application/json");
+      return;
+    }
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
   http.Get("/metrics", [this](const Request&, Response& res) {
@@ -326,8 +338,11 @@ void HttpServer::add_routes() {
                                                                      Response& res) {
     if (DeadlineServer::head_too_large()) {
       res.status = 431;
-      send_api_error(res, make_api_error(431, str("The request's line and headers are over ",
-                                                  DeadlineServer::kMaxHeadBytes >> 10, " KiB.")));
+      send_api_error(
+          res, make_api_error(
+                   431, str("The request's headers are too large: at most ",
+                            DeadlineServer::kMaxLineBytes >> 10, " KiB a line and ",
+                            DeadlineServer::kMaxHeadBytes >> 10, " KiB with the request line.")));
       return HandlerResponse::Handled;
     }
     if (DeadlineServer::timed_out()) {

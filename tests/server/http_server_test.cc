@@ -259,6 +259,26 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
   idle.http.stop();
 }
 
+// Everything the server sends on one connection until it closes it (a
+// bound of 10 s: "<open>" is appended when it did not close).
+std::string until_closed(int port, const std::string& data) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  const sockaddr_in addr = loopback(port);
+  const timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == ssize_t(data.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, size_t(n));
+    if (n < 0) out += "<open>";
+  }
+  ::close(fd);
+  return out;
+}
+
 // Sends `parts` over a fresh connection to the server on `port` (stopping
 // at the first that cannot be sent) and returns the server's first `count`
 // responses, status line to the end of the body, back to back; less if the
@@ -329,6 +349,19 @@ TEST_F(HttpServerTest, RoutesMethodsAndLimits) {
   const std::string big = raw_responses(server.port(), {head + "\r\n"});
   EXPECT_EQ(big.rfind("HTTP/1.1 431 ", 0), 0u) << big;
   EXPECT_NE(big.find("64 KiB"), std::string::npos) << big;
+  // One header line over 8 KiB: 431 too.
+  const std::string long_line = raw_responses(
+      server.port(),
+      {"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'b') + "\r\n\r\n"});
+  EXPECT_EQ(long_line.rfind("HTTP/1.1 431 ", 0), 0u) << long_line;
+  EXPECT_NE(long_line.find("8 KiB a line"), std::string::npos) << long_line;
+  // A request line past the 64 KiB of the whole head: still a 414 with its
+  // error object, and the connection closed.
+  const std::string huge = until_closed(
+      server.port(), "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(huge.rfind("HTTP/1.1 414 ", 0), 0u) << huge.substr(0, 200);
+  EXPECT_NE(huge.find("\"error\""), std::string::npos) << huge.substr(0, 200);
+  EXPECT_EQ(huge.find("<open>"), std::string::npos);
 }
 
 TEST_F(HttpServerTest, BadBodiesAre400s) {
@@ -476,26 +509,6 @@ Trickled trickle(int port, const std::string& head, const std::string& trickle) 
 // within the timeout of their first byte, its body within the timeout of
 // them plus a second per 64 KiB, else 408. (Timed per socket operation
 // only, a trickle held a worker thread for as long as it went on.)
-// Everything the server sends on one connection until it closes it (a
-// bound of 10 s: "<open>" is appended when it did not close).
-std::string until_closed(int port, const std::string& data) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  const sockaddr_in addr = loopback(port);
-  const timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == ssize_t(data.size())) {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, size_t(n));
-    if (n < 0) out += "<open>";
-  }
-  ::close(fd);
-  return out;
-}
-
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -762,6 +775,17 @@ TEST_F(HttpServerSlowTest, FullQueueAndDrainAre503WithRetryAfter) {
   auto draining = c.Post("/v1/completions", auth(), R"({"prompt": "x"})", "application/json");
   expect_error(draining, 503);
   EXPECT_EQ(draining->get_header_value("Retry-After"), "1");
+  // Every route but /metrics says so while draining; /health too, so that
+  // a load balancer takes the server out.
+  expect_error(c.Get("/v1/models", auth()), 503);
+  const auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(health->body, R"({"status":"draining"})");
+  EXPECT_EQ(health->get_header_value("Retry-After"), "1");
+  const auto metrics = c.Get("/metrics", auth());
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
   server.scheduler().drain(std::chrono::milliseconds(0));
   holder.join();
   waiter.join();
