@@ -36,18 +36,25 @@ int wait_for(int sock, short events, int64_t ms) {
   }
 }
 
-// The peer has not closed its end: nothing to read yet, or bytes to read
-// (httplib's is_socket_alive).
-bool peer_open(int sock) {
-  const int ready = wait_for(sock, POLLIN, 0);
-  if (ready == 0) return true;
-  if (ready < 0) return false;
+// What reading `sock` would find now, without taking it.
+enum class PeerInput { kOpen, kEnded, kGone };
+PeerInput peer_input(int sock) {
+  pollfd p{sock, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&p, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) return PeerInput::kOpen;
+  // A reset (or both directions shut) shows here; recv() would still say
+  // end of input when the peer's FIN came before its reset.
+  if (ready < 0 || (p.revents & (POLLERR | POLLHUP))) return PeerInput::kGone;
   char byte;
   ssize_t n;
   do {
     n = ::recv(sock, &byte, 1, MSG_PEEK);
   } while (n < 0 && errno == EINTR);
-  return n > 0;
+  if (n > 0) return PeerInput::kOpen;
+  return n == 0 ? PeerInput::kEnded : PeerInput::kGone;
 }
 
 void address_of(int sock, bool peer, std::string& ip, int& port) {
@@ -105,9 +112,17 @@ class ConnectionStream final : public httplib::Stream {
   bool has_buffered() const { return buf_at_ < buf_len_; }
 
   bool is_readable() const override { return wait_for(sock_, POLLIN, read_wait_ms()) > 0; }
+  // A peer whose input has ended may only have half-closed (shutdown
+  // SHUT_WR, `nc -N`, some proxies) and still read the answer: the end of
+  // its input does not stop a write. One that has left resets the
+  // connection once something is written to it, and that stops the next.
   bool is_writable() const override {
-    return wait_for(sock_, POLLOUT, write_timeout_ms_) > 0 && peer_open(sock_);
+    if (wait_for(sock_, POLLOUT, write_timeout_ms_) <= 0) return false;
+    const PeerInput input = peer_input(sock_);
+    input_ended_ = input_ended_ || input == PeerInput::kEnded;
+    return input != PeerInput::kGone;
   }
+  bool input_ended() const { return input_ended_; }
 
   ssize_t read(char* ptr, size_t size) override {
     if (head_too_large_) return -1;
@@ -189,6 +204,7 @@ class ConnectionStream final : public httplib::Stream {
   size_t head_lines_ = 0, line_bytes_ = 0;  // of them: line ends, and bytes since the last
   bool long_header_line_ = false;
   size_t written_ = 0;
+  mutable bool input_ended_ = false;  // the peer sent FIN (is_writable saw it)
   std::array<char, 4096> buf_{};
   size_t buf_at_ = 0, buf_len_ = 0;
 };
@@ -289,6 +305,10 @@ void DeadlineServer::close_after_response(bool close) {
 
 void DeadlineServer::close_after_response_always() {
   if (t_request) t_request->close_always();
+}
+
+bool DeadlineServer::peer_input_ended() {
+  return t_request && t_request->input_ended();
 }
 
 bool DeadlineServer::head_too_large() {

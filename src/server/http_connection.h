@@ -59,6 +59,10 @@ class DeadlineServer final : public httplib::Server {
   static void close_after_response(bool close);
   // Whether it will be (set so, or timed out).
   static bool closes_after_response();
+  // Whether the peer has closed its sending side (half-closed, or gone:
+  // only a write tells which; Stream::is_writable is false once a write
+  // made a departed peer reset the connection).
+  static bool peer_input_ended();
   // The calling thread's connection closes after this response whatever
   // else is decided (an HTTP/1.0 request, ambiguous framing, a request that
   // could not be parsed).

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "server/api_response.h"
+#include "server/http_connection.h"
 
 namespace tkv::server {
 namespace {
@@ -163,8 +164,8 @@ class Exchange {
       sent_role_ = true;
       if (!write(sink, sse_event(chat_chunk_json(meta_, role, include_usage_)))) return false;
     }
-    if (!done_ && !poll()) return sink.is_writable();  // nothing new yet
-    if (!connection_checked_recently() && !sink.is_writable()) return false;
+    if (!done_ && !poll()) return client_there(sink, kStreamProbe);  // nothing new yet
+    if (!connection_checked_recently() && !client_there(sink, kStreamProbe)) return false;
     if (!pending_text_.empty() || !pending_logprobs_.empty() || done_) {
       StreamPiece piece;
       piece.text = std::move(pending_text_);
@@ -210,7 +211,8 @@ class Exchange {
   // for it (watching the connection), then writes the body at once.
   bool pump_whole(httplib::DataSink& sink) {
     while (!done_) {
-      if ((!poll() || !connection_checked_recently()) && !sink.is_writable()) return false;
+      if ((!poll() || !connection_checked_recently()) && !client_there(sink, kWholeProbe))
+        return false;
     }
     // The status (200) is already out: a job that failed now can only say so
     // in the body.
@@ -229,6 +231,20 @@ class Exchange {
  private:
   // False at most every kPollInterval: then the caller looks at the
   // connection (events can keep coming for a client that is gone).
+  // Whether the client is still there. One that closed its sending side
+  // may have half-closed or left; a byte that changes nothing for the
+  // client (whitespace before a JSON body, an empty comment line between
+  // server-sent events) is written once to tell: a departed client's end
+  // resets the connection, and the next check sees it.
+  static constexpr const char* kWholeProbe = " ";
+  static constexpr const char* kStreamProbe = ":\n";
+  bool client_there(httplib::DataSink& sink, const char* probe) {
+    if (!sink.is_writable()) return false;
+    if (probed_ || !DeadlineServer::peer_input_ended()) return true;
+    probed_ = true;
+    return write(sink, probe);
+  }
+
   bool connection_checked_recently() {
     const Clock::time_point now = Clock::now();
     if (now - last_check_ < kPollInterval) return true;
@@ -324,6 +340,7 @@ class Exchange {
   std::shared_ptr<JobStream> stream_;
   ResponseMeta meta_;
   bool chat_, logprobs_, include_usage_;
+  bool probed_ = false;  // client_there() wrote its probe
   int64_t prompt_bytes_;
 
   bool sent_role_ = false;

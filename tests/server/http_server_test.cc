@@ -260,8 +260,9 @@ TEST_F(HttpServerTest, ConnectionsArrivingTogetherAllComplete) {
 }
 
 // Everything the server sends on one connection until it closes it (a
-// bound of 10 s: "<open>" is appended when it did not close).
-std::string until_closed(int port, const std::string& data) {
+// bound of 10 s: "<open>" is appended when it did not close). With
+// `half_close` the client shuts its sending side down after `data`.
+std::string until_closed(int port, const std::string& data, bool half_close = false) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   const sockaddr_in addr = loopback(port);
@@ -270,6 +271,7 @@ std::string until_closed(int port, const std::string& data) {
   std::string out;
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
       ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == ssize_t(data.size())) {
+    if (half_close) ::shutdown(fd, SHUT_WR);
     char buf[4096];
     ssize_t n;
     while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, size_t(n));
@@ -572,6 +574,28 @@ TEST_F(HttpServerTest, FramingAndVersionAsRfc9112) {
 // of them open as there are HTTP threads (and a keep-alive timeout far
 // longer than the client waits), a new request is answered, and so is a
 // request on one of the idle connections.
+// A client that half-closes after its request (shutdown(SHUT_WR), `nc -N`)
+// still reads the answer: a short one, a whole body that waited for its
+// job, a stream.
+TEST_F(HttpServerTest, AHalfClosedClientGetsItsAnswer) {
+  LiveServer server(*model_);
+  const std::string health =
+      until_closed(server.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", true);
+  EXPECT_EQ(health.rfind("HTTP/1.1 200 ", 0), 0u) << health;
+  for (const bool stream : {false, true}) {
+    const std::string body =
+        Json({{"prompt", "Once"}, {"max_tokens", 40}, {"stream", stream}}).dump();
+    const std::string out = until_closed(
+        server.port(),
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kKey) +
+            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body,
+        true);
+    EXPECT_EQ(out.rfind("HTTP/1.1 200 ", 0), 0u) << out;
+    EXPECT_NE(out.find(stream ? "data: [DONE]" : "\"completion_tokens\":"), std::string::npos)
+        << out;
+  }
+}
+
 TEST_F(HttpServerTest, IdleConnectionsHoldNoWorker) {
   LiveServer server(*model_, {.keep_alive_seconds = 60, .http_threads = 2});
   std::vector<int> idle;
