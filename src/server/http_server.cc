@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <strings.h>
 #include <sys/socket.h>
 
@@ -78,6 +79,19 @@ std::string message_for_status(int status, const Request& req) {
 bool chunked(const Request& req) {
   return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
+// After a large body (and its parsed JSON, freed by now) the allocator
+// keeps the freed memory in the thread's arena, one arena per busy thread:
+// give it back to the system, so a burst of large requests does not stay
+// in the server's RSS.
+void release_memory_after(size_t body_bytes) {
+#if defined(__GLIBC__)
+  constexpr size_t kLargeBody = size_t(1) << 20;
+  if (body_bytes >= kLargeBody) malloc_trim(0);
+#else
+  (void)body_bytes;
+#endif
+}
+
 // HTTP/1.0: no persistent connections by default, no chunked bodies.
 bool http10(const Request& req) {
   return req.version == "HTTP/1.0";
@@ -301,9 +315,14 @@ void HttpServer::add_routes() {
   auto generation = [this](Endpoint endpoint) {
     return
         [this, endpoint](const Request& req, Response& res, const httplib::ContentReader& reader) {
-          std::string body;
-          if (read_body(req, res, reader, options_.max_body_bytes, body))
-            generation_->handle(endpoint, body, res, http10(req));
+          size_t body_bytes = 0;
+          {
+            std::string body;
+            if (read_body(req, res, reader, options_.max_body_bytes, body))
+              generation_->handle(endpoint, body, res, http10(req));
+            body_bytes = body.size();
+          }
+          release_memory_after(body_bytes);
         };
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
