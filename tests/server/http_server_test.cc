@@ -390,6 +390,12 @@ TEST_F(HttpServerTest, BadBodiesAre400s) {
     ASSERT_TRUE(r);
     EXPECT_NE(r->status, 500) << r->body;
   }
+  // No token ids is a 400; an empty text is the start of a text (BOS).
+  expect_error(post("/v1/completions", R"({"prompt": []})"), 400, "prompt");
+  const auto empty_text = post("/v1/completions", R"({"prompt": "", "max_tokens": 2})");
+  ASSERT_TRUE(empty_text);
+  EXPECT_EQ(empty_text->status, 200) << empty_text->body;
+  EXPECT_NE(empty_text->body.find("\"prompt_tokens\":1"), std::string::npos) << empty_text->body;
 }
 
 // However a body is framed or labelled, it is capped at --max-body and read
