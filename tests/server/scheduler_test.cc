@@ -73,24 +73,7 @@ Outcome single_session(const LoadedModel& m, const SchedulerOptions& o, const Jo
   return out;
 }
 
-class SchedulerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string path = tkv::test::model_path("stories260K.gguf");
-    if (!path.empty()) stories_ = new LoadedModel(test::load_model(path));
-  }
-  static void TearDownTestSuite() {
-    delete stories_;
-    stories_ = nullptr;
-  }
-  void SetUp() override {
-    if (!stories_) {
-      TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << tkv::test::models_dir();
-    }
-  }
-  static LoadedModel* stories_;
-};
-LoadedModel* SchedulerTest::stories_ = nullptr;
+class SchedulerTest : public test::StoriesFixture<::testing::Test> {};
 
 // Eight greedy jobs of different prompt lengths (one chunk, several, a
 // partial last chunk) run at once give exactly the tokens each gives alone,
@@ -140,7 +123,7 @@ void expect_batch_equals_alone(const LoadedModel& m, const std::vector<std::stri
 }
 
 TEST_F(SchedulerTest, EightConcurrentGreedyJobsEqualEachAloneF16AndK4V2) {
-  expect_batch_equals_alone(*stories_, {"f16", "k4v2"}, test::story_text(),
+  expect_batch_equals_alone(*m_, {"f16", "k4v2"}, test::story_text(),
                             {5, 17, 32, 33, 70, 131, 200, 96}, 40);
 }
 
@@ -149,7 +132,7 @@ TEST_F(SchedulerTest, EightConcurrentGreedyJobsEqualEachAloneF16AndK4V2) {
 // one batch: each job's tokens are those it gives alone, which are the
 // single session's with the whole prompt in one chunk.
 TEST_F(SchedulerTest, ShortPromptsAsOneChunkEqualEachAlone) {
-  expect_batch_equals_alone(*stories_, {"f16", "k4v2"}, test::story_text(),
+  expect_batch_equals_alone(*m_, {"f16", "k4v2"}, test::story_text(),
                             {5, 17, 40, 100, 101, 131, 200, 96}, 30, 100);
 }
 
@@ -164,10 +147,10 @@ TEST(SchedulerModel23M, EightConcurrentGreedyJobsEqualEachAlone) {
 // streams: they keep getting tokens while it prefills.
 TEST_F(SchedulerTest, LongPromptDoesNotFreezeDecodingStreams) {
   SchedulerOptions o = small_options("f16");
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   std::mutex mu;
   std::vector<char> log;  // 'a': a token of the decoding stream; 'b': the long job's first
-  std::shared_ptr<JobStream> a = start_decoding_stream(s, *stories_->tokenizer, 300);
+  std::shared_ptr<JobStream> a = start_decoding_stream(s, *m_->tokenizer, 300);
   std::thread reader([&] {
     while (true) {
       std::optional<Event> e = a->next(std::chrono::milliseconds(100));
@@ -179,7 +162,7 @@ TEST_F(SchedulerTest, LongPromptDoesNotFreezeDecodingStreams) {
   });
   // 480 tokens: 15 chunks of 32, one per step.
   std::shared_ptr<JobStream> b =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 480, 5), 4));
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 480, 5), 4));
   size_t a_before = 0;
   {
     const std::lock_guard<std::mutex> lock(mu);
@@ -277,11 +260,11 @@ int prefill_cap_while_decoding(const LoadedModel& m, int per_step) {
 }
 
 TEST_F(SchedulerTest, WithPrefillStepZeroAStepTakesOneWholePrefillChunkWhileOthersDecode) {
-  EXPECT_EQ(prefill_cap_while_decoding(*stories_, 0), 1);
+  EXPECT_EQ(prefill_cap_while_decoding(*m_, 0), 1);
 }
 
 TEST_F(SchedulerTest, APrefillBudgetOfTwoChunksLetsTwoPromptsShareAStep) {
-  EXPECT_EQ(prefill_cap_while_decoding(*stories_, 64), 2);
+  EXPECT_EQ(prefill_cap_while_decoding(*m_, 64), 2);
 }
 
 // While a stream decodes, a chunk over the step's budget runs in layer
@@ -321,11 +304,11 @@ void expect_layer_parts_while_decoding(const LoadedModel& m, int per_step) {
 }
 
 TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInLayerPartsWhileOthersDecode) {
-  expect_layer_parts_while_decoding(*stories_, 8);
+  expect_layer_parts_while_decoding(*m_, 8);
 }
 
 TEST_F(SchedulerTest, AChunkOverABudgetUnderOneLayerStillRunsALayerAStep) {
-  expect_layer_parts_while_decoding(*stories_, 1);
+  expect_layer_parts_while_decoding(*m_, 1);
 }
 
 // A chunk over the budget (by work) runs in parts of equal size: with a
@@ -334,7 +317,7 @@ TEST_F(SchedulerTest, AChunkOverABudgetUnderOneLayerStillRunsALayerAStep) {
 // the job's greedy tokens stay those it gives alone.
 TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInPartsOfEqualSize) {
   SchedulerOptions o = small_options("f16");  // a grid of 32 tokens
-  const int n_layers = stories_->model->config().n_layers;
+  const int n_layers = m_->model->config().n_layers;
   ASSERT_GE(n_layers, 3);
   // All the layers but one of a chunk at depth 0, and half of one more.
   o.prefill_tokens_per_step = o.prefill_chunk * (2 * n_layers - 1) / (2 * n_layers);
@@ -342,8 +325,7 @@ TEST_F(SchedulerTest, AChunkOverTheBudgetRunsInPartsOfEqualSize) {
   StepLog log;
   log.attach(o);
   const AloneAndBeside run = run_alone_and_beside_a_stream(
-      *stories_, o, log,
-      greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 200, 3), 12));
+      *m_, o, log, greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 200, 3), 12));
   ASSERT_TRUE(run.beside.finished);
   EXPECT_EQ(run.beside.tokens, run.alone.tokens);
   // Each full chunk's parts, in layers, in the order they ran.
@@ -370,11 +352,10 @@ TEST_F(SchedulerTest, WithNothingDecodingEveryAdmittingPromptGetsAChunkAStep) {
   SchedulerOptions o = small_options("f16");
   StepLog log;
   log.attach(o);
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   std::vector<std::shared_ptr<JobStream>> jobs;
   for (size_t i = 0; i < 3; ++i)
-    jobs.push_back(
-        s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, i), 1)));
+    jobs.push_back(s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300, i), 1)));
   for (auto& j : jobs) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
   int most_chunks = 0;
   for (const StepInfo& step : log.snapshot())
@@ -391,12 +372,11 @@ TEST_F(SchedulerTest, AShortPromptIsOneChunkInLayerPartsWhileOthersDecode) {
   SchedulerOptions o = small_options("f16");  // a grid of 32 tokens
   o.prefill_tokens_per_step = 0;
   o.whole_prompt_tokens = 100;
-  const int n_layers = stories_->model->config().n_layers;
+  const int n_layers = m_->model->config().n_layers;
   StepLog log;
   log.attach(o);
   const AloneAndBeside run = run_alone_and_beside_a_stream(
-      *stories_, o, log,
-      greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 90, 3), 12));
+      *m_, o, log, greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 90, 3), 12));
   ASSERT_TRUE(run.alone.finished);
   ASSERT_FALSE(run.alone_steps.empty());
   EXPECT_EQ(run.alone_steps.front().prefill_tokens, 90);  // the whole prompt, one step
@@ -424,11 +404,10 @@ TEST_F(SchedulerTest, ABurstOfShortPromptsSharesStepsWithinTheRowCap) {
   o.whole_prompt_tokens = 300;
   StepLog log;
   log.attach(o);
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   std::vector<std::shared_ptr<JobStream>> jobs;
   for (size_t i = 0; i < 8; ++i)  // 8 x 300 rows: more than the cap
-    jobs.push_back(
-        s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, i), 2)));
+    jobs.push_back(s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300, i), 2)));
   for (auto& j : jobs) EXPECT_EQ(collect(*j).done.finish, JobFinish::kLength);
   int most_chunks = 0;
   for (const StepInfo& step : log.snapshot()) {
@@ -474,21 +453,21 @@ int running_after_queueing(const LoadedModel& m, int max_overtakes, int small_jo
 }
 
 TEST_F(SchedulerTest, SmallJobsGoAheadOfOneThatDoesNotFitTheBudgetYet) {
-  EXPECT_EQ(running_after_queueing(*stories_, 8, 3), 4);  // R and the three small ones
+  EXPECT_EQ(running_after_queueing(*m_, 8, 3), 4);  // R and the three small ones
 }
 
 TEST_F(SchedulerTest, AJobPassedMaxOvertakesTimesHoldsTheRestBack) {
-  EXPECT_EQ(running_after_queueing(*stories_, 2, 4), 3);  // R and two small ones
+  EXPECT_EQ(running_after_queueing(*m_, 2, 4), 3);  // R and two small ones
 }
 
 TEST_F(SchedulerTest, WithNoOvertakesAdmissionIsFirstComeFirstServed) {
-  EXPECT_EQ(running_after_queueing(*stories_, 0, 2), 1);  // R alone
+  EXPECT_EQ(running_after_queueing(*m_, 0, 2), 1);  // R alone
 }
 
 TEST_F(SchedulerTest, LogprobsAreTheModelsLogSoftmax) {
   SchedulerOptions o = small_options("f16");
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 10);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 20), 10);
   job.top_logprobs = 3;
   const Outcome out = run_one(s, job);
   ASSERT_EQ(out.generated.size(), 10u);
@@ -512,8 +491,8 @@ TEST_F(SchedulerTest, LogprobsAreTheModelsLogSoftmax) {
 }
 
 TEST_F(SchedulerTest, StopStringEndsTheReplyAndIsNotShown) {
-  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
-  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 12), 60);
+  Scheduler s(*m_->model, *m_->tokenizer, small_options("f16"));
+  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 12), 60);
   const Outcome full = run_one(s, job);
   ASSERT_GT(full.text.size(), 40u);
   Job stopped = job;
@@ -528,9 +507,9 @@ TEST_F(SchedulerTest, StopStringEndsTheReplyAndIsNotShown) {
 
 TEST_F(SchedulerTest, CancelledJobEndsAndFreesItsPages) {
   SchedulerOptions o = small_options("f16");
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   std::shared_ptr<JobStream> stream =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 40), 400));
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 40), 400));
   test::wait_first_event(*stream);
   stream->cancel();
   const Outcome rest = collect(*stream);
@@ -550,10 +529,10 @@ TEST_F(SchedulerTest, FullQueueIsRefusedWithQueueFull) {
   SchedulerOptions o = small_options("f16");
   o.parallel = 1;
   o.queue_capacity = 1;
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   // A job that runs until cancelled (stop tokens cannot end it: nothing but
   // max_tokens, which the context caps), so the worker is busy with it.
-  Job running = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), -1);
+  Job running = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), -1);
   std::shared_ptr<JobStream> a = s.submit(running);
   while (s.stats().active == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::shared_ptr<JobStream> b = s.submit(running);  // waits in the queue
@@ -574,9 +553,9 @@ TEST_F(SchedulerTest, FreePlacesInTheBatchDoNotCountAgainstTheQueue) {
   o.queue_capacity = 1;
   StepGate gate;
   gate.attach(o);
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   gate.close();
-  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
   std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
   gate.wait_held();  // the first job admitted, its step waiting
   for (int i = 0; i < 3; ++i) accepted.push_back(s.submit(job));
@@ -594,8 +573,8 @@ TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
   o.queue_capacity = 1;
   HoldOnce admitting;
   o.on_admit = admitting.hook();
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
   std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
   admitting.wait_held();
   EXPECT_EQ(s.stats().queued, 0);
@@ -613,8 +592,8 @@ TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
   // step is over: what a client sending its next request at once meets.
   HoldOnce finished;
   o.on_finish = finished.hook();
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  const Job job = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 8), 4);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
   const std::shared_ptr<JobStream> first = s.submit(job);
   finished.wait_held();
   EXPECT_EQ(collect(*first).done.finish, JobFinish::kLength);
@@ -636,7 +615,7 @@ TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
 }
 
 TEST_F(SchedulerTest, BadJobsAreRefusedAtSubmit) {
-  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+  Scheduler s(*m_->model, *m_->tokenizer, small_options("f16"));
   EXPECT_THROW(s.submit(greedy_job({}, 4)), Error);
   EXPECT_THROW(s.submit(greedy_job({1, 99999}, 4)), Error);
   EXPECT_THROW(s.submit(greedy_job(std::vector<int32_t>(513, 1), 4)), Error);
@@ -664,13 +643,13 @@ TEST_F(SchedulerTest, DrainFinishesRunningJobsCancelsQueuedOnesAndRefusesNewOnes
   // when the drain starts, however the threads are scheduled.
   StepGate gate;
   gate.attach(o);
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   gate.close();
   std::shared_ptr<JobStream> running =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 30));
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 20), 30));
   gate.wait_held();
   std::shared_ptr<JobStream> queued =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20, 3), 30));
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 20, 3), 30));
   std::thread releaser([&] {
     while (s.stats().accepting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     gate.open();
@@ -689,9 +668,9 @@ TEST_F(SchedulerTest, DrainFinishesRunningJobsCancelsQueuedOnesAndRefusesNewOnes
 }
 
 TEST_F(SchedulerTest, DrainPastItsGraceCancelsRunningJobs) {
-  Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+  Scheduler s(*m_->model, *m_->tokenizer, small_options("f16"));
   std::shared_ptr<JobStream> running =
-      s.submit(greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), -1));
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 20), -1));
   test::wait_first_event(*running);
   s.drain(std::chrono::milliseconds(0));
   const Outcome out = collect(*running);
@@ -702,15 +681,14 @@ TEST_F(SchedulerTest, DrainPastItsGraceCancelsRunningJobs) {
 TEST_F(SchedulerTest, PromptOverTheBudgetFailsWithABudgetError) {
   SchedulerOptions o = small_options("f16");
   o.budget_bytes = 64 * 1024;  // stories260K f16: 640 bytes a token, 100 tokens
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
-  const Outcome out =
-      run_one(s, greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 4));
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  const Outcome out = run_one(s, greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300), 4));
   EXPECT_EQ(out.done.finish, JobFinish::kError);
   EXPECT_TRUE(out.done.budget_error);
   EXPECT_NE(out.done.error.find("budget"), std::string::npos) << out.done.error;
   // The scheduler goes on.
   const Outcome small =
-      run_one(s, greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 20), 4));
+      run_one(s, greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 20), 4));
   EXPECT_EQ(small.done.finish, JobFinish::kLength) << small.done.error;
 }
 
@@ -719,11 +697,11 @@ TEST_F(SchedulerTest, PromptOverTheBudgetFailsWithABudgetError) {
 // leaves in the prefix cache gives way before its own pages spill, and so
 // does the second one's.
 TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) {
-  const Job first = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 8);
-  const Job second = greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, 11), 8);
+  const Job first = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300), 8);
+  const Job second = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300, 11), 8);
   Outcome reference[2];
   {
-    Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+    Scheduler s(*m_->model, *m_->tokenizer, small_options("f16"));
     reference[0] = run_one(s, first);
     reference[1] = run_one(s, second);
   }
@@ -732,7 +710,7 @@ TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) 
   o.spill_dir = tkv::test::temp_dir() + "/spill";
   std::filesystem::create_directories(o.spill_dir);
   o.prefix_cache = true;
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   const Outcome a = run_one(s, first);
   ASSERT_EQ(a.done.finish, JobFinish::kLength) << a.done.error;
   EXPECT_EQ(a.tokens, reference[0].tokens);
@@ -749,11 +727,11 @@ TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) 
 // step it hit, with an error naming the disk tier; the other job running
 // with it finishes with its unbudgeted text.
 TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
-  const Job jobs[2] = {greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300), 8),
-                       greedy_job(prompt_of(*stories_->tokenizer, test::story_text(), 300, 11), 8)};
+  const Job jobs[2] = {greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300), 8),
+                       greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 300, 11), 8)};
   Outcome reference[2];
   {
-    Scheduler s(*stories_->model, *stories_->tokenizer, small_options("f16"));
+    Scheduler s(*m_->model, *m_->tokenizer, small_options("f16"));
     for (int i = 0; i < 2; ++i) reference[i] = run_one(s, jobs[i]);
   }
   SchedulerOptions o = small_options("f16");
@@ -770,7 +748,7 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
     while (!both_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
   ::setenv("TURBOKV_FAULT_SPILL_WRITE", "20", 1);  // read when the page file is made
-  Scheduler s(*stories_->model, *stories_->tokenizer, o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
   ::unsetenv("TURBOKV_FAULT_SPILL_WRITE");
   std::shared_ptr<JobStream> streams[2] = {s.submit(jobs[0]), s.submit(jobs[1])};
   both_queued = true;
@@ -797,7 +775,7 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
 TEST_F(SchedulerTest, ASpillDirNeedsABudget) {
   SchedulerOptions o = small_options("f16");
   o.spill_dir = tkv::test::temp_dir();
-  EXPECT_THROW(Scheduler(*stories_->model, *stories_->tokenizer, o), Error);
+  EXPECT_THROW(Scheduler(*m_->model, *m_->tokenizer, o), Error);
 }
 
 }  // namespace
