@@ -114,8 +114,9 @@ int serve_main(std::span<const std::string> args) {
   // Request bodies and their parsed JSON come and go in megabytes on every
   // HTTP thread: with a fixed threshold, blocks of 128 KiB or more are
   // mapped and unmapped on their own instead of staying in each thread's
-  // heap (glibc raises its threshold past every large block freed, and a
-  // burst of large requests then left ~190 MiB behind).
+  // heap (glibc raises its threshold past every large block freed, and the
+  // memory of a burst of large requests then stayed with the process;
+  // docs/SERVER.md, results/serve-soak.md).
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
 #endif
   ServeFlags f;

@@ -24,14 +24,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // poll() for `events` on `sock` for at most `ms` (>= 0) milliseconds,
-// retried on EINTR: > 0 ready, 0 timed out, < 0 error.
-int wait_for(int sock, short events, int64_t ms) {
+// retried on EINTR: > 0 ready (the events that were, in `revents` when
+// given), 0 timed out, < 0 error.
+int wait_for(int sock, short events, int64_t ms, short* revents = nullptr) {
   const Clock::time_point end = Clock::now() + std::chrono::milliseconds(ms);
   while (true) {
     pollfd p{sock, events, 0};
     const int64_t left = std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
     const int rc = ::poll(&p, 1, int(std::min<int64_t>(left, 1 << 30)));
+    if (revents) *revents = p.revents;
     if (rc >= 0 || errno != EINTR) return rc;
   }
 }
@@ -39,15 +41,12 @@ int wait_for(int sock, short events, int64_t ms) {
 // What reading `sock` would find now, without taking it.
 enum class PeerInput { kOpen, kEnded, kGone };
 PeerInput peer_input(int sock) {
-  pollfd p{sock, POLLIN, 0};
-  int ready;
-  do {
-    ready = ::poll(&p, 1, 0);
-  } while (ready < 0 && errno == EINTR);
+  short revents = 0;
+  const int ready = wait_for(sock, POLLIN, 0, &revents);
   if (ready == 0) return PeerInput::kOpen;
   // A reset (or both directions shut) shows here; recv() would still say
   // end of input when the peer's FIN came before its reset.
-  if (ready < 0 || (p.revents & (POLLERR | POLLHUP))) return PeerInput::kGone;
+  if (ready < 0 || (revents & (POLLERR | POLLHUP))) return PeerInput::kGone;
   char byte;
   ssize_t n;
   do {
