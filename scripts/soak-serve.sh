@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The server's soak (tests/server/node/soak.mjs) in its long form: a live
-# `turbokv serve` on loopback under 300 idle connections, slowloris
+# `turbokv serve` on loopback under 500 idle connections, slowloris
 # connections, malformed and abusive requests and streams cut off mid-way,
 # with a well-behaved client beside them, for SECONDS (default 120) on
 # tkv-test-23M. Fails on a crash, a hang, a failed request of the good
-# client or RSS growth past SOAK_RSS_GROWTH_MIB (default 64). Writes its
+# client, its /health p99 over SOAK_HEALTH_P99_MS (default 200) or RSS
+# growth past SOAK_RSS_GROWTH_MIB (default 64). Writes its
 # figures, command, machine, commit and date to docs/results/serve-soak.md
 # (RESULTS=path to write elsewhere, RESULTS= to write nothing). ctest runs
 # the same test for 8 s on stories260K (server_node_soak).
@@ -19,6 +20,7 @@ cmake --build build/release -j"${JOBS:-$(nproc)}" --target turbokv >/dev/null
 export TURBOKV_BIN=$PWD/build/release/apps/turbokv/turbokv
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
 export SOAK_SECONDS=$seconds SOAK_MODEL=${SOAK_MODEL:-tkv-test-23M.gguf}
+export SOAK_HEALTH_P99_MS=${SOAK_HEALTH_P99_MS:-200}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

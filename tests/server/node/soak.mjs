@@ -2,7 +2,7 @@
 // one beside them, for SOAK_SECONDS (default 8: the short form ctest runs;
 // scripts/soak-serve.sh runs it longer and keeps the figures). Loopback
 // only, every loop bounded in count and time. Beside the good client:
-//  - SOAK_IDLE (300) connections that send nothing, reopened as the server
+//  - SOAK_IDLE (500) connections that send nothing, reopened as the server
 //    closes them;
 //  - 6 slowloris connections sending a header byte every 500 ms;
 //  - malformed and abusive requests in turn (bad request lines, huge lines
@@ -13,15 +13,18 @@
 //  - streams cut off after their first bytes.
 // Fails on: the server exiting, a good request not answered 200 (or taking
 // over 10 s), a hostile request left without an answer or a close for 20 s,
-// or the server's RSS growing more than SOAK_RSS_GROWTH_MIB (64) from after
-// its warm-up to the end. Prints one `soak: {...}` line of figures.
+// the server's RSS growing more than SOAK_RSS_GROWTH_MIB (64) from after
+// its warm-up to the end, or, when SOAK_HEALTH_P99_MS is set (the long
+// form), the good client's /health p99 over it. Prints one `soak: {...}`
+// line of figures.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { main, now, requireModel, startServer } from './lib/harness.mjs';
 
 const SECONDS = Number(process.env.SOAK_SECONDS || 8);
-const IDLE = Number(process.env.SOAK_IDLE || 300);
+const IDLE = Number(process.env.SOAK_IDLE || 500);
+const HEALTH_P99_MS = Number(process.env.SOAK_HEALTH_P99_MS || 0);  // 0: not asserted
 const RSS_GROWTH_MIB = Number(process.env.SOAK_RSS_GROWTH_MIB || 64);
 const MODEL = process.env.SOAK_MODEL || 'stories260K.gguf';
 
@@ -224,6 +227,9 @@ main(async () => {
   assert.ok(good.health.length > 0, 'the good client got no answer');
   assert.deepEqual(hostile.hung, [], 'hostile requests left hanging');
   assert.deepEqual(hostile.wrong, [], 'hostile requests answered otherwise than documented');
+  if (HEALTH_P99_MS > 0)
+    assert.ok(figures.health_ms_p99 <= HEALTH_P99_MS,
+              `/health p99 ${figures.health_ms_p99.toFixed(1)} ms (bound ${HEALTH_P99_MS})`);
   assert.ok(rssEnd - rssStart <= RSS_GROWTH_MIB,
             `RSS grew ${(rssEnd - rssStart).toFixed(1)} MiB (bound ${RSS_GROWTH_MIB})`);
   assert.equal((await server.stop()).code, 0);
