@@ -17,16 +17,23 @@ namespace tkv::cli {
 namespace {
 
 int inspect_main(std::span<const std::string> args) {
-  std::string path;
+  std::string path, model_flag;
   bool all = false, model_only = false;
   FlagParser flags("inspect", "turbokv inspect MODEL [--all] [--model-only]",
                    "Prints a GGUF file's header, metadata and tensor table, then (for a model\n"
                    "turbokv can run) its architecture, per-layer shapes and KV bytes per token.");
-  flags.add_positional("MODEL", "a GGUF file (model, vocabulary or turbokv session)", &path);
+  flags.add_positional("MODEL", "a GGUF file (model, vocabulary or turbokv session)", &path,
+                       /*required=*/false);
+  flags.add_string({"-m", "--model"}, "FILE", "the GGUF file, as the other commands take it",
+                   &model_flag);
   flags.add_bool({"--all"}, "show long arrays and strings (chat templates) in full", &all);
   flags.add_bool({"--model-only"}, "only the model summary, no metadata or tensor table",
                  &model_only);
   if (!flags.parse(args)) return 0;
+  if (!path.empty() && !model_flag.empty() && path != model_flag)
+    fail("inspect: two files given (", path, " and -m ", model_flag, "): inspect takes one");
+  if (path.empty()) path = model_flag;
+  if (path.empty()) fail("inspect: no file given (turbokv inspect MODEL, or -m MODEL)");
 
   const gguf::GgufFile file = gguf::GgufFile::open(path);
   std::string out;

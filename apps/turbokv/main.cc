@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flags.h"
 #include "command_registry.h"
 #include "common/error.h"
 #include "output.h"
@@ -60,7 +61,15 @@ int dispatch(int argc, char** argv) {
     args = {"--help"};
   }
   const tkv::cli::Command* cmd = tkv::cli::find_command(name);
-  if (!cmd) tkv::fail("unknown command '", name, "' (run `turbokv --help` for the list)");
+  if (!cmd) {
+    std::vector<std::string> names;
+    for (const tkv::cli::Command& c : tkv::cli::commands()) names.push_back(c.name);
+    const std::string near = tkv::cli::closest_name(name, names);
+    if (!near.empty())
+      tkv::fail("unknown command '", name, "' (did you mean ", near,
+                "? run `turbokv --help` for the list)");
+    tkv::fail("unknown command '", name, "' (run `turbokv --help` for the list)");
+  }
   return cmd->main(args);
 }
 

@@ -676,7 +676,8 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       "  recall        planted facts at controlled depths, exact-match answers; multi-turn window\n"
       "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
       "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
-      "  all           all five on a model: report.json, report.md and PNG plots in --out\n"
+      "  all           memory, speed, recall, quality and kernel on a model (not batch\n"
+      "                or serve): report.json, report.md and PNG plots in --out\n"
       "\n"
       "`turbokv bench SUBCOMMAND --help` shows a subcommand's flags; docs/BENCHMARKS.md\n"
       "describes the protocols.\n";

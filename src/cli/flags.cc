@@ -14,7 +14,7 @@ namespace tkv::cli {
 
 namespace {
 
-// Edit distance, for "did you mean" suggestions on unknown flags.
+// Edit distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -251,17 +251,23 @@ void FlagParser::unknown_flag(const std::string& arg) const {
     if (arg == u.name)
       fail(command_, ": ", arg, " is not supported by turbokv", u.why, " (see turbokv ", command_,
            " --help)");
-  std::string best;
-  size_t best_d = 3;  // suggest only close matches
-  for (const auto& f : flags_)
-    for (const auto& n : f.names) {
-      const size_t d = edit_distance(arg, n);
-      if (d < best_d) best_d = d, best = n;
-    }
+  std::vector<std::string> names;
+  for (const auto& f : flags_) names.insert(names.end(), f.names.begin(), f.names.end());
+  const std::string best = closest_name(arg, names);
   if (!best.empty())
     fail(command_, ": unknown flag '", arg, "' (did you mean ", best, "? see turbokv ", command_,
          " --help)");
   fail(command_, ": unknown flag '", arg, "' (see turbokv ", command_, " --help)");
+}
+
+std::string closest_name(const std::string& given, std::span<const std::string> names) {
+  std::string best;
+  size_t best_d = 3;  // suggest only close matches
+  for (const std::string& n : names) {
+    const size_t d = edit_distance(given, n);
+    if (d < best_d) best_d = d, best = n;
+  }
+  return best;
 }
 
 bool FlagParser::parse(std::span<const std::string> args) {

@@ -39,6 +39,10 @@ double parse_double(const std::string& what, const std::string& text, double min
 // Splits a comma list ("f16,k4v2"); an empty item is an error naming `flag`.
 std::vector<std::string> split_list(std::string_view list, std::string_view flag);
 
+// The name in `names` closest to `given` (at most two edits away), for a
+// "did you mean"; empty when none is that close.
+std::string closest_name(const std::string& given, std::span<const std::string> names);
+
 class FlagParser {
  public:
   // `command`: the subcommand name used in messages ("run"); `usage`: the

@@ -24,6 +24,11 @@ TEST(BenchCli, HelpListsSubcommandsAndFlags) {
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_NE(top.out.find("memory"), std::string::npos);
   EXPECT_NE(top.out.find("kernel"), std::string::npos);
+  // `all` names what it runs: five of the seven.
+  EXPECT_NE(top.out.find("memory, speed, recall, quality and kernel on a model (not batch\n"
+                         "                or serve)"),
+            std::string::npos)
+      << top.out;
   const ChildResult mem = test::run_bench({"memory", "--help"});
   EXPECT_EQ(mem.exit_code, 0);
   EXPECT_NE(mem.out.find("--mem-limit"), std::string::npos);

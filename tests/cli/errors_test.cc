@@ -35,7 +35,10 @@ TEST(CliErrors, NoCommandPrintsUsageAndExits2) {
 }
 
 TEST(CliErrors, UnknownCommand) {
-  expect_usage_error({"frobnicate"}, "unknown command 'frobnicate'");
+  expect_usage_error({"frobnicate"}, "unknown command 'frobnicate' (run `turbokv --help`");
+  // A near miss names the command meant.
+  expect_usage_error({"runn"}, "unknown command 'runn' (did you mean run?");
+  expect_usage_error({"benhc"}, "(did you mean bench?");
 }
 
 TEST(CliErrors, UnknownFlagSuggestsTheCloseOne) {

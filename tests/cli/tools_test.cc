@@ -61,6 +61,23 @@ TEST(CliInspect, ListsMetadataTensorsAndTheModelSummary) {
   EXPECT_NE(r.out.find("k4v2"), std::string::npos);
 }
 
+// -m names the file as in every other command; two different files, or
+// none, are an error.
+TEST(CliInspect, TakesTheModelWithMToo) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const CliResult positional = run_cli({"inspect", model});
+  const CliResult flag = run_cli({"inspect", "-m", model});
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(flag.out, positional.out);
+  EXPECT_EQ(run_cli({"inspect", model, "--model", model}).out, positional.out);
+  const CliResult two = run_cli({"inspect", model, "-m", "other.gguf"});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("two files given"), std::string::npos) << two.err;
+  const CliResult none = run_cli({"inspect"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no file given"), std::string::npos) << none.err;
+}
+
 TEST(CliInspect, AllShowsLongArraysInFull) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const CliResult brief = run_cli({"inspect", model});
