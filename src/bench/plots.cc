@@ -124,11 +124,12 @@ bool run_gnuplot(const std::string& gnuplot, const std::string& dir, const std::
       {gnuplot, "-e", "tkv_out = " + gp_string(png + ".tmp"), fs::path(script).filename().string()},
       opts);
   std::error_code ec;
-  if (r.exit_code != 0 || !fs::exists(dir + "/" + png + ".tmp")) {
-    fs::remove(dir + "/" + png + ".tmp", ec);
+  const fs::path tmp = fs::path(dir) / (png + ".tmp");
+  if (r.exit_code != 0 || !fs::exists(tmp)) {
+    fs::remove(tmp, ec);
     return false;
   }
-  fs::rename(dir + "/" + png + ".tmp", dir + "/" + png, ec);
+  fs::rename(tmp, fs::path(dir) / png, ec);
   return !ec;
 }
 
@@ -372,7 +373,7 @@ std::string find_in_path(const std::string& name) {
   std::string dir;
   while (std::getline(in, dir, ':')) {
     if (dir.empty()) continue;
-    const std::string full = dir + "/" + name;
+    const std::string full = (fs::path(dir) / name).string();
     if (::access(full.c_str(), X_OK) == 0) return full;
   }
   return {};
@@ -382,14 +383,14 @@ PlotResult write_plots(const Json& report, const std::string& dir) {
   PlotResult res;
   const auto scripts = build_scripts(report, dir);
   for (const auto& [png, gp] : scripts)
-    write_file_atomic(dir + "/" + fs::path(png).stem().string() + ".gp", gp);
+    write_file_atomic((fs::path(dir) / (fs::path(png).stem().string() + ".gp")).string(), gp);
   const std::string gnuplot = find_in_path("gnuplot");
   if (gnuplot.empty()) {
     res.skipped = "gnuplot not found in PATH (install gnuplot-nox); .gp scripts written";
     return res;
   }
   for (const auto& [png, gp] : scripts) {
-    const std::string script = dir + "/" + fs::path(png).stem().string() + ".gp";
+    const std::string script = (fs::path(dir) / (fs::path(png).stem().string() + ".gp")).string();
     bool ok = run_gnuplot(gnuplot, dir, script, png);
     if (!ok) {  // a gnuplot without cairo: the libgd png terminal
       std::string alt = gp;
@@ -399,7 +400,7 @@ PlotResult write_plots(const Json& report, const std::string& dir) {
       write_file_atomic(script, alt);
       ok = run_gnuplot(gnuplot, dir, script, png);
     }
-    if (ok) res.written.push_back(dir + "/" + png);
+    if (ok) res.written.push_back((fs::path(dir) / png).string());
   }
   if (res.written.size() != scripts.size())
     res.skipped =

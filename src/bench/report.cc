@@ -166,10 +166,12 @@ std::string write_report(const Json& report, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("--out ", dir, ": cannot create the directory: ", ec.message());
-  write_file_atomic(dir + "/report.json", report.dump(1) + "\n");
+  // Joined as paths: `--out out/` must not print out//report.json.
+  const std::string json_path = (fs::path(dir) / "report.json").string();
+  write_file_atomic(json_path, report.dump(1) + "\n");
   const PlotResult plots = write_plots(report, dir);
-  write_file_atomic(dir + "/report.md", report_markdown(report, plots.written));
-  std::string msg = "wrote " + dir + "/report.json, report.md";
+  write_file_atomic((fs::path(dir) / "report.md").string(), report_markdown(report, plots.written));
+  std::string msg = "wrote " + json_path + ", report.md";
   if (!plots.written.empty()) msg += " and " + std::to_string(plots.written.size()) + " plot(s)";
   if (!plots.skipped.empty()) msg += " (plots: " + plots.skipped + ")";
   return msg;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <filesystem>
@@ -96,6 +97,20 @@ TEST_F(BenchCliRun, DefaultTextIsFoundInTurbokvModelsOrNextToTheModelFromAnyDire
     EXPECT_EQ(rep["quality"]["options"]["text_file"], c.expected_text) << c.env.back();
     EXPECT_EQ(rep["quality"]["rows"][0]["status"], "ok") << rep["quality"]["rows"][0].dump();
   }
+}
+
+// An --out given with a trailing slash (as a shell completes it) is joined
+// as a path: what bench prints names report.json without a "//".
+TEST_F(BenchCliRun, OutWithATrailingSlashPrintsPlainPaths) {
+  const std::string with_text = model_in("c", true);
+  const std::string out = dir_ + "/slash-out/";
+  std::vector<std::string> args = tiny_quality(with_text, out);
+  args.erase(std::find(args.begin(), args.end(), "-q"));
+  const ChildResult r = turbokv(args, dir_, {});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string both = r.out + r.err;
+  EXPECT_NE(both.find("wrote " + dir_ + "/slash-out/report.json"), std::string::npos) << both;
+  EXPECT_EQ(both.find("//"), std::string::npos) << both;
 }
 
 TEST_F(BenchCliRun, MissingDefaultTextNamesTheFlagAndTheVariable) {
