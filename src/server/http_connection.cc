@@ -255,16 +255,24 @@ size_t idle_capacity() {
 class DeadlineServer::Workers final : public httplib::ThreadPool {
  public:
   Workers(DeadlineServer& server, size_t threads)
-      : httplib::ThreadPool(threads), idle(idle_capacity(), [this, &server](int sock, size_t left) {
-          enqueue([&server, sock, left] { server.serve(sock, left); });
-        }) {}
+      : httplib::ThreadPool(threads),
+        idle(idle_capacity(),
+             [this, &server](int sock, size_t left) {
+               enqueue([&server, sock, left] { server.serve(sock, left); });
+             }),
+        server_(server) {}
   // The parked connections close before the workers stop (none is handed
-  // to them afterwards).
+  // to them afterwards); then the server no longer names these workers
+  // (httplib destroys them when its listen loop ends).
   void shutdown() override {
     idle.stop();
     httplib::ThreadPool::shutdown();
+    server_.workers_ = nullptr;
   }
   IdleConnections idle;
+
+ private:
+  DeadlineServer& server_;
 };
 
 bool DeadlineServer::refuse(httplib::Stream& stream, int status, const char* reason) const {
@@ -283,11 +291,6 @@ void DeadlineServer::set_worker_threads(size_t threads) {
     workers_ = workers;
     return workers;
   };
-}
-
-size_t DeadlineServer::idle_connections() const {
-  const Workers* w = workers_;
-  return w ? w->idle.size() : 0;
 }
 
 void DeadlineServer::headers_read() {

@@ -70,8 +70,6 @@ class DeadlineServer final : public httplib::Server {
 
   // `threads` workers serve the requests (set before listening).
   void set_worker_threads(size_t threads);
-  // Connections parked now, waiting for a request.
-  size_t idle_connections() const;
   // The JSON body of a refusal the connection loop sends itself (a request
   // line too long for httplib to reach its own 414).
   void set_refusal_body(std::function<std::string(int status)> body) {
