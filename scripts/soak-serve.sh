@@ -4,8 +4,8 @@
 # connections, malformed and abusive requests and streams cut off mid-way,
 # with a well-behaved client beside them, for SECONDS (default 120) on
 # tkv-test-23M. Fails on a crash, a hang, a failed request of the good
-# client, its /health p99 over SOAK_HEALTH_P99_MS (default 200) or RSS
-# growth past SOAK_RSS_GROWTH_MIB (default 64). Writes its
+# client, its /health p99 over TURBOKV_SOAK_HEALTH_P99_MS (default 200) or RSS
+# growth past TURBOKV_SOAK_RSS_GROWTH_MIB (default 64). Writes its
 # figures, command, machine, commit and date to docs/results/serve-soak.md
 # (RESULTS=path to write elsewhere, RESULTS= to write nothing). ctest runs
 # the same test for 8 s on stories260K (server_node_soak).
@@ -19,8 +19,8 @@ cmake --build build/release -j"${JOBS:-$(nproc)}" --target turbokv >/dev/null
 
 export TURBOKV_BIN=$PWD/build/release/apps/turbokv/turbokv
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
-export SOAK_SECONDS=$seconds SOAK_MODEL=${SOAK_MODEL:-tkv-test-23M.gguf}
-export SOAK_HEALTH_P99_MS=${SOAK_HEALTH_P99_MS:-200}
+export TURBOKV_SOAK_SECONDS=$seconds TURBOKV_SOAK_MODEL=${TURBOKV_SOAK_MODEL:-tkv-test-23M.gguf}
+export TURBOKV_SOAK_HEALTH_P99_MS=${TURBOKV_SOAK_HEALTH_P99_MS:-200}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
@@ -35,7 +35,7 @@ if [ -n "$figures" ] && [ -n "$results" ]; then
     echo
     echo "Hostile and careless clients beside a well-behaved one (tests/server/node/soak.mjs)."
     echo
-    echo "- command: \`scripts/soak-serve.sh $seconds\` (SOAK_MODEL=$SOAK_MODEL)"
+    echo "- command: \`scripts/soak-serve.sh $seconds\` (TURBOKV_SOAK_MODEL=$TURBOKV_SOAK_MODEL)"
     echo "- result: $([ "$status" = 0 ] && echo passed || echo "FAILED (exit $status)")"
     echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs"
     echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src apps tests || echo ' (with local changes)')"

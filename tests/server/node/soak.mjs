@@ -1,8 +1,8 @@
 // `turbokv serve` under hostile and careless clients, with a well-behaved
-// one beside them, for SOAK_SECONDS (default 8: the short form ctest runs;
+// one beside them, for TURBOKV_SOAK_SECONDS (default 8: the short form ctest runs;
 // scripts/soak-serve.sh runs it longer and keeps the figures). Loopback
 // only, every loop bounded in count and time. Beside the good client:
-//  - SOAK_IDLE (500) connections that send nothing, reopened as the server
+//  - TURBOKV_SOAK_IDLE (500) connections that send nothing, reopened as the server
 //    closes them;
 //  - 6 slowloris connections sending a header byte every 500 ms;
 //  - malformed and abusive requests in turn (bad request lines, huge lines
@@ -13,8 +13,8 @@
 //  - streams cut off after their first bytes.
 // Fails on: the server exiting, a good request not answered 200 (or taking
 // over 10 s), a hostile request left without an answer or a close for 20 s,
-// the server's RSS growing more than SOAK_RSS_GROWTH_MIB (64) from after
-// its warm-up to the end, or, when SOAK_HEALTH_P99_MS is set (the long
+// the server's RSS growing more than TURBOKV_SOAK_RSS_GROWTH_MIB (64) from after
+// its warm-up to the end, or, when TURBOKV_SOAK_HEALTH_P99_MS is set (the long
 // form), the good client's /health p99 over it. Prints one `soak: {...}`
 // line of figures.
 import assert from 'node:assert/strict';
@@ -22,11 +22,11 @@ import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { main, now, requireModel, startServer } from './lib/harness.mjs';
 
-const SECONDS = Number(process.env.SOAK_SECONDS || 8);
-const IDLE = Number(process.env.SOAK_IDLE || 500);
-const HEALTH_P99_MS = Number(process.env.SOAK_HEALTH_P99_MS || 0);  // 0: not asserted
-const RSS_GROWTH_MIB = Number(process.env.SOAK_RSS_GROWTH_MIB || 64);
-const MODEL = process.env.SOAK_MODEL || 'stories260K.gguf';
+const SECONDS = Number(process.env.TURBOKV_SOAK_SECONDS || 8);
+const IDLE = Number(process.env.TURBOKV_SOAK_IDLE || 500);
+const HEALTH_P99_MS = Number(process.env.TURBOKV_SOAK_HEALTH_P99_MS || 0);  // 0: not asserted
+const RSS_GROWTH_MIB = Number(process.env.TURBOKV_SOAK_RSS_GROWTH_MIB || 64);
+const MODEL = process.env.TURBOKV_SOAK_MODEL || 'stories260K.gguf';
 
 function rssMiB(pid) {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
