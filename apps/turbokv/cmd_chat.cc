@@ -32,7 +32,7 @@ namespace {
 
 using runtime::ChatReply;
 using runtime::ChatSession;
-using runtime::InferenceSession;
+using runtime::Sequence;
 using runtime::stop_reason_name;
 using runtime::StopReason;
 
@@ -73,7 +73,7 @@ std::string rate(int64_t tokens, double seconds) {
 }
 
 std::string stats_text(ChatSession& chat, const ChatReply* last) {
-  InferenceSession& s = chat.session();
+  Sequence& s = chat.session();
   const kv::KvStats kv = s.cache().stats();
   std::string text = str("context: ", s.tokens().size(), " of ", s.context_size(), " tokens");
   if (s.cache().config().window > 0) text += str(" (window: ", kv.tokens_kept, " kept)");
@@ -202,7 +202,7 @@ int chat_main(std::span<const std::string> args) {
   if (!chat_template.warning().empty())
     std::fprintf(stderr, "turbokv: warning: %s\n", chat_template.warning().c_str());
 
-  InferenceSession session(*model, tokenizer, context_flags.context_for(*model), kv_config,
+  Sequence session(*model, tokenizer, context_flags.context_for(*model), kv_config,
                            thread_flags.count(), context_flags.ubatch);
   session.set_prefill_observer(prefill_progress_bar(progress));
   ChatSession chat(session, chat_template, sampling, system_prompt, stops);

@@ -19,6 +19,7 @@
 #include "run_report.h"
 #include "runtime/generation.h"
 #include "runtime/prompt_cache.h"
+#include "runtime/prompt_check.h"
 #include "runtime/session_state.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -28,12 +29,12 @@ namespace {
 using runtime::generate_text;
 using runtime::GenerateOptions;
 using runtime::GenerateResult;
-using runtime::InferenceSession;
 using runtime::prompt_cache_needs_save;
 using runtime::prompt_cache_point;
 using runtime::PromptCacheUse;
 using runtime::restore_prompt_cache;
 using runtime::save_prompt_cache;
+using runtime::Sequence;
 using runtime::StopReason;
 
 struct RunFlags {
@@ -102,15 +103,21 @@ int run_main(std::span<const std::string> args) {
     ids.push_back(tokenizer.bos());
   for (int32_t id : tokenizer.encode(prompt, /*add_special=*/false, /*parse_special=*/true))
     ids.push_back(id);
-  if (ids.empty())
+  using Problem = runtime::PromptVerdict::Problem;
+  const runtime::PromptVerdict verdict = runtime::check_prompt(
+      ids, {.n_vocab = tokenizer.n_vocab(), .context = ctx, .windowed = kv_config.window > 0});
+  if (verdict.problem == Problem::kEmpty)
     fail("run: the prompt is empty and the vocabulary adds no BOS: nothing to start from");
-  if (kv_config.window == 0 && int64_t(ids.size()) > ctx)
+  if (verdict.problem == Problem::kTooLong)
     fail("run: the prompt is ", ids.size(), " tokens, longer than the context of ", ctx,
          " tokens (raise -c, or use --kv-window)");
+  if (verdict.problem == Problem::kOutsideVocabulary)
+    fail("run: the tokenizer made token id ", ids[verdict.index], ", outside the vocabulary of ",
+         tokenizer.n_vocab(), " tokens (a broken GGUF vocabulary)");
 
-  InferenceSession session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
+  Sequence session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
   session.set_prefill_observer(prefill_progress_bar(progress));
-  sample::Sampler sampler(sampler_config);
+  session.set_sampler(sampler_config);
   if (f.verbose)
     std::fprintf(
         stderr,
@@ -123,9 +130,11 @@ int run_main(std::span<const std::string> args) {
   // progress may be drawn on the terminal: then after it, so that the bar
   // has a line of its own. The decoder sees the prompt ids either way, so
   // the continuation is spelled as it would be in the decoded whole.
-  tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
   std::string echo;
-  for (int32_t id : ids) echo += decoder.push(id);
+  {
+    tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kTextStart);
+    for (int32_t id : ids) echo += decoder.push(id);
+  }
   if (f.no_display_prompt) echo.clear();
   const bool echo_after_prefill = progress == PrefillProgress::kAlways ||
                                   (progress == PrefillProgress::kAuto && ::isatty(2) == 1);
@@ -165,13 +174,15 @@ int run_main(std::span<const std::string> args) {
   if (echo_after_prefill) write_stdout(echo);
   fig.prefill_seconds = prefill_seconds;
   fig.prefilled = int64_t(ids.size()) - cache_use.restored;
-  for (int32_t id : ids) sampler.accept(id);  // the repetition penalty sees the prompt
+  for (int32_t id : ids) session.sampler().accept(id);  // the repetition penalty sees the prompt
 
   GenerateOptions gen;
   gen.max_tokens = f.n_predict;
   gen.stop_at_eog = !f.ignore_eos;
-  const runtime::TextGenerateResult text =
-      generate_text(session, sampler, gen, f.stops, decoder, [](std::string_view piece) {
+  const runtime::TextGenerateResult text = generate_text(
+      session, gen,
+      {.stops = f.stops, .start = tok::StreamDecoder::Start::kTextStart, .spelled_after = ids},
+      [](std::string_view piece) {
         write_stdout(piece);
         return true;
       });

@@ -7,7 +7,7 @@
 
 namespace tkv::cli {
 
-// The progress bar for InferenceSession::set_prefill_observer (empty for kOff).
+// The progress bar for Sequence::set_prefill_observer (empty for kOff).
 runtime::PrefillObserver prefill_progress_bar(PrefillProgress mode);
 
 }  // namespace tkv::cli

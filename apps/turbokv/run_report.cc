@@ -26,7 +26,7 @@ std::string secs(double s) {
 
 }  // namespace
 
-std::string run_summary(const runtime::InferenceSession& session,
+std::string run_summary(const runtime::Sequence& session,
                         const sample::SamplerConfig& sampling, int threads, const RunFigures& f) {
   const kv::KvStats kv = session.cache().stats();
   std::string s = str("prompt ", f.prompt_tokens, " tok (", f.cached_tokens, " cached)");
@@ -52,7 +52,7 @@ std::string run_summary(const runtime::InferenceSession& session,
   return s;
 }
 
-void print_run_summary(const runtime::InferenceSession& session,
+void print_run_summary(const runtime::Sequence& session,
                        const sample::SamplerConfig& sampling, int threads,
                        const RunFigures& figures) {
   end_stdout_line();

@@ -27,10 +27,10 @@ struct RunFigures {
 //  decode 99 tok in 0.40 s, 247.5 tok/s | generated 100 (length) | peak RSS 1.2 GiB |
 //  model 1.1 MiB | KV 512.0 KiB persistent, 12.0 KiB peak scratch | kv k=f16 v=f16 ... |
 //  sampling greedy | threads 2"
-std::string run_summary(const runtime::InferenceSession& session,
+std::string run_summary(const runtime::Sequence& session,
                         const sample::SamplerConfig& sampling, int threads,
                         const RunFigures& figures);
-void print_run_summary(const runtime::InferenceSession& session,
+void print_run_summary(const runtime::Sequence& session,
                        const sample::SamplerConfig& sampling, int threads,
                        const RunFigures& figures);
 

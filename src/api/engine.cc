@@ -1,6 +1,6 @@
 // The C++ API (include/turbokv/turbokv.hpp) over the runtime: an engine is a
 // model, a tokenizer, one shared page pool and one thread pool; a sequence
-// is a runtime::InferenceSession on them. Internal errors become the API's
+// is a runtime::Sequence on them. Internal errors become the API's
 // own exception types here, so no internal type reaches a caller.
 #include <mutex>
 #include <new>
@@ -74,7 +74,7 @@ struct Engine::Impl {
 
 struct Sequence::Impl {
   std::shared_ptr<Engine::Impl> engine;
-  std::unique_ptr<tkv::runtime::InferenceSession> session;
+  std::unique_ptr<tkv::runtime::Sequence> session;
 };
 
 Engine::Engine(const std::string& model_path, const EngineOptions& options) {
@@ -145,9 +145,9 @@ Sequence Engine::new_sequence() {
   return translated([&] {
     auto seq = std::make_unique<Sequence::Impl>();
     seq->engine = impl_;
-    seq->session = std::make_unique<tkv::runtime::InferenceSession>(
-        *impl_->model, *impl_->tokenizer, impl_->context, impl_->kv, impl_->pages, *impl_->threads,
-        impl_->ubatch);
+    seq->session = std::make_unique<tkv::runtime::Sequence>(*impl_->model, *impl_->tokenizer,
+                                                            impl_->context, impl_->kv, impl_->pages,
+                                                            *impl_->threads, impl_->ubatch);
     return Sequence(std::move(seq));
   });
 }
@@ -223,23 +223,24 @@ std::span<const float> Sequence::logits() const {
 
 GenerateResult Sequence::generate(const GenerateParams& params, const TextCallback& on_text) {
   return translated([&] {
-    tkv::runtime::InferenceSession& s = *impl_->session;
+    tkv::runtime::Sequence& s = *impl_->session;
     if (s.logits().empty()) throw Error("generate: no logits (eval the prompt first)");
-    tkv::sample::Sampler sampler(sampler_config(params.sampling));
-    for (int32_t id : s.tokens()) sampler.accept(id);  // the repetition penalty sees them
-    // The decoder sees the sequence first, so the continuation is spelled
-    // as in the decoded whole.
-    tkv::tok::StreamDecoder decoder(s.tokenizer(), tkv::tok::StreamDecoder::Start::kTextStart);
-    for (int32_t id : s.tokens()) decoder.push(id);
     for (const std::string& stop : params.stops)
       if (stop.empty()) throw Error("generate: a stop string is empty");
+    s.set_sampler(sampler_config(params.sampling));
+    for (int32_t id : s.tokens()) s.sampler().accept(id);  // the repetition penalty sees them
     tkv::runtime::GenerateOptions options;
     options.max_tokens = params.max_tokens;
     options.stop_at_eog = params.stop_at_eog;
+    // The decoder sees the sequence first, so the continuation is spelled
+    // as in the decoded whole.
+    const std::vector<int32_t> seen = s.tokens();
+    const tkv::runtime::ReplyText text{.stops = params.stops,
+                                       .start = tkv::tok::StreamDecoder::Start::kTextStart,
+                                       .spelled_after = seen};
     const std::lock_guard<std::mutex> lock(impl_->engine->compute);
     const tkv::runtime::TextGenerateResult r = tkv::runtime::generate_text(
-        s, sampler, options, params.stops, decoder,
-        [&](std::string_view text) { return !on_text || on_text(text); });
+        s, options, text, [&](std::string_view text) { return !on_text || on_text(text); });
     GenerateResult out;
     out.n_generated = r.generation.n_generated;
     switch (r.generation.reason) {
@@ -265,11 +266,11 @@ GenerateResult Sequence::generate(const GenerateParams& params, const TextCallba
 }
 
 void Sequence::save(const std::string& path) const {
-  translated([&] { tkv::runtime::save_session(path, *impl_->session); });
+  translated([&] { impl_->session->save(path); });
 }
 
 void Sequence::load(const std::string& path) {
-  translated([&] { tkv::runtime::load_session(path, *impl_->session); });
+  translated([&] { impl_->session->load(path); });
 }
 
 struct Sampler::Impl {

@@ -21,20 +21,20 @@ bool answer_complete(const std::string& text) {
   return nl != std::string::npos && text.find_first_not_of(" \n") < nl;
 }
 
-Answer greedy_answer(runtime::InferenceSession& session, std::span<const int32_t> rest,
+Answer greedy_answer(runtime::Sequence& session, std::span<const int32_t> rest,
                      const AskOptions& opts) {
   Answer a;
   session.feed(rest);
   a.prompt_tokens = session.cache().n_tokens();
   sample::SamplerConfig greedy;
   greedy.temperature = 0;
-  sample::Sampler sampler(greedy);
+  session.set_sampler(greedy);
   runtime::GenerateOptions go;
   go.max_tokens = opts.max_answer_tokens;
   std::vector<int32_t> generated;
   // The whole answer is decoded after each token (the digits are read from
   // the text as a whole); an answer ends once it is complete.
-  runtime::generate(session, sampler, go, [&](int32_t id) {
+  runtime::generate(session, go, [&](int32_t id) {
     generated.push_back(id);
     a.text = session.tokenizer().decode(generated);
     return !answer_complete(a.text);
@@ -45,7 +45,7 @@ Answer greedy_answer(runtime::InferenceSession& session, std::span<const int32_t
 
 }  // namespace
 
-std::vector<Answer> answer_prompts(runtime::InferenceSession& session,
+std::vector<Answer> answer_prompts(runtime::Sequence& session,
                                    const std::vector<std::vector<int32_t>>& prompts,
                                    const AskOptions& opts) {
   if (prompts.empty()) return {};
@@ -71,7 +71,7 @@ std::vector<Answer> answer_prompts(runtime::InferenceSession& session,
     return out;
   }
   for (const auto& p : prompts) {
-    const std::unique_ptr<runtime::InferenceSession> question = session.fork();
+    const std::unique_ptr<runtime::Sequence> question = session.fork();
     out.push_back(greedy_answer(*question, std::span<const int32_t>(p).subspan(common), opts));
   }
   return out;

@@ -45,7 +45,7 @@ Json recall_multi_turn_cell(const Json& req) {
   for (const int seed : req.at("seeds").get<std::vector<int>>()) {
     const uint64_t s = mix_seed(uint64_t(seed), 0x6d74);
     const std::vector<FactSpec> specs = make_facts(turns, s);
-    runtime::InferenceSession session(model, tok, int(ctx) + 64, config,  // room for questions
+    runtime::Sequence session(model, tok, int(ctx) + 64, config,  // room for questions
                                       kv.make_pool(), *m.pool, m.ubatch);
     std::vector<std::string> texts;
     std::vector<int64_t> fact_pos;

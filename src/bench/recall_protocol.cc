@@ -63,7 +63,7 @@ Json run_trial(const CellModel& m, const tok::Tokenizer& tok, const CellKv& kv,
   prompts.push_back(
       format.document_question(doc.text, fill_template(tmpl.question, control.name, "")));
 
-  runtime::InferenceSession session(*m.model, tok, int(ctx) + kAnswerSlack, kv.config,
+  runtime::Sequence session(*m.model, tok, int(ctx) + kAnswerSlack, kv.config,
                                     kv.make_pool(), *m.pool, m.ubatch);
   AskOptions ao;
   ao.max_answer_tokens = answer_tokens;

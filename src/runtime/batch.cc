@@ -12,9 +12,8 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
                                           int ubatch) {
   TKV_CHECK(ubatch >= 1);
   std::vector<model::ItemStatus> status(items.size());
-  std::vector<size_t> done(items.size(), 0);
   std::vector<bool> active(items.size(), false);
-  std::set<const InferenceSession*> seen;
+  std::set<const Sequence*> seen;
   auto refuse = [&](size_t i, const std::string& why) {
     status[i].code = model::ItemStatus::Code::kInvalid;
     status[i].message = why;
@@ -33,6 +32,13 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
     else
       active[i] = !f.tokens.empty();
   }
+  // Each sequence's tokens wait in its queue; a round takes up to ubatch of
+  // them from every sequence still feeding.
+  for (size_t i = 0; i < items.size(); ++i)
+    if (active[i]) {
+      TKV_CHECK(items[i].session->queued().empty());
+      items[i].session->queue(items[i].tokens);
+    }
   std::vector<model::BatchItem> batch;
   std::vector<size_t> index;  // batch position -> item
   while (std::find(active.begin(), active.end(), true) != active.end()) {
@@ -40,29 +46,23 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
     index.clear();
     for (size_t i = 0; i < items.size(); ++i) {
       if (!active[i]) continue;
-      const std::span<const int32_t> rest = items[i].tokens.subspan(done[i]);
-      const size_t n = std::min(rest.size(), size_t(ubatch));
-      batch.push_back({.sequence = &items[i].session->cache(),
-                       .tokens = rest.first(n),
-                       .logits = n == rest.size() ? model::Logits::kLast : model::Logits::kNone});
+      Sequence& seq = *items[i].session;
+      batch.push_back(seq.next_item(std::min<int64_t>(int64_t(seq.queued().size()), ubatch)));
       index.push_back(i);
     }
     const std::vector<model::ItemStatus> round = model.eval_batch(ctx, batch, pool);
     for (size_t b = 0; b < batch.size(); ++b) {
       const size_t i = index[b];
-      if (!round[b].ok()) {
-        status[i] = round[b];
-        active[i] = false;
-        // The disk tier failed the step part-way: eval_batch cleared the
-        // sequence, and the session forgets its history with it.
-        if (round[b].code == model::ItemStatus::Code::kSpillError) items[i].session->clear();
-        continue;
-      }
+      Sequence& seq = *items[i].session;
       const bool last = batch[b].logits == model::Logits::kLast;
-      items[i].session->record_fed(batch[b].tokens,
-                                   last ? ctx.logits(b) : std::span<const float>());
-      done[i] += batch[b].tokens.size();
-      if (last) active[i] = false;
+      // A failed round changed nothing (a disk-tier failure part-way cleared
+      // the sequence); either way what is left of its tokens is not fed.
+      if (seq.accept(batch[b], round[b], last ? ctx.logits(b) : std::span<const float>(), true) ||
+          !round[b].ok()) {
+        if (!round[b].ok()) status[i] = round[b];
+        seq.clear_queue();
+        active[i] = false;
+      }
     }
   }
   return status;

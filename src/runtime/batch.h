@@ -17,7 +17,7 @@
 namespace tkv::runtime {
 
 struct BatchFeed {
-  InferenceSession* session = nullptr;
+  Sequence* session = nullptr;
   std::span<const int32_t> tokens;
 };
 

@@ -35,21 +35,23 @@ std::string message_key(size_t i, const char* field) {
 
 }  // namespace
 
-ChatSession::ChatSession(InferenceSession& session, tok::ChatTemplate chat_template,
+ChatSession::ChatSession(Sequence& session, tok::ChatTemplate chat_template,
                          const sample::SamplerConfig& sampling, std::string system_prompt,
                          std::vector<std::string> stops)
     : session_(session),
       template_(std::move(chat_template)),
-      sampler_(sampling),
       system_prompt_(std::move(system_prompt)),
       stops_(all_stops(template_, std::move(stops))),
       stop_tokens_(template_.stop_tokens(session.tokenizer())) {
+  // The sequence's sampler serves every turn: the repetition penalty looks
+  // at the whole conversation.
+  session_.set_sampler(sampling);
   clear();
 }
 
 void ChatSession::clear() {
   session_.clear();
-  sampler_.reset();
+  session_.sampler().reset();
   messages_.clear();
   if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
 }
@@ -94,16 +96,18 @@ ChatReply ChatSession::respond(const std::string& user_text, int64_t max_tokens,
   session_.feed(ids);
   reply.prefill_seconds = prefill.seconds();
   reply.prompt_tokens = int64_t(ids.size());
-  for (int32_t id : ids) sampler_.accept(id);
+  for (int32_t id : ids) session_.sampler().accept(id);
   messages_.push_back({"user", user_text});
 
-  tok::StreamDecoder decoder(tokenizer, tok::StreamDecoder::Start::kContinuation);
   GenerateOptions options;
   options.max_tokens = max_tokens;
   options.stop_tokens = stop_tokens_;
   options.interrupt = interrupt;
-  TextGenerateResult result =
-      generate_text(session_, sampler_, options, stops_, decoder, [&](std::string_view text) {
+  TextGenerateResult result = generate_text(
+      session_, options,
+      ReplyText{
+          .stops = stops_, .start = tok::StreamDecoder::Start::kContinuation, .spelled_after = {}},
+      [&](std::string_view text) {
         reply.text += text;
         emit(std::string(text));
         return true;
@@ -123,12 +127,12 @@ void ChatSession::save(const std::string& path) const {
     strings[message_key(i, "role")] = messages_[i].role;
     strings[message_key(i, "content")] = messages_[i].content;
   }
-  save_session(path, session_, strings);
+  session_.save(path, strings);
 }
 
 std::string ChatSession::load(const std::string& path) {
   // Read the messages before touching the session, so a file without a
-  // conversation leaves the current one as it was; load_session is
+  // conversation leaves the current one as it was; Sequence::load is
   // transactional itself.
   const std::map<std::string, std::string> strings = peek_session(path).strings;
   auto get = [&](const std::string& key) -> const std::string& {
@@ -147,12 +151,12 @@ std::string ChatSession::load(const std::string& path) {
     messages.push_back({get(message_key(i, "role")), get(message_key(i, "content"))});
   std::string system_prompt = get(kSystemKey);
   const std::string saved_template = escape_bytes(get(kTemplateKey));  // shown: escaped
-  load_session(path, session_);
+  session_.load(path);
   messages_ = std::move(messages);
   system_prompt_ = std::move(system_prompt);
   // The repetition penalty looks at the recent history.
-  sampler_.reset();
-  for (int32_t id : session_.tokens()) sampler_.accept(id);
+  session_.sampler().reset();
+  for (int32_t id : session_.tokens()) session_.sampler().accept(id);
   if (!saved_template.empty() && saved_template != template_.name())
     return str("the conversation was saved with chat template ", saved_template, ", this is ",
                template_.name(), " (use --chat-template ", saved_template, ")");

@@ -1,4 +1,4 @@
-// A multi-turn conversation over one InferenceSession. Each turn feeds only
+// A multi-turn conversation over one Sequence. Each turn feeds only
 // the tokens the conversation gained since the last one (the KV cache keeps
 // the history; nothing is prefilled twice), then generates the reply.
 //
@@ -38,7 +38,7 @@ struct ChatReply {
 class ChatSession {
  public:
   // `stops`: extra stop strings (--stop), on top of the template's.
-  ChatSession(InferenceSession& session, tok::ChatTemplate chat_template,
+  ChatSession(Sequence& session, tok::ChatTemplate chat_template,
               const sample::SamplerConfig& sampling, std::string system_prompt,
               std::vector<std::string> stops);
 
@@ -60,16 +60,15 @@ class ChatSession {
 
   const std::vector<tok::ChatMessage>& messages() const { return messages_; }
   const tok::ChatTemplate& chat_template() const { return template_; }
-  InferenceSession& session() { return session_; }
+  Sequence& session() { return session_; }
 
   // The text to feed before the next reply, given the conversation so far
   // and the new user message (exposed for tests and --verbose).
   std::string render_delta(const std::string& user_text) const;
 
  private:
-  InferenceSession& session_;
+  Sequence& session_;
   tok::ChatTemplate template_;
-  sample::Sampler sampler_;
   std::string system_prompt_;
   std::vector<std::string> stops_;  // template's + the user's
   std::vector<int32_t> stop_tokens_;

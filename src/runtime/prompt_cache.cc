@@ -15,17 +15,17 @@ namespace {
 constexpr const char* kPlanName = "turbokv.prompt_cache.plan";
 
 // What decides the bits of the prefill the file holds.
-std::string plan_of(const InferenceSession& session) {
+std::string plan_of(const Sequence& session) {
   return str("ub=", session.ubatch(), " threads=", session.pool().size());
 }
 
 }  // namespace
 
-void save_prompt_cache(const std::string& path, const InferenceSession& session) {
-  save_session(path, session, {{kPlanName, plan_of(session)}});
+void save_prompt_cache(const std::string& path, const Sequence& session) {
+  session.save(path, {{kPlanName, plan_of(session)}});
 }
 
-PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& session,
+PromptCacheUse restore_prompt_cache(const std::string& path, Sequence& session,
                                     std::span<const int32_t> prompt) {
   PromptCacheUse use;
   std::error_code ec;
@@ -52,7 +52,7 @@ PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& s
     return use;
   }
   try {
-    load_session(path, session);
+    session.load(path);
     use.restored = int64_t(session.tokens().size());
   } catch (const Error& e) {
     use.note = e.what();

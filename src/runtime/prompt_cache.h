@@ -14,7 +14,7 @@
 
 namespace tkv::runtime {
 
-class InferenceSession;
+class Sequence;
 
 struct PromptCacheUse {
   int64_t restored = 0;  // prompt tokens restored from the file
@@ -32,11 +32,11 @@ inline int64_t prompt_cache_point(size_t prompt_tokens, int ubatch) {
 // the session's -ub grid, made with its -ub and thread count. A missing file
 // is not an error; an unusable one (other model, other KV settings, other
 // prompt or -ub, corrupt) is reported in `note` and left to be overwritten.
-PromptCacheUse restore_prompt_cache(const std::string& path, InferenceSession& session,
+PromptCacheUse restore_prompt_cache(const std::string& path, Sequence& session,
                                     std::span<const int32_t> prompt);
 
 // Writes the cache (the session holds prompt_cache_point() tokens).
-void save_prompt_cache(const std::string& path, const InferenceSession& session);
+void save_prompt_cache(const std::string& path, const Sequence& session);
 
 // True when the file should be (re)written once the session holds
 // prompt_cache_point() tokens.

@@ -7,17 +7,17 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
-#include "runtime/generation.h"
+#include "runtime/sequence.h"
 
 namespace tkv::runtime {
 
-void save_session(const std::string& path, const InferenceSession& session,
-                  const std::map<std::string, std::string>& strings) {
+void Sequence::save(const std::string& path,
+                    const std::map<std::string, std::string>& strings) const {
   check_output_path(path);
   kv::SessionMeta meta;
-  meta.tokens = session.tokens();
+  meta.tokens = tokens_;
   meta.strings = strings;
-  session.cache().save(path, session.model().fingerprint(), meta);
+  cache_->save(path, model_.fingerprint(), meta);
 }
 
 kv::SessionMeta peek_session(const std::string& path) {
@@ -53,22 +53,22 @@ kv::SessionMeta peek_session(const std::string& path) {
   return meta;
 }
 
-std::map<std::string, std::string> load_session(const std::string& path,
-                                                InferenceSession& session) {
+std::map<std::string, std::string> Sequence::load(const std::string& path) {
+  TKV_CHECK(chunk_layers_done_ == 0);
   // Everything that can be checked from the metadata is checked before the
   // cache is touched; KvCache::load checks the rest (checksum, model,
   // settings, room) before it changes anything.
   const kv::SessionMeta peeked = peek_session(path);
-  const int32_t n_vocab = session.tokenizer().n_vocab();
+  const int32_t n_vocab = tokenizer_.n_vocab();
   for (int32_t t : peeked.tokens)
     if (t < 0 || t >= n_vocab)
       fail(path, ": not a usable session file: token id ", t, " outside the vocabulary");
-  kv::SessionMeta meta = session.cache().load(path, session.model().fingerprint());
-  if (meta.tokens != peeked.tokens || session.cache().n_tokens() != int64_t(meta.tokens.size())) {
-    session.clear();  // cannot happen for a file that passed its checksum
+  kv::SessionMeta meta = cache_->load(path, model_.fingerprint());
+  if (meta.tokens != peeked.tokens || cache_->n_tokens() != int64_t(meta.tokens.size())) {
+    clear();  // cannot happen for a file that passed its checksum
     fail(path, ": not a usable session file: its token ids do not match its KV store");
   }
-  session.restore_tokens(std::move(meta.tokens));
+  restore_tokens(std::move(meta.tokens));
   return std::move(meta.strings);
 }
 

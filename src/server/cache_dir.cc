@@ -159,7 +159,7 @@ bool CacheDir::serves_locked(std::span<const int32_t> tokens) const {
   return false;
 }
 
-bool CacheDir::load(const std::string& path, runtime::InferenceSession& session) {
+bool CacheDir::load(const std::string& path, runtime::Sequence& session) {
   // Held while reading: the writer's trim() must not delete the file under
   // it (writes themselves run unlocked).
   const std::lock_guard<std::mutex> lock(mu_);
@@ -168,7 +168,7 @@ bool CacheDir::load(const std::string& path, runtime::InferenceSession& session)
     if (f.path == path) id = i;
   if (id == 0) return false;
   try {
-    runtime::load_session(path, session);
+    session.load(path);
     return true;
   } catch (const kv::KvBudgetExceeded&) {
     throw;
@@ -188,7 +188,7 @@ void CacheDir::warn_write(const std::string& why) {
             "; prefixes that do not fit in memory are dropped"));
 }
 
-bool CacheDir::store(const runtime::InferenceSession& session) {
+bool CacheDir::store(const runtime::Sequence& session) {
   const std::vector<int32_t>& tokens = session.tokens();
   if (tokens.empty()) return false;
   File f;
@@ -209,7 +209,7 @@ bool CacheDir::store(const runtime::InferenceSession& session) {
   // The file is written unlocked: lookups go on, and do not see it yet.
   std::string error;
   try {
-    runtime::save_session(f.path, session, {{kKeyName, key_}});
+    session.save(f.path, {{kKeyName, key_}});
   } catch (const Error& err) {
     error = err.what();
   }

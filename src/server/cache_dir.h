@@ -55,10 +55,10 @@ class CacheDir {
   // Restores `path` into `session` (empty). false, with one warning and the
   // file deleted, when the file is unusable; kv::KvBudgetExceeded passes
   // through (the file stays, the session is unchanged).
-  bool load(const std::string& path, runtime::InferenceSession& session);
+  bool load(const std::string& path, runtime::Sequence& session);
   // Writes `session` as a cache file (see above). Returns false when it was
   // not written (a failure warns once per directory).
-  bool store(const runtime::InferenceSession& session);
+  bool store(const runtime::Sequence& session);
   // Whether a file serves every prompt a sequence holding `tokens` serves.
   bool serves(std::span<const int32_t> tokens) const;
 

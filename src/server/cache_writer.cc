@@ -22,7 +22,7 @@ CacheWriter::~CacheWriter() {
   thread_.join();
 }
 
-void CacheWriter::submit(std::unique_ptr<runtime::InferenceSession> session) {
+void CacheWriter::submit(std::unique_ptr<runtime::Sequence> session) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return int(queue_.size()) < max_queued_; });
   queue_.push_back(std::move(session));
@@ -49,7 +49,7 @@ int64_t CacheWriter::best_reuse(std::span<const int32_t> prompt, const ReuseRule
 
 void CacheWriter::loop() {
   while (true) {
-    const runtime::InferenceSession* session = nullptr;
+    const runtime::Sequence* session = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -65,7 +65,7 @@ void CacheWriter::loop() {
     } catch (const std::exception&) {
       // Out of memory building the file: the prefix is dropped.
     }
-    std::unique_ptr<runtime::InferenceSession> done;
+    std::unique_ptr<runtime::Sequence> done;
     {
       const std::lock_guard<std::mutex> lock(mu_);
       done = std::move(writing_);

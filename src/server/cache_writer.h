@@ -36,7 +36,7 @@ class CacheWriter {
   CacheWriter(const CacheWriter&) = delete;
   CacheWriter& operator=(const CacheWriter&) = delete;
 
-  void submit(std::unique_ptr<runtime::InferenceSession> session);
+  void submit(std::unique_ptr<runtime::Sequence> session);
   void wait_idle();
   // Sequences queued or being written.
   int pending() const;
@@ -51,8 +51,8 @@ class CacheWriter {
   const int max_queued_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<runtime::InferenceSession>> queue_;
-  std::unique_ptr<runtime::InferenceSession> writing_;  // out of the queue, not written yet
+  std::deque<std::unique_ptr<runtime::Sequence>> queue_;
+  std::unique_ptr<runtime::Sequence> writing_;  // out of the queue, not written yet
   bool stop_ = false;
   std::thread thread_;
 };

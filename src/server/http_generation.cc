@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/prompt_check.h"
 #include "server/api_response.h"
 #include "server/http_connection.h"
 
@@ -47,15 +48,6 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
   const char* param = chat ? "messages" : "prompt";
   std::vector<int32_t> ids;
   if (!chat && request.prompt_is_tokens) {
-    for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
-      const int32_t id = request.prompt_tokens[i];
-      if (id < 0 || id >= tokenizer.n_vocab())
-        return make_api_error(
-            400,
-            str("Invalid token in 'prompt' at index ", i, ": ", id,
-                " is outside the vocabulary of ", tokenizer.n_vocab(), " tokens."),
-            param);
-    }
     ids = request.prompt_tokens;
   } else {
     std::string text;
@@ -74,9 +66,20 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
     for (int32_t id : tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true))
       ids.push_back(id);
   }
-  if (ids.empty()) return make_api_error(400, "The prompt is empty.", param);
   // At least one token must fit after the prompt.
-  if (!model.windowed && int64_t(ids.size()) >= model.context)
+  using Problem = runtime::PromptVerdict::Problem;
+  const runtime::PromptVerdict verdict = runtime::check_prompt(ids, {.n_vocab = tokenizer.n_vocab(),
+                                                                     .context = model.context,
+                                                                     .windowed = model.windowed,
+                                                                     .room_after = 1});
+  if (verdict.problem == Problem::kEmpty) return make_api_error(400, "The prompt is empty.", param);
+  if (verdict.problem == Problem::kOutsideVocabulary)
+    return make_api_error(
+        400,
+        str("Invalid token in 'prompt' at index ", verdict.index, ": ", ids[verdict.index],
+            " is outside the vocabulary of ", tokenizer.n_vocab(), " tokens."),
+        param);
+  if (verdict.problem == Problem::kTooLong)
     return make_api_error(
         400,
         str("This model's maximum context length is ", model.context, " tokens. However, your ",

@@ -45,7 +45,7 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
     }
     shared = std::max(shared, rule_.boundary(m.common, prompt_len));
     if (!m.path.empty() && m.reuse > best) {
-      std::unique_ptr<runtime::InferenceSession> loaded = make();
+      std::unique_ptr<runtime::Sequence> loaded = make();
       if (disk_->load(m.path, *loaded)) {
         ++disk_loads_;
         const uint64_t id = next_id_;
@@ -64,7 +64,7 @@ PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt, const NewSes
   return {.session = e.session.get(), .reuse = best, .from_disk = loaded_now, .shared = shared};
 }
 
-void PrefixCache::insert(std::unique_ptr<runtime::InferenceSession> session) {
+void PrefixCache::insert(std::unique_ptr<runtime::Sequence> session) {
   const std::vector<int32_t>& tokens = session->tokens();
   if (int64_t(tokens.size()) < index_.block_tokens()) return;
   std::vector<uint64_t> redundant;
@@ -90,11 +90,10 @@ void PrefixCache::remove(uint64_t id) {
   entries_.erase(it);
 }
 
-std::unique_ptr<runtime::InferenceSession> PrefixCache::take(
-    const runtime::InferenceSession* session) {
+std::unique_ptr<runtime::Sequence> PrefixCache::take(const runtime::Sequence* session) {
   for (auto& [id, e] : entries_)
     if (e.session.get() == session) {
-      std::unique_ptr<runtime::InferenceSession> taken = std::move(e.session);
+      std::unique_ptr<runtime::Sequence> taken = std::move(e.session);
       index_.remove(id, taken->tokens());
       entries_.erase(id);
       return taken;
@@ -108,7 +107,7 @@ bool PrefixCache::evict_lru() {
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->second.last_use < oldest->second.last_use) oldest = it;
   ++evictions_;
-  std::unique_ptr<runtime::InferenceSession> session = std::move(oldest->second.session);
+  std::unique_ptr<runtime::Sequence> session = std::move(oldest->second.session);
   index_.remove(oldest->first, session->tokens());
   entries_.erase(oldest);
   // A no-op when a file holds it already.

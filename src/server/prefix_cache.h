@@ -45,7 +45,7 @@ namespace tkv::server {
 
 class PrefixCache {
  public:
-  using NewSession = std::function<std::unique_ptr<runtime::InferenceSession>()>;
+  using NewSession = std::function<std::unique_ptr<runtime::Sequence>()>;
   // `rule`: where an entry may be reused; at most `max_entries` are kept
   // (the least recently used go beyond it); `disk` may be null (no disk
   // tier). With a `writer`, entries go to the disk tier through it (in the
@@ -55,7 +55,7 @@ class PrefixCache {
   ~PrefixCache();
 
   struct Hit {
-    runtime::InferenceSession* session = nullptr;  // to fork; null: no reuse
+    runtime::Sequence* session = nullptr;  // to fork; null: no reuse
     int64_t reuse = 0;       // prompt tokens to keep (truncate the fork to this)
     bool from_disk = false;  // the entry was just read back from the disk tier
     // The grid boundary (at most the prompt's last token) up to which the
@@ -74,11 +74,11 @@ class PrefixCache {
   // Keeps a checkpoint. Entries it serves every prompt of (ReuseRule::
   // serves) are dropped; one that an entry already serves every prompt of,
   // or shorter than one block, is dropped instead.
-  void insert(std::unique_ptr<runtime::InferenceSession> session);
+  void insert(std::unique_ptr<runtime::Sequence> session);
   const ReuseRule& rule() const { return rule_; }
   // Takes the entry holding `session` (a Hit's) out of the cache, for a job
   // that cannot afford a fork of it.
-  std::unique_ptr<runtime::InferenceSession> take(const runtime::InferenceSession* session);
+  std::unique_ptr<runtime::Sequence> take(const runtime::Sequence* session);
   // Drops the least recently used entry (to disk first, see above); false
   // when there is none.
   bool evict_lru();
@@ -96,7 +96,7 @@ class PrefixCache {
 
  private:
   struct Entry {
-    std::unique_ptr<runtime::InferenceSession> session;
+    std::unique_ptr<runtime::Sequence> session;
     uint64_t last_use = 0;
   };
   void remove(uint64_t id);

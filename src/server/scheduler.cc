@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "runtime/prompt_check.h"
 #include "server/scheduler_impl.h"
 
 namespace tkv::server {
@@ -90,17 +91,19 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
 
 }  // namespace
 
-Active::Active(Pending p, const tok::Tokenizer& tokenizer)
-    : pending(std::move(p)),
-      sampler(pending.job.sampling),
-      decoder(tokenizer, tok::StreamDecoder::Start::kTextStart),
-      text(decoder, pending.job.stops) {
+Active::Active(Pending p, std::unique_ptr<runtime::Sequence> seq, int64_t cached)
+    : pending(std::move(p)), sequence(std::move(seq)), cached_tokens(cached) {
+  const Job& job = pending.job;
   // The repetition penalty sees the prompt, and the decoder too: the reply
   // is spelled as it is in the decoded whole (what `turbokv run` prints).
-  for (int32_t id : pending.job.prompt) {
-    sampler.accept(id);
-    decoder.push(id);
-  }
+  sequence->set_sampler(job.sampling);
+  for (int32_t id : job.prompt) sequence->sampler().accept(id);
+  sequence->start_reply(
+      {.max_tokens = job.max_tokens, .stop_at_eog = true, .stop_tokens = job.stop_tokens},
+      {.stops = job.stops,
+       .start = tok::StreamDecoder::Start::kTextStart,
+       .spelled_after = job.prompt});
+  sequence->queue(std::span<const int32_t>(job.prompt).subspan(size_t(cached)));
   queued_seconds = pending.since_submit.seconds();
 }
 
@@ -217,12 +220,12 @@ void Scheduler::Impl::evict_before_spilling() {
   if (ram_bytes() + bytes > options.budget_bytes) make_room(bytes);
 }
 
-std::unique_ptr<runtime::InferenceSession> Scheduler::Impl::new_session() const {
-  // The session's own ThreadPool reference is not used: the worker feeds it
+std::unique_ptr<runtime::Sequence> Scheduler::Impl::new_sequence() const {
+  // The sequence's own ThreadPool reference is not used: the worker feeds it
   // through eval_batch on `threads`.
-  return std::make_unique<runtime::InferenceSession>(model, tokenizer, options.context, options.kv,
-                                                     pages, const_cast<ThreadPool&>(threads),
-                                                     options.prefill_chunk);
+  return std::make_unique<runtime::Sequence>(model, tokenizer, options.context, options.kv, pages,
+                                             const_cast<ThreadPool&>(threads),
+                                             options.prefill_chunk);
 }
 
 void Scheduler::Impl::warn(const std::string& message) const {
@@ -255,7 +258,7 @@ void Scheduler::Impl::publish() {
 
 int Scheduler::Impl::running() const {
   return int(std::count_if(active.begin(), active.end(),
-                           [](const auto& a) { return a->session != nullptr; }));
+                           [](const auto& a) { return a->sequence != nullptr; }));
 }
 
 void Scheduler::Impl::note_free_slots() {
@@ -308,11 +311,11 @@ void Scheduler::Impl::admit() {
     // start at.
     const bool on_grid = prefilled_on_grid(prompt_len);
     PrefixCache::Hit hit;
-    std::unique_ptr<runtime::InferenceSession> session;
+    std::unique_ptr<runtime::Sequence> sequence;
     bool budget_blocked = false;
     try {
       if (prefixes && on_grid) {
-        hit = prefixes->find(p.job.prompt, [&] { return new_session(); });
+        hit = prefixes->find(p.job.prompt, [&] { return new_sequence(); });
         if (hit.session) cache_changed = true;
       }
     } catch (const kv::KvBudgetExceeded&) {
@@ -340,31 +343,31 @@ void Scheduler::Impl::admit() {
       for (const auto& a : active) reserved += a->reserved_bytes;
       budget_blocked = !active.empty() && reserved + need > options.budget_bytes;
     }
-    while (!budget_blocked && !session) {
+    while (!budget_blocked && !sequence) {
       try {
         if (hit.session) {
-          session = hit.session->fork();
-          session->truncate(hit.reuse);
+          sequence = hit.session->fork();
+          sequence->truncate(hit.reuse);
         } else {
-          session = new_session();
+          sequence = new_sequence();
         }
       } catch (const kv::KvBudgetExceeded&) {
         // No room for a fork's sinks and ring: the job takes the entry itself
         // (a file of it stays in the disk tier where there is one).
-        if (hit.session && (session = prefixes->take(hit.session))) {
+        if (hit.session && (sequence = prefixes->take(hit.session))) {
           cache_changed = true;
-          session->truncate(hit.reuse);
+          sequence->truncate(hit.reuse);
           break;
         }
         // Room for the sequence's sinks and ring: cached prefixes go first.
         // (The hit's entry may be the one evicted: then start cold.) Each
         // round evicts one at least and reads none back from disk (that
         // would take the pages just freed), so this ends.
-        session.reset();
+        sequence.reset();
         if (make_room(estimate_bytes(0))) {
           if (on_grid)
             hit = prefixes->find(
-                p.job.prompt, [&] { return new_session(); }, false);
+                p.job.prompt, [&] { return new_sequence(); }, false);
           continue;
         }
         if (!active.empty()) {
@@ -388,7 +391,7 @@ void Scheduler::Impl::admit() {
       ++at;
       continue;
     }
-    if (!session) continue;  // failed above
+    if (!sequence) continue;  // failed above
     // It passes the waiting ones; one that has been passed enough holds
     // back the rest from now on.
     bool passed_enough = false;
@@ -397,9 +400,7 @@ void Scheduler::Impl::admit() {
       for (size_t i = 0; i < at; ++i)
         passed_enough |= ++queue[i].overtaken >= options.max_overtakes;
     }
-    auto a = std::make_unique<Active>(std::move(p), tokenizer);
-    a->session = std::move(session);
-    a->cached_tokens = hit.reuse;
+    auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
     a->reserved_bytes = need;
     if (prefixes && on_grid) a->checkpoints = checkpoints(prompt_len, hit);
     if (hit.reuse > 0) {
@@ -448,7 +449,7 @@ void Scheduler::Impl::run() {
     // Cancelled jobs (client gone, drain past its grace) free their pages.
     for (auto& a : active)
       if (a->pending.stream->cancelled()) finish(*a, JobFinish::kCancelled);
-    std::erase_if(active, [](const auto& a) { return !a->session; });
+    std::erase_if(active, [](const auto& a) { return !a->sequence; });
     try {
       admit();
       note_free_slots();
@@ -459,7 +460,7 @@ void Scheduler::Impl::run() {
       // escaping the cache dir, say): the running jobs end with it, the
       // server goes on.
       for (auto& a : active)
-        if (a->session) finish(*a, JobFinish::kError, str("internal error: ", e.what()));
+        if (a->sequence) finish(*a, JobFinish::kError, str("internal error: ", e.what()));
       active.clear();
     }
     publish();
@@ -487,14 +488,25 @@ Scheduler::~Scheduler() {
 }
 
 std::shared_ptr<JobStream> Scheduler::submit(Job job) {
-  if (job.prompt.empty()) fail("prompt: no tokens");
   const int32_t n_vocab = impl_->tokenizer.n_vocab();
-  for (int32_t id : job.prompt)
-    if (id < 0 || id >= n_vocab)
-      fail("prompt: token id ", id, " is outside the vocabulary (0..", n_vocab - 1, ")");
-  if (options_.kv.window == 0 && int64_t(job.prompt.size()) > options_.context)
-    fail("prompt: ", job.prompt.size(), " tokens do not fit the context of ", options_.context,
-         " tokens");
+  using Problem = runtime::PromptVerdict::Problem;
+  switch (const runtime::PromptVerdict v =
+              runtime::check_prompt(job.prompt, {.n_vocab = n_vocab,
+                                                 .context = options_.context,
+                                                 .windowed = options_.kv.window > 0,
+                                                 .room_after = 0});
+          v.problem) {
+    case Problem::kNone:
+      break;
+    case Problem::kEmpty:
+      fail("prompt: no tokens");
+    case Problem::kOutsideVocabulary:
+      fail("prompt: token id ", job.prompt[v.index], " is outside the vocabulary (0..", n_vocab - 1,
+           ")");
+    case Problem::kTooLong:
+      fail("prompt: ", job.prompt.size(), " tokens do not fit the context of ", options_.context,
+           " tokens");
+  }
   sample::validate(job.sampling);
   for (const std::string& s : job.stops)
     if (s.empty()) fail("stop: a stop string is empty");

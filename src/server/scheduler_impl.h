@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,14 +22,12 @@
 #include "common/timer.h"
 #include "kv/page_pool.h"
 #include "model/context.h"
-#include "runtime/generation.h"
-#include "runtime/text_stream.h"
+#include "runtime/sequence.h"
 #include "sample/sampler.h"
 #include "server/cache_dir.h"
 #include "server/cache_writer.h"
 #include "server/prefix_cache.h"
 #include "server/scheduler.h"
-#include "tokenizer/stream_decoder.h"
 
 namespace tkv::server {
 
@@ -40,26 +39,25 @@ struct Pending {
   int overtaken = 0;  // later jobs admitted while it waited for the budget
 };
 
-// An admitted job: its sequence and the state of its reply.
+// An admitted job: its sequence (which owns the prompt still to prefill, the
+// sampler, the reply's stop rules and text) and what the server reports.
 struct Active {
-  explicit Active(Pending p, const tok::Tokenizer& tokenizer);
+  // Starts the reply of `p` on `seq`, which holds `cached` tokens of the
+  // prompt already (a prefix from the cache); the rest is queued.
+  Active(Pending p, std::unique_ptr<runtime::Sequence> seq, int64_t cached);
+
+  // The prompt is in: the sequence's queue holds its next token.
+  bool decoding() const {
+    return int64_t(sequence->tokens().size()) >= int64_t(pending.job.prompt.size());
+  }
+  int64_t generated() const { return sequence->reply().generated(); }
 
   Pending pending;
-  std::unique_ptr<runtime::InferenceSession> session;
-  sample::Sampler sampler;
-  tok::StreamDecoder decoder;  // has seen the prompt: the reply is spelled as in the whole
-  runtime::TextStream text;
-  int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  std::unique_ptr<runtime::Sequence> sequence;  // null once finished
+  int64_t cached_tokens = 0;                    // prompt tokens reused from the prefix cache
   // Positions where the sequence is forked into the prefix cache before the
   // chunk starting there runs (ascending; Scheduler::Impl::checkpoints).
   std::vector<int64_t> checkpoints;
-  bool decoding = false;  // the prompt is in; next_token is to be fed
-  int32_t next_token = 0;
-  // A prefill chunk run in layer parts: the layers done so far (0: none
-  // started) and its rows' residual stream between the steps.
-  int chunk_layers_done = 0;
-  std::vector<float> chunk_carry;
-  int64_t generated = 0;
   uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double queued_seconds = 0;
   double first_token_seconds = 0;
@@ -129,6 +127,28 @@ struct Scheduler::Impl {
   void run();    // the worker loop
   void admit();  // scheduler.cc
   bool step();   // scheduler_step.cc: false when nothing ran
+  // One step's batch: its items, the job of each, and what it carries.
+  struct Batch {
+    std::vector<model::BatchItem> items;
+    std::vector<Active*> owner;
+    StepInfo info;
+    void add(Active& a, model::BatchItem item) {
+      items.push_back(item);
+      owner.push_back(&a);
+    }
+  };
+  Batch plan_step();  // the decoding sequences' tokens, then prefill chunks within the budget
+  // The job's reply takes the logits after its newest token: a token
+  // streamed and queued, or the job's end.
+  void sample_reply(Active& a, std::span<const float> logits);
+  struct OutOfPages {
+    Active* job;
+    std::string message;
+  };
+  // An item eval_batch failed: out of pages (cached prefixes give way, or
+  // the job joins `out_of_pages`), or a disk-tier failure that ends its job.
+  void item_failed(Active& a, const model::BatchItem& item, const model::ItemStatus& s,
+                   std::vector<OutOfPages>& out_of_pages);
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
   void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
   uint64_t estimate_bytes(int64_t tokens) const;
@@ -146,7 +166,7 @@ struct Scheduler::Impl {
   // none to evict. Pages that evicted prefixes hold until the background
   // writer has written them are waited for when the pool needs them.
   bool make_room(uint64_t bytes);
-  std::unique_ptr<runtime::InferenceSession> new_session() const;
+  std::unique_ptr<runtime::Sequence> new_sequence() const;
   uint64_t ram_bytes() const;  // the pool's bytes that count against the budget
   // With the disk tier: cached prefixes leave RAM (evicted) before the
   // step's new pages would push running sequences' pages to disk.

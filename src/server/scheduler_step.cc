@@ -56,9 +56,8 @@ bool disk_tier_failed(const model::ItemStatus& s) {
 
 void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, bool budget) {
   Pending& p = a.pending;
-  if (reason == JobFinish::kStop || reason == JobFinish::kLength) {
-    a.out.text += a.text.flush();
-  }
+  runtime::Reply& reply = a.sequence->reply();
+  if (reason == JobFinish::kStop || reason == JobFinish::kLength) a.out.text += reply.flush();
   if (!a.out.text.empty() || !a.out.tokens.empty()) {
     a.out.kind = Event::Kind::kText;
     p.stream->push(std::exchange(a.out, {}));
@@ -68,20 +67,20 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   done.finish = reason;
   done.error = std::move(error);
   done.budget_error = budget;
-  done.stop_string = a.text.stop_string();
+  done.stop_string = reply.stop_string();
   done.prompt_tokens = int64_t(p.job.prompt.size());
   done.cached_tokens = a.cached_tokens;
-  done.completion_tokens = a.generated;
+  done.completion_tokens = a.generated();
   done.timings.queued_seconds = a.queued_seconds;
   done.timings.first_token_seconds = a.first_token_seconds;
   done.timings.total_seconds = p.since_submit.seconds();
 
   figures.prompt_tokens += uint64_t(p.job.prompt.size());
-  figures.completion_tokens += uint64_t(a.generated);
+  figures.completion_tokens += uint64_t(a.generated());
   ++figures.jobs_finished;
   // Its checkpoints are in the prefix cache; the finished sequence itself is
   // not reusable exactly (prefix_cache.h) and frees its pages.
-  a.session.reset();
+  a.sequence.reset();
   // The figures, and the free places submit() counts, include this job's
   // end before its consumer hears it: a client that sends its next request
   // at once finds the place free.
@@ -91,7 +90,7 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
 }
 
 void Scheduler::Impl::take_checkpoint(Active& a) {
-  const int64_t at = a.session->cache().n_tokens();
+  const int64_t at = int64_t(a.sequence->tokens().size());
   std::vector<int64_t>& points = a.checkpoints;
   while (!points.empty() && points.front() < at) points.erase(points.begin());
   if (points.empty() || points.front() != at) return;
@@ -99,7 +98,7 @@ void Scheduler::Impl::take_checkpoint(Active& a) {
   // Older prefixes give way to it (it is the newest), once.
   for (bool retry = true;; retry = false) {
     try {
-      prefixes->insert(a.session->fork());
+      prefixes->insert(a.sequence->fork());
       cache_changed = true;
       return;
     } catch (const kv::KvBudgetExceeded&) {
@@ -118,20 +117,13 @@ bool Scheduler::Impl::admitted_before(const Active& x, const Active& y) const {
   return false;
 }
 
-bool Scheduler::Impl::step() {
-  if (active.empty()) return false;
+Scheduler::Impl::Batch Scheduler::Impl::plan_step() {
   const int64_t grid = options.prefill_chunk;
-  std::vector<model::BatchItem> items;
-  std::vector<Active*> owner;
-  // Decoding sequences first: each one token.
+  Batch batch;
+  // Decoding sequences first: each its one queued token.
   for (auto& a : active)
-    if (a->decoding) {
-      items.push_back({.sequence = &a->session->cache(),
-                       .tokens = std::span<const int32_t>(&a->next_token, 1),
-                       .logits = model::Logits::kLast});
-      owner.push_back(a.get());
-    }
-  const int decode_items = int(items.size());
+    if (a->decoding()) batch.add(*a, a->sequence->next_item(1));
+  batch.info.decode_tokens = int(batch.items.size());
   // Then prefill chunks in admission order, each the next cell of the grid
   // [k*C, (k+1)*C) (cut by the prompt's end), or a short prompt's whole
   // rest (whole_prompt_tokens). While sequences decode, the
@@ -147,14 +139,15 @@ bool Scheduler::Impl::step() {
   const int n_layers = model.config().n_layers;
   const bool by_work = options.prefill_tokens_per_step > 0;
   const double full_budget = double(by_work ? options.prefill_tokens_per_step : grid) * n_layers;
-  double budget = decode_items == 0 ? std::numeric_limits<double>::infinity() : full_budget;
-  std::vector<int> part_end;  // per prefill item: the layer its part ends at
-  StepInfo info{.decode_tokens = decode_items};
+  double budget =
+      batch.info.decode_tokens == 0 ? std::numeric_limits<double>::infinity() : full_budget;
+  StepInfo& info = batch.info;
+  bool first_prefill = true;
   for (auto& a : active) {
-    if (a->decoding) continue;
-    const std::vector<int32_t>& prompt = a->pending.job.prompt;
-    const int64_t at = a->session->cache().n_tokens();
-    const int64_t size = int64_t(prompt.size());
+    if (a->decoding()) continue;
+    runtime::Sequence& seq = *a->sequence;
+    const int64_t at = int64_t(seq.tokens().size());
+    const int64_t size = int64_t(a->pending.job.prompt.size());
     // A short prompt is one chunk to its end; a longer one the next grid cell.
     const bool whole_prompt = !prefilled_on_grid(size);
     const int64_t end = whole_prompt ? size : std::min<int64_t>(size, (at / grid + 1) * grid);
@@ -162,7 +155,7 @@ bool Scheduler::Impl::step() {
     if (whole_prompt && n > grid && info.prefill_tokens > 0 &&
         info.prefill_tokens + n > kWholePromptRowsPerStep)
       break;  // the step's rows are enough; the rest wait their turn
-    const int begin = a->chunk_layers_done;
+    const int begin = seq.chunk_layers_done();
     if (begin == 0) take_checkpoint(*a);
     // The chunk's work per layer in depth-0 tokens: its rows through the
     // matrices (and attention among themselves) plus its queries against
@@ -179,118 +172,82 @@ bool Scheduler::Impl::step() {
       // carries more than it must).
       const int parts = std::max(1, int(std::ceil(per_layer * layers / full_budget - 1e-9)));
       layers = std::min((layers + parts - 1) / parts, int(budget / per_layer));
-      if (layers == 0 && part_end.empty()) layers = 1;
+      if (layers == 0 && first_prefill) layers = 1;
       if (layers == 0) break;  // the rest wait their turn (the order is kept)
     }
     budget -= per_layer * layers;
     const int stop = begin + layers;
-    const bool whole = begin == 0 && stop == n_layers;
-    items.push_back({.sequence = &a->session->cache(),
-                     .tokens = std::span<const int32_t>(prompt).subspan(size_t(at), size_t(n)),
-                     .logits = stop == n_layers && end == int64_t(prompt.size())
-                                   ? model::Logits::kLast
-                                   : model::Logits::kNone,
-                     .layer_begin = begin,
-                     .layer_end = stop == n_layers ? 0 : stop,
-                     .carry = whole ? nullptr : &a->chunk_carry});
-    owner.push_back(a.get());
-    part_end.push_back(stop);
+    batch.add(*a, seq.next_item(n, stop));
+    first_prefill = false;
     ++info.prefill_chunks;
     info.prefill_tokens += int(n);
     info.prefill_token_layers += n * layers;
     info.prefill_work += per_layer * layers;
-    info.split_chunks += !whole;
+    info.split_chunks += !(begin == 0 && stop == n_layers);
   }
-  if (items.empty()) return false;
-  if (options.on_step) options.on_step(info);
+  return batch;
+}
+
+void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
+  runtime::Sequence& seq = *a.sequence;
+  const Job& job = a.pending.job;
+  const bool first = a.generated() == 0;
+  runtime::Reply::Step step;
+  try {
+    step = seq.sample_next(logits, [&](int32_t id, const std::string& text) {
+      a.out.tokens.push_back(with_logprobs(id, logits, job.top_logprobs));
+      a.out.text += text;
+      return true;
+    });
+  } catch (const Error& e) {
+    finish(a, JobFinish::kError, e.what());
+    return;
+  }
+  if (first && step.token >= 0) a.first_token_seconds = a.pending.since_submit.seconds();
+  if (step.stop) {
+    // An end-of-generation token or a stop string is a stop; the limit and
+    // a full context are a length (OpenAI's finish reasons).
+    const bool stopped = *step.stop == runtime::StopReason::kEndOfText ||
+                         *step.stop == runtime::StopReason::kStopString;
+    finish(a, stopped ? JobFinish::kStop : JobFinish::kLength);
+    return;
+  }
+  if (!a.out.text.empty()) {
+    a.out.kind = Event::Kind::kText;
+    a.pending.stream->push(std::exchange(a.out, {}));
+  }
+  const int32_t next[1] = {step.token};
+  seq.queue(next);
+}
+
+bool Scheduler::Impl::step() {
+  if (active.empty()) return false;
+  const Batch batch = plan_step();
+  if (batch.items.empty()) return false;
+  if (options.on_step) options.on_step(batch.info);
 
   std::vector<model::ItemStatus> status;
   try {
-    status = model.eval_batch(ctx, items, threads);
+    status = model.eval_batch(ctx, batch.items, threads);
   } catch (const Error& e) {
     // Non-finite activations: the batch's sequences are unusable.
-    for (Active* a : owner) finish(*a, JobFinish::kError, e.what());
-    std::erase_if(active, [](const auto& a) { return !a->session; });
+    for (Active* a : batch.owner) finish(*a, JobFinish::kError, e.what());
+    std::erase_if(active, [](const auto& a) { return !a->sequence; });
     return true;
   }
 
-  struct OutOfPages {
-    Active* job;
-    std::string message;
-  };
   std::vector<OutOfPages> out_of_pages;
-  for (size_t b = 0; b < items.size(); ++b) {
-    Active& a = *owner[b];
+  for (size_t b = 0; b < batch.items.size(); ++b) {
+    Active& a = *batch.owner[b];
     const model::ItemStatus& s = status[b];
     if (!s.ok()) {
-      const bool budget = s.code == model::ItemStatus::Code::kBudgetExceeded ||
-                          s.code == model::ItemStatus::Code::kOutOfMemory;
-      // Out of pages: cached prefixes give way and the item runs again next
-      // step (it changed nothing); with nothing left to evict, one job of
-      // those that ran out fails (below) and the others run again.
-      if (budget && make_room(estimate_bytes(int64_t(items[b].tokens.size())))) continue;
-      if (budget) {
-        out_of_pages.push_back({&a, s.message});
-        continue;
-      }
-      // The disk tier failed this item (part-way, kSpillError: its sequence
-      // was cleared; or moving pages out for its allocation): the job ends,
-      // the others go on.
-      finish(a, JobFinish::kError,
-             disk_tier_failed(s) ? str("the KV cache's disk tier failed: ", s.message) : s.message);
+      item_failed(a, batch.items[b], s, out_of_pages);
       continue;
     }
-    if (b >= size_t(decode_items)) {  // a prefill chunk, or a part of one
-      const int stop = part_end[b - size_t(decode_items)];
-      if (stop < model.config().n_layers) {
-        a.chunk_layers_done = stop;  // its rows wait in chunk_carry
-        continue;
-      }
-      a.chunk_layers_done = 0;
-      a.chunk_carry.clear();
-    }
-    const bool last = items[b].logits == model::Logits::kLast;
-    a.session->record_fed(items[b].tokens, {});  // logits are read from ctx below
-    if (!last) continue;
-    const std::span<const float> logits = ctx.logits(b);
-    const Job& job = a.pending.job;
-    if (!a.decoding) {
-      a.decoding = true;
-    }
-    if (job.max_tokens >= 0 && a.generated >= job.max_tokens) {
-      finish(a, JobFinish::kLength);
-      continue;
-    }
-    int32_t id = 0;
-    try {
-      id = a.sampler.sample(logits.data(), int(logits.size()));
-    } catch (const Error& e) {
-      finish(a, JobFinish::kError, e.what());
-      continue;
-    }
-    a.sampler.accept(id);
-    if (a.generated == 0) a.first_token_seconds = a.pending.since_submit.seconds();
-    if (tokenizer.is_eog(id) ||
-        std::find(job.stop_tokens.begin(), job.stop_tokens.end(), id) != job.stop_tokens.end()) {
-      finish(a, JobFinish::kStop);
-      continue;
-    }
-    ++a.generated;
-    a.out.tokens.push_back(with_logprobs(id, logits, job.top_logprobs));
-    a.out.text += a.text.push(id);
-    if (a.text.stopped()) {
-      finish(a, JobFinish::kStop);
-      continue;
-    }
-    if ((job.max_tokens >= 0 && a.generated >= job.max_tokens) || a.session->room() < 1) {
-      finish(a, JobFinish::kLength);
-      continue;
-    }
-    if (!a.out.text.empty()) {
-      a.out.kind = Event::Kind::kText;
-      a.pending.stream->push(std::exchange(a.out, {}));
-    }
-    a.next_token = id;
+    // A part of a chunk, or a chunk before the prompt's last: nothing to
+    // sample yet.
+    if (!a.sequence->accept(batch.items[b], s)) continue;
+    sample_reply(a, ctx.logits(b));
   }
   // The youngest of the jobs that found no pages fails: its pages let the
   // older ones go on next step (several failing in one step would all fail
@@ -302,8 +259,28 @@ bool Scheduler::Impl::step() {
     finish(*youngest->job, JobFinish::kError, str("KV budget exhausted: ", youngest->message),
            true);
   }
-  std::erase_if(active, [](const auto& a) { return !a->session; });
+  std::erase_if(active, [](const auto& a) { return !a->sequence; });
   return true;
+}
+
+void Scheduler::Impl::item_failed(Active& a, const model::BatchItem& item,
+                                  const model::ItemStatus& s,
+                                  std::vector<OutOfPages>& out_of_pages) {
+  const bool budget = s.code == model::ItemStatus::Code::kBudgetExceeded ||
+                      s.code == model::ItemStatus::Code::kOutOfMemory;
+  // Out of pages: cached prefixes give way and the item runs again next
+  // step (it changed nothing); with nothing left to evict, one job of
+  // those that ran out fails (step) and the others run again.
+  if (budget && make_room(estimate_bytes(int64_t(item.tokens.size())))) return;
+  if (budget) {
+    out_of_pages.push_back({&a, s.message});
+    return;
+  }
+  // The disk tier failed this item (part-way, kSpillError: its sequence
+  // was cleared; or moving pages out for its allocation): the job ends,
+  // the others go on.
+  finish(a, JobFinish::kError,
+         disk_tier_failed(s) ? str("the KV cache's disk tier failed: ", s.message) : s.message);
 }
 
 }  // namespace tkv::server

@@ -27,10 +27,10 @@ Fixture load(const std::string& path) {
   return load_model_fixture(path, 256, "Once upon a time");
 }
 
-sample::Sampler greedy() {
+sample::SamplerConfig greedy() {
   sample::SamplerConfig s;
   s.temperature = 0;
-  return sample::Sampler(s);
+  return s;
 }
 
 // Greedy text after the prompt, one piece per on_text call.
@@ -44,14 +44,14 @@ Streamed stream(Fixture& f, int64_t max_tokens, const std::vector<std::string>& 
                 int cancel_after = -1) {
   f.session->clear();
   f.session->feed(f.prompt);
-  sample::Sampler sampler = greedy();
-  tok::StreamDecoder decoder(*f.tokenizer, tok::StreamDecoder::Start::kTextStart);
-  for (int32_t id : f.prompt) decoder.push(id);
+  f.session->set_sampler(greedy());
   GenerateOptions options;
   options.max_tokens = max_tokens;
   options.stop_at_eog = false;
   Streamed s;
-  s.result = generate_text(*f.session, sampler, options, stops, decoder, [&](std::string_view t) {
+  const ReplyText text{
+      .stops = stops, .start = tok::StreamDecoder::Start::kTextStart, .spelled_after = f.prompt};
+  s.result = generate_text(*f.session, options, text, [&](std::string_view t) {
     s.pieces.emplace_back(t);
     s.text += t;
     return cancel_after < 0 || int(s.pieces.size()) < cancel_after;
@@ -113,11 +113,11 @@ TEST(Generation, InterruptFlagStopsBeforeSampling) {
   TKV_REQUIRE_FIXTURE(path, "stories260K.gguf");
   Fixture f = load(path);
   f.session->feed(f.prompt);
-  sample::Sampler sampler = greedy();
+  f.session->set_sampler(greedy());
   std::atomic<bool> interrupt{true};
   GenerateOptions options;
   options.interrupt = &interrupt;
-  const GenerateResult r = generate(*f.session, sampler, options, [](int32_t) { return true; });
+  const GenerateResult r = generate(*f.session, options, [](int32_t) { return true; });
   EXPECT_EQ(r.reason, StopReason::kInterrupted);
   EXPECT_EQ(r.n_generated, 0);
 }
@@ -139,13 +139,13 @@ TEST(Generation, DiskTierFailureMidFeedClearsTheSession) {
   const std::span<const int32_t> first(prompt.data(), 16), rest(prompt.data() + 16, 224);
   int64_t reads_of_first = 0;  // page reads back the first feed makes (the same every time)
   {
-    InferenceSession probe(*f.model, *f.tokenizer, 256, kv, 1, 16);
+    Sequence probe(*f.model, *f.tokenizer, 256, kv, 1, 16);
     probe.feed(first);
     reads_of_first = probe.cache().pool()->stats().spill_reads;
   }
   // The first read back after the first feed fails.
   ::setenv("TURBOKV_FAULT_SPILL_READ", std::to_string(reads_of_first + 1).c_str(), 1);
-  InferenceSession session(*f.model, *f.tokenizer, 256, kv, 1, 16);
+  Sequence session(*f.model, *f.tokenizer, 256, kv, 1, 16);
   ::unsetenv("TURBOKV_FAULT_SPILL_READ");
   session.feed(first);
   EXPECT_EQ(session.tokens().size(), 16u);

@@ -15,7 +15,7 @@ namespace tkv::runtime {
 struct ModelFixture {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  std::unique_ptr<InferenceSession> session;  // null when ctx was 0
+  std::unique_ptr<Sequence> session;  // null when ctx was 0
   std::vector<int32_t> prompt;                // BOS + prompt_text
 };
 

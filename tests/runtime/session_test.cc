@@ -34,22 +34,22 @@ kv::KvConfig k4v2() {
   return c;
 }
 
-std::unique_ptr<InferenceSession> new_session(const Fixture& f, const kv::KvConfig& kv) {
-  return std::make_unique<InferenceSession>(*f.model, *f.tokenizer, 256, kv, 1, 64);
+std::unique_ptr<Sequence> new_session(const Fixture& f, const kv::KvConfig& kv) {
+  return std::make_unique<Sequence>(*f.model, *f.tokenizer, 256, kv, 1, 64);
 }
 
 // The next `n` greedy tokens after feeding `next`.
-std::vector<int32_t> continuation(InferenceSession& s, int32_t next, int n) {
+std::vector<int32_t> continuation(Sequence& s, int32_t next, int n) {
   const int32_t one[1] = {next};
   s.feed(one);
   sample::SamplerConfig greedy;
   greedy.temperature = 0;
-  sample::Sampler sampler(greedy);
+  s.set_sampler(greedy);
   GenerateOptions options;
   options.max_tokens = n;
   options.stop_at_eog = false;
   std::vector<int32_t> out;
-  generate(s, sampler, options, [&](int32_t id) {
+  generate(s, options, [&](int32_t id) {
     out.push_back(id);
     return true;
   });
@@ -69,10 +69,10 @@ TEST(Session, RoundTripContinuesExactlyAndKeepsAnyBytes) {
   original->feed(all.first(all.size() - 1));
   const std::map<std::string, std::string> strings = {{"bytes", std::string("\xff\x00\x80z", 4)},
                                                       {"empty", ""}};
-  save_session(file, *original, strings);
+  original->save(file, strings);
   EXPECT_FALSE(std::filesystem::exists(file + ".json")) << "one file, no sidecar";
   auto restored = new_session(f, k4v2());
-  EXPECT_EQ(load_session(file, *restored), strings);
+  EXPECT_EQ(restored->load(file), strings);
   EXPECT_EQ(restored->tokens(), original->tokens());
   EXPECT_EQ(peek_session(file).tokens, original->tokens());
   EXPECT_EQ(continuation(*restored, f.prompt.back(), 12),
@@ -80,12 +80,11 @@ TEST(Session, RoundTripContinuesExactlyAndKeepsAnyBytes) {
 }
 
 // Every refusal leaves the session holding what it held.
-void expect_refused_unchanged(InferenceSession& s, const std::string& file,
-                              const std::string& why) {
+void expect_refused_unchanged(Sequence& s, const std::string& file, const std::string& why) {
   const std::vector<int32_t> before = s.tokens();
   const int64_t cached = s.cache().n_tokens();
   try {
-    load_session(file, s);
+    s.load(file);
     ADD_FAILURE() << "loaded " << file;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
@@ -101,7 +100,7 @@ TEST(Session, RefusedLoadsLeaveTheSessionAsItWas) {
   const std::string file = temp_file("refused.session");
   auto saved = new_session(f, k4v2());
   saved->feed(f.prompt);
-  save_session(file, *saved);
+  saved->save(file);
 
   // The session under test holds a different conversation of its own.
   auto s = new_session(f, k4v2());
@@ -118,7 +117,7 @@ TEST(Session, RefusedLoadsLeaveTheSessionAsItWas) {
   auto f16 = new_session(f, kv::KvConfig{});
   f16->feed(f.prompt);
   const std::string other = temp_file("other_kv.session");
-  save_session(other, *f16);
+  f16->save(other);
   expect_refused_unchanged(*s, other, "KV settings");
   // A flipped byte anywhere in the pages.
   const std::string corrupt = temp_file("corrupt.session");
@@ -171,7 +170,7 @@ TEST(Session, ChatConversationRoundTripsInTheOneFile) {
   auto plain = new_session(f, kv::KvConfig{});
   plain->feed(f.prompt);
   const std::string no_chat = temp_file("no_chat.session");
-  save_session(no_chat, *plain);
+  plain->save(no_chat);
   EXPECT_THROW(other.load(no_chat), Error);
   EXPECT_EQ(other.messages().size(), chat.messages().size());
   EXPECT_EQ(b->tokens(), a->tokens());

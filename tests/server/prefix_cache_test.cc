@@ -101,7 +101,7 @@ TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
   kv::KvConfig kv;
   kv.page_tokens = 32;
   auto session_of = [&](const std::vector<int32_t>& ids) {
-    auto s = std::make_unique<runtime::InferenceSession>(*m_->model, *m_->tokenizer, 512, kv, pool,
+    auto s = std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool,
                                                          threads, 32);
     s->feed(ids);
     return s;
@@ -112,7 +112,7 @@ TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
   cache.insert(session_of(b));
   cache.insert(session_of(c));
   EXPECT_EQ(cache.size(), 3);
-  const auto none = [] { return std::unique_ptr<runtime::InferenceSession>(); };
+  const auto none = [] { return std::unique_ptr<runtime::Sequence>(); };
   // A hit refreshes a: the order from old to new is now b, c, a.
   const PrefixCache::Hit hit = cache.find(a, none);
   ASSERT_NE(hit.session, nullptr);
@@ -139,7 +139,7 @@ TEST_F(PrefixCacheTest, EntryThatExtendsAnotherReplacesIt) {
   const std::vector<int32_t> longer = prompt(100);
   const std::vector<int32_t> shorter(longer.begin(), longer.begin() + 64);
   for (const auto* ids : {&shorter, &longer}) {
-    auto s = std::make_unique<runtime::InferenceSession>(*m_->model, *m_->tokenizer, 512, kv, pool,
+    auto s = std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool,
                                                          threads, 32);
     s->feed(*ids);
     cache.insert(std::move(s));

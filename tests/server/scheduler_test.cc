@@ -47,22 +47,20 @@ SchedulerOptions small_options(const std::string& kv) {
   return o;
 }
 
-// The same job through one InferenceSession: prefill in chunks of the
+// The same job through one Sequence: prefill in chunks of the
 // scheduler's grid (a prompt of at most whole_prompt_tokens: one chunk),
 // then runtime::generate_text (what `turbokv run` does).
 Outcome single_session(const LoadedModel& m, const SchedulerOptions& o, const Job& job) {
   const int64_t n = int64_t(job.prompt.size());
   const int ubatch = n <= o.whole_prompt_tokens ? int(n) : o.prefill_chunk;
-  runtime::InferenceSession session(*m.model, *m.tokenizer, o.context, o.kv, o.threads, ubatch);
+  runtime::Sequence session(*m.model, *m.tokenizer, o.context, o.kv, o.threads, ubatch);
   session.feed(job.prompt);
-  sample::Sampler sampler(job.sampling);
-  for (int32_t id : job.prompt) sampler.accept(id);
-  tok::StreamDecoder decoder(*m.tokenizer, tok::StreamDecoder::Start::kTextStart);
-  for (int32_t id : job.prompt) decoder.push(id);
+  session.set_sampler(job.sampling);
+  for (int32_t id : job.prompt) session.sampler().accept(id);
   runtime::GenerateOptions g;
   g.max_tokens = job.max_tokens;
   Outcome out;
-  runtime::generate(session, sampler, g, [&](int32_t id) {
+  runtime::generate(session, g, [&](int32_t id) {
     out.tokens.push_back(id);
     return true;
   });
