@@ -34,7 +34,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -228,8 +228,8 @@ int serve_main(std::span<const std::string> args) {
   std::fprintf(stderr, "turbokv serve: loading %s ...\n", f.model.path.c_str());
   const auto loading = std::chrono::steady_clock::now();
   // Sequences decode in batches: F16 row blocks pay off for them on every
-  // CPU measured, where one sequence alone may not (cpu_features.h).
-  if (sched.parallel > 1) kernels::prefer_row_blocks_for_batches();
+  // CPU measured, where one sequence alone may not (kernel_config.h).
+  if (sched.parallel > 1) set_kernel_decodes_batches(true);
   const auto model = f.model.load("serve");
   model->fault_in_weights();
   std::fprintf(stderr, "turbokv serve: weights (%s) %s, in %.1f s\n",
