@@ -41,7 +41,6 @@
 namespace tkv::cli {
 namespace {
 
-constexpr const char* kDefaultKv = "k4v2";
 constexpr const char* kDefaultBudget = "1G";
 
 struct ServeFlags {
@@ -120,7 +119,6 @@ int serve_main(std::span<const std::string> args) {
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
 #endif
   ServeFlags f;
-  f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
   // -ub is the prefill grid: small by default (the decode path's kernels, in
   // the decode tokens' weight pass), so that a long prompt arriving slows
@@ -132,8 +130,8 @@ int serve_main(std::span<const std::string> args) {
       "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
       "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
       "together (continuous batching); prompts leave cached prefixes for reuse.\n"
-      "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
-      "sequences), -ub " +
+      "Defaults here: --kv-budget 1G (the pool of running and cached sequences),\n"
+      "-ub " +
           std::to_string(defaults.prefill_chunk) +
           " (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
           "docs/SERVER.md has the details.");
