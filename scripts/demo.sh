@@ -12,14 +12,15 @@
 #      values, 4 f16 sinks + 64 f16 recent tokens) with `turbokv bench memory`
 #      and `turbokv bench speed`, each cell in a fresh process, and prints the
 #      tables (reports and plots in build/demo/).
-# Sized for a few minutes on 2 cores. Overrides: DEMO_CTX (memory contexts,
-# e.g. 1k,4k,16k), DEMO_SPEED_CTX (time-to-first-token contexts),
-# DEMO_DEPTHS (decode depths), THREADS, JOBS.
+# Sized for a few minutes on 2 cores. Overrides: TURBOKV_DEMO_CTX (memory
+# contexts, e.g. 1k,4k,16k), TURBOKV_DEMO_SPEED_CTX (time-to-first-token
+# contexts), TURBOKV_DEMO_DEPTHS (decode depths), TURBOKV_THREADS (the
+# benchmarks' threads), TURBOKV_JOBS (build jobs); docs/ENVIRONMENT.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-JOBS=${JOBS:-$(nproc)}
+JOBS=${TURBOKV_JOBS:-$(nproc)}
 echo "== build (Release) into build/release" >&2
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTURBOKV_WERROR=ON >/dev/null
 cmake --build build/release -j"$JOBS" --target turbokv >/dev/null
@@ -37,9 +38,9 @@ elif [ "$avail_mb" -ge 1500 ] && [ "$disk_mb" -ge 800 ]; then
 else
   PRESET=tiny LAYERS=0
 fi
-CTX=${DEMO_CTX:-1k,4k}
-SPEED_CTX=${DEMO_SPEED_CTX:-512,2k}
-DEPTHS=${DEMO_DEPTHS:-0,2k}
+CTX=${TURBOKV_DEMO_CTX:-1k,4k}
+SPEED_CTX=${TURBOKV_DEMO_SPEED_CTX:-512,2k}
+DEPTHS=${TURBOKV_DEMO_DEPTHS:-0,2k}
 MODEL=build/demo/$PRESET${LAYERS:+-l$LAYERS}.gguf
 [ "$LAYERS" = 0 ] && MODEL=build/demo/$PRESET.gguf
 if [ ! -s "$MODEL" ]; then
@@ -51,9 +52,9 @@ else
   echo "== reusing $MODEL" >&2
 fi
 
-# Threads: turbokv's default (physical cores) unless THREADS is set.
+# Threads: turbokv's default (physical cores) unless TURBOKV_THREADS is set.
 threads=()
-[ -n "${THREADS:-}" ] && threads=(-t "$THREADS")
+[ -n "${TURBOKV_THREADS:-}" ] && threads=(-t "$TURBOKV_THREADS")
 echo "== bench memory: f16 vs k4v2 at contexts $CTX" >&2
 "$BIN" bench memory -m "$MODEL" --kv f16,k4v2 --ctx "$CTX" "${threads[@]}" --out build/demo/memory
 echo "== bench speed: f16 vs k4v2, decode at depths $DEPTHS" >&2

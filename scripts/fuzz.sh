@@ -10,6 +10,7 @@
 # inputs go to build/fuzz/corpus/<target>/) and stops at the first crash,
 # leaving the input in build/fuzz/crashes/. Fix the bug, then add the input
 # to tests/fuzz/corpus/<target>/ so that ctest's replay keeps it fixed.
+# TURBOKV_JOBS sets the build jobs (default: every core).
 # Exit status: 0 when no target crashed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ case "$SECONDS_EACH" in
 esac
 scripts/setup.sh
 
-JOBS=${JOBS:-$(nproc)}
+JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
 TARGETS=(gguf tokenizer chat_template session server_request)
 

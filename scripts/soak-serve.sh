@@ -7,7 +7,8 @@
 # client, its /health p99 over TURBOKV_SOAK_HEALTH_P99_MS (default 200) or RSS
 # growth past TURBOKV_SOAK_RSS_GROWTH_MIB (default 64). Writes its
 # figures, command, machine, commit and date to docs/results/serve-soak.md
-# (RESULTS=path to write elsewhere, RESULTS= to write nothing). ctest runs
+# (TURBOKV_SOAK_RESULTS=path to write elsewhere, TURBOKV_SOAK_RESULTS= to
+# write nothing; TURBOKV_JOBS: build jobs). ctest runs
 # the same test for 8 s on stories260K (server_node_soak).
 #   scripts/soak-serve.sh [SECONDS]
 set -euo pipefail
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-120}
 scripts/setup.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTURBOKV_WERROR=ON >/dev/null
-cmake --build build/release -j"${JOBS:-$(nproc)}" --target turbokv >/dev/null
+cmake --build build/release -j"${TURBOKV_JOBS:-$(nproc)}" --target turbokv >/dev/null
 
 export TURBOKV_BIN=$PWD/build/release/apps/turbokv/turbokv
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
@@ -27,7 +28,7 @@ status=0
 node tests/server/node/soak.mjs >"$log" 2>&1 || status=$?
 grep -v '^\[serve ' "$log" | tail -20
 figures=$(sed -n 's/^soak: //p' "$log")
-results=${RESULTS-docs/results/serve-soak.md}
+results=${TURBOKV_SOAK_RESULTS-docs/results/serve-soak.md}
 if [ -n "$figures" ] && [ -n "$results" ]; then
   mkdir -p "$(dirname "$results")"
   {

@@ -23,8 +23,8 @@
 # 128- and 256-bit SVE vectors, where SVE2_128 and SVE_256 run. The rest of the suite (tokenizer, GGUF,
 # KV cache, bench, ...) is portable C++ and runs natively in scripts/test.sh.
 # Installs what is missing (apt, as root or through sudo). Shared fixtures
-# come from $TURBOKV_MODELS (default ../shared/models). Exits non-zero on any
-# failure.
+# come from $TURBOKV_MODELS (default ../shared/models); TURBOKV_JOBS sets the
+# build jobs (default: every core). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +55,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- build ------------------------------------------------------------------
-JOBS=${JOBS:-$(nproc)}
+JOBS=${TURBOKV_JOBS:-$(nproc)}
 BUILD=build/aarch64
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
 BUILD_TARGETS=(tensor_test kv_codec_test softmax_test model_ops_test sample_test common_test

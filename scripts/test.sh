@@ -10,20 +10,23 @@
 #   build/asan     ASan + UBSan, warnings as errors, -O1 and fewer Highway
 #                  targets (see cmake/TurbokvOptions.cmake): runs the whole
 #                  suite except the no_asan tests;
-#   build/fuzz     clang + libFuzzer: every fuzz target for FUZZ_SECONDS
-#                  (default 20) from its kept corpus (scripts/fuzz.sh);
+#   build/fuzz     clang + libFuzzer: every fuzz target for
+#                  TURBOKV_FUZZ_SECONDS (default 20) from its kept corpus
+#                  (scripts/fuzz.sh);
 #   build/aarch64  cross-built for 64-bit ARM: the SIMD kernel tests, the
 #                  stories260K end-to-end test and `turbokv run` under
 #                  qemu-user (scripts/test-aarch64.sh).
 # Test code itself is compiled at -O1 (-O0 in build/asan); the engine it
 # tests keeps the build type's optimization.
 # Shared fixtures come from $TURBOKV_MODELS (default ../shared/models);
-# tests that need an absent fixture skip and say why.
+# tests that need an absent fixture skip and say why. TURBOKV_JOBS sets the
+# build and test jobs (default: every core); docs/ENVIRONMENT.md lists the
+# rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-JOBS=${JOBS:-$(nproc)}
+JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
 
 phase() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
@@ -42,8 +45,8 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTURBOKV_SANITIZE=ON
 cmake --build build/asan -j"$JOBS"
 phase "tests (ASan+UBSan)"
 ctest --test-dir build/asan --output-on-failure -j"$JOBS" -LE no_asan
-phase "fuzz (${FUZZ_SECONDS:-20} s per target)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+phase "fuzz (${TURBOKV_FUZZ_SECONDS:-20} s per target)"
+TURBOKV_JOBS="$JOBS" scripts/fuzz.sh "${TURBOKV_FUZZ_SECONDS:-20}"
 phase "aarch64: cross build + kernel and end-to-end tests under qemu-user"
-JOBS="$JOBS" scripts/test-aarch64.sh
+TURBOKV_JOBS="$JOBS" scripts/test-aarch64.sh
 phase "turbokv: all tests passed"

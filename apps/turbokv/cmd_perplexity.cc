@@ -38,6 +38,8 @@ int perplexity_command(std::span<const std::string> args) {
   flags.add_string({"--json"}, "FILE", "write the result as JSON", &opts.json_out);
   threads.add_to(flags);
   context.add_to(flags);
+  // Without KV flags, the model's own perplexity: an f16 cache (llama.cpp's).
+  kv.shorthand = "f16";
   kv.add_to(flags);
   if (!flags.parse(args)) return 0;
   opts.model_path = model.path;

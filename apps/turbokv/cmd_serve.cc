@@ -34,14 +34,13 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tkv::cli {
 namespace {
 
-constexpr const char* kDefaultKv = "k4v2";
 constexpr const char* kDefaultBudget = "1G";
 
 struct ServeFlags {
@@ -120,7 +119,6 @@ int serve_main(std::span<const std::string> args) {
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
 #endif
   ServeFlags f;
-  f.kv.shorthand = kDefaultKv;
   f.kv.budget = kDefaultBudget;
   // -ub is the prefill grid: small by default (the decode path's kernels, in
   // the decode tokens' weight pass), so that a long prompt arriving slows
@@ -132,8 +130,8 @@ int serve_main(std::span<const std::string> args) {
       "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
       "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
       "together (continuous batching); prompts leave cached prefixes for reuse.\n"
-      "Defaults here: --kv k4v2, --kv-budget 1G (the pool of running and cached\n"
-      "sequences), -ub " +
+      "Defaults here: --kv-budget 1G (the pool of running and cached sequences),\n"
+      "-ub " +
           std::to_string(defaults.prefill_chunk) +
           " (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
           "docs/SERVER.md has the details.");
@@ -228,8 +226,8 @@ int serve_main(std::span<const std::string> args) {
   std::fprintf(stderr, "turbokv serve: loading %s ...\n", f.model.path.c_str());
   const auto loading = std::chrono::steady_clock::now();
   // Sequences decode in batches: F16 row blocks pay off for them on every
-  // CPU measured, where one sequence alone may not (cpu_features.h).
-  if (sched.parallel > 1) kernels::prefer_row_blocks_for_batches();
+  // CPU measured, where one sequence alone may not (kernel_config.h).
+  if (sched.parallel > 1) set_kernel_decodes_batches(true);
   const auto model = f.model.load("serve");
   model->fault_in_weights();
   std::fprintf(stderr, "turbokv serve: weights (%s) %s, in %.1f s\n",

@@ -28,7 +28,7 @@
 #include "common/thread_pool.h"
 #include "hwy/aligned_allocator.h"
 #include "probes.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 
@@ -153,14 +153,14 @@ void BM_Matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
   for (auto& v : x) v = dist(rng);
   ThreadPool pool(threads);
   if (batch == Batch::kRowBlocks) {
-    // Measured whatever this CPU's default (cpu_features.h: row blocks by
-    // default on AMD only); TURBOKV_ROW_BLOCKS=0 still skips them.
-    const bool before = kernels::row_blocks_preferred();
-    kernels::prefer_row_blocks_for_batches();
+    // Measured whatever this CPU's default (kernel_config.h: row blocks by
+    // default on AMD only, or for batches); TURBOKV_ROW_BLOCKS=0 still skips them.
+    const KernelConfig before = kernel_config();
+    set_kernel_decodes_batches(true);
     const bool reorder = row_blocks_pay_off(ws[0]);
     for (size_t i = 0; reorder && i < ws.size(); ++i)
       ws[i] = to_row_blocks(ws[i], mats[i].data(), pool);
-    kernels::set_row_blocks_preferred(before);
+    set_kernel_config(before);
     if (!reorder) {
       state.SkipWithError("no row blocks here (rows % 16, or TURBOKV_ROW_BLOCKS=0)");
       return;
@@ -468,9 +468,12 @@ void register_matmul() {
       auto* b =
           benchmark::RegisterBenchmark(str("Matmul", v.name, "/", tr->name, "/2048x2048").c_str(),
                                        [t, k, dot](benchmark::State& st) {
-                                         kernels::set_int_dot_instructions_allowed(dot);
+                                         const KernelConfig before = kernel_config();
+                                         KernelConfig c = before;
+                                         c.int_dot = dot;
+                                         set_kernel_config(c);
                                          BM_Matmul(st, t, 2048, 2048, k);
-                                         kernels::set_int_dot_instructions_allowed(true);
+                                         set_kernel_config(before);
                                        });
       if (main_type)
         b->ArgsProduct({{64, 512}, {1, 2}});

@@ -19,8 +19,8 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/act_blocks.h"
-#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 
@@ -65,10 +65,12 @@ void BM_Bf16Matmul(benchmark::State& state, bool native) {
   const auto x = gaussian(size_t(n * kCols), 3);
   std::vector<float> y(size_t(n * kRows));
   ThreadPool pool(threads);
-  const bool preferred = kernels::bf16_dot_preferred();
-  kernels::set_bf16_dot_preferred(native);
+  const KernelConfig before = kernel_config();
+  KernelConfig config = before;
+  config.bf16_dot = native ? KernelChoice::kOn : KernelChoice::kOff;
+  set_kernel_config(config);
   if (native && !kernels::bf16_dot_gemm_active()) {
-    kernels::set_bf16_dot_preferred(preferred);
+    set_kernel_config(before);
     state.SkipWithError("no AVX512-BF16 GEMM on this CPU / target");
     return;
   }
@@ -85,7 +87,7 @@ void BM_Bf16Matmul(benchmark::State& state, bool native) {
   state.counters["GFLOPs"] =
       2.0 * double(kRows * kCols) * double(n) * double(state.iterations()) / total / 1e9;
   state.SetLabel(str(native ? "vdpbf16ps " : "f32 GEMM ", active_simd_target()));
-  kernels::set_bf16_dot_preferred(preferred);
+  set_kernel_config(before);
 }
 
 void register_all() {

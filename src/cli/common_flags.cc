@@ -126,13 +126,18 @@ PrefillProgress ProgressFlags::mode() const {
 void KvFlags::add_to(FlagParser& flags, Form form) {
   form_ = form;
   const bool list = form == Form::kList;
+  if (!list && shorthand.empty()) shorthand = kDefaultKvCache;
   flags.section("KV cache");
   flags.add_string({"-ctk", "--cache-type-k"}, "CODEC",
-                   std::string("codec of the keys: ") + kKvCodecNames + " (default f16)" +
-                       (list ? ";\nwith -ctv, the one configuration to run (instead of --kv)" : ""),
+                   std::string("codec of the keys: ") + kKvCodecNames +
+                       (list ? " (default f16);\nwith -ctv, the one configuration to run "
+                               "(instead of --kv)"
+                             : " (default: --kv's keys)"),
                    &cache_type_k);
-  flags.add_string({"-ctv", "--cache-type-v"}, "CODEC", "codec of the values (default f16)",
-                   &cache_type_v);
+  flags.add_string(
+      {"-ctv", "--cache-type-v"}, "CODEC",
+      list ? "codec of the values (default f16)" : "codec of the values (default: --kv's values)",
+      &cache_type_v);
   if (list)
     flags.add_string({"--kv"}, "LIST",
                      "KV configurations CODECS[:POLICY], e.g. f16,k4v2,tq4/tq2:s4+r64;\n"
@@ -141,7 +146,9 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
   else
     flags.add_string({"--kv"}, "SPEC",
                      "both codecs at once: a codec name, or kAvB = tqA keys, tqB values\n"
-                     "(A, B in 1..4; 8 = q8_0h), e.g. k4v2; -ctk/-ctv override a half",
+                     "(A, B in 1..4; 8 = q8_0h), e.g. k8v4 or f16; -ctk/-ctv override a\n"
+                     "half (default " +
+                         shorthand + ")",
                      &shorthand);
   // The ranges are the cache's own limits, so a bad value is refused here,
   // naming the flag.

@@ -13,18 +13,17 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fault_points.h"
 
 namespace tkv {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
   // Read before the temporary file exists: a test that sees the file may
-  // change the variable at once, and this writer must keep what it read.
-  if (const char* fault = std::getenv("TURBOKV_FAULT_CACHE_WRITE")) {
-    const std::string_view f(fault);
-    if (f == "fail") fault_fail_ = true;
-    if (f.starts_with("pause:")) fault_pause_ms_ = std::atoi(fault + 6);
-  }
+  // change the fault points at once, and this writer must keep what it read.
+  const FaultPoints faults = fault_points();
+  fault_fail_ = faults.cache_write_fail;
+  fault_pause_ms_ = faults.cache_write_pause_ms;
   f_ = std::fopen(tmp_path_.c_str(), "wb");
   if (!f_) fail(path, ": cannot create: ", std::strerror(errno));
 }
@@ -44,7 +43,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 void AtomicFileWriter::write(const void* data, size_t n) {
   if (n == 0) return;
   if (fault_fail_)
-    fail(path_, ": write failed: ", std::strerror(ENOSPC), " (TURBOKV_FAULT_CACHE_WRITE=fail)");
+    fail(path_, ": write failed: ", std::strerror(ENOSPC), " (fault point: cache write)");
   if (std::fwrite(data, 1, n, f_) != n) fail(path_, ": write failed: ", std::strerror(errno));
   written_ += n;
   if (written_ >= 4096) maybe_pause();

@@ -2,15 +2,9 @@
 // atomically: written to a temporary file in the same directory, fsynced, then
 // renamed over the target. A crash leaves either the old file or the new one.
 //
-// Test-only fault injection: TURBOKV_FAULT_CACHE_WRITE (read when a writer
-// is opened, before its temporary file exists; it applies to every
-// AtomicFileWriter of the process, which in `turbokv serve` means the
-// prefix-cache files):
-//   fail      every write() fails as on a full disk (ENOSPC);
-//   pause:MS  once past its first 4 KiB (or at finish(), for a smaller file)
-//             the writer flushes what it has to the temporary file and
-//             sleeps MS milliseconds, so that a test can kill the process
-//             in the middle of a write.
+// Tests make writers fail or pause (common/fault_points.h: cache_write_*);
+// a writer reads the fault points when it is opened, before its temporary
+// file exists. In `turbokv serve` the writers are the prefix-cache files'.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +37,7 @@ class AtomicFileWriter {
   std::FILE* f_ = nullptr;
   uint64_t written_ = 0;
   bool committed_ = false;
-  // TURBOKV_FAULT_CACHE_WRITE, see above.
+  // The fault points read at opening (common/fault_points.h).
   bool fault_fail_ = false;
   int fault_pause_ms_ = -1;  // < 0: none, or already paused
   void maybe_pause();

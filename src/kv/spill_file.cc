@@ -7,9 +7,9 @@
 #include <xxhash.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
+#include "common/fault_points.h"
 #include "common/fd_io.h"
 
 namespace tkv::kv {
@@ -36,8 +36,9 @@ SpillFile::SpillFile(const std::string& dir, bool& on_tmpfs) : dir_(dir) {
         str("KV spill directory ", dir, ": cannot create the page file: ", std::strerror(errno)));
   struct statfs fs {};
   on_tmpfs = ::fstatfs(fd_, &fs) == 0 && long(fs.f_type) == kTmpfsMagic;
-  if (const char* n = std::getenv("TURBOKV_FAULT_SPILL_WRITE")) fail_write_at_ = std::atoll(n);
-  if (const char* n = std::getenv("TURBOKV_FAULT_SPILL_READ")) fail_read_at_ = std::atoll(n);
+  const FaultPoints faults = fault_points();
+  fail_write_at_ = faults.spill_write_fail_at;
+  fail_read_at_ = faults.spill_read_fail_at;
 }
 
 SpillFile::~SpillFile() {
@@ -63,7 +64,7 @@ void SpillFile::free_slot(int64_t offset, size_t bytes) {
 uint64_t SpillFile::write(int64_t offset, const uint8_t* data, size_t bytes) {
   if (fail_write_at_ > 0 && ++writes_ == fail_write_at_)
     throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ", std::strerror(ENOSPC),
-                           " (TURBOKV_FAULT_SPILL_WRITE)"));
+                           " (fault point: spill write)"));
   const ssize_t n = pwrite_full(fd_, data, bytes, offset);
   if (n != ssize_t(bytes))
     throw KvSpillError(str("KV spill: cannot write a page to ", dir_, ": ",
@@ -74,7 +75,7 @@ uint64_t SpillFile::write(int64_t offset, const uint8_t* data, size_t bytes) {
 void SpillFile::read(int64_t offset, uint8_t* data, size_t bytes, uint64_t checksum) const {
   if (fail_read_at_ > 0 && ++reads_ == fail_read_at_)
     throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",
-                           std::strerror(EIO), " (TURBOKV_FAULT_SPILL_READ)"));
+                           std::strerror(EIO), " (fault point: spill read)"));
   const ssize_t n = pread_full(fd_, data, bytes, offset);
   if (n != ssize_t(bytes))
     throw KvSpillError(str("KV spill: cannot read a page back from ", dir_, ": ",

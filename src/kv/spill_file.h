@@ -6,10 +6,8 @@
 // Not thread-safe by itself: PagePool serializes slot bookkeeping; reads and
 // writes of distinct slots may run concurrently (pread / pwrite).
 //
-// Test-only fault injection, read when the file is created:
-// TURBOKV_FAULT_SPILL_WRITE=N makes the N-th page write of this file fail
-// as a full disk would (the page stays in RAM); TURBOKV_FAULT_SPILL_READ=N
-// the N-th read back, as an I/O error.
+// Tests make the N-th page write or read back fail (common/fault_points.h:
+// spill_*), read when the file is created.
 #pragma once
 
 #include <atomic>

@@ -202,7 +202,7 @@ class Model {
   FileMemory file_memory() const { return file_.mapping()->memory(); }
   // How many weight matrices are held as row blocks (tensor/matmul.h): in a
   // copy (kCopy) where row blocks are preferred (row_blocks_pay_off:
-  // cpu_features.h), every F16 matrix of whole blocks, reordered once at
+  // tensor/kernel_config.h), every F16 matrix of whole blocks, reordered once at
   // load; none when mapped. Their decode sums are the f32 GEMM's order, so
   // a copied F16 model's logits differ from the mapped file's in the last
   // bits.

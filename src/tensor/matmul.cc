@@ -16,8 +16,8 @@
 #include "common/f16.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/targets.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/act_blocks.h"
-#include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/gemm_q4k_avx2.h"
 #include "tensor/kernels/gemm_scratch.h"
@@ -108,31 +108,21 @@ void check_weight(const WeightMatrix& w) {
   TKV_CHECK(w.layout == RowLayout::kRows || (w.type == DType::F16 && w.rows % kRowBlockRows == 0));
 }
 
-// TURBOKV_SIMD=<target> (case-insensitive Highway target name: avx3_dl,
-// avx3, avx2, sse4, emu128, ...) restricts the kernels' dispatch to that
-// target, once, before the first product. A name that is not compiled in or
-// not supported by the CPU is an error naming the ones that are.
-// TURBOKV_VNNI=0 keeps the integer kernels off the dot-product instructions
-// (AVX-VNNI, AVX512-VNNI, Arm dotprod; the same sums), so that with
-// TURBOKV_SIMD=avx2 this runs what an AVX2 CPU without AVX-VNNI runs.
+// The kernel configuration's SIMD target (kernel_config.h: TURBOKV_SIMD),
+// applied once, before the first product; its first read here also reports
+// a malformed switch as the product's error.
 void apply_simd_override() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (const char* vnni = std::getenv("TURBOKV_VNNI")) {
-      if (std::string_view(vnni) == "0")
-        kernels::set_int_dot_instructions_allowed(false);
-      else if (std::string_view(vnni) != "1")
-        fail("TURBOKV_VNNI=", vnni, ": expected 0 or 1");
-    }
-    const char* env = std::getenv("TURBOKV_SIMD");
-    if (env == nullptr || *env == '\0') return;
-    std::string want(env), have;
+    const std::string& simd = kernel_config().simd;
+    if (simd.empty()) return;
+    std::string want(simd), have;
     for (auto& c : want) c = char(std::toupper(static_cast<unsigned char>(c)));
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       if (want == hwy::TargetName(target)) return hwy::SetSupportedTargetsForTest(target);
       have += str(" ", hwy::TargetName(target));
     }
-    fail("TURBOKV_SIMD=", env, ": not a SIMD target of this build and CPU (available:", have, ")");
+    fail("TURBOKV_SIMD=", simd, ": not a SIMD target of this build and CPU (available:", have, ")");
   });
 }
 
@@ -253,7 +243,7 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 bool row_blocks_pay_off(const WeightMatrix& w) {
   apply_simd_override();
   return w.layout == RowLayout::kRows && w.type == DType::F16 && w.rows > 0 &&
-         w.rows % kRowBlockRows == 0 && kernels::row_blocks_preferred();
+         w.rows % kRowBlockRows == 0 && kernel_config().use_row_blocks();
 }
 
 WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& pool) {

@@ -98,7 +98,7 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
 
 // Whether w (in kRows) is to be reordered into row blocks: F16, rows a
 // multiple of 16, and row blocks preferred in this process
-// (kernels::row_blocks_preferred: AMD CPUs, serve's batches,
+// (kernel_config.h: use_row_blocks, AMD CPUs, serve's batches,
 // TURBOKV_ROW_BLOCKS). The prefill's GEMM reads them as they are (the f32
 // GEMM's panels, AMX's B operand tiles).
 bool row_blocks_pay_off(const WeightMatrix& w);

@@ -113,6 +113,8 @@ TEST(CliChat, StopStringsEndTheReplyAndAreNotShown) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   auto args = chat_args(model);
   args[6] = "60";  // -n
+  // The f16 cache: its reply to this message has a " the" early.
+  args.insert(args.end(), {"--kv", "f16"});
   const CliResult plain = run_cli(args, "Tell me a story\n");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   // Stop at the first " the" the model writes (a common word in its stories).
@@ -140,7 +142,9 @@ TEST(CliChat, ContextFullIsReported) {
 TEST(CliChat, LoadRejectsOtherKvSettings) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::string session = temp_dir() + "/chat.session";
-  ASSERT_EQ(run_cli(chat_args(model), "Hello\n/save " + session + "\n").exit_code, 0);
+  auto saving = chat_args(model);
+  saving.insert(saving.end(), {"--kv", "f16"});
+  ASSERT_EQ(run_cli(saving, "Hello\n/save " + session + "\n").exit_code, 0);
   auto args = chat_args(model);
   args.insert(args.end(), {"--kv", "k4v2"});
   const CliResult r = run_cli(args, "/load " + session + "\n/stats\n");
@@ -166,8 +170,8 @@ TEST(CliChat, CtrlCStopsTheReplyNotTheProgram) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   // No -n and a window policy: from this message stories260K generates
   // greedily without end (tested: no EOS in 100K tokens), until Ctrl-C.
-  CliProcess chat(
-      {"chat", "-m", model, "--temp", "0", "-t", "1", "--kv-window", "64", "--verbose"});
+  CliProcess chat({"chat", "-m", model, "--temp", "0", "-t", "1", "--kv", "f16", "--kv-window",
+                   "64", "--verbose"});
   ASSERT_TRUE(chat.running());
   chat.write_stdin("Hello\n");
   ASSERT_TRUE(chat.wait_for(" the ", /*in_stderr=*/false, 120)) << "no reply started";

@@ -255,8 +255,9 @@ TEST(CliWarnings, ContextAboveTrainingAndThreadsAboveCpus) {
 
 TEST(CliRunSummary, WindowSaysTokensHeldAndConsumed) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  // f16: no residual window that the 16 tokens would have to exceed.
   const CliResult r = run_cli({"run", "-m", model, "-p", "Once upon a time", "--temp", "0", "-n",
-                               "40", "--kv-window", "16", "-t", "1"});
+                               "40", "--kv", "f16", "--kv-window", "16", "-t", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // 5 prompt tokens + 39 fed back consumed; the window holds the newest 16.
   EXPECT_NE(summary_field(r.err, "KV").find("16 tokens held of 44 consumed"), std::string::npos)

@@ -21,9 +21,10 @@ std::string reference_text() {
 }
 
 std::vector<std::string> greedy_from_bos(const std::string& model, int n) {
-  // The model's trained context is 128 tokens; the reference runs to 256.
-  return {"run", "-m", model, "-p", "", "--temp", "0", "-n", std::to_string(n),
-          "-t",  "1",  "-c",  "256"};
+  // The model's trained context is 128 tokens; the reference runs to 256,
+  // with an f16 cache (a later --kv replaces it).
+  return {"run", "-m", model, "-p",  "",     "--temp", "0", "-n", std::to_string(n),
+          "-t",  "1",  "-c",  "256", "--kv", "f16"};
 }
 
 TEST(CliRun, GreedyFromBosReproducesTheReferenceText) {
@@ -43,7 +44,7 @@ TEST(CliRun, GreedyFromBosReproducesTheReferenceText) {
 TEST(CliRun, SummaryLineReportsSpeedAndMemory) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const CliResult r = run_cli({"run", "-m", model, "-p", "Once upon a time", "--temp", "0", "-n",
-                               "16", "-t", "2", "--seed", "7"});
+                               "16", "-t", "2", "--seed", "7", "--kv", "f16"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The prompt is echoed, then the continuation.
   EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;
@@ -199,9 +200,11 @@ TEST(CliRun, StopsAtTheContextEndWithAClearMessage) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("context full (32 tokens)"), std::string::npos) << r.err;
   EXPECT_EQ(summary_field(r.err, "generated"), "28 (context full)");
-  // A window policy keeps going past the context.
-  const CliResult window = run_cli({"run", "-m", model, "-p", "Once upon a time", "--temp", "0",
-                                    "-c", "32", "-n", "60", "--kv-window", "16", "-t", "1"});
+  // A window policy keeps going past the context (f16: no residual window
+  // that the 16 tokens would have to exceed).
+  const CliResult window =
+      run_cli({"run", "-m", model, "-p", "Once upon a time", "--temp", "0", "-c", "32", "-n", "60",
+               "--kv", "f16", "--kv-window", "16", "-t", "1"});
   ASSERT_EQ(window.exit_code, 0) << window.err;
   EXPECT_EQ(summary_field(window.err, "generated"), "60 (length)");
 }

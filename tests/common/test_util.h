@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 
 namespace tkv::test {
 
@@ -26,20 +26,29 @@ std::vector<float> random_vector(int64_t n, uint32_t seed, float scale = 1.0f);
 std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed);
 // Whether two non-empty float arrays are bit-identical.
 bool same_bits(std::span<const float> a, std::span<const float> b);
-// F16 row blocks preferred (kernels::set_row_blocks_preferred) while it
-// lives, whatever the CPU's default; the preference before it after.
-// Inline: only tests linked with the engine use it.
+// Sets one switch of the process's kernel configuration
+// (tensor/kernel_config.h), e.g. set_kernel_switch(&KernelConfig::amx,
+// false); returns its value before, to set back. Inline: only tests linked
+// with the engine use it.
+template <class T>
+T set_kernel_switch(T KernelConfig::*field, T value) {
+  KernelConfig config = kernel_config();
+  const T before = config.*field;
+  config.*field = value;
+  set_kernel_config(config);
+  return before;
+}
+// F16 row blocks preferred (KernelConfig::row_blocks) while it lives,
+// whatever the CPU's default; the setting before it after.
 class PreferRowBlocks {
  public:
-  PreferRowBlocks() : before_(kernels::row_blocks_preferred()) {
-    kernels::set_row_blocks_preferred(true);
-  }
-  ~PreferRowBlocks() { kernels::set_row_blocks_preferred(before_); }
+  PreferRowBlocks() : before_(set_kernel_switch(&KernelConfig::row_blocks, KernelChoice::kOn)) {}
+  ~PreferRowBlocks() { set_kernel_switch(&KernelConfig::row_blocks, before_); }
   PreferRowBlocks(const PreferRowBlocks&) = delete;
   PreferRowBlocks& operator=(const PreferRowBlocks&) = delete;
 
  private:
-  bool before_;
+  KernelChoice before_;
 };
 // The descriptor of the unnamed page file a KV pool keeps open in `dir`
 // (found through /proc/self/fd), -1 if none.

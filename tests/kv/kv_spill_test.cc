@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/fault_points.h"
 #include "kv/kv_cache.h"
 #include "kv/page_pool.h"
 #include "kv_test_harness.h"
@@ -400,7 +401,7 @@ INSTANTIATE_TEST_SUITE_P(DenseAndSelecting, SpillAttentionTest,
 // A load into a sequence whose pool has a disk tier either succeeds or
 // leaves the sequence exactly as it was (same tokens, pages and outputs),
 // wherever a page write or read back fails: every write and every read the
-// load makes is failed in turn (TURBOKV_FAULT_SPILL_WRITE / _READ).
+// load makes is failed in turn (common/fault_points.h: spill_*).
 TEST(SpillCacheTest, LoadThatFailsPartWayLeavesTheSequenceAsItWas) {
   const KvShape shape{2, 4, 2, 64, 4096};
   KvConfig config;
@@ -431,14 +432,16 @@ TEST(SpillCacheTest, LoadThatFailsPartWayLeavesTheSequenceAsItWas) {
     filled = probe.pool()->stats();
   }
   for (const bool writes : {true, false}) {
-    const char* fault = writes ? "TURBOKV_FAULT_SPILL_WRITE" : "TURBOKV_FAULT_SPILL_READ";
+    const char* fault = writes ? "fault point: spill write" : "fault point: spill read";
     int failures = 0;
     for (int64_t n = 1;; ++n) {
       ASSERT_LT(n, 1000) << fault;
-      ::setenv(fault,
-               std::to_string(n + (writes ? filled.spill_writes : filled.spill_reads)).c_str(), 1);
-      kv::KvCache seq(shape, config);  // its page file reads the variable
-      ::unsetenv(fault);
+      FaultPoints faults;
+      (writes ? faults.spill_write_fail_at : faults.spill_read_fail_at) =
+          n + int64_t(writes ? filled.spill_writes : filled.spill_reads);
+      set_fault_points(faults);
+      kv::KvCache seq(shape, config);  // its page file reads the fault points
+      set_fault_points({});
       seq.fill_synthetic(600, 1, &threads);
       const kv::KvStats before = seq.stats();
       std::vector<float> out;

@@ -15,7 +15,7 @@
 #include "kv/kv_cache.h"
 #include "model/context.h"
 #include "model/model.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/matmul.h"
 #include "test_models.h"
@@ -464,10 +464,9 @@ TEST(MatvecBatch, FloatWeightsEqualMatvecPerToken) {
 // weights take AMX, else 128): a context sized under one keeps a chunk's
 // FFN rows under the other, with the logits of a fresh context.
 TEST(BatchFfnRows, AContextFollowsTheRowsPerCallAsTheyGrow) {
-  const bool before = kernels::amx_preferred();
-  kernels::set_amx_preferred(true);
+  const bool before = test::set_kernel_switch(&KernelConfig::amx, true);
   if (!kernels::amx_gemm_active()) {
-    kernels::set_amx_preferred(before);
+    test::set_kernel_switch(&KernelConfig::amx, before);
     GTEST_SKIP() << "no AMX on this CPU or target: the rows per call never change";
   }
   auto model = Model::load(test::write_model(test::small_spec("llama-3.2-1b"), "f16"));
@@ -475,14 +474,14 @@ TEST(BatchFfnRows, AContextFollowsTheRowsPerCallAsTheyGrow) {
   ThreadPool pool(2);
   auto cache = [&] { return kv::KvCache(model->kv_shape(512), kv_config("f16")); };
   ExecutionContext reused, fresh;
-  kernels::set_amx_preferred(false);
+  test::set_kernel_switch(&KernelConfig::amx, false);
   kv::KvCache first = cache();
   run_alone(*model, reused, first, prompt, pool);  // FFN buffers for 128 rows
-  kernels::set_amx_preferred(true);
+  test::set_kernel_switch(&KernelConfig::amx, true);
   kv::KvCache a = cache(), b = cache();
   const Logit expected = run_alone(*model, fresh, a, prompt, pool);
   const Logit got = run_alone(*model, reused, b, prompt, pool);
-  kernels::set_amx_preferred(before);
+  test::set_kernel_switch(&KernelConfig::amx, before);
   EXPECT_TRUE(same_bits(expected, got));
 }
 

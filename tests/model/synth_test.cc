@@ -21,7 +21,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/matmul.h"
 #include "test_models.h"
 
@@ -107,7 +107,7 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   hwy::SetSupportedTargetsForTest(0);
   // (Every build compiles a target without native integer kernels, unless
   // TURBOKV_SIMD has narrowed the process to one target.)
-  if (!std::getenv("TURBOKV_SIMD")) {
+  if (kernel_config().simd.empty()) {
     EXPECT_TRUE(checked_float_path) << "no float-path target";
   }
 }
@@ -209,7 +209,7 @@ TEST(ModelWeightMemory, CopyGivesTheMappedFilesLogits) {
   EXPECT_LE(diff, 1e-4f * scale);
   // token_embd (tied: the output too) and every layer's seven matrices.
   EXPECT_EQ(copied->row_block_matrices(), 1 + 7 * copied->config().n_layers);
-  kernels::set_row_blocks_preferred(false);
+  test::set_kernel_switch(&KernelConfig::row_blocks, KernelChoice::kOff);
   const auto rows = Model::load(path, WeightMemory::kCopy);
   EXPECT_EQ(rows->row_block_matrices(), 0);
   EXPECT_TRUE(test::same_bits(last_logits(*rows, tokens, pool), want));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fault_points.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "runtime_fixture.h"
@@ -144,9 +145,11 @@ TEST(Generation, DiskTierFailureMidFeedClearsTheSession) {
     reads_of_first = probe.cache().pool()->stats().spill_reads;
   }
   // The first read back after the first feed fails.
-  ::setenv("TURBOKV_FAULT_SPILL_READ", std::to_string(reads_of_first + 1).c_str(), 1);
+  FaultPoints faults;
+  faults.spill_read_fail_at = reads_of_first + 1;
+  set_fault_points(faults);
   Sequence session(*f.model, *f.tokenizer, 256, kv, 1, 16);
-  ::unsetenv("TURBOKV_FAULT_SPILL_READ");
+  set_fault_points({});
   session.feed(first);
   EXPECT_EQ(session.tokens().size(), 16u);
   EXPECT_THROW(session.feed(rest), kv::KvSpillError);

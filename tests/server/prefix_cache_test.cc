@@ -18,6 +18,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/fault_points.h"
 #include "scheduler_test_util.h"
 #include "server/prefix_index.h"
 #include "server/scheduler.h"
@@ -236,7 +237,7 @@ TEST_F(PrefixCacheTest, EvictedPrefixIsWrittenToDiskAndReadBack) {
 }
 
 // Evicted prefixes are written by a background writer: while one write is
-// paused (TURBOKV_FAULT_CACHE_WRITE=pause:MS, past its first 4 KiB), the
+// paused (FaultPoints::cache_write_pause_ms, past its first 4 KiB), the
 // job whose arrival evicted it has ended and a whole other job runs to its
 // end; a lookup of the prefix being written waits for its file and reuses
 // it; drain waits for the writer.
@@ -245,7 +246,9 @@ TEST_F(PrefixCacheTest, StreamsGoOnWhileACacheWriteIsPaused) {
   SchedulerOptions o = cache_options(dir);
   o.max_cached_prefixes = 1;
   const Job a = greedy_job(prompt(100, 0), 6);
-  ::setenv("TURBOKV_FAULT_CACHE_WRITE", "pause:5000", 1);
+  FaultPoints pause;
+  pause.cache_write_pause_ms = 5000;
+  set_fault_points(pause);
   {
     Scheduler s(*m_->model, *m_->tokenizer, o);
     const Outcome first = run_one(s, a);
@@ -254,8 +257,8 @@ TEST_F(PrefixCacheTest, StreamsGoOnWhileACacheWriteIsPaused) {
     for (int i = 0; i < 3000 && !has_temporary_file(dir); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ASSERT_TRUE(has_temporary_file(dir)) << "the write of the evicted prefix did not start";
-    // The writer read the variable before it made its file: it pauses all the same.
-    ::unsetenv("TURBOKV_FAULT_CACHE_WRITE");
+    // The writer read the fault points before it made its file: it pauses all the same.
+    set_fault_points({});
     const Outcome other = run_one(s, greedy_job(prompt(20, 30), 20));
     EXPECT_EQ(other.done.finish, JobFinish::kLength);
     EXPECT_EQ(other.tokens.size(), 20u);
@@ -269,7 +272,7 @@ TEST_F(PrefixCacheTest, StreamsGoOnWhileACacheWriteIsPaused) {
     s.drain(std::chrono::seconds(0));
     EXPECT_FALSE(has_temporary_file(dir));
   }
-  ::unsetenv("TURBOKV_FAULT_CACHE_WRITE");
+  set_fault_points({});
 }
 
 // The cache dir keeps at most cache_dir_max_bytes: the oldest files go.
@@ -351,11 +354,14 @@ TEST_F(PrefixCacheTest, TruncatedFileIsDroppedAtStartup) {
 }
 
 // Run by KilledInTheMiddleOfACacheWrite in a child process (never alone):
-// writes a prefix to TKV_TEST_CACHE_DIR under TURBOKV_FAULT_CACHE_WRITE=pause,
-// where the parent kills it.
+// writes a prefix to TKV_TEST_CACHE_DIR with its cache writes paused
+// (FaultPoints::cache_write_pause_ms), where the parent kills it.
 TEST_F(PrefixCacheTest, DISABLED_ChildWritesACacheFileUntilKilled) {
   const char* dir = std::getenv("TKV_TEST_CACHE_DIR");
   ASSERT_NE(dir, nullptr);
+  FaultPoints pause;
+  pause.cache_write_pause_ms = 600000;
+  set_fault_points(pause);
   Scheduler s(*m_->model, *m_->tokenizer, cache_options(dir));
   run_one(s, greedy_job(prompt(150), 8));
   s.drain(std::chrono::seconds(0));  // pauses in the writer
@@ -367,7 +373,6 @@ TEST_F(PrefixCacheTest, KilledInTheMiddleOfACacheWriteLeavesNothingToLoad) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   env_strings.push_back("TKV_TEST_CACHE_DIR=" + dir);
-  env_strings.push_back("TURBOKV_FAULT_CACHE_WRITE=pause:600000");
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -405,7 +410,9 @@ TEST_F(PrefixCacheTest, UnwritableCacheDirWarnsOnceAndServingGoesOn) {
   std::vector<std::string> warnings;
   SchedulerOptions o = cache_options(dir);
   o.on_warning = [&](const std::string& m) { warnings.push_back(m); };
-  ::setenv("TURBOKV_FAULT_CACHE_WRITE", "fail", 1);
+  FaultPoints fail;
+  fail.cache_write_fail = true;
+  set_fault_points(fail);
   {
     Scheduler s(*m_->model, *m_->tokenizer, o);
     for (size_t i = 0; i < 3; ++i)
@@ -413,7 +420,7 @@ TEST_F(PrefixCacheTest, UnwritableCacheDirWarnsOnceAndServingGoesOn) {
     s.drain(std::chrono::seconds(0));  // three writes fail
     EXPECT_EQ(s.stats().disk_prefixes, 0);
   }
-  ::unsetenv("TURBOKV_FAULT_CACHE_WRITE");
+  set_fault_points({});
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("cannot write"), std::string::npos) << warnings[0];
   EXPECT_TRUE(files_in(dir).empty());

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/fault_points.h"
 #include "runtime/generation.h"
 #include "scheduler_test_util.h"
 
@@ -720,7 +721,7 @@ TEST_F(SchedulerTest, ASpillDirServesAPromptBiggerThanTheBudgetWithTheSameText) 
   EXPECT_EQ(s.stats().prefix_evictions, 2u);
 }
 
-// A page write to the disk tier that fails (TURBOKV_FAULT_SPILL_WRITE=N:
+// A page write to the disk tier that fails (FaultPoints::spill_write_fail_at:
 // the N-th write of the page file, as on a full disk) ends the job whose
 // step it hit, with an error naming the disk tier; the other job running
 // with it finishes with its unbudgeted text.
@@ -745,9 +746,11 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
   o.on_admit = [&] {
     while (!both_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
-  ::setenv("TURBOKV_FAULT_SPILL_WRITE", "20", 1);  // read when the page file is made
+  FaultPoints faults;
+  faults.spill_write_fail_at = 20;
+  set_fault_points(faults);  // read when the page file is made
   Scheduler s(*m_->model, *m_->tokenizer, o);
-  ::unsetenv("TURBOKV_FAULT_SPILL_WRITE");
+  set_fault_points({});
   std::shared_ptr<JobStream> streams[2] = {s.submit(jobs[0]), s.submit(jobs[1])};
   both_queued = true;
   int failed = 0;
@@ -756,7 +759,7 @@ TEST_F(SchedulerTest, ADiskTierFailureEndsOnlyTheJobItHit) {
     if (out.done.finish == JobFinish::kError) {
       ++failed;
       EXPECT_NE(out.done.error.find("disk tier failed"), std::string::npos) << out.done.error;
-      EXPECT_NE(out.done.error.find("TURBOKV_FAULT_SPILL_WRITE"), std::string::npos)
+      EXPECT_NE(out.done.error.find("fault point: spill write"), std::string::npos)
           << out.done.error;
       EXPECT_FALSE(out.done.budget_error);
     } else {

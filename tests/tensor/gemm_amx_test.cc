@@ -13,7 +13,7 @@
 
 #include "common/thread_pool.h"
 #include "hwy/targets.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/gemm_amx.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
@@ -28,12 +28,11 @@ namespace {
 class AmxGemm : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    before_ = kernels::amx_preferred();
-    kernels::set_amx_preferred(true);
+    before_ = test::set_kernel_switch(&KernelConfig::amx, true);
     if (!kernels::amx_gemm_active())
       GTEST_SKIP() << "no AMX-BF16 on this CPU or OS (target " << active_simd_target() << ")";
   }
-  void TearDown() override { kernels::set_amx_preferred(before_); }
+  void TearDown() override { test::set_kernel_switch(&KernelConfig::amx, before_); }
 
  private:
   bool before_ = true;
@@ -52,9 +51,9 @@ TEST_P(AmxGemm, StaysWithinItsBoundAndNearTheF32Gemm) {
     const FloatProduct p =
         make_float_product(GetParam(), rows, cols, n, uint32_t(rows * 31 + cols));
     const std::vector<float> amx = run_float_matmul(p);
-    kernels::set_amx_preferred(false);
+    test::set_kernel_switch(&KernelConfig::amx, false);
     const std::vector<float> f32 = run_float_matmul(p);
-    kernels::set_amx_preferred(true);
+    test::set_kernel_switch(&KernelConfig::amx, true);
     const double amx_err = max_relative_error(p, amx), f32_err = max_relative_error(p, f32);
     EXPECT_LE(amx_err, amx_gemm_relative_bound(cols)) << rows << "x" << cols << " n=" << n;
     // What a product shows is the f32 GEMM's error: a left-out term (the
@@ -92,9 +91,9 @@ TEST_P(AmxGemm, RowBlocksGiveTheRowsBits) {
     ThreadPool reorder_pool(2);
     const WeightMatrix b = to_row_blocks(make_weight(DType::F16, bytes.data(), rows, cols),
                                          bytes.data(), reorder_pool);
-    kernels::set_amx_preferred(false);
+    test::set_kernel_switch(&KernelConfig::amx, false);
     const std::vector<float> f32 = run_float_matmul(p);
-    kernels::set_amx_preferred(true);
+    test::set_kernel_switch(&KernelConfig::amx, true);
     for (const int threads : {1, 2}) {
       const std::vector<float> want = run_float_matmul(p, threads);
       ThreadPool pool(threads);
@@ -111,9 +110,9 @@ TEST_P(AmxGemm, RowBlocksGiveTheRowsBits) {
 }
 
 TEST_P(AmxGemm, TurnsOffWithTheSwitchAndOnOlderTargets) {
-  kernels::set_amx_preferred(false);  // TURBOKV_AMX=0
+  test::set_kernel_switch(&KernelConfig::amx, false);  // TURBOKV_AMX=0
   EXPECT_FALSE(kernels::amx_gemm_active());
-  kernels::set_amx_preferred(true);
+  test::set_kernel_switch(&KernelConfig::amx, true);
   hwy::SetSupportedTargetsForTest(HWY_AVX2);  // what TURBOKV_SIMD=avx2 does
   EXPECT_FALSE(kernels::amx_gemm_active());
   hwy::SetSupportedTargetsForTest(0);
@@ -126,7 +125,7 @@ TEST_P(AmxGemm, LongBatchesAreCutIntoCallsByKernel) {
   EXPECT_EQ(matmul_rows_per_call(GetParam()), 512);
   EXPECT_EQ(matmul_rows_per_call(DType::Q4_K), 256);
   EXPECT_EQ(matmul_rows_per_call(DType::F32), 256);
-  kernels::set_amx_preferred(false);
+  test::set_kernel_switch(&KernelConfig::amx, false);
   EXPECT_EQ(matmul_rows_per_call(GetParam()), 256);
 }
 

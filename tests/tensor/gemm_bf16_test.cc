@@ -14,7 +14,7 @@
 #include "common/f16.h"
 #include "common/thread_pool.h"
 #include "hwy/targets.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
@@ -24,24 +24,24 @@ namespace tkv {
 namespace {
 
 // Every test runs with the bf16 GEMM preferred (on Intel it is off by
-// default, cpu_features.h) and AMX off, and skips where the CPU or target lacks it.
+// default, kernel_config.h) and AMX off, and skips where the CPU or target lacks it.
 class Bf16Gemm : public ::testing::Test {
  protected:
   void SetUp() override {
-    before_ = kernels::bf16_dot_preferred();
-    amx_before_ = kernels::amx_preferred();
-    kernels::set_bf16_dot_preferred(true);
-    kernels::set_amx_preferred(false);  // AMX would take BF16 weights first
+    before_ = test::set_kernel_switch(&KernelConfig::bf16_dot, KernelChoice::kOn);
+    amx_before_ =
+        test::set_kernel_switch(&KernelConfig::amx, false);  // AMX would take BF16 weights first
     if (!kernels::bf16_dot_gemm_active())
       GTEST_SKIP() << "no AVX512-BF16 on this CPU (target " << active_simd_target() << ")";
   }
   void TearDown() override {
-    kernels::set_bf16_dot_preferred(before_);
-    kernels::set_amx_preferred(amx_before_);
+    test::set_kernel_switch(&KernelConfig::bf16_dot, before_);
+    test::set_kernel_switch(&KernelConfig::amx, amx_before_);
   }
 
  private:
-  bool before_ = false, amx_before_ = true;
+  KernelChoice before_ = KernelChoice::kAuto;
+  bool amx_before_ = true;
 };
 
 using test::FloatProduct;
@@ -82,10 +82,11 @@ TEST_F(Bf16Gemm, DiffersFromTheForcedF32GemmWhichKeepsItsBound) {
   const std::vector<float> forced = run_float_matmul(p);
   hwy::SetSupportedTargetsForTest(0);
   ASSERT_TRUE(kernels::bf16_dot_gemm_active());
-  kernels::set_bf16_dot_preferred(false);  // TURBOKV_BF16_DOT=0, same target
+  test::set_kernel_switch(&KernelConfig::bf16_dot,
+                          KernelChoice::kOff);  // TURBOKV_BF16_DOT=0, same target
   EXPECT_FALSE(kernels::bf16_dot_gemm_active());
   const std::vector<float> unpreferred = run_float_matmul(p);
-  kernels::set_bf16_dot_preferred(true);
+  test::set_kernel_switch(&KernelConfig::bf16_dot, KernelChoice::kOn);
   EXPECT_LE(max_relative_error(p, forced), 1e-5);
   EXPECT_LE(max_relative_error(p, unpreferred), 1e-5);
   // The bf16 rounding of the activations shows: gaussian x are not bf16.

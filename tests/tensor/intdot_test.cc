@@ -107,14 +107,14 @@ TEST(IntDot, ActivationQuantizationBoundAndSumsOnEveryTarget) {
 // Runs fn with the dot-product instructions (VNNI, sdot) allowed and, where
 // the active target would use them, again with them disallowed.
 void with_and_without_dot_instructions(const std::function<void(bool)>& fn) {
-  kernels::set_int_dot_instructions_allowed(true);
+  test::set_kernel_switch(&KernelConfig::int_dot, true);
   const bool used = kernels::int_dot_vnni_active();
   fn(used);
   if (!used) return;
-  kernels::set_int_dot_instructions_allowed(false);
+  test::set_kernel_switch(&KernelConfig::int_dot, false);
   EXPECT_FALSE(kernels::int_dot_vnni_active());
   fn(false);
-  kernels::set_int_dot_instructions_allowed(true);
+  test::set_kernel_switch(&KernelConfig::int_dot, true);
 }
 
 // Runs fn on every SIMD target with the dot-product instructions
@@ -123,12 +123,12 @@ void with_and_without_dot_instructions(const std::function<void(bool)>& fn) {
 void on_each_target_without_dot_instructions(DType type, int64_t n,
                                              const std::function<void(const std::string&)>& fn) {
   test::for_each_simd_target([&](const std::string& target) {
-    kernels::set_int_dot_instructions_allowed(false);
+    test::set_kernel_switch(&KernelConfig::int_dot, false);
     if (target == "AVX2") {
       EXPECT_TRUE(kernels::q4k_gemm_active(type, n));
     }
     fn(target);
-    kernels::set_int_dot_instructions_allowed(true);
+    test::set_kernel_switch(&KernelConfig::int_dot, true);
   });
 }
 
@@ -398,9 +398,9 @@ TEST(IntDot, DotInstructionsWhereTheCpuHasThem) {
     if (target == "AVX2") want = kernels::cpu_has_avx_vnni();
     if (target == "NEON" || target.rfind("SVE", 0) == 0) want = kernels::cpu_has_arm_dotprod();
     EXPECT_EQ(kernels::int_dot_vnni_active(), want) << target;
-    kernels::set_int_dot_instructions_allowed(false);
+    test::set_kernel_switch(&KernelConfig::int_dot, false);
     EXPECT_FALSE(kernels::int_dot_vnni_active()) << target;
-    kernels::set_int_dot_instructions_allowed(true);
+    test::set_kernel_switch(&KernelConfig::int_dot, true);
   });
 }
 

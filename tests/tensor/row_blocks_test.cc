@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
-#include "tensor/kernels/cpu_features.h"
+#include "tensor/kernel_config.h"
 #include "tensor/matmul.h"
 #include "tensor_test_util.h"
 
@@ -45,7 +45,7 @@ TEST(RowBlocks, OnlyF16MatricesOfWholeBlocksAreReordered) {
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::F16, f16.data(), 40, 64)));
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::F32, f32.data(), 48, 64)));
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::BF16, bf16.data(), 48, 64)));
-  kernels::set_row_blocks_preferred(false);
+  test::set_kernel_switch(&KernelConfig::row_blocks, KernelChoice::kOff);
   EXPECT_FALSE(row_blocks_pay_off(make_weight(DType::F16, f16.data(), 48, 64)));
 }
 
@@ -87,10 +87,9 @@ void expect_blocks_equal_gemm_on_rows(int64_t n_rows, int64_t cols,
       // on this target (AMX's where it runs).
       std::vector<float> want(size_t(n_max * n_rows)), gemm(want.size());
       matmul(w, x.data(), n_max, gemm.data(), pool, MatmulKernel::kFloat);
-      const bool amx = kernels::amx_preferred();
-      kernels::set_amx_preferred(false);
+      const bool amx = test::set_kernel_switch(&KernelConfig::amx, false);
       matmul(w, x.data(), n_max, want.data(), pool, MatmulKernel::kFloat);
-      kernels::set_amx_preferred(amx);
+      test::set_kernel_switch(&KernelConfig::amx, amx);
       const auto where = [&](int64_t n, int64_t t) {
         return "F16 " + std::to_string(n_rows) + "x" + std::to_string(cols) +
                " n=" + std::to_string(n) + " token " + std::to_string(t) + " threads " +

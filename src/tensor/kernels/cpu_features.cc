@@ -1,10 +1,6 @@
 // Run-time CPU feature detection of the kernels (cpu_features.h).
 #include "tensor/kernels/cpu_features.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <string_view>
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -34,41 +30,20 @@ Leaf7 cpuid_leaf7(unsigned sub) {
 }
 #endif
 
-std::atomic<bool> g_allowed{true};
+}  // namespace
 
 bool cpu_is_amd() {
 #if defined(__x86_64__) || defined(__i386__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-  return ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  static const bool amd = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+    return ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  }();
+  return amd;
 #else
   return false;
 #endif
 }
-
-// A process-wide kernel preference: the environment variable `name` set
-// to anything but 0 turns it on, 0 off; unset or empty, `otherwise`.
-bool env_preference(const char* name, bool otherwise) {
-  if (const char* env = std::getenv(name); env && *env) return std::string_view(env) != "0";
-  return otherwise;
-}
-
-std::atomic<bool>& bf16_dot_flag() {
-  static std::atomic<bool> flag{env_preference("TURBOKV_BF16_DOT", cpu_is_amd())};
-  return flag;
-}
-
-std::atomic<bool>& amx_flag() {
-  static std::atomic<bool> flag{env_preference("TURBOKV_AMX", true)};
-  return flag;
-}
-
-std::atomic<bool>& row_blocks_flag() {
-  static std::atomic<bool> flag{env_preference("TURBOKV_ROW_BLOCKS", cpu_is_amd())};
-  return flag;
-}
-
-}  // namespace
 
 bool cpu_has_avx_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,26 +90,6 @@ bool cpu_has_amx_bf16() {
 #endif
 }
 
-bool amx_preferred() {
-  return amx_flag().load(std::memory_order_relaxed);
-}
-
-void set_amx_preferred(bool preferred) {
-  amx_flag().store(preferred, std::memory_order_relaxed);
-}
-
-bool row_blocks_preferred() {
-  return row_blocks_flag().load(std::memory_order_relaxed);
-}
-
-void set_row_blocks_preferred(bool preferred) {
-  row_blocks_flag().store(preferred, std::memory_order_relaxed);
-}
-
-void prefer_row_blocks_for_batches() {
-  set_row_blocks_preferred(env_preference("TURBOKV_ROW_BLOCKS", true));
-}
-
 bool cpu_has_arm_dotprod() {
 #if defined(__aarch64__) && defined(__linux__) && defined(HWCAP_ASIMDDP)
   static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
@@ -144,22 +99,6 @@ bool cpu_has_arm_dotprod() {
 #else
   return false;
 #endif
-}
-
-bool bf16_dot_preferred() {
-  return bf16_dot_flag().load(std::memory_order_relaxed);
-}
-
-void set_bf16_dot_preferred(bool preferred) {
-  bf16_dot_flag().store(preferred, std::memory_order_relaxed);
-}
-
-void set_int_dot_instructions_allowed(bool allowed) {
-  g_allowed.store(allowed, std::memory_order_relaxed);
-}
-
-bool int_dot_instructions_allowed() {
-  return g_allowed.load(std::memory_order_relaxed);
 }
 
 }  // namespace tkv::kernels

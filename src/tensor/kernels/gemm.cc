@@ -34,6 +34,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
 #include "tensor/kernels/gemm_amx.h"
@@ -168,11 +169,11 @@ struct Scratch {
 
 // Whether F16 and BF16 weights take AMX (gemm_amx.h) instead of this f32
 // GEMM: on the AVX-512 targets (every AMX CPU has them) where the CPU and OS
-// allow AMX and it is preferred (cpu_features.h, TURBOKV_AMX), so that
+// allow AMX and it is preferred (kernel_config.h: TURBOKV_AMX), so that
 // TURBOKV_SIMD=avx2 (or any older target) keeps the f32 GEMM.
 bool AmxActive() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return kernels::amx_preferred() && kernels::cpu_has_amx_bf16();
+  return kernel_config().amx && kernels::cpu_has_amx_bf16();
 #else
   return false;
 #endif
@@ -180,13 +181,13 @@ bool AmxActive() {
 
 // Whether BF16 weights take vdpbf16ps (gemm_bf16.h) instead of this f32
 // GEMM: on the AVX-512 targets where the CPU has AVX512-BF16 and it is
-// preferred there (cpu_features.h: AMD by default, TURBOKV_BF16_DOT), so
+// preferred there (kernel_config.h: AMD by default, TURBOKV_BF16_DOT), so
 // that TURBOKV_SIMD=avx2 (or any older target) keeps the f32 GEMM. F16
 // weights never take it: rounded to bf16 they would lose 3 mantissa bits.
 // Where AMX is active it takes both types instead.
 bool Bf16DotActive() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return !AmxActive() && kernels::cpu_has_avx512_bf16() && kernels::bf16_dot_preferred();
+  return !AmxActive() && kernels::cpu_has_avx512_bf16() && kernel_config().use_bf16_dot();
 #else
   return false;
 #endif

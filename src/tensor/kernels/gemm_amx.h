@@ -3,7 +3,7 @@
 // times the f32 FMA GEMM's multiply-add rate. Highway 1.0.3 has no AMX, so
 // the kernel is written with intrinsics in functions compiled for
 // amx-tile / amx-bf16 and reached from gemm.cc's AVX-512 targets' code
-// where cpu_has_amx_bf16() and amx_preferred() (cpu_features.h).
+// where cpu_has_amx_bf16() and the kernel configuration's amx (kernel_config.h).
 //
 // Numerics (the scalar statement and its bound: amx_gemm_relative_bound in
 // tensor/reference.h): products of bf16 pieces, exact in f32. A weight w
@@ -35,7 +35,7 @@ void matmul_amx(DType type, const uint8_t* w, size_t row_bytes, int64_t rows, in
 
 // Whether matmul_panels (kernels.h) runs F16 and BF16 weights through
 // matmul_amx on the active target: AVX3 or AVX3_DL where cpu_has_amx_bf16()
-// and amx_preferred(); TURBOKV_SIMD=avx2 turns it off (gemm.cc).
+// and kernel_config().amx; TURBOKV_SIMD=avx2 turns it off (gemm.cc).
 bool amx_gemm_active();
 
 }  // namespace tkv::kernels

@@ -45,6 +45,7 @@
 
 #include "hwy/cache_control.h"
 #include "tensor/blocks.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
@@ -116,16 +117,17 @@ inline constexpr bool kIntOffset = T == DType::Q4_1 || T == DType::Q5_1;
 
 // Whether this target's kernels may use their dot-product instructions now
 // (vpdpbusd / vpdpwssd on x86, sdot on aarch64): AVX3_DL implies
-// AVX512-VNNI; AVX3, AVX2 and NEON check the CPU (cpu_features.h).
+// AVX512-VNNI; AVX3, AVX2 and NEON check the CPU (cpu_features.h); all of
+// them the kernel configuration (kernel_config.h: TURBOKV_VNNI).
 HWY_INLINE bool IntVnniUsable() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
-  return kernels::int_dot_instructions_allowed();
+  return kernel_config().int_dot;
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx512_vnni();
+  return kernel_config().int_dot && kernels::cpu_has_avx512_vnni();
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_avx_vnni();
+  return kernel_config().int_dot && kernels::cpu_has_avx_vnni();
 #elif HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
-  return kernels::int_dot_instructions_allowed() && kernels::cpu_has_arm_dotprod();
+  return kernel_config().int_dot && kernels::cpu_has_arm_dotprod();
 #else
   return false;
 #endif

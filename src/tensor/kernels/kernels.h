@@ -60,7 +60,8 @@ void int_dot_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
 // The same products for n >= 2 tokens in register tiles of tokens
 // (kernels_intgemm.cc): every (row, token) bit-identical to int_dot_rows.
 void int_gemm_rows(const IntDotArgs& a, int64_t r0, int64_t r1);
-// Whether int_gemm_rows uses VNNI dot products now (cpu_features.h).
+// Whether int_gemm_rows uses VNNI dot products now (cpu_features.h,
+// kernel_config.h).
 bool int_dot_vnni_active();
 // Whether int_gemm_rows is faster than the f32 GEMM for prefill-sized
 // products of `type` on the active target (matmul's kAuto above
@@ -88,7 +89,7 @@ void matmul_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t rows,
                    DequantizeFn dequantize, const float* x, int64_t n, float* y, ThreadPool& pool,
                    bool row_blocks = false);
 // Whether matmul_panels runs BF16 weights through vdpbf16ps on the active
-// target (AVX3 or AVX3_DL with AVX512-BF16, where bf16_dot_preferred();
+// target (AVX3 or AVX3_DL with AVX512-BF16, where kernel_config.h says so;
 // TURBOKV_SIMD=avx2 turns it off).
 bool bf16_dot_gemm_active();
 

@@ -1,15 +1,15 @@
 // A cache dir that cannot be written (every write fails as on a full disk:
-// TURBOKV_FAULT_CACHE_WRITE=fail): requests are still served, the server
+// turbokv-faults with TURBOKV_FAULT_CACHE_WRITE=fail): requests are still served, the server
 // warns once, and shutdown still exits 0 leaving no files behind.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { filler, main, metric, request, requireModel, startServer, tempDir } from './lib/harness.mjs';
+import { faultsBinary, filler, main, metric, request, requireModel, startServer, tempDir } from './lib/harness.mjs';
 
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
   const dir = tempDir();
   const server = await startServer(model, ['-t', '2', '--cache-dir', dir, '--kv-budget', '3M'],
-                                   { env: { TURBOKV_FAULT_CACHE_WRITE: 'fail' } });
+                                   { binary: faultsBinary(), env: { TURBOKV_FAULT_CACHE_WRITE: 'fail' } });
   const client = server.client();
   // Several distinct prompts (~340 tokens: longer than a one-chunk prompt,
   // so each leaves a cached prefix): under the small budget, older prefixes

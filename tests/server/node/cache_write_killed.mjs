@@ -3,12 +3,13 @@
 // prefilled again, and the reply equals the cold one). A finished file whose
 // bytes are damaged afterwards fails its checksum on load: one warning, not
 // used, the reply again equals the cold one. The write is made to stop
-// half-way by the test-only TURBOKV_FAULT_CACHE_WRITE=pause:MS (it flushes
-// the first 4 KiB of the temporary file and sleeps).
+// half-way by the test-only build turbokv-faults under
+// TURBOKV_FAULT_CACHE_WRITE=pause:MS (it flushes the first 4 KiB of the
+// temporary file and sleeps).
 import assert from 'node:assert/strict';
 import { openSync, readSync, readdirSync, statSync, writeSync, closeSync } from 'node:fs';
 import path from 'node:path';
-import { filler, main, requireModel, startServer, tempDir } from './lib/harness.mjs';
+import { faultsBinary, filler, main, requireModel, startServer, tempDir } from './lib/harness.mjs';
 
 // The server's warnings about its cache (tkv-test-23M also draws one for
 // having no chat template).
@@ -34,7 +35,7 @@ main(async () => {
   const finished = () => readdirSync(dir).filter((f) => f.endsWith('.tkvs'));
 
   // 1. The shutdown's cache write is killed half-way.
-  const first = await startServer(model, ['-t', '2', '--cache-dir', dir], { env: { TURBOKV_FAULT_CACHE_WRITE: 'pause:30000' } });
+  const first = await startServer(model, ['-t', '2', '--cache-dir', dir], { binary: faultsBinary(), env: { TURBOKV_FAULT_CACHE_WRITE: 'pause:30000' } });
   const cold = await first.client().completions.create(params);
   assert.equal(cold.usage.prompt_tokens_details.cached_tokens, 0);
   first.child.kill('SIGTERM');

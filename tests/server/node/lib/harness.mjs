@@ -21,6 +21,15 @@ export function turbokvBinary() {
   return bin;
 }
 
+// The test-only build of turbokv whose fault points (a failing or pausing
+// cache write, ...) its environment arms: TURBOKV_FAULT_* (see
+// tests/server/node/fault_points_from_env.cc).
+export function faultsBinary() {
+  const bin = process.env.TURBOKV_FAULTS_BIN;
+  if (!bin || !existsSync(bin)) fail(`TURBOKV_FAULTS_BIN does not name turbokv-faults: ${bin}`);
+  return bin;
+}
+
 export function fail(message) {
   throw new Error(message);
 }
@@ -96,8 +105,8 @@ export class Server {
 
 // Starts `turbokv serve -m MODEL --port 0 ...args` and waits until it
 // prints its listening line (`turbokv serve: listening on http://HOST:PORT ...`).
-export async function startServer(model, args = [], { env = {}, timeoutMs = 60_000 } = {}) {
-  const child = spawn(turbokvBinary(), ['serve', '-m', model, '--port', '0', ...args], {
+export async function startServer(model, args = [], { env = {}, timeoutMs = 60_000, binary = turbokvBinary() } = {}) {
+  const child = spawn(binary, ['serve', '-m', model, '--port', '0', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
