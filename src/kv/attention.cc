@@ -95,19 +95,19 @@ struct Visibility {
   }
 };
 
-void add_f16_area(std::vector<Source>& out, Kind kind, const Codec* f16, const F16Area& a,
+void add_f16_area(std::vector<Source>& out, Kind kind, const LayerKv& L, const F16Area& a,
                   int64_t pos_lo, int64_t pos_hi, int slot_lo) {
   if (pos_hi <= pos_lo) return;
-  out.push_back({kind, f16, f16, a.k(0), a.v(0), a.head_bytes, a.head_bytes, a.capacity, pos_lo,
-                 pos_hi, slot_lo});
+  out.push_back({kind, L.f16_k.get(), L.f16_v.get(), a.k(0), a.v(0), a.k_head_bytes, a.v_head_bytes,
+                 a.capacity, pos_lo, pos_hi, slot_lo});
 }
 
 // Everything layer `layer` holds, as runs of positions, oldest first.
 std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
   std::vector<Source> src;
   const int64_t S = c.S, R = c.R, n0 = c.n_tokens, n1 = c.n_tokens + c.chunk_n;
-  const int n_kv = c.shape.n_kv_heads;
-  if (S > 0) add_f16_area(src, Kind::Sink, c.f16.get(), L.sinks, 0, std::min(S, n1), 0);
+  const int n_kv = L.geom.n_kv_heads;
+  if (S > 0) add_f16_area(src, Kind::Sink, L, L.sinks, 0, std::min(S, n1), 0);
   for (size_t i = 0; i < L.pages.size(); ++i) {
     const int64_t index = L.first_page + int64_t(i);
     const int64_t lo = S + index * c.P;
@@ -125,12 +125,12 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
     while (j < n0) {
       const int slot = int((j - S) % cap);
       const int64_t run = std::min<int64_t>(n0 - j, cap - slot);
-      add_f16_area(src, Kind::Recent, c.f16.get(), L.ring, j, j + run, slot);
+      add_f16_area(src, Kind::Recent, L, L.ring, j, j + run, slot);
       j += run;
     }
     // This chunk's own tokens (f16 scratch), slot = j - n0.
     const int64_t clo = std::max(S, n0);
-    add_f16_area(src, Kind::Recent, c.f16.get(), c.chunk, clo, n1, int(clo - n0));
+    add_f16_area(src, Kind::Recent, L, c.chunk, clo, n1, int(clo - n0));
   }
   return src;
 }
@@ -154,8 +154,8 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
                                                const std::vector<std::vector<KeyTile>>& tiles,
                                                int q_tile, const Visibility& vis,
                                                ThreadPool& pool) {
-  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, n_heads = c.shape.n_heads;
-  const int hd = c.shape.head_dim, G = n_heads / n_kv;
+  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, n_heads = L.geom.n_heads;
+  const int hd = L.geom.k_dim, G = n_heads / n_kv;
   const int n_qt = int(tiles.size());
   const size_t keep_best = size_t(c.config.select / c.P);
   // Page sources each query tile may read, oldest first.
@@ -240,41 +240,41 @@ std::vector<std::vector<KeyTile>> select_tiles(const KvCache::Impl& c, const Lay
 }
 
 struct Plan {
-  int G, hd, n_kv;
+  int G, kd, vd, n_kv;
   int q_tile;   // query tokens per task
   int n_qt;     // query tiles
   int n_split;  // key-range splits per (head, query tile)
   int rows_max;
-  size_t partial_floats;  // per task: m, l, accP, accR for rows_max rows
+  size_t partial_floats;  // per task: m, l, accP, accR (vd each) for rows_max rows
 };
 
 // Per-thread working memory of one task, carved from the thread's buffer.
 struct TaskScratch {
-  float* q;              // rows x hd (scaled queries)
+  float* q;              // rows x kd (scaled queries)
   float* prep_page;      // rows x page codec prepared floats
   float* prep_f16;       // rows x f16 prepared floats
   float* scores;         // rows x kKeyTile
   float *m, *l, *corr;   // rows
-  float *acc_p, *acc_r;  // rows x hd: plain and rotated value domains
-  static size_t floats(int rows, int hd, size_t pq_page, size_t pq_f16) {
-    return size_t(rows) * (hd + pq_page + pq_f16 + kKeyTile + 3 + 2 * size_t(hd)) + 128;
+  float *acc_p, *acc_r;  // rows x vd: plain and rotated value domains
+  static size_t floats(int rows, int kd, int vd, size_t pq_page, size_t pq_f16) {
+    return size_t(rows) * (kd + pq_page + pq_f16 + kKeyTile + 3 + 2 * size_t(vd)) + 128;
   }
-  void carve(float* base, int rows, int hd, size_t pq_page, size_t pq_f16) {
+  void carve(float* base, int rows, int kd, int vd, size_t pq_page, size_t pq_f16) {
     float* p = base;
     auto take = [&](size_t n) {
       float* r = p;
       p += (n + 15) & ~size_t(15);
       return r;
     };
-    q = take(size_t(rows) * hd);
+    q = take(size_t(rows) * kd);
     prep_page = take(size_t(rows) * pq_page);
     prep_f16 = take(size_t(rows) * pq_f16);
     scores = take(size_t(rows) * kKeyTile);
     m = take(rows);
     l = take(rows);
     corr = take(rows);
-    acc_p = take(size_t(rows) * hd);
-    acc_r = take(size_t(rows) * hd);
+    acc_p = take(size_t(rows) * vd);
+    acc_r = take(size_t(rows) * vd);
   }
 };
 
@@ -305,16 +305,17 @@ void AttentionScratch::prepare(int threads, size_t thread_bytes, size_t partial_
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
                   AttentionScratch& scratch) {
   const LayerKv& L = c.layers[layer];
-  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, n_heads = c.shape.n_heads;
-  const int hd = c.shape.head_dim, G = n_heads / n_kv;
+  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, n_heads = L.geom.n_heads;
+  const int kd = L.geom.k_dim, vd = L.geom.v_dim, G = n_heads / n_kv;
   const int64_t n0 = c.n_tokens;
-  const float q_scale = 1.0f / std::sqrt(float(hd));
+  const float q_scale = 1.0f / std::sqrt(float(kd));
   const std::vector<Source> sources = collect_sources(c, L);
   const Visibility vis{c.S, c.R, &c};
 
   Plan plan{};
   plan.G = G;
-  plan.hd = hd;
+  plan.kd = kd;
+  plan.vd = vd;
   plan.n_kv = n_kv;
   plan.q_tile = std::max(1, std::min(n, kRowsPerTask / G));
   plan.n_qt = (n + plan.q_tile - 1) / plan.q_tile;
@@ -377,11 +378,11 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       int(std::max<int64_t>(1, std::min<int64_t>(plan.n_split, max_keys / kMinSplitTokens)));
   // Per task: m, l, accP, accR for rows_max rows, and whether accR holds
   // anything (rotated-domain values were accumulated).
-  plan.partial_floats = size_t(plan.rows_max) * (2 + 2 * size_t(hd)) + 1;
+  plan.partial_floats = size_t(plan.rows_max) * (2 + 2 * size_t(vd)) + 1;
 
   const size_t pq_page = L.k_codec->prepared_query_floats();
-  const size_t pq_f16 = c.f16->prepared_query_floats();
-  const size_t task_floats = TaskScratch::floats(plan.rows_max, hd, pq_page, pq_f16);
+  const size_t pq_f16 = L.f16_k->prepared_query_floats();
+  const size_t task_floats = TaskScratch::floats(plan.rows_max, kd, vd, pq_page, pq_f16);
   const int n_tasks = base_tasks * plan.n_split;
   scratch.prepare(pool.size(), task_floats * sizeof(float),
                   size_t(n_tasks) * plan.partial_floats * sizeof(float));
@@ -422,12 +423,12 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       const int rows = (t1 - t0) * G;
 
       TaskScratch ts;
-      ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
+      ts.carve(scratch.thread_floats(thread), rows, kd, vd, pq_page, pq_f16);
       for (int t = t0; t < t1; ++t)
         for (int g = 0; g < G; ++g) {
-          const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
-          float* dst = ts.q + (size_t(t - t0) * G + g) * hd;
-          for (int i = 0; i < hd; ++i) dst[i] = src[i] * q_scale;
+          const float* src = q + (size_t(t) * n_heads + size_t(h) * G + g) * kd;
+          float* dst = ts.q + (size_t(t - t0) * G + g) * kd;
+          for (int i = 0; i < kd; ++i) dst[i] = src[i] * q_scale;
         }
       bool rotated_values = false;
       const auto& my_tiles = tiles_of(h, qt);
@@ -445,18 +446,18 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       for (size_t i = tb; i < te; ++i)
         (sources[my_tiles[i].source].kind == Kind::Page ? need_page : need_f16) = true;
       if (need_page) L.k_codec->prepare_queries(ts.q, rows, ts.prep_page);
-      if (need_f16) c.f16->prepare_queries(ts.q, rows, ts.prep_f16);
+      if (need_f16) L.f16_k->prepare_queries(ts.q, rows, ts.prep_f16);
       if (first_round) {
         std::fill(ts.m, ts.m + rows, kMaskedScore);
         std::fill(ts.l, ts.l + rows, 0.0f);
-        std::fill(ts.acc_p, ts.acc_p + size_t(rows) * hd, 0.0f);
-        std::fill(ts.acc_r, ts.acc_r + size_t(rows) * hd, 0.0f);
+        std::fill(ts.acc_p, ts.acc_p + size_t(rows) * vd, 0.0f);
+        std::fill(ts.acc_r, ts.acc_r + size_t(rows) * vd, 0.0f);
       } else {  // the state the previous rounds left
         std::memcpy(ts.m, part, sizeof(float) * rows);
         std::memcpy(ts.l, part + plan.rows_max, sizeof(float) * rows);
-        std::memcpy(ts.acc_p, part + 2 * plan.rows_max, sizeof(float) * rows * hd);
-        std::memcpy(ts.acc_r, part + 2 * plan.rows_max + size_t(plan.rows_max) * hd,
-                    sizeof(float) * rows * hd);
+        std::memcpy(ts.acc_p, part + 2 * plan.rows_max, sizeof(float) * rows * vd);
+        std::memcpy(ts.acc_r, part + 2 * plan.rows_max + size_t(plan.rows_max) * vd,
+                    sizeof(float) * rows * vd);
         rotated_values = part[plan.partial_floats - 1] != 0.0f;
       }
 
@@ -499,8 +500,8 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
         online_softmax_tile(ts.scores, kKeyTile, rows, len, ts.m, ts.l, ts.corr);
         for (int r = 0; r < rows; ++r) {
           if (ts.corr[r] == 1.0f) continue;
-          scale_in_place(ts.acc_p + size_t(r) * hd, hd, ts.corr[r]);
-          scale_in_place(ts.acc_r + size_t(r) * hd, hd, ts.corr[r]);
+          scale_in_place(ts.acc_p + size_t(r) * vd, vd, ts.corr[r]);
+          scale_in_place(ts.acc_r + size_t(r) * vd, vd, ts.corr[r]);
         }
         rotated_values |= src.vc->values_rotated();
         float* acc = src.vc->values_rotated() ? ts.acc_r : ts.acc_p;
@@ -509,9 +510,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
 
       std::memcpy(part, ts.m, sizeof(float) * rows);
       std::memcpy(part + plan.rows_max, ts.l, sizeof(float) * rows);
-      std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * hd);
-      std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd, ts.acc_r,
-                  sizeof(float) * rows * hd);
+      std::memcpy(part + 2 * plan.rows_max, ts.acc_p, sizeof(float) * rows * vd);
+      std::memcpy(part + 2 * plan.rows_max + size_t(plan.rows_max) * vd, ts.acc_r,
+                  sizeof(float) * rows * vd);
       part[plan.partial_floats - 1] = rotated_values ? 1.0f : 0.0f;
     });
   };
@@ -558,7 +559,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     const int t0 = qt * plan.q_tile, t1 = std::min(n, t0 + plan.q_tile);
     const int rows = (t1 - t0) * G;
     TaskScratch ts;
-    ts.carve(scratch.thread_floats(thread), rows, hd, pq_page, pq_f16);
+    ts.carve(scratch.thread_floats(thread), rows, kd, vd, pq_page, pq_f16);
     const float* first = partials + size_t(task) * plan.n_split * plan.partial_floats;
     bool rotated_values = false;
     for (int s = 0; s < plan.n_split; ++s)
@@ -567,18 +568,18 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       float M = kMaskedScore;
       for (int s = 0; s < plan.n_split; ++s) M = std::max(M, first[s * plan.partial_floats + r]);
       float l = 0;
-      float* ap = ts.acc_p + size_t(r) * hd;
-      float* ar = ts.acc_r + size_t(r) * hd;
-      std::fill(ap, ap + hd, 0.0f);
-      std::fill(ar, ar + hd, 0.0f);
+      float* ap = ts.acc_p + size_t(r) * vd;
+      float* ar = ts.acc_r + size_t(r) * vd;
+      std::fill(ap, ap + vd, 0.0f);
+      std::fill(ar, ar + vd, 0.0f);
       for (int s = 0; s < plan.n_split; ++s) {
         const float* part = first + s * plan.partial_floats;
         const float ls = part[plan.rows_max + r];
         if (ls == 0.0f) continue;
         const float w = std::exp(part[r] - M);
         l += ls * w;
-        add_scaled(part + 2 * plan.rows_max + size_t(r) * hd, hd, w, ap);
-        add_scaled(part + 2 * plan.rows_max + size_t(plan.rows_max) * hd + size_t(r) * hd, hd, w,
+        add_scaled(part + 2 * plan.rows_max + size_t(r) * vd, vd, w, ap);
+        add_scaled(part + 2 * plan.rows_max + size_t(plan.rows_max) * vd + size_t(r) * vd, vd, w,
                    ar);
       }
       ts.l[r] = l;
@@ -587,14 +588,14 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     // still in f16): acc_r is zero and R^T of it is too.
     if (v_rotated && rotated_values) {
       L.v_codec->unrotate(ts.acc_r, rows);
-      for (size_t i = 0; i < size_t(rows) * hd; ++i) ts.acc_p[i] += ts.acc_r[i];
+      for (size_t i = 0; i < size_t(rows) * vd; ++i) ts.acc_p[i] += ts.acc_r[i];
     }
     for (int r = 0; r < rows; ++r) {
       const int t = t0 + r / G, g = r % G;
-      float* dst = out + (size_t(t) * n_heads + size_t(h) * G + g) * hd;
+      float* dst = out + (size_t(t) * n_heads + size_t(h) * G + g) * vd;
       const float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
-      const float* ap = ts.acc_p + size_t(r) * hd;
-      for (int i = 0; i < hd; ++i) dst[i] = ap[i] * inv;
+      const float* ap = ts.acc_p + size_t(r) * vd;
+      for (int i = 0; i < vd; ++i) dst[i] = ap[i] * inv;
     }
   });
 }

@@ -21,22 +21,50 @@ int round_up_16(int n) {
 // Head vectors are staged on the stack while re-encoding; no model has more.
 constexpr int kMaxHeadDim = 1024;
 
-F16Area make_area(PagePool& pool, const Codec& f16, int tokens, int n_kv) {
+// The layout of an f16 area of `tokens` slots for layer L, over `data`.
+F16Area area_layout(const LayerKv& L, int tokens, uint8_t* data = nullptr) {
   F16Area a;
+  a.data = data;
   if (tokens <= 0) return a;
   a.capacity = round_up_16(tokens);
-  a.head_bytes = f16.page_bytes(a.capacity);
-  a.n_kv = n_kv;
-  a.data = pool.allocate(a.total_bytes());
+  a.k_head_bytes = L.f16_k->page_bytes(a.capacity);
+  a.v_head_bytes = L.f16_v->page_bytes(a.capacity);
+  a.n_kv = L.geom.n_kv_heads;
   return a;
+}
+
+F16Area make_area(PagePool& pool, const LayerKv& L, int tokens) {
+  F16Area a = area_layout(L, tokens);
+  if (a.capacity > 0) a.data = pool.allocate(a.total_bytes());
+  return a;
+}
+
+// A per-layer shape: n_layers entries, each valid, the scalars the largest.
+void validate_layers(const KvShape& s) {
+  if (int(s.layers.size()) != s.n_layers)
+    fail("KV cache: ", s.layers.size(), " layer shapes for ", s.n_layers, " layers");
+  for (int l = 0; l < s.n_layers; ++l) {
+    const KvLayerShape& g = s.layers[size_t(l)];
+    if (g.n_heads <= 0 || g.n_kv_heads <= 0 || g.k_dim <= 0 || g.v_dim <= 0)
+      fail("KV cache: invalid shape of layer ", l, " (heads ", g.n_heads, ", kv heads ",
+           g.n_kv_heads, ", head dims ", g.k_dim, "/", g.v_dim, ")");
+    if (g.n_heads % g.n_kv_heads != 0)
+      fail("KV cache: layer ", l, ": ", g.n_heads, " query heads is not a multiple of ",
+           g.n_kv_heads, " KV heads");
+  }
+  const KvShape widest = KvShape::of_layers(s.layers, s.max_tokens);
+  if (widest.n_heads != s.n_heads || widest.n_kv_heads != s.n_kv_heads ||
+      widest.head_dim != s.head_dim)
+    fail("KV cache: the shape's heads and head_dim are not the largest of its layers'");
 }
 
 void validate(const KvShape& s, const KvConfig& c) {
   if (s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0)
     fail("KV cache: invalid shape (layers ", s.n_layers, ", heads ", s.n_heads, ", kv heads ",
          s.n_kv_heads, ", head_dim ", s.head_dim, ")");
-  if (s.n_heads % s.n_kv_heads != 0)
+  if (s.layers.empty() && s.n_heads % s.n_kv_heads != 0)
     fail("KV cache: ", s.n_heads, " query heads is not a multiple of ", s.n_kv_heads, " KV heads");
+  if (!s.layers.empty()) validate_layers(s);
   if (s.max_tokens <= 0) fail("KV cache: context length must be positive");
   if (s.head_dim > kMaxHeadDim) fail("KV cache: head_dim ", s.head_dim, " above ", kMaxHeadDim);
   if (c.page_tokens < 16 || c.page_tokens % 16 != 0 || c.page_tokens > 4096)
@@ -91,6 +119,32 @@ void LayerKv::summarize_page(size_t i, int n_kv, int page_tokens, int filled) {
   for (int h = 0; h < n_kv; ++h) summarize(i, h, page_tokens, filled);
 }
 
+KvShape KvShape::of_layers(std::vector<KvLayerShape> layers, int max_tokens) {
+  KvShape s;
+  s.n_layers = int(layers.size());
+  s.max_tokens = max_tokens;
+  for (const KvLayerShape& g : layers) {
+    s.n_heads = std::max(s.n_heads, g.n_heads);
+    s.n_kv_heads = std::max(s.n_kv_heads, g.n_kv_heads);
+    s.head_dim = std::max({s.head_dim, g.k_dim, g.v_dim});
+  }
+  s.layers = std::move(layers);
+  return s;
+}
+
+bool KvShape::uniform() const {
+  for (const KvLayerShape& g : layers)
+    if (!(g == KvLayerShape{n_heads, n_kv_heads, head_dim, head_dim})) return false;
+  return true;
+}
+
+bool KvShape::operator==(const KvShape& o) const {
+  if (n_layers != o.n_layers || max_tokens != o.max_tokens) return false;
+  for (int l = 0; l < n_layers; ++l)
+    if (!(layer(l) == o.layer(l))) return false;
+  return true;
+}
+
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)
     : KvCache(shape, config, std::make_shared<PagePool>(config.budget_bytes, config.spill_dir)) {
   impl_->private_pool = true;
@@ -108,29 +162,35 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
   c.R = config.effective_residual();
   c.W = config.window;
   c.P = config.page_tokens;
-  c.f16 = make_codec(CodecSpec{CodecKind::F16}, shape.head_dim, nullptr);
   c.layers.resize(shape.n_layers);
   for (int l = 0; l < shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];
+    L.geom = shape.layer(l);
+    const int kd = L.geom.k_dim, vd = L.geom.v_dim, n_kv = L.geom.n_kv_heads;
     const CodecSpec ks = config.k_for(l, shape.n_layers), vs = config.v_for(l, shape.n_layers);
-    if (ks.rotate || vs.rotate || ks.kind == CodecKind::TQ || vs.kind == CodecKind::TQ)
-      L.rotation = std::make_shared<const Rotation>(shape.head_dim, rotation_seed(config, l));
-    L.k_codec = make_codec(ks, shape.head_dim, L.rotation);
-    L.v_codec = make_codec(vs, shape.head_dim, L.rotation);
+    if (ks.rotate || vs.rotate || ks.kind == CodecKind::TQ || vs.kind == CodecKind::TQ) {
+      L.rotation = std::make_shared<const Rotation>(kd, rotation_seed(config, l));
+      L.v_rotation =
+          vd == kd ? L.rotation : std::make_shared<const Rotation>(vd, rotation_seed(config, l));
+    }
+    L.k_codec = make_codec(ks, kd, L.rotation);
+    L.v_codec = make_codec(vs, vd, L.v_rotation);
+    L.f16_k = make_codec(CodecSpec{CodecKind::F16}, kd, nullptr);
+    L.f16_v = make_codec(CodecSpec{CodecKind::F16}, vd, nullptr);
     L.k_head_bytes = L.k_codec->page_bytes(c.P);
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
-    L.page_bytes = size_t(shape.n_kv_heads) * (L.k_head_bytes + L.v_head_bytes);
+    L.page_bytes = size_t(n_kv) * (L.k_head_bytes + L.v_head_bytes);
     // Layers that select keep summaries (the first select_dense_layers read every page).
     if (config.select > 0 && l >= config.select_dense_layers) {
-      L.summary_head = summary_head_bytes(shape.head_dim);
-      L.summaries.init(shape.n_kv_heads, L.summary_head);
-      L.open_lo.resize(size_t(shape.n_kv_heads) * shape.head_dim);
+      L.summary_head = summary_head_bytes(kd);
+      L.summaries.init(n_kv, L.summary_head);
+      L.open_lo.resize(size_t(n_kv) * kd);
       L.open_hi.resize(L.open_lo.size());
-      L.open_page.assign(size_t(shape.n_kv_heads), -1);
-      L.open_filled.assign(size_t(shape.n_kv_heads), 0);
+      L.open_page.assign(size_t(n_kv), -1);
+      L.open_filled.assign(size_t(n_kv), 0);
     }
-    L.sinks = make_area(*c.pool, *c.f16, c.S, shape.n_kv_heads);
-    L.ring = make_area(*c.pool, *c.f16, c.R, shape.n_kv_heads);
+    L.sinks = make_area(*c.pool, L, c.S);
+    L.ring = make_area(*c.pool, L, c.R);
   }
   c.layer_state.assign(shape.n_layers, 0);
 }
@@ -172,11 +232,11 @@ void KvCache::begin_chunk(int n_new) {
   if (n_new > room())
     fail("context full: ", c.n_tokens, " + ", n_new, " tokens, the context holds ",
          c.shape.max_tokens, " (a window policy lets a sequence run past it)");
-  if (c.R > 0) {  // the chunk's f16 tokens (scratch, no state)
-    c.chunk.capacity = round_up_16(n_new);
-    c.chunk.head_bytes = c.f16->page_bytes(c.chunk.capacity);
-    c.chunk.n_kv = c.shape.n_kv_heads;
-    c.chunk.data = c.chunk_buffer.reserve(c.chunk.total_bytes());
+  if (c.R > 0) {  // the chunk's f16 tokens (scratch, no state), as wide as the widest layer's
+    size_t bytes = 0;
+    for (const LayerKv& L : c.layers) bytes = std::max(bytes, area_layout(L, n_new).total_bytes());
+    c.chunk = area_layout(c.layers[0], n_new);
+    c.chunk.data = c.chunk_buffer.reserve(bytes);
     c.note_scratch();
   }
   // Every page this chunk will fill, and a private copy of a shared page it
@@ -237,9 +297,10 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 0);
   LayerKv& L = c.layers[layer];
-  const int n = c.chunk_n, n_kv = c.shape.n_kv_heads, hd = c.shape.head_dim;
+  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, kd = L.geom.k_dim, vd = L.geom.v_dim;
   const int64_t n0 = c.n_tokens, S = c.S, R = c.R;
-  const size_t token_stride = size_t(n_kv) * hd;
+  const size_t k_stride = size_t(n_kv) * kd, v_stride = size_t(n_kv) * vd;
+  if (R > 0) c.chunk = area_layout(L, n, c.chunk.data);  // this layer's layout of the chunk
 
   // Positions that leave (or never enter) the residual window by the end of
   // this chunk are encoded into pages now: [lo, hi). lo is max(S, n0 - R)
@@ -249,15 +310,15 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   // Sinks and the chunk's recent tokens, in f16.
   for (int t = 0; t < n; ++t) {
     const int64_t j = n0 + t;
-    const float* kt = k + size_t(t) * token_stride;
-    const float* vt = v + size_t(t) * token_stride;
+    const float* kt = k + size_t(t) * k_stride;
+    const float* vt = v + size_t(t) * v_stride;
     for (int h = 0; h < n_kv; ++h) {
       if (j < S) {
-        c.f16->encode(kt + size_t(h) * hd, L.sinks.k(h), L.sinks.capacity, int(j));
-        c.f16->encode(vt + size_t(h) * hd, L.sinks.v(h), L.sinks.capacity, int(j));
+        L.f16_k->encode(kt + size_t(h) * kd, L.sinks.k(h), L.sinks.capacity, int(j));
+        L.f16_v->encode(vt + size_t(h) * vd, L.sinks.v(h), L.sinks.capacity, int(j));
       } else if (R > 0) {
-        c.f16->encode(kt + size_t(h) * hd, c.chunk.k(h), c.chunk.capacity, t);
-        c.f16->encode(vt + size_t(h) * hd, c.chunk.v(h), c.chunk.capacity, t);
+        L.f16_k->encode(kt + size_t(h) * kd, c.chunk.k(h), c.chunk.capacity, t);
+        L.f16_v->encode(vt + size_t(h) * vd, c.chunk.v(h), c.chunk.capacity, t);
       }
     }
   }
@@ -279,17 +340,17 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
     for (int64_t j = jb; j < je; ++j) {
       const float *ksrc, *vsrc;
       if (R == 0) {
-        ksrc = k + size_t(j - n0) * token_stride + size_t(h) * hd;
-        vsrc = v + size_t(j - n0) * token_stride + size_t(h) * hd;
+        ksrc = k + size_t(j - n0) * k_stride + size_t(h) * kd;
+        vsrc = v + size_t(j - n0) * v_stride + size_t(h) * vd;
       } else if (j < n0) {
         const int rs = int((j - S) % L.ring.capacity);
-        c.f16->decode(L.ring.k(h), L.ring.capacity, rs, kbuf);
-        c.f16->decode(L.ring.v(h), L.ring.capacity, rs, vbuf);
+        L.f16_k->decode(L.ring.k(h), L.ring.capacity, rs, kbuf);
+        L.f16_v->decode(L.ring.v(h), L.ring.capacity, rs, vbuf);
         ksrc = kbuf;
         vsrc = vbuf;
       } else {
-        c.f16->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf);
-        c.f16->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf);
+        L.f16_k->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf);
+        L.f16_v->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf);
         ksrc = kbuf;
         vsrc = vbuf;
       }
@@ -337,9 +398,9 @@ void KvCache::Impl::commit_recent(int layer) {
     const int64_t n0 = c.n_tokens, n1 = n0 + c.chunk_n;
     for (int64_t j = std::max<int64_t>({c.S, n1 - c.R, n0}); j < n1; ++j) {
       const int rs = int((j - c.S) % L.ring.capacity), cs = int(j - n0);
-      for (int h = 0; h < c.shape.n_kv_heads; ++h) {
-        c.f16->copy_slot(c.chunk.k(h), c.chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
-        c.f16->copy_slot(c.chunk.v(h), c.chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
+      for (int h = 0; h < L.geom.n_kv_heads; ++h) {
+        L.f16_k->copy_slot(c.chunk.k(h), c.chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
+        L.f16_v->copy_slot(c.chunk.v(h), c.chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
       }
     }
   }
@@ -398,7 +459,7 @@ void KvCache::truncate(int64_t n) {
     const int64_t last_filled = L.encoded - (L.first_page + int64_t(L.pages.size()) - 1) * c.P;
     if (L.summary_head > 0 && !L.pages.empty() && last_filled > 0 && last_filled < c.P) {
       PagePins pins(*c.pool, {L.pages.back()});
-      L.summarize_page(L.pages.size() - 1, c.shape.n_kv_heads, c.P, int(last_filled));
+      L.summarize_page(L.pages.size() - 1, L.geom.n_kv_heads, c.P, int(last_filled));
     }
   }
   c.n_tokens = n;

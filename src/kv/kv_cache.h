@@ -1,5 +1,7 @@
 // The paged, compressed KV store of one sequence: THE ONLY place K and V live.
 //
+// Each layer has its own geometry (KvShape::layer: query heads, KV heads, K
+// and V head dims); its pages, f16 areas and codecs are sized by it.
 // Per layer, the tokens of the sequence are held in three parts:
 //   sinks    : the first S tokens, f16, forever;
 //   pages    : fixed-size pages of codec-encoded vectors (all KV heads of the
@@ -37,12 +39,49 @@
 
 namespace tkv::kv {
 
+// The attention geometry of one layer's K/V: its queries' heads, its KV
+// heads and their head dims (K's is also the queries').
+struct KvLayerShape {
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0
+  int k_dim = 0;       // head dim of K and of the queries
+  int v_dim = 0;       // head dim of V and of the attention output
+  bool operator==(const KvLayerShape&) const = default;
+};
+
+// What a sequence holds: n_layers layers of K/V, each of its own geometry,
+// and a context limit. Uniform (every layer n_heads / n_kv_heads /
+// head_dim, K and V alike): KvShape{n_layers, n_heads, n_kv_heads,
+// head_dim, max_tokens}. Per layer: KvShape::of_layers(layers, max_tokens),
+// which sets the scalar fields to the largest over the layers (what a
+// caller sizing one buffer for any layer needs); layer(l) is what layer l
+// holds either way.
 struct KvShape {
   int n_layers = 0;
   int n_heads = 0;     // query heads
   int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0
   int head_dim = 0;
   int max_tokens = 0;  // context limit; write beyond it is an error
+  // Empty: every layer is {n_heads, n_kv_heads, head_dim, head_dim}; else
+  // n_layers entries.
+  std::vector<KvLayerShape> layers;
+
+  KvShape() = default;
+  KvShape(int n_layers_, int n_heads_, int n_kv_heads_, int head_dim_, int max_tokens_)
+      : n_layers(n_layers_),
+        n_heads(n_heads_),
+        n_kv_heads(n_kv_heads_),
+        head_dim(head_dim_),
+        max_tokens(max_tokens_) {}
+  static KvShape of_layers(std::vector<KvLayerShape> layers, int max_tokens);
+
+  KvLayerShape layer(int l) const {
+    return layers.empty() ? KvLayerShape{n_heads, n_kv_heads, head_dim, head_dim}
+                          : layers[size_t(l)];
+  }
+  // Every layer has the scalar fields' geometry, K and V alike.
+  bool uniform() const;
+  bool operator==(const KvShape& o) const;
 };
 
 struct KvStats {
@@ -116,11 +155,13 @@ class KvCache {
   // fit); the chunk is then lost and the sequence must be cleared (or
   // destroyed) before it is used again.
   void begin_chunk(int n_new);
-  // k, v: n_new x n_kv_heads x head_dim (RoPE already applied to k). With a
-  // pool, encoding runs on its threads (page-by-head tasks).
+  // k: n_new x n_kv_heads x k_dim, v: n_new x n_kv_heads x v_dim (the
+  // layer's, shape().layer(layer); RoPE already applied to k). With a pool,
+  // encoding runs on its threads (page-by-head tasks).
   void write(int layer, const float* k, const float* v, ThreadPool* pool = nullptr);
-  // q: n_new x n_heads x head_dim (unscaled); out: same shape. Uses a
-  // scratch inside the cache (one attend at a time per cache).
+  // q: n_new x n_heads x k_dim (unscaled; scores are scaled by
+  // 1/sqrt(k_dim)); out: n_new x n_heads x v_dim. Uses a scratch inside the
+  // cache (one attend at a time per cache).
   void attend(int layer, const float* q, float* out, ThreadPool& pool);
   // The same with the caller's scratch (attention_scratch.h): sequences on
   // different threads each pass their own. Results are bit-identical to the

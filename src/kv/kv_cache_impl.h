@@ -17,22 +17,27 @@ namespace tkv::kv {
 
 // An f16 region holding `capacity` token slots for every KV head of a layer:
 // K of head 0..n_kv-1, then V of head 0..n_kv-1, each in the f16 codec's page
-// layout with page_tokens = capacity. Used for sinks, the residual ring and
-// the chunk's own recent tokens.
+// layout (of the layer's K or V head dim) with page_tokens = capacity. Used
+// for sinks, the residual ring and the chunk's own recent tokens.
 struct F16Area {
   uint8_t* data = nullptr;
-  int capacity = 0;       // slots (multiple of 16)
-  size_t head_bytes = 0;  // bytes of one head's K (or V) region
+  int capacity = 0;         // slots (multiple of 16)
+  size_t k_head_bytes = 0;  // bytes of one head's K region
+  size_t v_head_bytes = 0;  // bytes of one head's V region
   int n_kv = 0;
 
-  size_t total_bytes() const { return head_bytes * 2 * size_t(n_kv); }
-  uint8_t* k(int h) const { return data + size_t(h) * head_bytes; }
-  uint8_t* v(int h) const { return data + size_t(n_kv + h) * head_bytes; }
+  size_t total_bytes() const { return (k_head_bytes + v_head_bytes) * size_t(n_kv); }
+  uint8_t* k(int h) const { return data + size_t(h) * k_head_bytes; }
+  uint8_t* v(int h) const { return data + size_t(n_kv) * k_head_bytes + size_t(h) * v_head_bytes; }
 };
 
 struct LayerKv {
-  std::shared_ptr<const Rotation> rotation;
+  KvLayerShape geom;  // this layer's heads and head dims (KvShape::layer)
+  // The rotation of K (and of V when their head dims agree; else V's own,
+  // from the same seed).
+  std::shared_ptr<const Rotation> rotation, v_rotation;
   std::unique_ptr<Codec> k_codec, v_codec;    // codecs of the pages
+  std::unique_ptr<Codec> f16_k, f16_v;        // layout of the F16Areas' K and V
   size_t k_head_bytes = 0, v_head_bytes = 0;  // one head's K (V) part of a page
   size_t page_bytes = 0;                      // whole page: n_kv x (K + V)
   // Page table. Page index i (counting evicted ones) holds positions
@@ -79,7 +84,6 @@ struct KvCache::Impl {
   KvShape shape;
   KvConfig config;
   int S = 0, R = 0, W = 0, P = 64;  // sinks, residual, window, page tokens
-  std::unique_ptr<Codec> f16;       // layout of every F16Area
   std::shared_ptr<PagePool> pool;   // shared with every sequence made from it
   std::vector<LayerKv> layers;
   int64_t n_tokens = 0;
@@ -91,7 +95,10 @@ struct KvCache::Impl {
   // max(S, n_tokens - R) except after truncate(), when the ring may hold fewer.
   int64_t ring_lo = 0;
   std::vector<uint8_t> layer_state;  // 0 = untouched, 1 = written, 2 = attended
-  F16Area chunk;                     // the chunk's tokens in f16 (scratch), slot = j - n_tokens
+  // The chunk's tokens in f16 (scratch), slot = j - n_tokens, in the layout
+  // of the layer written last (write() lays it out; that layer's attend()
+  // and commit_recent() read it). chunk_buffer holds the widest layer's.
+  F16Area chunk;
   ScratchBuffer chunk_buffer;
 
   // Attention scratch of the attend() overload without one (the caller's

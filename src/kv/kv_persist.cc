@@ -9,6 +9,9 @@
 //             live page, oldest first, streamed from the page itself), and
 //             last turbokv.session.checksum: XXH3-64 (little-endian) of every
 //             byte of the file but these 8
+// The shape string of a uniform shape is the one every earlier file has;
+// a shape whose layers differ adds them (shape_string), so an older build
+// refuses such a file as another shape.
 // Version 1 (still read): no per-layer `encoded` and no caller metadata, one
 // blk.N.pages tensor per layer, and an FNV-1a 64 checksum over the tensor
 // bytes as a hex string in turbokv.session.checksum.
@@ -72,8 +75,18 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+// "layers x heads x kv_heads x head_dim" for a uniform shape (what every
+// file had before shapes were per layer); else that of the widest layer,
+// then each layer's "heads/kv_heads/k_dim/v_dim", e.g.
+// "3x8x4x64:8/4/64/64,4/2/32/48,8/1/64/64".
 std::string shape_string(const KvShape& s) {
-  return str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
+  std::string out = str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
+  if (s.uniform()) return out;
+  for (int l = 0; l < s.n_layers; ++l) {
+    const KvLayerShape g = s.layer(l);
+    out += str(l == 0 ? ":" : ",", g.n_heads, "/", g.n_kv_heads, "/", g.k_dim, "/", g.v_dim);
+  }
+  return out;
 }
 
 // Patches the checksum tensor of the GGUF file at `path` (written by
@@ -272,7 +285,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   std::vector<std::vector<uint8_t*>> fresh(c.shape.n_layers);
   std::vector<SummaryStore> summaries(c.shape.n_layers);
   for (int l = 0; l < c.shape.n_layers; ++l)
-    summaries[l].init(c.shape.n_kv_heads, c.layers[l].summary_head);
+    summaries[l].init(c.layers[l].geom.n_kv_heads, c.layers[l].summary_head);
   auto release_fresh = [&] {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
@@ -298,7 +311,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
           const int64_t filled =
               std::min<int64_t>(c.P, d.encoded - (d.first_page + int64_t(i)) * c.P);
           summaries[l].push_back();
-          for (int h = 0; h < c.shape.n_kv_heads; ++h)
+          for (int h = 0; h < L.geom.n_kv_heads; ++h)
             summarize_keys(*L.k_codec, d.pages[i] + size_t(h) * L.k_head_bytes, c.P, int(filled),
                            summaries[l].head(i, h), work.data());
         }

@@ -29,22 +29,26 @@ float normal_of(uint64_t h) {
 
 void KvCache::fill_synthetic(int64_t n, uint64_t seed, ThreadPool* pool) {
   Impl& c = *impl_;
-  const size_t width = size_t(c.shape.n_kv_heads) * size_t(c.shape.head_dim);
-  std::vector<float> k(size_t(kFillChunk) * width), v(k.size());
+  // Buffers for the widest layer; a layer uses its own K and V widths.
+  const size_t widest = size_t(c.shape.n_kv_heads) * size_t(c.shape.head_dim);
+  std::vector<float> k(size_t(kFillChunk) * widest), v(k.size());
   for (int64_t done = 0; done < n;) {
     const int T = int(std::min<int64_t>(kFillChunk, n - done));
     const int64_t pos0 = c.n_tokens;
     begin_chunk(T);
     for (int l = 0; l < c.shape.n_layers; ++l) {
-      // One hash stream per (layer, position): K then V, head-major.
+      const KvLayerShape g = c.shape.layer(l);
+      const size_t kw = size_t(g.n_kv_heads) * g.k_dim, vw = size_t(g.n_kv_heads) * g.v_dim;
+      // One hash stream per (layer, position): element i of K and of V
+      // (head-major) at 2i and 2i + 1.
       auto gen = [&](int64_t t0, int64_t t1, int) {
         for (int64_t t = t0; t < t1; ++t) {
           const uint64_t base =
               splitmix64(seed ^ splitmix64(uint64_t(l) << 40 ^ uint64_t(pos0 + t)));
-          for (size_t i = 0; i < width; ++i) {
-            k[size_t(t) * width + i] = normal_of(splitmix64(base + 2 * i));
-            v[size_t(t) * width + i] = normal_of(splitmix64(base + 2 * i + 1));
-          }
+          for (size_t i = 0; i < kw; ++i)
+            k[size_t(t) * kw + i] = normal_of(splitmix64(base + 2 * i));
+          for (size_t i = 0; i < vw; ++i)
+            v[size_t(t) * vw + i] = normal_of(splitmix64(base + 2 * i + 1));
         }
       };
       if (pool)

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -42,43 +43,79 @@ int int_param(const gguf::GgufFile& f, const std::string& key, std::optional<int
   return int(*v);
 }
 
-}  // namespace
-
-ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
-  ModelConfig c;
-  c.arch_name = f.require_string("general.architecture");
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-  } else if (c.arch_name == "qwen3") {
-    c.arch = Arch::Qwen3;
-  } else {
-    fail(f.path(), ": unsupported architecture '", gguf::escape(c.arch_name),
-         "' (supported: llama, qwen2, qwen3)");
+// A hyper-parameter that llama.cpp allows as one number or as an array of
+// one per layer (get_key_or_arr): the per-layer values, each in [lo, hi]
+// (hi_of(l): a bound that depends on the layer, e.g. its query heads).
+template <class HiOf>
+std::vector<int> per_layer_param(const gguf::GgufFile& f, const std::string& key, int n_layers,
+                                 std::optional<int64_t> fallback, int64_t lo, HiOf hi_of) {
+  const gguf::Value* v = f.find(key);
+  if (v == nullptr || !v->is_array()) {
+    // One value for every layer; the bound of the smallest layer applies.
+    int64_t hi = int64_t(hi_of(0));
+    for (int l = 1; l < n_layers; ++l) hi = std::min(hi, int64_t(hi_of(l)));
+    return std::vector<int>(size_t(n_layers), int_param(f, key, fallback, lo, hi));
   }
-  c.name = f.get_string("general.name").value_or("");
-  const std::string a = c.arch_name + ".";
-
-  c.n_embd = int_param(f, a + "embedding_length", std::nullopt, 1, 1 << 17);
-  c.n_layers = int_param(f, a + "block_count", std::nullopt, 1, 4096);
-  c.n_heads = int_param(f, a + "attention.head_count", std::nullopt, 1, 4096);
-  c.n_kv_heads = int_param(f, a + "attention.head_count_kv", c.n_heads, 1, c.n_heads);
-  if (c.n_heads % c.n_kv_heads != 0) {
-    fail(f.path(), ": attention.head_count ", c.n_heads, " is not a multiple of head_count_kv ",
-         c.n_kv_heads);
+  const std::optional<std::vector<int64_t>> a = f.get_ints(key);
+  if (!a) fail(f.path(), ": metadata ", key, " is not an array of integers");
+  if (int64_t(a->size()) != n_layers)
+    fail(f.path(), ": metadata ", key, " has ", a->size(), " entries, the model has ", n_layers,
+         " layers");
+  std::vector<int> out;
+  for (int l = 0; l < n_layers; ++l) {
+    const int64_t x = (*a)[size_t(l)];
+    if (x < lo || x > int64_t(hi_of(l)))
+      fail(f.path(), ": metadata ", key, "[", l, "] = ", x, " is out of range [", lo, ", ",
+           hi_of(l), "]");
+    out.push_back(int(x));
   }
+  return out;
+}
+
+int max_of(const std::vector<int>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
+
+Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
+  if (name == "llama") return Arch::Llama;
+  if (name == "qwen2") return Arch::Qwen2;
+  if (name == "qwen3") return Arch::Qwen3;
+  fail(f.path(), ": unsupported architecture '", gguf::escape(name),
+       "' (supported: llama, qwen2, qwen3)");
+}
+
+// Heads and head dims; per layer where the file has arrays.
+void read_attention_dims(const gguf::GgufFile& f, const std::string& a, ModelConfig& c,
+                         std::vector<int>& heads, std::vector<int>& kv_heads) {
+  const int L = c.n_layers;
+  heads = per_layer_param(f, a + "attention.head_count", L, std::nullopt, 1,
+                          [](int) { return int64_t(4096); });
+  c.n_heads = max_of(heads);
+  const auto heads_of = [&](int l) { return int64_t(heads[size_t(l)]); };
+  const std::string kv_key = a + "attention.head_count_kv";
+  kv_heads = f.find(kv_key) ? per_layer_param(f, kv_key, L, std::nullopt, 1, heads_of) : heads;
+  const bool arrays = f.find(a + "attention.head_count")->is_array() ||
+                      (f.find(kv_key) && f.find(kv_key)->is_array());
+  for (int l = 0; l < L; ++l) {
+    if (heads[size_t(l)] % kv_heads[size_t(l)] != 0) {
+      fail(f.path(), ": attention.head_count ", heads[size_t(l)],
+           " is not a multiple of head_count_kv ", kv_heads[size_t(l)],
+           arrays ? str(" (layer ", l, ")") : std::string());
+    }
+  }
+  c.n_kv_heads = max_of(kv_heads);
   std::optional<int64_t> default_head_dim;
   if (c.n_embd % c.n_heads == 0) default_head_dim = c.n_embd / c.n_heads;
   c.head_dim = int_param(f, a + "attention.key_length", default_head_dim, 2, 1024);
   const int value_length = int_param(f, a + "attention.value_length", c.head_dim, 1, 1024);
+  // llama.cpp's llama and qwen graphs take one head dim for K and V too.
   if (value_length != c.head_dim) {
     fail(f.path(), ": attention.value_length ", value_length, " differs from key_length ",
          c.head_dim, " (not supported)");
   }
-  c.n_ff = int_param(f, a + "feed_forward_length", std::nullopt, 1, 1 << 20);
-  c.n_ctx_train = int_param(f, a + "context_length", std::nullopt, 1, 1 << 26);
+}
 
+void read_rope(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
   c.n_rot = int_param(f, a + "rope.dimension_count", c.head_dim, 2, c.head_dim);
   if (c.n_rot % 2 != 0) fail(f.path(), ": rope.dimension_count ", c.n_rot, " is odd");
   c.rope_base = float(f.get_float(a + "rope.freq_base").value_or(10000.0));
@@ -108,15 +145,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     c.rope_freq_scale = float(1.0 / factor);
   }
   c.rope_orig_ctx = int_param(f, a + "rope.scaling.original_context_length", 0, 0, 1 << 26);
+}
 
-  const double eps = f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(-1.0);
-  if (eps < 0.0) fail(f.path(), ": missing metadata key '", a, "attention.layer_norm_rms_epsilon'");
-  if (!(eps > 0.0 && eps < 1.0)) fail(f.path(), ": layer_norm_rms_epsilon ", eps, " is invalid");
-  c.rms_eps = float(eps);
-  c.sliding_window = int_param(f, a + "attention.sliding_window", 0, 0, 1 << 26);
-
-  // Vocabulary size: the token list is the authority (llama.cpp requires the
-  // embedding to match it); without one, the embedding's row count.
+// Vocabulary size: the token list is the authority (llama.cpp requires the
+// embedding to match it); without one, the embedding's row count.
+void read_vocab(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
   constexpr int64_t kMaxVocab = 1 << 24;
   if (const auto* tokens = f.get_strings("tokenizer.ggml.tokens")) {
     if (tokens->empty() || int64_t(tokens->size()) > kMaxVocab) {
@@ -134,12 +167,149 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     fail(f.path(), ": cannot tell the vocabulary size (no tokenizer.ggml.tokens, ", a,
          "vocab_size or token_embd.weight)");
   }
+}
+
+// The kinds llama.cpp's metadata and tensors give each layer beyond full
+// attention + a dense FFN (layer_spec.h lists the keys). They are recorded
+// so that the rejection names them; the forward runs none of them yet.
+void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
+  const int L = c.n_layers;
+  const int64_t experts = f.get_int(a + "expert_count").value_or(0);
+  const int64_t leading_dense = f.get_int(a + "leading_dense_block_count").value_or(0);
+  const int64_t shared_ff = f.get_int(a + "expert_shared_feed_forward_length").value_or(0);
+  const int64_t shared_kv = f.get_int(a + "attention.shared_kv_layers").value_or(0);
+  const int64_t recurrent_every = f.get_int(a + "full_attention_interval").value_or(0);
+  // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
+  // set_swa_pattern: every n-th layer has full attention).
+  std::vector<bool> windowed(size_t(L), false);
+  if (const gguf::Value* p = f.find(a + "attention.sliding_window_pattern")) {
+    if (p->is_array() && !p->bools.empty()) {
+      for (size_t l = 0; l < p->bools.size() && l < windowed.size(); ++l) windowed[l] = p->bools[l];
+    } else if (p->is_array()) {
+      const auto flags = f.get_ints(a + "attention.sliding_window_pattern");
+      for (size_t l = 0; l < flags->size() && l < windowed.size(); ++l)
+        windowed[l] = (*flags)[l] != 0;
+    } else {
+      const int64_t n = std::max<int64_t>(0, *f.get_int(a + "attention.sliding_window_pattern"));
+      for (int l = 0; l < L; ++l) windowed[size_t(l)] = n == 0 || l % n < n - 1;
+    }
+  }
+  const double scale = f.get_float(a + "attention.scale").value_or(0.0);
+  const double softcap = f.get_float(a + "attn_logit_softcapping").value_or(0.0);
+  const int64_t per_layer_input = f.get_int(a + "embedding_length_per_layer_input").value_or(0);
+  for (int l = 0; l < L; ++l) {
+    LayerSpec& s = c.layers[size_t(l)];
+    AttentionSpec& at = s.attention;
+    const std::string p = str("blk.", l, ".");
+    if (windowed[size_t(l)]) {
+      at.kind = AttentionKind::Window;
+      at.window = c.sliding_window;
+    }
+    if (shared_kv > 0 && l >= L - shared_kv) {
+      at.kind = AttentionKind::SharedKv;
+      at.kv_source = int(std::max<int64_t>(0, L - shared_kv - 1));
+    }
+    if (recurrent_every > 0 && (l + 1) % recurrent_every != 0) at.kind = AttentionKind::Recurrent;
+    at.scale = float(scale);
+    at.softcap = float(softcap);
+    at.sink = f.find_tensor(p + "attn_sinks.weight") != nullptr;
+    at.v_from_k = f.find_tensor(p + "attn_k.weight") != nullptr &&
+                  f.find_tensor(p + "attn_v.weight") == nullptr;
+    if (experts > 0 && l >= leading_dense) {
+      s.ffn.kind = shared_ff > 0 ? FfnKind::MoePlusDense : FfnKind::Moe;
+      s.ffn.n_experts = int(experts);
+    }
+    s.per_layer_input = int(per_layer_input);
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  c.arch_name = f.require_string("general.architecture");
+  c.arch = parse_arch(f, c.arch_name);
+  c.name = f.get_string("general.name").value_or("");
+  const std::string a = c.arch_name + ".";
+
+  c.n_embd = int_param(f, a + "embedding_length", std::nullopt, 1, 1 << 17);
+  c.n_layers = int_param(f, a + "block_count", std::nullopt, 1, 4096);
+  std::vector<int> heads, kv_heads;
+  read_attention_dims(f, a, c, heads, kv_heads);
+  const std::vector<int> ff = per_layer_param(f, a + "feed_forward_length", c.n_layers,
+                                              std::nullopt, 1, [](int) { return 1 << 20; });
+  c.n_ff = max_of(ff);
+  c.n_ctx_train = int_param(f, a + "context_length", std::nullopt, 1, 1 << 26);
+  read_rope(f, a, c);
+
+  const double eps = f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(-1.0);
+  if (eps < 0.0) fail(f.path(), ": missing metadata key '", a, "attention.layer_norm_rms_epsilon'");
+  if (!(eps > 0.0 && eps < 1.0)) fail(f.path(), ": layer_norm_rms_epsilon ", eps, " is invalid");
+  c.rms_eps = float(eps);
+  c.sliding_window = int_param(f, a + "attention.sliding_window", 0, 0, 1 << 26);
+  read_vocab(f, a, c);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = c.arch == Arch::Qwen2 ||
                (c.arch == Arch::Llama && f.find_tensor("blk.0.attn_q.bias") != nullptr);
   c.qk_norm = c.arch == Arch::Qwen3;
+
+  // Every layer: full attention and a dense SwiGLU FFN of its geometry.
+  c.layers.resize(size_t(c.n_layers));
+  const bool freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerSpec& s = c.layers[size_t(l)];
+    s.attention.n_heads = heads[size_t(l)];
+    s.attention.n_kv_heads = kv_heads[size_t(l)];
+    s.attention.k_dim = s.attention.v_dim = c.head_dim;
+    s.attention.rope = c.rope_spec(freq_factors);
+    s.attention.qkv_bias = c.qkv_bias;
+    s.attention.qk_norm = c.qk_norm;
+    s.ffn.n_ff = ff[size_t(l)];
+  }
+  read_layer_kinds(f, a, c);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string why = unsupported_reason(c.layers[size_t(l)], l);
+    if (!why.empty()) fail(f.path(), ": ", why);
+  }
   return c;
+}
+
+RopeSpec ModelConfig::rope_spec(bool freq_factors) const {
+  RopeSpec r;
+  r.n_rot = n_rot;
+  r.base = rope_base;
+  r.style = rope_style;
+  r.freq_scale = rope_freq_scale;
+  r.freq_factors = freq_factors;
+  return r;
+}
+
+namespace {
+template <class Fn>
+int widest(const std::vector<LayerSpec>& layers, Fn fn) {
+  int w = 0;
+  for (const LayerSpec& s : layers) w = std::max(w, fn(s));
+  return w;
+}
+}  // namespace
+
+int ModelConfig::max_q_width() const {
+  return widest(layers, [](const LayerSpec& s) { return s.attention.q_width(); });
+}
+int ModelConfig::max_kv_width() const {
+  return widest(layers, [](const LayerSpec& s) {
+    return std::max(s.attention.k_width(), s.attention.v_width());
+  });
+}
+int ModelConfig::max_out_width() const {
+  return widest(layers, [](const LayerSpec& s) { return s.attention.out_width(); });
+}
+int ModelConfig::max_ff() const {
+  return widest(layers, [](const LayerSpec& s) { return s.ffn.n_ff; });
+}
+int ModelConfig::max_rope_pairs() const {
+  return widest(layers, [](const LayerSpec& s) { return s.attention.rope.n_rot / 2; });
 }
 
 std::string ModelConfig::describe() const {

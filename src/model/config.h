@@ -8,11 +8,20 @@
 //   qwen2 : Qwen2/2.5, biases on the Q, K and V projections, NEOX rope.
 //   qwen3 : Qwen3, per-head RMSNorm of Q and K before RoPE, NEOX rope.
 // Anything else is rejected with an error naming the architecture.
+//
+// The model-wide fields below are the metadata as written; the forward reads
+// `layers` (model/layer_spec.h: each layer's attention kind, geometry, RoPE
+// and FFN kind), which from_gguf fills from them and from the per-layer
+// arrays where the file has them. Where layers differ, the model-wide
+// n_heads, n_kv_heads, head_dim and n_ff are the largest over the layers.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "model/layer_spec.h"
 
 namespace tkv::gguf {
 class GgufFile;
@@ -21,11 +30,6 @@ class GgufFile;
 namespace tkv::model {
 
 enum class Arch { Llama, Qwen2, Qwen3 };
-
-// How RoPE pairs up the dimensions of a head (llama.cpp's rope types).
-//   Normal: (x[2i], x[2i+1]) rotate together (Llama as converted to GGUF).
-//   Neox  : (x[i], x[i + n_rot/2]) rotate together ("rotate halves", Qwen).
-enum class RopeStyle { Normal, Neox };
 
 enum class RopeScalingType { None, Linear };
 
@@ -63,12 +67,27 @@ struct ModelConfig {
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // no output.weight: logits use token_embd
 
+  // One entry per layer, top to bottom (layer_spec.h).
+  std::vector<LayerSpec> layers;
+
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // The widest of any layer (buffer sizes): Q rows, K or V rows, attention
+  // output rows, FFN hidden width, RoPE pairs.
+  int max_q_width() const;
+  int max_kv_width() const;
+  int max_out_width() const;
+  int max_ff() const;
+  int max_rope_pairs() const;
+  // The model-wide RoPE (what every layer of today's models uses).
+  RopeSpec rope_spec(bool freq_factors) const;
 
   // Reads and validates the metadata of `file` (tensor-derived fields such as
-  // tied_output, qkv_bias for llama and n_vocab without a token list are
-  // filled in here too). Throws tkv::Error "<path>: <problem>".
+  // tied_output, qkv_bias for llama, n_vocab without a token list and the
+  // layers' sinks and V-from-K are filled in here too). Throws tkv::Error
+  // "<path>: <problem>", also for a layer kind the forward does not run yet
+  // ("<path>: layer 0: mixture-of-experts FFN (llama.expert_count) is not
+  // supported yet").
   static ModelConfig from_gguf(const gguf::GgufFile& file);
 
   // One line for logs: "llama 16L d2048 h32/8x64 ff8192 v128256 rope 500000 ...".

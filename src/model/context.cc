@@ -50,11 +50,11 @@ void ExecutionContext::release() {
   logits_slot_.clear();
 }
 
-void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows) {
+void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows, int rope_pairs) {
   // The FFN's rows per call may change between calls (the AMX preference):
   // its buffers grow on their own, not only with the row capacity.
   ffn_rows_ = ffn_rows;
-  const size_t F = size_t(std::min(rows, ffn_rows)) * size_t(c.n_ff);
+  const size_t F = size_t(std::min(rows, ffn_rows)) * size_t(c.max_ff());
   if (gate_.size() < F) {
     gate_.resize(F);
     up_.resize(F);
@@ -62,13 +62,13 @@ void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows) {
   if (rows <= capacity_) return;
   const size_t T = size_t(rows);
   x_.resize(T * c.n_embd);
-  xb_.resize(T * std::max(c.n_embd, c.q_dim()));
-  q_.resize(T * c.q_dim());
-  k_.resize(T * c.kv_dim());
-  v_.resize(T * c.kv_dim());
-  att_.resize(T * c.q_dim());
-  rope_cos_.resize(T * (c.n_rot / 2));
-  rope_sin_.resize(T * (c.n_rot / 2));
+  xb_.resize(T * std::max({c.n_embd, c.max_q_width(), c.max_out_width()}));
+  q_.resize(T * c.max_q_width());
+  k_.resize(T * c.max_kv_width());
+  v_.resize(T * c.max_kv_width());
+  att_.resize(T * c.max_out_width());
+  rope_cos_.resize(T * size_t(rope_pairs));
+  rope_sin_.resize(T * size_t(rope_pairs));
   capacity_ = rows;
 }
 

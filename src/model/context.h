@@ -24,6 +24,7 @@
 namespace tkv::model {
 
 class Model;
+class Forward;
 
 class ExecutionContext {
  public:
@@ -54,10 +55,12 @@ class ExecutionContext {
 
  private:
   friend class Model;
+  friend class Forward;
 
-  // Grows the row buffers to hold `rows` rows of `config`'s widths (the FFN
-  // hidden rows to min(rows, ffn_rows)).
-  void reserve(const ModelConfig& config, int rows, int ffn_rows);
+  // Grows the row buffers to hold `rows` rows of the widest layer of
+  // `config` (the FFN hidden rows to min(rows, ffn_rows)) and rope_pairs
+  // cos/sin values per row (every distinct RoPE of the model).
+  void reserve(const ModelConfig& config, int rows, int ffn_rows, int rope_pairs);
   void note_peak();
 
   // One item of the current batch that passed its checks, with its rows
@@ -75,15 +78,18 @@ class ExecutionContext {
   int capacity_ = 0;  // rows the buffers hold
   // Rows per FFN product call of this eval_batch; gate_ and up_ hold them.
   int ffn_rows_ = 0;
-  std::vector<float> x_;            // residual stream, rows x n_embd
-  std::vector<float> xb_;           // normed input / block output, rows x max(n_embd, q_dim)
-  std::vector<float> q_;            // rows x q_dim
-  std::vector<float> k_, v_;        // rows x kv_dim
-  std::vector<float> att_;          // attention output, rows x q_dim
+  std::vector<float> x_;  // residual stream, rows x n_embd
+  // Widths are the widest layer's (ModelConfig::max_*).
+  std::vector<float> xb_;           // normed input / block output, rows x max(n_embd, q, out)
+  std::vector<float> q_;            // rows x q width
+  std::vector<float> k_, v_;        // rows x K (V) width
+  std::vector<float> att_;          // attention output, rows x out width
   std::vector<float> gate_, up_;    // min(rows, FFN chunk) x n_ff
   std::vector<float> logits_;       // a group of rows x n_vocab
   std::vector<float> last_logits_;  // one row per kLast item
-  std::vector<float> rope_cos_, rope_sin_;  // rows x n_rot/2
+  // Per distinct RoPE of the model (Model::ropes_), rows x its n_rot/2,
+  // one table after the other.
+  std::vector<float> rope_cos_, rope_sin_;
   // With layer-split items, every live item's residual rows while the
   // layers run on a subset of them (x_ holds that subset).
   std::vector<float> x_all_;

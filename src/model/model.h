@@ -10,16 +10,19 @@
 //
 //   rows = the tokens of every item, one row each       n_rows x n_embd
 //   x = token_embd[rows]
-//   for each layer:
-//     h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   all rows at once
-//     (qwen3: rmsnorm of each q and k head) ; rope(q), rope(k) at each row's position
-//     for each item: seq.write(layer, k, v) ; a = seq.attend(layer, q)  over its own pages
-//     (last layer: from here on only the rows whose logits are wanted)
-//     x += a Wo
-//     h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown            all rows at once
+//   for each layer, with its own geometry (ModelConfig::layers, layer_spec.h):
+//     attention, per the layer's kind (today full attention):
+//       h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   all rows at once
+//       (qwen3: rmsnorm of each q and k head) ; rope(q), rope(k) at each row's position
+//       for each item: seq.write(layer, k, v) ; a = seq.attend(layer, q)  over its own pages
+//       (last layer: from here on only the rows whose logits are wanted)
+//       x += a Wo
+//     FFN, per the layer's kind (today dense SwiGLU):
+//       h = rmsnorm(x) ; x += (silu(h Wgate) * (h Wup)) Wdown            all rows at once
 //   logits = rmsnorm(x) Woutput   (only for the rows the items asked for)
 //
-// so B decoding sequences are one B-row product per weight matrix: the
+// (model/forward.h: the code follows this outline, one function per kind.)
+// So B decoding sequences are one B-row product per weight matrix: the
 // weights are streamed once per step, not once per sequence.
 //
 // Kernels and batch invariance. A sequence's logits are bit-identical
@@ -274,30 +277,21 @@ class Model {
 
  private:
   Model() = default;
+  friend class Forward;    // one eval_batch (model/forward.h)
   void reorder_weights();  // load(): F16 matrices of a copy into row blocks
+  void make_ropes();       // load(): ropes_ and the layers' indexes into it
   // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
-  // Items whose write or attention fails get their status in `status` and
-  // leave ctx.live_ (their sequence cleared, their attention rows zero).
-  void attention_block(ExecutionContext& ctx, std::span<const BatchItem> items, int layer,
-                       int n_exact, int n_rows, ThreadPool& pool,
-                       std::vector<ItemStatus>& status) const;
-  // The last layer: only the rows whose logits are wanted go on past
-  // attention (packed to the front of x_ and att_; counts updated).
-  void keep_logit_rows(ExecutionContext& ctx, std::span<const BatchItem> items, int& n_exact,
-                       int& n_rows) const;
-  void attention_output(ExecutionContext& ctx, int layer, int n_exact, int n_rows,
-                        ThreadPool& pool) const;
-  // tkv::Error naming the layer when values[0, n) holds a NaN or an Inf.
-  void check_finite(const float* values, int64_t n, int layer, const char* what) const;
-  void ffn_block(ExecutionContext& ctx, int layer, int n_exact, int n_rows, ThreadPool& pool) const;
-  void emit_logits(ExecutionContext& ctx, std::span<const BatchItem> items, ThreadPool& pool,
-                   const BatchLogitsSink& sink) const;
-
   gguf::GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
-  ops::RopeFrequencies rope_;
+  // The distinct RoPEs of the layers; layer l uses ropes_[layer_rope_[l]],
+  // whose cos/sin tables start rope_offsets_[r] pairs per row into the
+  // context's (rope_pairs_ pairs per row in all).
+  std::vector<ops::RopeFrequencies> ropes_;
+  std::vector<int> layer_rope_;
+  std::vector<size_t> rope_offsets_;
+  int rope_pairs_ = 0;
   std::string fingerprint_;
 
   mutable std::mutex mu_;  // guards context_ (one eval() at a time)

@@ -128,21 +128,24 @@ void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) add(y + r * n, bias, n);
 }
 
-RopeFrequencies RopeFrequencies::make(const ModelConfig& config,
-                                      std::span<const float> freq_factors) {
+RopeFrequencies RopeFrequencies::make(const RopeSpec& spec, std::span<const float> freq_factors) {
   RopeFrequencies r;
-  r.style = config.rope_style;
-  r.n_rot = config.n_rot;
-  const int pairs = config.n_rot / 2;
+  r.style = spec.style;
+  r.n_rot = spec.n_rot;
+  const int pairs = spec.n_rot / 2;
   TKV_CHECK(freq_factors.empty() || int(freq_factors.size()) == pairs);
   r.inv_freq.resize(pairs);
   for (int i = 0; i < pairs; ++i) {
-    double f = double(config.rope_freq_scale) *
-               std::pow(double(config.rope_base), -2.0 * i / double(config.n_rot));
+    double f = double(spec.freq_scale) * std::pow(double(spec.base), -2.0 * i / double(spec.n_rot));
     if (!freq_factors.empty()) f /= double(freq_factors[i]);
     r.inv_freq[i] = f;
   }
   return r;
+}
+
+RopeFrequencies RopeFrequencies::make(const ModelConfig& config,
+                                      std::span<const float> freq_factors) {
+  return make(config.rope_spec(!freq_factors.empty()), freq_factors);
 }
 
 void rope_angles(const RopeFrequencies& rope, int64_t pos0, int64_t T, float* cos_out,

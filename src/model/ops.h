@@ -41,7 +41,10 @@ struct RopeFrequencies {
   int n_rot = 0;
   std::vector<double> inv_freq;  // freq_scale * base^(-2i/n_rot) / freq_factor[i]
 
-  // `freq_factors` (n_rot/2 values, Llama 3's rope_freqs tensor) may be empty.
+  // `freq_factors`: n_rot/2 divisors (Llama 3's rope_freqs tensor, for a
+  // spec with freq_factors set), or empty.
+  static RopeFrequencies make(const RopeSpec& spec, std::span<const float> freq_factors);
+  // The model-wide RoPE of `config`.
   static RopeFrequencies make(const ModelConfig& config, std::span<const float> freq_factors);
 };
 

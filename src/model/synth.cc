@@ -212,6 +212,22 @@ void validate(const SynthSpec& s) {
   if (s.n_heads % s.n_kv_heads != 0) {
     fail("synth: ", s.n_heads, " heads are not a multiple of ", s.n_kv_heads, " KV heads");
   }
+  for (const auto* a : {&s.layer_kv_heads, &s.layer_ff})
+    if (!a->empty() && int(a->size()) != s.n_layers)
+      fail("synth: ", a->size(), " per-layer values for ", s.n_layers, " layers");
+  for (int kv : s.layer_kv_heads)
+    if (kv < 1 || s.n_heads % kv != 0)
+      fail("synth: ", s.n_heads, " heads are not a multiple of ", kv, " KV heads");
+  for (int ff : s.layer_ff)
+    if (ff < 1) fail("synth: a layer's FFN width ", ff, " is not positive");
+}
+
+int kv_heads_of(const SynthSpec& s, int l) {
+  return s.layer_kv_heads.empty() ? s.n_kv_heads : s.layer_kv_heads[size_t(l)];
+}
+
+int ff_of(const SynthSpec& s, int l) {
+  return s.layer_ff.empty() ? s.n_ff : s.layer_ff[size_t(l)];
 }
 
 // Generates one tensor into dst, rows in parallel; each row from its own seed.
@@ -250,8 +266,7 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) 
   auto vec = [&](std::string name, int64_t n, Fill fill) {
     plan.push_back({std::move(name), DType::F32, n, 1, fill, {}});
   };
-  const int64_t E = s.n_embd, Q = int64_t(s.n_heads) * s.head_dim,
-                K = int64_t(s.n_kv_heads) * s.head_dim;
+  const int64_t E = s.n_embd, Q = int64_t(s.n_heads) * s.head_dim;
 
   matrix("token_embd.weight", "token_embd", 0, E, s.n_vocab);
   if (s.llama3_factor > 0.0f) {
@@ -265,6 +280,7 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) 
   if (!s.tied_output) matrix("output.weight", "output", 0, E, s.n_vocab);
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t K = int64_t(kv_heads_of(s, l)) * s.head_dim, F = ff_of(s, l);
     vec(p + "attn_norm.weight", E, Fill::Norm);
     matrix(p + "attn_q.weight", "attn_q", l, E, Q);
     matrix(p + "attn_k.weight", "attn_k", l, E, K);
@@ -280,9 +296,9 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) 
     }
     matrix(p + "attn_output.weight", "attn_output", l, Q, E);
     vec(p + "ffn_norm.weight", E, Fill::Norm);
-    matrix(p + "ffn_gate.weight", "ffn_gate", l, E, s.n_ff);
-    matrix(p + "ffn_up.weight", "ffn_up", l, E, s.n_ff);
-    matrix(p + "ffn_down.weight", "ffn_down", l, s.n_ff, E);
+    matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
+    matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
+    matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
   }
   return plan;
 }
@@ -310,9 +326,17 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "embedding_length", uint32_t(s.n_embd));
   w.set_u32(a + "block_count", uint32_t(s.n_layers));
-  w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
+  if (s.layer_ff.empty()) {
+    w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
+  } else {
+    w.set(a + "feed_forward_length", gguf::Value::make_i32s(s.layer_ff));
+  }
   w.set_u32(a + "attention.head_count", uint32_t(s.n_heads));
-  w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_kv_heads));
+  if (s.layer_kv_heads.empty()) {
+    w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_kv_heads));
+  } else {
+    w.set(a + "attention.head_count_kv", gguf::Value::make_i32s(s.layer_kv_heads));
+  }
   w.set_u32(a + "attention.key_length", uint32_t(s.head_dim));
   w.set_u32(a + "attention.value_length", uint32_t(s.head_dim));
   w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));

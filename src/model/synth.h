@@ -35,6 +35,9 @@ struct SynthSpec {
   int n_kv_heads = 2;
   int head_dim = 64;
   int n_ff = 768;
+  // Per-layer KV heads and FFN widths, written as metadata arrays (llama.cpp
+  // reads either form); empty: n_kv_heads and n_ff for every layer.
+  std::vector<int> layer_kv_heads, layer_ff;
   int n_vocab = 512;  // replaced by the copied vocabulary's size with vocab_from
   int n_ctx = 2048;
   float rope_base = 10000.0f;

@@ -83,25 +83,27 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
   w.layers.resize(size_t(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
+    const AttentionSpec& at = c.layers[size_t(l)].attention;
+    const int ff = c.layers[size_t(l)].ffn.n_ff;
     const std::string p = "blk." + std::to_string(l) + ".";
     L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
-    L.wq = b.matrix(p + "attn_q.weight", c.n_embd, c.q_dim());
-    L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
-    L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
-    if (c.qkv_bias) {
-      L.bq = b.vector(p + "attn_q.bias", c.q_dim());
-      L.bk = b.vector(p + "attn_k.bias", c.kv_dim());
-      L.bv = b.vector(p + "attn_v.bias", c.kv_dim());
+    L.wq = b.matrix(p + "attn_q.weight", c.n_embd, at.q_width());
+    L.wk = b.matrix(p + "attn_k.weight", c.n_embd, at.k_width());
+    L.wv = b.matrix(p + "attn_v.weight", c.n_embd, at.v_width());
+    if (at.qkv_bias) {
+      L.bq = b.vector(p + "attn_q.bias", at.q_width());
+      L.bk = b.vector(p + "attn_k.bias", at.k_width());
+      L.bv = b.vector(p + "attn_v.bias", at.v_width());
     }
-    if (c.qk_norm) {
-      L.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
-      L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
+    if (at.qk_norm) {
+      L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
+      L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
     }
-    L.wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd);
+    L.wo = b.matrix(p + "attn_output.weight", at.out_width(), c.n_embd);
     L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
-    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", ff, c.n_embd);
   }
   w.bytes = b.bytes();
   return w;

@@ -1,15 +1,17 @@
 // The tensors of a llama-family model, bound by name from a GGUF file.
 //
-// llama.cpp's tensor names and (ggml-order) shapes, E = n_embd, Q = n_heads x
-// head_dim, K = n_kv_heads x head_dim, F = n_ff, V = n_vocab:
+// llama.cpp's tensor names and (ggml-order) shapes, with each layer's own
+// geometry (ModelConfig::layers): E = n_embd, Q = n_heads x k_dim, K =
+// n_kv_heads x k_dim, KV = n_kv_heads x v_dim, O = n_heads x v_dim, F = the
+// layer's n_ff, V = n_vocab (today's models: k_dim = v_dim = head_dim):
 //   token_embd.weight        [E, V]
 //   blk.N.attn_norm.weight   [E]
 //   blk.N.attn_q.weight      [E, Q]   (+ attn_q.bias [Q] for qwen2)
 //   blk.N.attn_k.weight      [E, K]   (+ attn_k.bias [K])
-//   blk.N.attn_v.weight      [E, K]   (+ attn_v.bias [K])
-//   blk.N.attn_q_norm.weight [head_dim]   qwen3 only
-//   blk.N.attn_k_norm.weight [head_dim]   qwen3 only
-//   blk.N.attn_output.weight [Q, E]
+//   blk.N.attn_v.weight      [E, KV]  (+ attn_v.bias [KV])
+//   blk.N.attn_q_norm.weight [k_dim]  qwen3 only
+//   blk.N.attn_k_norm.weight [k_dim]  qwen3 only
+//   blk.N.attn_output.weight [O, E]
 //   blk.N.ffn_norm.weight    [E]
 //   blk.N.ffn_gate.weight    [E, F]
 //   blk.N.ffn_up.weight      [E, F]
@@ -37,8 +39,8 @@ namespace tkv::model {
 struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
   WeightMatrix wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;      // empty unless config.qkv_bias
-  std::vector<float> q_norm, k_norm;  // head_dim each, empty unless config.qk_norm
+  std::vector<float> bq, bk, bv;      // empty unless the layer's qkv_bias
+  std::vector<float> q_norm, k_norm;  // k_dim each, empty unless the layer's qk_norm
   std::vector<float> ffn_norm;        // n_embd
   WeightMatrix w_gate, w_up, w_down;
 

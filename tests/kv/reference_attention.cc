@@ -17,14 +17,17 @@ ReferenceAttention::ReferenceAttention(const kv::KvShape& shape, const kv::KvCon
       W_(config.window) {}
 
 LayerForms ReferenceAttention::forms(int layer, const LayerInputs& in) const {
-  const int hd = shape_.head_dim;
-  const int P = config_.page_tokens;
-  auto rot = std::make_shared<const kv::Rotation>(hd, kv::rotation_seed(config_, layer));
-  auto kc = kv::make_codec(config_.k_for(layer, shape_.n_layers), hd, rot);
-  auto vc = kv::make_codec(config_.v_for(layer, shape_.n_layers), hd, rot);
   LayerForms f;
-  auto make = [&](const std::vector<float>& x, const kv::Codec& codec, std::vector<float>& f16,
-                  std::vector<float>& coded) {
+  f.geom = shape_.layer(layer);
+  const int kd = f.geom.k_dim, vd = f.geom.v_dim;
+  const int P = config_.page_tokens;
+  auto rot = std::make_shared<const kv::Rotation>(kd, kv::rotation_seed(config_, layer));
+  auto v_rot =
+      vd == kd ? rot : std::make_shared<const kv::Rotation>(vd, kv::rotation_seed(config_, layer));
+  auto kc = kv::make_codec(config_.k_for(layer, shape_.n_layers), kd, rot);
+  auto vc = kv::make_codec(config_.v_for(layer, shape_.n_layers), vd, v_rot);
+  auto make = [&](const std::vector<float>& x, const kv::Codec& codec, int hd,
+                  std::vector<float>& f16, std::vector<float>& coded) {
     f16.resize(x.size());
     coded.resize(x.size());
     std::vector<uint8_t> page(codec.page_bytes(P));
@@ -40,8 +43,8 @@ LayerForms ReferenceAttention::forms(int layer, const LayerInputs& in) const {
       codec.decode(page.data(), P, slot, coded.data() + vec * hd);
     }
   };
-  make(in.k, *kc, f.k_f16, f.k_codec);
-  make(in.v, *vc, f.v_f16, f.v_codec);
+  make(in.k, *kc, kd, f.k_f16, f.k_codec);
+  make(in.v, *vc, vd, f.v_f16, f.v_codec);
   return f;
 }
 
@@ -55,40 +58,42 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
 std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q, int64_t p,
                                               int64_t ring_lo,
                                               const std::vector<int64_t>& rows) const {
-  const int hd = shape_.head_dim, n_kv = shape_.n_kv_heads, G = shape_.n_heads / n_kv;
+  const int kd = f.geom.k_dim, vd = f.geom.v_dim, n_kv = f.geom.n_kv_heads;
+  const int G = f.geom.n_heads / n_kv;
   const int64_t wlo = W_ > 0 ? p - W_ + 1 : 0;
-  std::vector<float> out(size_t(shape_.n_heads) * hd, 0.0f);
+  std::vector<float> out(size_t(f.geom.n_heads) * vd, 0.0f);
   for (int h = 0; h < n_kv; ++h) {
     std::vector<const float*> keys, values;
     for (int64_t j = 0; j <= p; ++j) {
-      const size_t off = (size_t(rows[size_t(j)]) * n_kv + h) * hd;
+      const size_t k_off = (size_t(rows[size_t(j)]) * n_kv + h) * kd;
+      const size_t v_off = (size_t(rows[size_t(j)]) * n_kv + h) * vd;
       if (j < S_ || j >= std::max<int64_t>(p - R_ + 1, ring_lo)) {
         if (j >= S_ && j < wlo) continue;
-        keys.push_back(f.k_f16.data() + off);
-        values.push_back(f.v_f16.data() + off);
+        keys.push_back(f.k_f16.data() + k_off);
+        values.push_back(f.v_f16.data() + v_off);
       } else if (j >= wlo) {
-        keys.push_back(f.k_codec.data() + off);
-        values.push_back(f.v_codec.data() + off);
+        keys.push_back(f.k_codec.data() + k_off);
+        values.push_back(f.v_codec.data() + v_off);
       }
     }
     for (int g = 0; g < G; ++g) {
-      const float* qh = q + size_t(h * G + g) * hd;
+      const float* qh = q + size_t(h * G + g) * kd;
       std::vector<double> s(keys.size());
       double mx = -1e300;
       for (size_t t = 0; t < keys.size(); ++t) {
         double dot = 0;
-        for (int i = 0; i < hd; ++i) dot += double(qh[i]) * keys[t][i];
-        s[t] = dot / std::sqrt(double(hd));
+        for (int i = 0; i < kd; ++i) dot += double(qh[i]) * keys[t][i];
+        s[t] = dot / std::sqrt(double(kd));
         mx = std::max(mx, s[t]);
       }
       double l = 0;
-      std::vector<double> acc(hd, 0.0);
+      std::vector<double> acc(vd, 0.0);
       for (size_t t = 0; t < keys.size(); ++t) {
         const double w = std::exp(s[t] - mx);
         l += w;
-        for (int i = 0; i < hd; ++i) acc[i] += w * values[t][i];
+        for (int i = 0; i < vd; ++i) acc[i] += w * values[t][i];
       }
-      for (int i = 0; i < hd; ++i) out[size_t(h * G + g) * hd + i] = float(acc[i] / l);
+      for (int i = 0; i < vd; ++i) out[size_t(h * G + g) * vd + i] = float(acc[i] / l);
     }
   }
   return out;

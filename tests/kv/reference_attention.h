@@ -12,13 +12,14 @@
 
 namespace tkv::test {
 
-// Inputs of one layer, position-major: [pos][n_kv][head_dim].
+// Inputs of one layer, position-major: [pos][n_kv][k_dim] (K), [pos][n_kv][v_dim] (V).
 struct LayerInputs {
   std::vector<float> k, v;
 };
 
 // Both stored forms of every input vector of a layer, same indexing.
 struct LayerForms {
+  kv::KvLayerShape geom;                // the layer's heads and head dims
   std::vector<float> k_f16, v_f16;      // as sinks / residual hold them
   std::vector<float> k_codec, v_codec;  // as pages hold them, decoded
 };
@@ -28,8 +29,9 @@ class ReferenceAttention {
   ReferenceAttention(const kv::KvShape& shape, const kv::KvConfig& config);
 
   LayerForms forms(int layer, const LayerInputs& in) const;
-  // Output (n_heads x head_dim) for the query q (n_heads x head_dim,
-  // unscaled) at position p, under the cache's per-query policy semantics.
+  // Output (n_heads x v_dim) for the query q (n_heads x k_dim, unscaled) at
+  // position p, under the cache's per-query policy semantics (the layer's
+  // geometry: f.geom).
   std::vector<float> attend(const LayerForms& f, const float* q, int64_t p) const;
   // The same where position j holds input row rows[j] of `f` (a sequence
   // that was truncated and re-appended) and the residual ring of p's chunk

@@ -176,5 +176,97 @@ TEST(ModelConfig, InconsistentValuesAreRejected) {
   EXPECT_NE(error_of(s).find("block_count"), std::string::npos) << error_of(s);
 }
 
+TEST(ModelConfig, EveryLayerIsFullAttentionAndADenseFfnOfTheModelsGeometry) {
+  auto w = llama_writer("qwen3");
+  w.set_u32("qwen3.rope.dimension_count", 64);
+  const ModelConfig c = parse(w);
+  ASSERT_EQ(c.layers.size(), 6u);
+  for (const LayerSpec& s : c.layers) {
+    EXPECT_EQ(s.attention.kind, AttentionKind::Full);
+    EXPECT_EQ(s.attention.n_heads, 4);
+    EXPECT_EQ(s.attention.n_kv_heads, 2);
+    EXPECT_EQ(s.attention.k_dim, 128);
+    EXPECT_EQ(s.attention.v_dim, 128);
+    EXPECT_EQ(s.attention.rope, c.rope_spec(false));
+    EXPECT_EQ(s.attention.rope.n_rot, 64);
+    EXPECT_EQ(s.attention.rope.style, RopeStyle::Neox);
+    EXPECT_TRUE(s.attention.qk_norm);
+    EXPECT_FALSE(s.attention.qkv_bias || s.attention.sink || s.attention.v_from_k);
+    EXPECT_EQ(s.ffn.kind, FfnKind::Dense);
+    EXPECT_EQ(s.ffn.n_ff, 1536);
+    EXPECT_EQ(s.per_layer_input, 0);
+    EXPECT_EQ(unsupported_reason(s, 0), "");
+  }
+  EXPECT_EQ(c.max_q_width(), 512);
+  EXPECT_EQ(c.max_kv_width(), 256);
+  EXPECT_EQ(c.max_rope_pairs(), 32);
+}
+
+TEST(ModelConfig, PerLayerHeadCountsAndFfnWidthsFromArrays) {
+  auto w = llama_writer();
+  w.set("llama.attention.head_count_kv", gguf::Value::make_i32s({2, 1, 4, 2, 2, 1}));
+  w.set("llama.feed_forward_length", gguf::Value::make_i32s({1536, 1024, 1536, 2048, 1536, 1536}));
+  const ModelConfig c = parse(w);
+  EXPECT_EQ(c.layers[1].attention.n_kv_heads, 1);
+  EXPECT_EQ(c.layers[2].attention.n_kv_heads, 4);
+  EXPECT_EQ(c.layers[3].ffn.n_ff, 2048);
+  EXPECT_EQ(c.layers[1].ffn.n_ff, 1024);
+  EXPECT_EQ(c.n_kv_heads, 4);  // the widest layer's
+  EXPECT_EQ(c.n_ff, 2048);
+  EXPECT_EQ(c.max_kv_width(), 4 * 128);
+  EXPECT_EQ(c.max_ff(), 2048);
+
+  auto n = llama_writer();
+  n.set("llama.attention.head_count_kv", gguf::Value::make_i32s({2, 2}));
+  EXPECT_NE(error_of(n).find("head_count_kv has 2 entries, the model has 6 layers"),
+            std::string::npos)
+      << error_of(n);
+  auto g = llama_writer();
+  g.set("llama.attention.head_count_kv", gguf::Value::make_i32s({2, 3, 2, 2, 2, 2}));
+  EXPECT_NE(error_of(g).find("not a multiple of head_count_kv 3 (layer 1)"), std::string::npos)
+      << error_of(g);
+  auto r = llama_writer();
+  r.set("llama.attention.head_count_kv", gguf::Value::make_i32s({2, 2, 2, 8, 2, 2}));
+  EXPECT_NE(error_of(r).find("head_count_kv[3] = 8 is out of range [1, 4]"), std::string::npos)
+      << error_of(r);
+}
+
+// Kinds the forward does not run yet are refused at load, naming the layer,
+// the kind and the metadata that asked for it.
+TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
+  struct Case {
+    const char* key;
+    gguf::Value value;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"llama.expert_count", gguf::Value::make_u32(8),
+       "layer 0: mixture-of-experts FFN (expert_count) is not supported yet"},
+      {"llama.attention.sliding_window_pattern", gguf::Value::make_u32(6),
+       "layer 0: sliding-window attention (attention.sliding_window_pattern)"},
+      {"llama.attention.shared_kv_layers", gguf::Value::make_u32(2),
+       "layer 4: attention over another layer's KV (attention.shared_kv_layers)"},
+      {"llama.full_attention_interval", gguf::Value::make_u32(4),
+       "layer 0: recurrent (Gated DeltaNet) state (full_attention_interval)"},
+      {"llama.attention.scale", gguf::Value::make_f32(0.125f),
+       "layer 0: a set attention scale (attention.scale)"},
+      {"llama.attn_logit_softcapping", gguf::Value::make_f32(50.0f),
+       "layer 0: an attention logit soft-cap (attn_logit_softcapping)"},
+      {"llama.embedding_length_per_layer_input", gguf::Value::make_u32(256),
+       "layer 0: per-layer token embeddings (embedding_length_per_layer_input)"},
+  };
+  for (const auto& c : cases) {
+    auto w = llama_writer();
+    w.set(c.key, c.value);
+    const std::string e = error_of(w);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << c.key << ": " << e;
+    EXPECT_EQ(e.rfind("unit.gguf: ", 0), 0u) << e;
+  }
+  auto d = llama_writer();  // experts after leading dense blocks
+  d.set_u32("llama.expert_count", 8);
+  d.set_u32("llama.leading_dense_block_count", 3);
+  EXPECT_NE(error_of(d).find("layer 3: mixture-of-experts FFN"), std::string::npos) << error_of(d);
+}
+
 }  // namespace
 }  // namespace tkv::model

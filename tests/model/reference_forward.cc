@@ -89,7 +89,8 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
 struct Layer {
   Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
   Mat wq, wk, wv, wo, gate, up, down;
-  std::vector<Vec> keys, values;  // all past positions, n_kv_heads x head_dim each
+  std::vector<Vec> keys, values;  // all past positions, kv_heads x head_dim each
+  int64_t kv_heads = 0;           // this layer's (attn_k's rows / head_dim)
 };
 
 }  // namespace
@@ -97,7 +98,7 @@ struct Layer {
 struct ReferenceForward::Impl {
   gguf::GgufFile file;
   std::string arch;
-  int64_t embd = 0, n_layers = 0, heads = 0, kv_heads = 0, head_dim = 0, n_rot = 0;
+  int64_t embd = 0, n_layers = 0, heads = 0, head_dim = 0, n_rot = 0;
   double rope_base = 10000, eps = 1e-5;
   bool neox = false;
   Vec rope_factors;
@@ -129,8 +130,8 @@ struct ReferenceForward::Impl {
   // One token at position `pos`; returns its logits.
   Vec step(int32_t token, int64_t pos) {
     Vec x(token_embd.w.begin() + token * embd, token_embd.w.begin() + (token + 1) * embd);
-    const int64_t group = heads / kv_heads;
     for (auto& L : layers) {
+      const int64_t kv_heads = L.kv_heads, group = heads / kv_heads;
       const Vec h = rmsnorm(x, L.attn_norm, eps);
       Vec q = L.wq.mul(h), k = L.wk.mul(h), v = L.wv.mul(h);
       if (!L.bq.empty()) {
@@ -199,7 +200,6 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
   m.embd = m.meta_int("embedding_length", 0);
   m.n_layers = m.meta_int("block_count", 0);
   m.heads = m.meta_int("attention.head_count", 0);
-  m.kv_heads = m.meta_int("attention.head_count_kv", m.heads);
   m.head_dim = m.meta_int("attention.key_length", m.embd / m.heads);
   m.n_rot = m.meta_int("rope.dimension_count", m.head_dim);
   m.rope_base = m.file.get_float(m.arch + ".rope.freq_base").value_or(10000.0);
@@ -217,6 +217,7 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
     L.ffn_norm = load_vec(m.file, p + "ffn_norm.weight");
     L.wq = load_mat(m.file, p + "attn_q.weight");
     L.wk = load_mat(m.file, p + "attn_k.weight");
+    L.kv_heads = L.wk.rows / m.head_dim;
     L.wv = load_mat(m.file, p + "attn_v.weight");
     L.wo = load_mat(m.file, p + "attn_output.weight");
     L.gate = load_mat(m.file, p + "ffn_gate.weight");

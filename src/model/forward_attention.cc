@@ -1,0 +1,156 @@
+// The attention half of a layer (model/forward.h): one function per
+// attention kind (layer_spec.h), then the output projection.
+#include <algorithm>
+
+#include "common/error.h"
+#include "model/forward.h"
+
+namespace tkv::model {
+
+// x += attention(RMSNorm(x)) Wo for layer l, per its attention kind. On
+// the last layer, only the rows whose logits are wanted go on past the
+// attention itself.
+void Forward::attention_layer(int l) {
+  switch (c_.layers[size_t(l)].attention.kind) {
+    case AttentionKind::Full:
+      full_attention(l);
+      break;
+    case AttentionKind::Window:
+    case AttentionKind::SharedKv:
+    case AttentionKind::Recurrent:
+      // ModelConfig::from_gguf rejects these (unsupported_reason).
+      fail("layer ", l, ": ", attention_kind_name(c_.layers[size_t(l)].attention.kind),
+           " is not supported yet");
+  }
+  if (l == c_.n_layers - 1) keep_logit_rows();
+  attention_output(l);
+}
+
+// Causal attention over the whole sequence: each item's K/V go into its
+// sequence, and its queries attend over that sequence's pages.
+void Forward::full_attention(int l) {
+  qkv_rows(l);
+  attend_items(l, ctx_.q_.data(), ctx_.k_.data(), ctx_.v_.data());
+}
+
+// q, k, v of every row: RMSNorm(x) times Wq, Wk, Wv (+ biases), each Q and
+// K head RMS-normalized (qk_norm), then RoPE at each row's position.
+void Forward::qkv_rows(int l) {
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const LayerWeights& L = m_.weights_.layers[size_t(l)];
+  const int T = n_rows_;
+  float* q = ctx_.q_.data();
+  float* k = ctx_.k_.data();
+  float* v = ctx_.v_.data();
+  ops::rmsnorm_rows(ctx_.x_.data(), L.attn_norm.data(), ctx_.xb_.data(), T, c_.n_embd, c_.rms_eps,
+                    pool_);
+  project(L.wq, ctx_.xb_.data(), n_exact_, T, q, pool_);
+  project(L.wk, ctx_.xb_.data(), n_exact_, T, k, pool_);
+  project(L.wv, ctx_.xb_.data(), n_exact_, T, v, pool_);
+  if (at.qkv_bias) {  // qwen2
+    ops::add_bias_rows(q, L.bq.data(), T, at.q_width());
+    ops::add_bias_rows(k, L.bk.data(), T, at.k_width());
+    ops::add_bias_rows(v, L.bv.data(), T, at.v_width());
+  }
+  if (at.qk_norm) {  // qwen3: every head of q and k RMS-normalized on its own, before RoPE
+    ops::rmsnorm_rows(q, L.q_norm.data(), q, int64_t(T) * at.n_heads, at.k_dim, c_.rms_eps, pool_);
+    ops::rmsnorm_rows(k, L.k_norm.data(), k, int64_t(T) * at.n_kv_heads, at.k_dim, c_.rms_eps,
+                      pool_);
+  }
+  const int r = m_.layer_rope_[size_t(l)];
+  const ops::RopeFrequencies& rope = m_.ropes_[size_t(r)];
+  const size_t pairs = size_t(rope.n_rot / 2);
+  const size_t table = size_t(batch_rows_) * m_.rope_offsets_[size_t(r)];
+  for (int t = 0; t < T; ++t) {
+    const float* cos_row = ctx_.rope_cos_.data() + table + t * pairs;
+    const float* sin_row = ctx_.rope_sin_.data() + table + t * pairs;
+    ops::rope_apply(rope, q + size_t(t) * at.q_width(), at.n_heads, at.k_dim, cos_row, sin_row);
+    ops::rope_apply(rope, k + size_t(t) * at.k_width(), at.n_kv_heads, at.k_dim, cos_row, sin_row);
+  }
+}
+
+// Each item's K/V rows go into its sequence (layer l) and its queries
+// attend over that sequence; the result lands in att_.
+void Forward::attend_items(int l, const float* q, const float* k, const float* v) {
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
+  check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
+  check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
+  std::vector<size_t> dropped;  // items (caller's indexes) that failed in this layer
+  for (const auto& live : ctx_.live_) {
+    kv::KvCache& seq = *items_[live.index].sequence;
+    const size_t r = size_t(live.row0);
+    float* out = ctx_.att_.data() + r * at.out_width();
+    // With the pool's disk tier a page may fail to move (KvSpillError) or a
+    // layer's pages may not fit at once (KvBudgetExceeded): that ends this
+    // item only. Its rows stay in the batch (their kernels do not depend on
+    // the other rows) with zero attention, and it leaves the later layers.
+    try {
+      seq.write(l, k + r * at.k_width(), v + r * at.v_width(), &pool_);
+      if (ctx_.sequence_scratch_) {
+        seq.attend(l, q + r * at.q_width(), out, pool_);
+      } else {
+        seq.attend(l, q + r * at.q_width(), out, pool_, ctx_.attention_);
+      }
+      continue;
+    } catch (const kv::KvSpillError& e) {
+      status_[live.index] = failed_status(ItemStatus::Code::kSpillError, e);
+    } catch (const kv::KvBudgetExceeded& e) {
+      status_[live.index] = failed_status(ItemStatus::Code::kSpillError, e);
+    } catch (const kv::KvOutOfMemory& e) {
+      status_[live.index] = failed_status(ItemStatus::Code::kSpillError, e);
+    }
+    seq.abandon_chunk();
+    std::fill(out, out + size_t(live.n_rows) * at.out_width(), 0.0f);
+    dropped.push_back(live.index);
+  }
+  std::erase_if(ctx_.live_, [&](const LiveItem& li) {
+    return std::find(dropped.begin(), dropped.end(), li.index) != dropped.end();
+  });
+}
+
+// Past the last layer's attention only the rows whose logits are wanted
+// matter: every row's K/V are in its sequence by now, and nothing else of
+// a row reaches the cache or the logits. So the last layer's output
+// projection and FFN, ~1/n_layers of a prefill's work, run only for the last
+// row of each kLast item and every row of each kAll item (none of a kNone
+// chunk). The kept rows move to the front of x_ and att_ (exact items' first,
+// as before) and each item's LiveItem shrinks to them; their kernels are
+// their item's (product()), whose per-row results do not depend on how many
+// rows a call has, so the logits are the bits the whole rows would give.
+void Forward::keep_logit_rows() {
+  const size_t E = size_t(c_.n_embd);
+  const size_t O = size_t(c_.layers.back().attention.out_width());
+  int rows = 0, exact = 0;
+  for (auto& live : ctx_.live_) {
+    const Logits want = items_[live.index].logits;
+    const int first = want == Logits::kAll    ? 0
+                      : want == Logits::kLast ? live.n_rows - 1
+                                              : live.n_rows;
+    const int kept = live.n_rows - first;
+    // Rows only move towards the front (std::copy allows a destination
+    // before its source); rows already in place stay.
+    const size_t from = size_t(live.row0 + first);
+    if (from != size_t(rows)) {
+      std::copy_n(ctx_.x_.data() + from * E, size_t(kept) * E, ctx_.x_.data() + size_t(rows) * E);
+      std::copy_n(ctx_.att_.data() + from * O, size_t(kept) * O,
+                  ctx_.att_.data() + size_t(rows) * O);
+    }
+    live.row0 = rows;
+    live.pos0 += first;
+    live.n_rows = kept;
+    rows += kept;
+    if (live.exact) exact = rows;
+  }
+  n_exact_ = exact;
+  n_rows_ = rows;
+}
+
+// x += att Wo for layer l (att: the attention's output, n_heads x v_dim per row).
+void Forward::attention_output(int l) {
+  const WeightMatrix& wo = m_.weights_.layers[size_t(l)].wo;
+  project(wo, ctx_.att_.data(), n_exact_, n_rows_, ctx_.xb_.data(), pool_);
+  ops::add(ctx_.x_.data(), ctx_.xb_.data(), int64_t(n_rows_) * c_.n_embd);
+}
+
+}  // namespace tkv::model

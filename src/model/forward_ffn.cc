@@ -1,0 +1,57 @@
+// The FFN half of a layer (model/forward.h): one function per FFN kind
+// (layer_spec.h).
+#include <algorithm>
+
+#include "common/error.h"
+#include "model/forward.h"
+
+namespace tkv::model {
+
+// x += ffn(RMSNorm(x)) for layer l, per its FFN kind.
+void Forward::ffn_layer(int l) {
+  switch (c_.layers[size_t(l)].ffn.kind) {
+    case FfnKind::Dense:
+      return dense_ffn(l);
+    case FfnKind::Moe:
+    case FfnKind::MoePlusDense:
+      // ModelConfig::from_gguf rejects these (unsupported_reason).
+      fail("layer ", l, ": ", ffn_kind_name(c_.layers[size_t(l)].ffn.kind),
+           " is not supported yet");
+  }
+}
+
+// x += W_down (silu(W_gate h) * W_up h), h = RMSNorm(x), for layer l.
+void Forward::dense_ffn(int l) {
+  const LayerWeights& L = m_.weights_.layers[size_t(l)];
+  const int E = c_.n_embd, n_ff = c_.layers[size_t(l)].ffn.n_ff;
+  float* gate = ctx_.gate_.data();
+  float* up = ctx_.up_.data();
+
+  ops::rmsnorm_rows(ctx_.x_.data(), L.ffn_norm.data(), ctx_.xb_.data(), n_rows_, E, c_.rms_eps,
+                    pool_);
+  // At most ffn_rows rows at a time (reserved by Forward::run), never mixing
+  // exact and GEMM rows.
+  for (int t0 = 0; t0 < n_rows_;) {
+    const bool exact = t0 < n_exact_;
+    const int rows = std::min(ctx_.ffn_rows_, (exact ? n_exact_ : n_rows_) - t0);
+    float* h = ctx_.xb_.data() + size_t(t0) * E;  // normed input in, FFN output out
+    product(L.w_gate, h, rows, gate, exact, pool_);
+    product(L.w_up, h, rows, up, exact, pool_);
+    // Row by row: the kernel's vector body and its scalar tail may round
+    // exp() differently, so where a row is split must not depend on its
+    // neighbours in the batch.
+    const size_t F = size_t(n_ff);
+    if (rows == 1) {
+      ops::silu_mul(gate, up, n_ff);
+    } else {
+      pool_.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) ops::silu_mul(gate + r * F, up + r * F, n_ff);
+      });
+    }
+    product(L.w_down, gate, rows, h, exact, pool_);
+    t0 += rows;
+  }
+  ops::add(ctx_.x_.data(), ctx_.xb_.data(), int64_t(n_rows_) * E);
+}
+
+}  // namespace tkv::model

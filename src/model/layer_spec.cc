@@ -1,0 +1,60 @@
+#include "model/layer_spec.h"
+
+#include "common/error.h"
+
+namespace tkv::model {
+
+const char* attention_kind_name(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::Full:
+      return "full attention";
+    case AttentionKind::Window:
+      return "sliding-window attention";
+    case AttentionKind::SharedKv:
+      return "attention over another layer's KV";
+    case AttentionKind::Recurrent:
+      return "recurrent (Gated DeltaNet) state";
+  }
+  return "?";
+}
+
+const char* ffn_kind_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::Dense:
+      return "dense FFN";
+    case FfnKind::Moe:
+      return "mixture-of-experts FFN";
+    case FfnKind::MoePlusDense:
+      return "mixture-of-experts FFN beside a dense one";
+  }
+  return "?";
+}
+
+std::string unsupported_reason(const LayerSpec& s, int l) {
+  const AttentionSpec& at = s.attention;
+  // What the forward runs: model/forward_attention.cc, model/forward_ffn.cc.
+  const auto no = [&](const char* what, const std::string& source) {
+    return str("layer ", l, ": ", what, " (", source, ") is not supported yet");
+  };
+  switch (at.kind) {
+    case AttentionKind::Full:
+      break;
+    case AttentionKind::Window:
+      return no(attention_kind_name(at.kind), "attention.sliding_window_pattern");
+    case AttentionKind::SharedKv:
+      return no(attention_kind_name(at.kind), "attention.shared_kv_layers");
+    case AttentionKind::Recurrent:
+      return no(attention_kind_name(at.kind), "full_attention_interval");
+  }
+  if (at.sink) return no("a learned attention sink", str("tensor blk.", l, ".attn_sinks.weight"));
+  if (at.v_from_k)
+    return no("V taken from the K projection", str("no tensor blk.", l, ".attn_v.weight"));
+  if (at.scale != 0.0f) return no("a set attention scale", "attention.scale");
+  if (at.softcap != 0.0f) return no("an attention logit soft-cap", "attn_logit_softcapping");
+  if (s.ffn.kind != FfnKind::Dense) return no(ffn_kind_name(s.ffn.kind), "expert_count");
+  if (s.per_layer_input > 0)
+    return no("per-layer token embeddings", "embedding_length_per_layer_input");
+  return "";
+}
+
+}  // namespace tkv::model

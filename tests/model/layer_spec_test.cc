@@ -1,0 +1,142 @@
+// The model as a stack of layers: models whose layers differ in KV heads and
+// FFN width run each layer with its own geometry (against the independent
+// reference forward), a per-layer array of equal values is the scalar form
+// bit for bit, and layer kinds the forward does not run are refused at load.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "common/test_util.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "reference_forward.h"
+#include "test_models.h"
+
+namespace tkv::model {
+namespace {
+
+kv::KvConfig f32_kv() {
+  kv::KvConfig c;
+  c.k = kv::CodecSpec{kv::CodecKind::F32};
+  c.v = kv::CodecSpec{kv::CodecKind::F32};
+  return c;
+}
+
+// Largest |model - reference| over the logits of every position: a prefill
+// in chunks of 5, then 3 decode steps.
+double max_logit_error(const std::string& path, int n_tokens) {
+  auto m = Model::load(path);
+  test::ReferenceForward ref(path);
+  const auto tokens = test::random_tokens(n_tokens, m->config().n_vocab, 5);
+  const auto expect = ref.run(tokens);
+  kv::KvCache cache(m->kv_shape(), f32_kv());
+  ThreadPool pool(2);
+  EvalOptions opts;
+  opts.ubatch = 5;
+  opts.all_logits = true;
+  double worst = 0;
+  auto check = [&](int64_t pos, std::span<const float> logits) {
+    for (size_t i = 0; i < logits.size(); ++i)
+      worst = std::max(worst, std::fabs(double(logits[i]) - expect[size_t(pos)][i]));
+  };
+  const std::span<const int32_t> all(tokens);
+  m->eval(cache, all.first(tokens.size() - 3), pool, check, opts);
+  for (size_t i = tokens.size() - 3; i < tokens.size(); ++i)
+    m->eval(cache, all.subspan(i, 1), pool, check, opts);
+  return worst;
+}
+
+SynthSpec per_layer_spec(const std::string& preset) {
+  SynthSpec s = test::small_spec(preset);
+  s.n_layers = 3;
+  s.layer_kv_heads = {4, 1, 2};
+  s.layer_ff = {768, 384, 512};
+  return s;
+}
+
+TEST(LayerStack, PerLayerGeometryMatchesTheReferenceForward) {
+  for (const char* preset : {"tiny", "qwen2.5-7b", "qwen3-8b"}) {
+    const std::string path = test::write_model(per_layer_spec(preset));
+    const auto m = Model::load(path);
+    const ModelConfig& c = m->config();
+    ASSERT_EQ(c.layers.size(), 3u);
+    EXPECT_EQ(c.layers[1].attention.n_kv_heads, 1);
+    EXPECT_EQ(c.layers[1].ffn.n_ff, 384);
+    EXPECT_EQ(c.layers[2].attention.n_kv_heads, 2);
+    const kv::KvShape shape = m->kv_shape(64);
+    EXPECT_FALSE(shape.uniform());
+    EXPECT_EQ(shape.layer(1), (kv::KvLayerShape{4, 1, 64, 64}));
+    EXPECT_EQ(shape.n_kv_heads, 4);
+    EXPECT_LE(max_logit_error(path, 17), 1e-3) << preset;
+
+    // A cache of the widest layer's uniform geometry is another model's.
+    kv::KvCache wrong(kv::KvShape(3, 4, 4, 64, 64), kv::KvConfig{});
+    ThreadPool pool(1);
+    std::string e;
+    try {
+      m->eval_last(wrong, std::vector<int32_t>{1, 2}, pool);
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_NE(e.find("does not match the model"), std::string::npos) << e;
+  }
+}
+
+// The same weights with head_count_kv and feed_forward_length written as
+// arrays of one value per layer: the same model, bit for bit.
+TEST(LayerStack, ArraysOfEqualValuesAreTheScalarForm) {
+  SynthSpec scalar = test::small_spec("llama-3.1-8b");
+  SynthSpec arrays = scalar;
+  arrays.layer_kv_heads = {scalar.n_kv_heads, scalar.n_kv_heads};
+  arrays.layer_ff = {scalar.n_ff, scalar.n_ff};
+  const auto a = Model::load(test::write_model(scalar));
+  const auto b = Model::load(test::write_model(arrays));
+  EXPECT_TRUE(b->kv_shape().uniform());
+  EXPECT_TRUE(b->kv_shape().layers.empty());
+  const auto tokens = test::random_tokens(20, a->config().n_vocab, 9);
+  ThreadPool pool(2);
+  kv::KvCache ca(a->kv_shape(64), kv::KvConfig{}), cb(b->kv_shape(64), kv::KvConfig{});
+  EXPECT_TRUE(
+      test::same_bits(a->eval_last(ca, tokens, pool, 8), b->eval_last(cb, tokens, pool, 8)));
+  EXPECT_TRUE(test::same_bits(a->eval_last(ca, std::vector<int32_t>{3}, pool),
+                              b->eval_last(cb, std::vector<int32_t>{3}, pool)));
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    Model::load(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Kinds told by the tensors: a learned sink per head, V from the K projection.
+TEST(LayerStack, KindsFromTensorsAreRefusedAtLoad) {
+  const std::string src = test::write_model(test::small_spec("tiny"));
+  // rewrite_gguf adds no tensor: one is renamed instead (the check asks only
+  // whether the sinks tensor exists; output_norm's absence comes later).
+  const std::string renamed = test::temp_dir() + "/sink-named.gguf";
+  test::rewrite_gguf(
+      src, renamed, [](auto&) {},
+      [](test::TensorCopy& t) {
+        if (t.name == "output_norm.weight") t.name = "blk.1.attn_sinks.weight";
+        return true;
+      });
+  std::string e = load_error(renamed);
+  EXPECT_NE(e.find("layer 1: a learned attention sink (tensor blk.1.attn_sinks.weight) is not "
+                   "supported yet"),
+            std::string::npos)
+      << e;
+  const std::string no_v = test::temp_dir() + "/no-v.gguf";
+  test::rewrite_gguf(
+      src, no_v, [](auto&) {}, [](test::TensorCopy& t) { return t.name != "blk.0.attn_v.weight"; });
+  e = load_error(no_v);
+  EXPECT_NE(e.find("layer 0: V taken from the K projection (no tensor blk.0.attn_v.weight)"),
+            std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace tkv::model
