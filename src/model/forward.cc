@@ -127,7 +127,9 @@ void Forward::admit_items() {
 bool Forward::admit(size_t i, LiveItem& live) {
   const BatchItem& it = items_[i];
   const int n_layers = c_.n_layers, E = c_.n_embd;
-  const int lb = it.layer_begin, le = it.layer_end == 0 ? n_layers : it.layer_end;
+  ChunkParts* parts = it.parts;
+  const int lb = parts ? parts->done_ : 0;
+  const int le = parts && parts->stop_ != 0 ? parts->stop_ : n_layers;
   if (it.sequence == nullptr) fail("batch item ", i, " has no sequence");
   for (size_t j = 0; j < i; ++j) {
     if (items_[j].sequence == it.sequence)
@@ -136,15 +138,14 @@ bool Forward::admit(size_t i, LiveItem& live) {
   if (lb < 0 || le <= lb || le > n_layers)
     fail("batch item ", i, ": layers [", lb, ", ", le, ") are not a range of the model's ",
          n_layers);
-  if ((lb > 0 || le < n_layers) && it.carry == nullptr)
-    fail("batch item ", i, ": a part of a layer-split chunk needs a carry buffer");
   if (le < n_layers && it.logits != Logits::kNone)
     fail("batch item ", i, ": a part that stops before the last layer has no logits");
   m_.check_item(*it.sequence, it.tokens);
   if (it.tokens.empty()) return false;
-  if (lb > 0 && it.carry->size() != it.tokens.size() * size_t(E))
-    fail("batch item ", i, ": its carry holds ", it.carry->size(), " floats, not the ",
-         it.tokens.size(), " rows of the chunk");
+  if (lb > 0 && parts->carry_.size() != it.tokens.size() * size_t(E))
+    fail("batch item ", i, ": the carry of its chunk in progress holds ",
+         parts->carry_.size() / size_t(E), " rows, not the ", it.tokens.size(),
+         " tokens of this part");
   const int64_t pos0 = it.sequence->n_tokens();
   if (it.tokens.size() > size_t(std::numeric_limits<int>::max() / 2))
     fail("batch item ", i, " has too many tokens (", it.tokens.size(), ")");
@@ -166,7 +167,7 @@ void Forward::embed_rows() {
     const BatchItem& it = items_[live.index];
     float* x = ctx_.x_.data() + size_t(live.row0) * E;
     if (live.layer_begin > 0) {
-      std::copy(it.carry->begin(), it.carry->end(), x);
+      std::copy(it.parts->carry_.begin(), it.parts->carry_.end(), x);
       continue;
     }
     for (int t = 0; t < live.n_rows; ++t)
@@ -248,11 +249,15 @@ void Forward::leave_phase(int l1) {
 // Items through the last layer end their chunk (and give logits); a part
 // that stops earlier keeps its rows in its carry for the next one.
 void Forward::finish_items() {
-  if (split_) {
-    for (const auto& live : all_) {
-      if (!status_[live.index].ok() || live.layer_end == c_.n_layers) continue;
-      items_[live.index].carry->assign(home(live), home(live) + size_t(live.n_rows) * c_.n_embd);
+  for (const auto& live : all_) {
+    ChunkParts* parts = items_[live.index].parts;
+    if (parts == nullptr) continue;
+    if (!status_[live.index].ok() || live.layer_end == c_.n_layers) {
+      parts->reset();  // the chunk is done, or lost with its sequence
+      continue;
     }
+    parts->carry_.assign(home(live), home(live) + size_t(live.n_rows) * c_.n_embd);
+    parts->done_ = live.layer_end;
   }
   for (const auto& live : ctx_.live_) items_[live.index].sequence->end_chunk();
 }

@@ -79,6 +79,7 @@
 #include "common/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
+#include "model/chunk_parts.h"
 #include "model/config.h"
 #include "model/context.h"
 #include "model/ops.h"
@@ -116,25 +117,14 @@ enum class Logits {
 // of one call are held at once, so the chunk size bounds the context's
 // memory. A sequence appears at most once per batch.
 //
-// Layer-split chunks: an item may run only layers [layer_begin, layer_end)
-// of its chunk (layer_end 0: through the last layer), so that a scheduler
-// can spread a prefill chunk's work over several calls while other items
-// decode in each. The first part (layer_begin 0) begins the chunk in its
-// sequence; a part that stops before the last layer leaves the rows'
-// residual stream in *carry (tokens x n_embd floats) and asks for no logits
-// (kNone); the next part passes the same tokens, the same carry and
-// layer_begin = the previous layer_end, before anything else touches the
-// sequence. Between parts the sequence is mid-chunk: it may only be
-// continued or destroyed. A chunk run in parts gives the bits it gives run
-// whole: a row's kernels depend on its own item's size alone, and each
-// layer of the chunk is the same computation whichever call runs it.
+// An item may run only some layers of its chunk (`parts`, model/
+// chunk_parts.h: a chunk spread over several calls); without it the chunk
+// runs whole.
 struct BatchItem {
   kv::KvCache* sequence = nullptr;
   std::span<const int32_t> tokens;
   Logits logits = Logits::kLast;
-  int layer_begin = 0;
-  int layer_end = 0;
-  std::vector<float>* carry = nullptr;
+  ChunkParts* parts = nullptr;
 };
 
 // The outcome of one item of a batch. A failed item changed nothing in its

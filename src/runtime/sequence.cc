@@ -56,7 +56,7 @@ Sequence::~Sequence() = default;
 std::unique_ptr<Sequence> Sequence::fork() const {
   // A chunk half-way through its layers is not a state anyone can continue
   // from twice.
-  TKV_CHECK(chunk_layers_done_ == 0);
+  TKV_CHECK(parts_.layers_done() == 0);
   // The fork computes on this sequence's threads, whoever owns them: forks
   // of a sequence with its own pool must not outlive it.
   return std::unique_ptr<Sequence>(new Sequence(*this, cache_->fork()));
@@ -65,7 +65,7 @@ std::unique_ptr<Sequence> Sequence::fork() const {
 void Sequence::truncate(int64_t n) {
   if (n < 0 || n > int64_t(tokens_.size()))
     fail("truncate: ", n, " is outside [0, ", tokens_.size(), "]");
-  TKV_CHECK(chunk_layers_done_ == 0);
+  TKV_CHECK(parts_.layers_done() == 0);
   cache_->truncate(n);
   tokens_.resize(size_t(n));
   logits_.clear();
@@ -78,7 +78,7 @@ int64_t Sequence::room() const {
 
 void Sequence::feed(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
-  TKV_CHECK(chunk_layers_done_ == 0);
+  TKV_CHECK(parts_.layers_done() == 0);
   if (int64_t(tokens.size()) > room())
     fail("context full: ", cache_->n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
          " (the context size)");
@@ -117,15 +117,14 @@ model::BatchItem Sequence::next_item(int64_t n, int layer_stop) {
   TKV_CHECK(n >= 1 && n <= int64_t(queue_.size()));
   const int n_layers = model_.config().n_layers;
   const int stop = layer_stop > 0 && layer_stop < n_layers ? layer_stop : n_layers;
-  TKV_CHECK(stop > chunk_layers_done_);
-  const bool whole = chunk_layers_done_ == 0 && stop == n_layers;
+  TKV_CHECK(stop > parts_.layers_done());
+  const bool in_parts = parts_.layers_done() > 0 || stop < n_layers;
+  parts_.run_until(stop == n_layers ? 0 : stop);
   const bool last = stop == n_layers && n == int64_t(queue_.size());
   return {.sequence = cache_.get(),
           .tokens = std::span<const int32_t>(queue_).first(size_t(n)),
           .logits = last ? model::Logits::kLast : model::Logits::kNone,
-          .layer_begin = chunk_layers_done_,
-          .layer_end = stop == n_layers ? 0 : stop,
-          .carry = whole ? nullptr : &chunk_carry_};
+          .parts = in_parts ? &parts_ : nullptr};
 }
 
 bool Sequence::accept(const model::BatchItem& item, const model::ItemStatus& status,
@@ -135,12 +134,7 @@ bool Sequence::accept(const model::BatchItem& item, const model::ItemStatus& sta
     if (status.code == model::ItemStatus::Code::kSpillError) clear();
     return false;
   }
-  if (item.layer_end != 0) {  // a part that stops before the last layer
-    chunk_layers_done_ = item.layer_end;
-    return false;
-  }
-  chunk_layers_done_ = 0;
-  chunk_carry_.clear();
+  if (parts_.layers_done() > 0) return false;  // a part that stopped before the last layer
   const size_t n = item.tokens.size();
   TKV_CHECK(n <= queue_.size() && int64_t(tokens_.size() + n) == cache_->n_tokens());
   tokens_.insert(tokens_.end(), queue_.begin(), queue_.begin() + std::ptrdiff_t(n));
@@ -182,8 +176,7 @@ void Sequence::clear() {
   tokens_.clear();
   logits_.clear();
   queue_.clear();
-  chunk_layers_done_ = 0;
-  chunk_carry_.clear();
+  parts_.reset();
 }
 
 void Sequence::restore_tokens(std::vector<int32_t> tokens) {

@@ -94,13 +94,13 @@ class Sequence {
   void clear_queue() { queue_.clear(); }
   // The batch item of the next `n` queued tokens (1 <= n <= queued().size()):
   // logits after the last of the queue, none before it. `layer_stop` runs
-  // only the chunk's layers up to there (0: to the end; model.h, BatchItem):
-  // a chunk in layer parts continues from the layers done, its rows'
-  // residual stream kept here between the parts; its next item must be the
-  // same n tokens.
+  // only the chunk's layers up to there (0: to the end; model/
+  // chunk_parts.h): a chunk in layer parts continues from the layers done,
+  // its rows' residual stream kept here between the parts; its next item
+  // must be the same n tokens.
   model::BatchItem next_item(int64_t n, int layer_stop = 0);
   // Layers of the chunk in progress done so far (0: none in progress).
-  int chunk_layers_done() const { return chunk_layers_done_; }
+  int chunk_layers_done() const { return parts_.layers_done(); }
   // After eval_batch ran an item of next_item(): its tokens leave the queue
   // and join tokens() when its last layer ran (the logits are kept when
   // `keep_logits`: a driver that samples from the batch's buffer need not
@@ -160,8 +160,7 @@ class Sequence {
   std::vector<float> logits_;
   int64_t context_size_;
   std::vector<int32_t> queue_;
-  int chunk_layers_done_ = 0;
-  std::vector<float> chunk_carry_;
+  model::ChunkParts parts_;  // the chunk in progress when it runs in layer parts
   std::optional<sample::Sampler> sampler_;
   std::unique_ptr<Reply> reply_;
 };

@@ -264,52 +264,85 @@ HttpServer::HttpServer(ServedModel model, Scheduler& scheduler, ServerMetrics& m
 
 HttpServer::~HttpServer() = default;
 
+bool HttpServer::pre_route(const Request& req, Response& res) {
+  DeadlineServer::headers_read();
+  // A body is still on the connection: unless read_body reads it whole,
+  // the connection closes after the response (an answer before the body,
+  // or a route that takes none).
+  if (carries_body(req)) DeadlineServer::close_after_response(true);
+  // HTTP/1.0 has no persistent connections by default and no chunked
+  // bodies: its answer ends when the connection does.
+  if (http10(req)) DeadlineServer::close_after_response_always();
+  if (const std::string why = ambiguous_framing(req); !why.empty()) {
+    // RFC 9112 6.3: a proxy in front may have framed it otherwise
+    // (request smuggling); refused, and nothing after it is read.
+    DeadlineServer::close_after_response_always();
+    send_api_error(res, make_api_error(400, why));
+    return true;
+  }
+  if (req.path != "/health" && !options_.api_key.empty() &&
+      !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
+    send_api_error(res, make_api_error(401,
+                                       req.has_header("Authorization")
+                                           ? "Incorrect API key provided."
+                                           : "You didn't provide an API key. Send it as "
+                                             "'Authorization: Bearer KEY'.",
+                                       "", "invalid_api_key"));
+    res.set_header("WWW-Authenticate", "Bearer");
+    return true;
+  }
+  const Route* route = find_route(req.path);
+  if (!route) {
+    send_api_error(res, make_api_error(404, message_for_status(404, req), "", "unknown_url"));
+    return true;
+  }
+  const bool head_of_get = req.method == "HEAD" && std::string(route->method) == "GET";
+  if (req.method != route->method && !head_of_get) {
+    send_api_error(res, make_api_error(405,
+                                       str("Method ", req.method, " is not allowed for ", req.path,
+                                           "; use ", route->method, "."),
+                                       "", "method_not_allowed"));
+    res.set_header("Allow", route->method);
+    return true;
+  }
+  return false;
+}
+
+bool HttpServer::answer_error(const Request& req, Response& res) {
+  if (DeadlineServer::head_too_large()) {
+    res.status = 431;
+    send_api_error(
+        res, make_api_error(
+                 431, str("The request's headers are too large: at most ",
+                          DeadlineServer::kMaxLineBytes >> 10, " KiB a line and ",
+                          DeadlineServer::kMaxHeadBytes >> 10, " KiB with the request line.")));
+    return true;
+  }
+  if (DeadlineServer::timed_out()) {
+    res.status = 408;
+    const int s = options_.read_timeout_seconds;
+    send_api_error(
+        res, make_api_error(408, str("The request did not arrive in time: its headers are due "
+                                     "within ",
+                                     s, " s of its first byte, its body within ", s,
+                                     " s of them plus 1 s per ",
+                                     DeadlineServer::kMinBodyBytesPerSecond >> 10, " KiB.")));
+    return true;
+  }
+  if (!res.body.empty()) return false;
+  // What httplib refused itself (an unparseable request line, say): where
+  // the next request would start is unknown, so none is read.
+  if (res.status == 400) DeadlineServer::close_after_response_always();
+  send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
+  return true;
+}
+
 void HttpServer::add_routes() {
   httplib::Server& http = *http_;
 
   // Before the body is read: the key, then the route and its method.
   http.set_pre_routing_handler([this](const Request& req, Response& res) {
-    DeadlineServer::headers_read();
-    // A body is still on the connection: unless read_body reads it whole,
-    // the connection closes after the response (an answer before the body,
-    // or a route that takes none).
-    if (carries_body(req)) DeadlineServer::close_after_response(true);
-    // HTTP/1.0 has no persistent connections by default and no chunked
-    // bodies: its answer ends when the connection does.
-    if (http10(req)) DeadlineServer::close_after_response_always();
-    if (const std::string why = ambiguous_framing(req); !why.empty()) {
-      // RFC 9112 6.3: a proxy in front may have framed it otherwise
-      // (request smuggling); refused, and nothing after it is read.
-      DeadlineServer::close_after_response_always();
-      send_api_error(res, make_api_error(400, why));
-      return HandlerResponse::Handled;
-    }
-    if (req.path != "/health" && !options_.api_key.empty() &&
-        !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
-      send_api_error(res, make_api_error(401,
-                                         req.has_header("Authorization")
-                                             ? "Incorrect API key provided."
-                                             : "You didn't provide an API key. Send it as "
-                                               "'Authorization: Bearer KEY'.",
-                                         "", "invalid_api_key"));
-      res.set_header("WWW-Authenticate", "Bearer");
-      return HandlerResponse::Handled;
-    }
-    const Route* route = find_route(req.path);
-    if (!route) {
-      send_api_error(res, make_api_error(404, message_for_status(404, req), "", "unknown_url"));
-      return HandlerResponse::Handled;
-    }
-    const bool head_of_get = req.method == "HEAD" && std::string(route->method) == "GET";
-    if (req.method != route->method && !head_of_get) {
-      send_api_error(res, make_api_error(405,
-                                         str("Method ", req.method, " is not allowed for ",
-                                             req.path, "; use ", route->method, "."),
-                                         "", "method_not_allowed"));
-      res.set_header("Allow", route->method);
-      return HandlerResponse::Handled;
-    }
-    return HandlerResponse::Unhandled;
+    return pre_route(req, res) ? HandlerResponse::Handled : HandlerResponse::Unhandled;
   });
 
   auto generation = [this](Endpoint endpoint) {
@@ -353,35 +386,10 @@ void HttpServer::add_routes() {
   // A request that ran out of time (http_connection.h) is a 408, and one
   // whose headers were too large a 431, whatever httplib made of what it
   // read of them.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req,
-                                                                     Response& res) {
-    if (DeadlineServer::head_too_large()) {
-      res.status = 431;
-      send_api_error(
-          res, make_api_error(
-                   431, str("The request's headers are too large: at most ",
-                            DeadlineServer::kMaxLineBytes >> 10, " KiB a line and ",
-                            DeadlineServer::kMaxHeadBytes >> 10, " KiB with the request line.")));
-      return HandlerResponse::Handled;
-    }
-    if (DeadlineServer::timed_out()) {
-      res.status = 408;
-      const int s = options_.read_timeout_seconds;
-      send_api_error(
-          res, make_api_error(408, str("The request did not arrive in time: its headers are due "
-                                       "within ",
-                                       s, " s of its first byte, its body within ", s,
-                                       " s of them plus 1 s per ",
-                                       DeadlineServer::kMinBodyBytesPerSecond >> 10, " KiB.")));
-      return HandlerResponse::Handled;
-    }
-    if (!res.body.empty()) return HandlerResponse::Unhandled;
-    // What httplib refused itself (an unparseable request line, say): where
-    // the next request would start is unknown, so none is read.
-    if (res.status == 400) DeadlineServer::close_after_response_always();
-    send_api_error(res, make_api_error(res.status, message_for_status(res.status, req)));
-    return HandlerResponse::Handled;
-  }));
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
+        return answer_error(req, res) ? HandlerResponse::Handled : HandlerResponse::Unhandled;
+      }));
   // A bug must cost one request a 500, not the server.
   http.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";

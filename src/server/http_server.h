@@ -36,6 +36,11 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
 namespace tkv::server {
 
 class DeadlineServer;  // http_connection.h
@@ -95,6 +100,12 @@ class HttpServer {
 
  private:
   void add_routes();
+  // Before a request's body is read: its framing, its key, its route and
+  // method; false lets the route run.
+  bool pre_route(const httplib::Request& req, httplib::Response& res);
+  // The body of an error httplib answered itself (bad HTTP, a deadline,
+  // headers too large), as an API error object; false keeps a handler's own.
+  bool answer_error(const httplib::Request& req, httplib::Response& res);
 
   ServedModel model_;
   Scheduler& scheduler_;

@@ -280,6 +280,75 @@ void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string err
 
 // ---- admission ----
 
+PrefixCache::Hit Scheduler::Impl::find_prefix(const Pending& p, bool on_grid) {
+  if (!prefixes || !on_grid) return {};
+  try {
+    PrefixCache::Hit hit = prefixes->find(p.job.prompt, [&] { return new_sequence(); });
+    if (hit.session) cache_changed = true;
+    return hit;
+  } catch (const kv::KvBudgetExceeded&) {
+    return {};  // reading a file back did not fit: start cold
+  } catch (const kv::KvOutOfMemory&) {
+    return {};
+  }
+}
+
+Scheduler::Impl::Admission Scheduler::Impl::check_budget(Pending& p, const PrefixCache::Hit& hit,
+                                                         uint64_t need) {
+  // With the disk tier the pool holds any job: nothing is refused or held
+  // back for its pages.
+  if (options.budget_bytes == 0 || pages->spilling()) return Admission::kStart;
+  const int64_t prompt_len = int64_t(p.job.prompt.size());
+  if (estimate_bytes(prompt_len - hit.reuse) > options.budget_bytes) {
+    fail_pending(
+        p, JobFinish::kError,
+        str("the KV budget of ", options.budget_bytes, " bytes cannot hold this ", prompt_len,
+            "-token prompt (about ", estimate_bytes(prompt_len - hit.reuse), " bytes)"),
+        true);
+    return Admission::kFailed;
+  }
+  uint64_t reserved = 0;
+  for (const auto& a : active) reserved += a->reserved_bytes;
+  return !active.empty() && reserved + need > options.budget_bytes ? Admission::kBlocked
+                                                                   : Admission::kStart;
+}
+
+Scheduler::Impl::Admission Scheduler::Impl::make_sequence(Pending& p, PrefixCache::Hit& hit,
+                                                          bool on_grid,
+                                                          std::unique_ptr<runtime::Sequence>& out) {
+  while (true) {
+    try {
+      out = hit.session ? hit.session->fork() : new_sequence();
+      if (hit.session) out->truncate(hit.reuse);
+      return Admission::kStart;
+    } catch (const kv::KvBudgetExceeded&) {
+      out.reset();
+    }
+    // No room for a fork's sinks and ring: the job takes the entry itself
+    // (a file of it stays in the disk tier where there is one).
+    if (hit.session && (out = prefixes->take(hit.session))) {
+      cache_changed = true;
+      out->truncate(hit.reuse);
+      return Admission::kStart;
+    }
+    // Room for the sequence's sinks and ring: cached prefixes go first.
+    // (The hit's entry may be the one evicted: then start cold.) Each round
+    // evicts one at least and reads none back from disk (that would take
+    // the pages just freed), so this ends.
+    if (make_room(estimate_bytes(0))) {
+      if (on_grid)
+        hit = prefixes->find(
+            p.job.prompt, [&] { return new_sequence(); }, false);
+      continue;
+    }
+    if (!active.empty()) return Admission::kBlocked;
+    fail_pending(
+        p, JobFinish::kError,
+        str("the KV budget of ", options.budget_bytes, " bytes cannot hold a new sequence"), true);
+    return Admission::kFailed;
+  }
+}
+
 void Scheduler::Impl::admit() {
   // The queue in order; a job that does not fit the budget yet stays in
   // its place and later ones may pass it (queue[0, at) are the ones passed
@@ -290,7 +359,7 @@ void Scheduler::Impl::admit() {
     Pending p;
     // The job holds a free slot while it is neither queued nor active, so
     // submit() never counts it twice: a request arriving in between
-    // (the prefix lookup, the session's pages) finds the queue as full as
+    // (the prefix lookup, the sequence's pages) finds the queue as full as
     // it is. Given back unless the job starts (or, in place, if it waits).
     SlotClaim slot{*this};
     {
@@ -310,78 +379,17 @@ void Scheduler::Impl::admit() {
     // A cold prefill of a prompt off the grid has no boundary a reuse could
     // start at.
     const bool on_grid = prefilled_on_grid(prompt_len);
-    PrefixCache::Hit hit;
-    std::unique_ptr<runtime::Sequence> sequence;
-    bool budget_blocked = false;
-    try {
-      if (prefixes && on_grid) {
-        hit = prefixes->find(p.job.prompt, [&] { return new_sequence(); });
-        if (hit.session) cache_changed = true;
-      }
-    } catch (const kv::KvBudgetExceeded&) {
-      hit = {};  // reading a file back did not fit: start cold
-    } catch (const kv::KvOutOfMemory&) {
-      hit = {};
-    }
+    PrefixCache::Hit hit = find_prefix(p, on_grid);
     // The budget: the job's pages (beyond what it shares) next to the
     // running jobs' estimates; cached prefixes give way (evicted on demand).
     const int64_t planned = std::min<int64_t>(
         options.context, p.job.max_tokens < 0 ? options.context : prompt_len + p.job.max_tokens);
     const uint64_t need = estimate_bytes(planned - hit.reuse);
-    // With the disk tier the pool holds any job: nothing is refused or
-    // held back for its pages.
-    if (options.budget_bytes > 0 && !pages->spilling()) {
-      if (estimate_bytes(prompt_len - hit.reuse) > options.budget_bytes) {
-        fail_pending(
-            p, JobFinish::kError,
-            str("the KV budget of ", options.budget_bytes, " bytes cannot hold this ", prompt_len,
-                "-token prompt (about ", estimate_bytes(prompt_len - hit.reuse), " bytes)"),
-            true);
-        continue;
-      }
-      uint64_t reserved = 0;
-      for (const auto& a : active) reserved += a->reserved_bytes;
-      budget_blocked = !active.empty() && reserved + need > options.budget_bytes;
-    }
-    while (!budget_blocked && !sequence) {
-      try {
-        if (hit.session) {
-          sequence = hit.session->fork();
-          sequence->truncate(hit.reuse);
-        } else {
-          sequence = new_sequence();
-        }
-      } catch (const kv::KvBudgetExceeded&) {
-        // No room for a fork's sinks and ring: the job takes the entry itself
-        // (a file of it stays in the disk tier where there is one).
-        if (hit.session && (sequence = prefixes->take(hit.session))) {
-          cache_changed = true;
-          sequence->truncate(hit.reuse);
-          break;
-        }
-        // Room for the sequence's sinks and ring: cached prefixes go first.
-        // (The hit's entry may be the one evicted: then start cold.) Each
-        // round evicts one at least and reads none back from disk (that
-        // would take the pages just freed), so this ends.
-        sequence.reset();
-        if (make_room(estimate_bytes(0))) {
-          if (on_grid)
-            hit = prefixes->find(
-                p.job.prompt, [&] { return new_sequence(); }, false);
-          continue;
-        }
-        if (!active.empty()) {
-          budget_blocked = true;
-          break;
-        }
-        fail_pending(
-            p, JobFinish::kError,
-            str("the KV budget of ", options.budget_bytes, " bytes cannot hold a new sequence"),
-            true);
-        break;
-      }
-    }
-    if (budget_blocked) {  // wait for running jobs to finish, in its place
+    std::unique_ptr<runtime::Sequence> sequence;
+    Admission admission = check_budget(p, hit, need);
+    if (admission == Admission::kStart) admission = make_sequence(p, hit, on_grid, sequence);
+    if (admission == Admission::kFailed) continue;
+    if (admission == Admission::kBlocked) {  // wait for running jobs to finish, in its place
       const bool holds = p.overtaken >= options.max_overtakes;
       const std::lock_guard<std::mutex> lock(mu);
       queue.insert(queue.begin() + std::ptrdiff_t(at), std::move(p));
@@ -391,7 +399,6 @@ void Scheduler::Impl::admit() {
       ++at;
       continue;
     }
-    if (!sequence) continue;  // failed above
     // It passes the waiting ones; one that has been passed enough holds
     // back the rest from now on.
     bool passed_enough = false;
@@ -400,17 +407,23 @@ void Scheduler::Impl::admit() {
       for (size_t i = 0; i < at; ++i)
         passed_enough |= ++queue[i].overtaken >= options.max_overtakes;
     }
-    auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
-    a->reserved_bytes = need;
-    if (prefixes && on_grid) a->checkpoints = checkpoints(prompt_len, hit);
-    if (hit.reuse > 0) {
-      ++figures.prefix_hits;
-      figures.prefix_tokens_reused += uint64_t(hit.reuse);
-    }
-    active.push_back(std::move(a));
+    start(std::move(p), std::move(sequence), hit, need, on_grid);
     slot.keep();  // counted by `active` from now on
     if (passed_enough) return;
   }
+}
+
+void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
+                            const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
+  const int64_t prompt_len = int64_t(p.job.prompt.size());
+  auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
+  a->reserved_bytes = need;
+  if (prefixes && on_grid) a->checkpoints = checkpoints(prompt_len, hit);
+  if (hit.reuse > 0) {
+    ++figures.prefix_hits;
+    figures.prefix_tokens_reused += uint64_t(hit.reuse);
+  }
+  active.push_back(std::move(a));
 }
 
 // ---- the worker loop ----

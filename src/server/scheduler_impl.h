@@ -126,7 +126,19 @@ struct Scheduler::Impl {
 
   void run();    // the worker loop
   void admit();  // scheduler.cc
-  bool step();   // scheduler_step.cc: false when nothing ran
+  // admit()'s parts: the cached prefix a job starts from (none when the
+  // cache cannot give one), whether its pages fit next to the running jobs'
+  // (kFailed: never; the job was answered), its sequence (a fork of the
+  // prefix, the prefix itself, or a new one; cached prefixes give way), and
+  // the job running.
+  enum class Admission { kStart, kBlocked, kFailed };
+  PrefixCache::Hit find_prefix(const Pending& p, bool on_grid);
+  Admission check_budget(Pending& p, const PrefixCache::Hit& hit, uint64_t need);
+  Admission make_sequence(Pending& p, PrefixCache::Hit& hit, bool on_grid,
+                          std::unique_ptr<runtime::Sequence>& out);
+  void start(Pending p, std::unique_ptr<runtime::Sequence> sequence, const PrefixCache::Hit& hit,
+             uint64_t need, bool on_grid);
+  bool step();  // scheduler_step.cc: false when nothing ran
   // One step's batch: its items, the job of each, and what it carries.
   struct Batch {
     std::vector<model::BatchItem> items;

@@ -171,7 +171,9 @@ Scheduler::Impl::Batch Scheduler::Impl::plan_step() {
       // runs 8 + 8 layers, not 12 + 4: the same first token, and no step
       // carries more than it must).
       const int parts = std::max(1, int(std::ceil(per_layer * layers / full_budget - 1e-9)));
-      layers = std::min((layers + parts - 1) / parts, int(budget / per_layer));
+      // (The step's first chunk may take a layer over the budget: what is
+      // left is then below zero, and nothing more joins.)
+      layers = std::min((layers + parts - 1) / parts, int(std::max(0.0, budget) / per_layer));
       if (layers == 0 && first_prefill) layers = 1;
       if (layers == 0) break;  // the rest wait their turn (the order is kept)
     }

@@ -197,7 +197,7 @@ TEST_P(Batch, LayerSplitChunkEqualsWhole) {
   int32_t next = 5;
   // Parts: chunk 0 in layer parts of 1, 2, ...; chunk 1 in two halves,
   // starting a call later; the decoding sequence in every call.
-  std::vector<float> carry[2];
+  ChunkParts parts[2];
   int done[2] = {0, 0};
   for (int call = 0; done[0] < n_layers || done[1] < n_layers; ++call) {
     std::vector<BatchItem> items;
@@ -208,9 +208,10 @@ TEST_P(Batch, LayerSplitChunkEqualsWhole) {
     for (size_t i = 0; i < 2; ++i) {
       if (want[i] <= done[i]) continue;
       slot[i] = items.size();
+      EXPECT_EQ(parts[i].layers_done(), done[i]);
+      parts[i].run_until(want[i] == n_layers ? 0 : want[i]);
       items.push_back({split[i].get(), chunks[i],
-                       want[i] == n_layers ? Logits::kLast : Logits::kNone, done[i],
-                       want[i] == n_layers ? 0 : want[i], &carry[i]});
+                       want[i] == n_layers ? Logits::kLast : Logits::kNone, &parts[i]});
     }
     const auto st = model_->eval_batch(ctx, items, pool);
     for (const auto& s : st) ASSERT_TRUE(s.ok()) << s.message;
@@ -293,11 +294,19 @@ TEST_P(Batch, BadLayerSplitItemsFailAlone) {
   const int n_layers = model_->config().n_layers;
   auto a = sequence(0), b = sequence(1), d = sequence(2), e = sequence(3);
   const auto toks = test::random_tokens(4, vocab(), 3);
-  std::vector<float> carry;
+  // a: a chunk begun in parts, continued with other tokens than its carry's.
+  ChunkParts pa, pb, pd;
+  pa.run_until(1);
+  const BatchItem first_part[] = {{a.get(), toks, Logits::kNone, &pa}};
+  ASSERT_TRUE(model_->eval_batch(ctx, first_part, pool)[0].ok());
+  ASSERT_EQ(pa.layers_done(), 1);
+  pa.run_until(0);
+  pb.run_until(1);             // logits before the last layer
+  pd.run_until(n_layers + 1);  // past the last layer
   const std::vector<BatchItem> items = {
-      {a.get(), toks, Logits::kNone, 0, 1, nullptr},            // no carry
-      {b.get(), toks, Logits::kLast, 0, 1, &carry},             // logits before the last layer
-      {d.get(), toks, Logits::kNone, 1, n_layers + 1, &carry},  // past the last layer
+      {a.get(), std::span<const int32_t>(toks).first(3), Logits::kLast, &pa},
+      {b.get(), toks, Logits::kLast, &pb},
+      {d.get(), toks, Logits::kNone, &pd},
       {e.get(), toks, Logits::kLast}};
   const auto st = model_->eval_batch(ctx, items, pool);
   for (size_t i = 0; i < 3; ++i) {

@@ -310,6 +310,32 @@ TEST_F(SchedulerTest, AChunkOverABudgetUnderOneLayerStillRunsALayerAStep) {
   expect_layer_parts_while_decoding(*m_, 1);
 }
 
+// Under a budget below one layer the step's first chunk takes its one layer
+// over the budget; a second prompt admitting beside it waits for a later
+// step (it gets no layers, not a range ending before it starts), and both
+// prompts finish.
+TEST_F(SchedulerTest, UnderABudgetBelowOneLayerASecondPromptWaitsItsTurn) {
+  SchedulerOptions o = small_options("f16");
+  o.prefill_tokens_per_step = 1;
+  StepLog log;
+  log.attach(o);
+  Scheduler s(*m_->model, *m_->tokenizer, o);
+  std::shared_ptr<JobStream> a = start_decoding_stream(s, *m_->tokenizer, 400);
+  std::shared_ptr<JobStream> b =
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 100, 3), 2));
+  std::shared_ptr<JobStream> c =
+      s.submit(greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 100, 9), 2));
+  for (JobStream* job : {b.get(), c.get()}) {
+    const Outcome r = collect(*job);
+    EXPECT_EQ(r.done.finish, JobFinish::kLength) << r.done.error;
+    EXPECT_TRUE(r.done.error.empty()) << r.done.error;
+  }
+  a->cancel();
+  collect(*a);
+  for (const StepInfo& step : log.snapshot())
+    if (step.decode_tokens > 0) EXPECT_LE(step.prefill_chunks, 1);
+}
+
 // A chunk over the budget (by work) runs in parts of equal size: with a
 // budget just under its layers but one, not all its layers but one and
 // then one, but half and half (sizes differing by one layer at most), and
