@@ -121,10 +121,16 @@ std::string section_markdown(const std::string& name, const Json& section) {
 }
 
 std::string provenance_markdown(const Json& report) {
+  // The program as the user names it (`turbokv`, not the build path), then
+  // its arguments exactly; report.json keeps argv[0] whole.
   std::string cmd;
   for (const auto& a : report["command_line"])
-    cmd += str(cmd.empty() ? "" : " ", shell_word(a.get<std::string>()));
+    cmd += cmd.empty() ? shell_word(fs::path(a.get<std::string>()).filename().string())
+                       : " " + shell_word(a.get<std::string>());
+  std::string load;
   const Json& m = report["machine"];
+  for (const auto& l : m["load_average_at_start"])
+    load += (load.empty() ? "" : " ") + fmt_fixed(l, 2);
   const Json& g = report["git"];
   const std::string built = g.value("build_commit", std::string("unknown"));
   const std::string tree = g["commit"].get<std::string>();
@@ -139,7 +145,7 @@ std::string provenance_markdown(const Json& report) {
         std::to_string(m["physical_cores"].get<int>()) + " cores / " +
         std::to_string(m["logical_cpus"].get<int>()) + " threads, " +
         fmt_bytes(m["total_memory_bytes"]) + "; load average at start " +
-        m["load_average_at_start"].dump() + "\n";
+        (load.empty() ? "unknown" : load) + "\n";
   md += "- commit: " + commit + "\n";
   md += "- date: " + report["created_utc"].get<std::string>() + "\n";
   return md;

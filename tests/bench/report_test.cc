@@ -117,11 +117,12 @@ TEST(BenchReport, FilesAreWrittenAndParseable) {
 }
 
 // report.md opens with the provenance a published figure needs: the command
-// line (a word with a space quoted so a shell reads it back), the machine's
-// CPU model, the commit the binary was built from, and the date.
+// line (the program by its name, a word with a space quoted so a shell reads
+// it back), the machine's CPU model, the commit the binary was built from,
+// and the date.
 TEST(BenchReport, MarkdownOpensWithCommandMachineCommitAndDate) {
   ReportHeader h;
-  h.command_line = {"turbokv", "bench", "quality", "-m", "my model.gguf"};
+  h.command_line = {"/opt/tkv/bin/turbokv", "bench", "quality", "-m", "my model.gguf"};
   h.threads = 2;
   h.mem_limit = {{"bytes", 0}, {"method", "none"}, {"fallback_reason", ""}};
   const Json report = make_report(h);
