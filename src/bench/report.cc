@@ -124,13 +124,20 @@ std::string provenance_markdown(const Json& report) {
   // The program as the user names it (`turbokv`, not the build path), then
   // its arguments exactly; report.json keeps argv[0] whole.
   std::string cmd;
-  for (const auto& a : report["command_line"])
-    cmd += cmd.empty() ? shell_word(fs::path(a.get<std::string>()).filename().string())
-                       : " " + shell_word(a.get<std::string>());
+  bool first = true;
+  for (const auto& a : report["command_line"]) {
+    std::string word = a.get<std::string>();
+    if (first) word = fs::path(word).filename().string();
+    if (!first) cmd += ' ';
+    cmd += shell_word(word);
+    first = false;
+  }
   std::string load;
   const Json& m = report["machine"];
-  for (const auto& l : m["load_average_at_start"])
-    load += (load.empty() ? "" : " ") + fmt_fixed(l, 2);
+  for (const auto& l : m["load_average_at_start"]) {
+    if (!load.empty()) load += ' ';
+    load += fmt_fixed(l, 2);
+  }
   const Json& g = report["git"];
   const std::string built = g.value("build_commit", std::string("unknown"));
   const std::string tree = g["commit"].get<std::string>();
