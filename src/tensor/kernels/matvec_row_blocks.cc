@@ -79,11 +79,9 @@ HWY_INLINE void TileChunk(const hwy::float16_t* HWY_RESTRICT w, size_t cols,
 #pragma GCC unroll 8
       for (size_t t = 0; t < N; ++t) acc[g][v][t] = hn::Zero(df);
   // One line of each block's stream a second k step, 64 steps ahead, into
-  // L1: the stream then runs under the FMAs instead of waiting on the
-  // hardware prefetcher, which does not run far enough ahead of 16-row
-  // blocks walked column by column. L1 rather than L2, because with one
-  // token the kernel does so little work per line that an L2 hit still
-  // stalls it.
+  // L1: the stream then runs under the FMAs rather than relying on the
+  // hardware prefetcher alone. L1 rather than L2, because one token's pass
+  // does little work per line, and an L2 hit still stalls it.
   constexpr size_t kAhead = 64 * kBlockRows;
   for (size_t k = k0; k < k0 + kc; ++k) {
     const hwy::float16_t* piece = w + k * kBlockRows;
