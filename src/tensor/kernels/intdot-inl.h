@@ -94,11 +94,10 @@ struct IntGemmTraits {
 };
 
 // How far ahead of the current block matvec prefetches each row stream
-// (bytes). The super-block types and q8_0 consume a row's bytes fastest
-// per instruction, so they need the longer lead to keep the stream ahead
-// of the arithmetic; the other 32-value types do more work per byte, and a
-// longer lead there only evicts lines before they are used. Longer than
-// 8 KiB, two threads' streams start to evict each other's lines.
+// (bytes): the lead that keeps each type's stream ahead of its arithmetic.
+// The longer one helps the super-block types and q8_0 but not the other
+// 32-value types, which keep 4 KiB; beyond 8 KiB two threads' streams slow
+// each other down.
 template <DType T>
 inline constexpr size_t kIntPrefetchAhead =
     IntGemmTraits<T>::kSuper || T == DType::Q8_0 ? 8192 : 4096;
