@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "bench/batch_protocol.h"
+#include "bench/build_commit.h"
 #include "bench/child_process.h"
 #include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
@@ -49,6 +50,18 @@ std::string git(const std::string& dir, const std::vector<std::string>& args) {
   return r.exit_code == 0 ? trim(r.out) : std::string();
 }
 
+// `a` as one word a POSIX shell would read back: quoted when it holds
+// anything but letters, digits and -_.,/:=+@%.
+std::string shell_word(const std::string& a) {
+  const bool plain = !a.empty() && a.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789-_.,/:=+@%") == std::string::npos;
+  if (plain) return a;
+  std::string q = "'";
+  for (const char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 constexpr const char* kSections[] = {"memory", "speed",   "batch", "serve",
                                      "recall", "quality", "kernel"};
 
@@ -84,9 +97,9 @@ Json git_info() {
     const std::string commit = git(d, {"rev-parse", "HEAD"});
     if (commit.empty()) continue;
     const std::string status = git(d, {"status", "--porcelain", "--untracked-files=no"});
-    return {{"commit", commit}, {"dirty", !status.empty()}};
+    return {{"build_commit", build_commit()}, {"commit", commit}, {"dirty", !status.empty()}};
   }
-  return {{"commit", "unknown"}, {"dirty", nullptr}};
+  return {{"build_commit", build_commit()}, {"commit", "unknown"}, {"dirty", nullptr}};
 }
 
 Json make_report(const ReportHeader& h) {
@@ -107,18 +120,47 @@ std::string section_markdown(const std::string& name, const Json& section) {
   fail("internal error: unknown report section ", name);
 }
 
-std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files) {
-  std::string md = "# turbokv bench report\n\n";
+std::string provenance_markdown(const Json& report) {
+  // The program as the user names it (`turbokv`, not the build path), then
+  // its arguments exactly; report.json keeps argv[0] whole.
+  std::string cmd;
+  bool first = true;
+  for (const auto& a : report["command_line"]) {
+    std::string word = a.get<std::string>();
+    if (first) word = fs::path(word).filename().string();
+    if (!first) cmd += ' ';
+    cmd += shell_word(word);
+    first = false;
+  }
+  std::string load;
   const Json& m = report["machine"];
-  md += "- created: " + report["created_utc"].get<std::string>() + "\n";
+  for (const auto& l : m["load_average_at_start"]) {
+    if (!load.empty()) load += ' ';
+    load += fmt_fixed(l, 2);
+  }
+  const Json& g = report["git"];
+  const std::string built = g.value("build_commit", std::string("unknown"));
+  const std::string tree = g["commit"].get<std::string>();
+  // The binary's commit; the tree's at run time too where it is another
+  // (a binary run from a checkout that has moved on).
+  std::string commit = built;
+  if (tree != "unknown" && tree.compare(0, 7, built, 0, 7) != 0)
+    commit += " (source tree at run time: " + tree + ")";
+  if (g["dirty"] == true) commit += " (uncommitted changes at run time)";
+  std::string md = "- command: `" + cmd + "`\n";
   md += "- machine: " + m["cpu_model"].get<std::string>() + ", " +
         std::to_string(m["physical_cores"].get<int>()) + " cores / " +
         std::to_string(m["logical_cpus"].get<int>()) + " threads, " +
         fmt_bytes(m["total_memory_bytes"]) + "; load average at start " +
-        m["load_average_at_start"].dump() + "\n";
-  md += "- CPU flags: " + m["cpu_flags"].get<std::string>() + "\n";
-  md += "- git: " + report["git"]["commit"].get<std::string>() +
-        (report["git"]["dirty"] == true ? " (uncommitted changes)" : "") + "\n";
+        (load.empty() ? "unknown" : load) + "\n";
+  md += "- commit: " + commit + "\n";
+  md += "- date: " + report["created_utc"].get<std::string>() + "\n";
+  return md;
+}
+
+std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files) {
+  std::string md = "# turbokv bench report\n\n" + provenance_markdown(report);
+  md += "- CPU flags: " + report["machine"]["cpu_flags"].get<std::string>() + "\n";
   md += "- threads: " + std::to_string(report["threads"].get<int>()) + "\n";
   if (report.contains("run")) {
     const Json& run = report["run"];
@@ -143,10 +185,6 @@ std::string report_markdown(const Json& report, const std::vector<std::string>& 
                ? ""
                : " (" + lim["fallback_reason"].get<std::string>() + ")") +
           "\n";
-  std::string cmd;
-  for (const auto& a : report["command_line"])
-    cmd += str(cmd.empty() ? "" : " ", a.get<std::string>());
-  md += "\n```\n" + cmd + "\n```\n";
   for (const char* name : kSections) {
     if (!report.contains(name)) continue;
     md += "\n## " + std::string(name) + "\n\n" + section_markdown(name, report[name]);

@@ -1,8 +1,10 @@
 // report.json / report.md: everything a bench run measured, with what is
-// needed to reproduce or distrust it -- machine (CPU model and SIMD flags,
-// cores, memory), threads, git commit (and whether the tree was dirty), the
-// full command line, the memory-limit method, and every raw sample (cells'
-// results are kept whole under each protocol's "rows").
+// needed to reproduce or distrust it. report.md opens with the provenance
+// every published figure carries -- the command line, the machine (CPU
+// model, cores, memory), the commit the binary was built from and the date
+// -- then SIMD flags, threads, the memory-limit method; report.json holds
+// the same and every raw sample (cells' results are kept whole under each
+// protocol's "rows").
 #pragma once
 
 #include <string>
@@ -25,10 +27,16 @@ struct ReportHeader {
 Json make_report(const ReportHeader& h);
 
 Json machine_info();
-// `git rev-parse HEAD` of the source tree (tried in the current directory,
-// next to the executable, then in the source tree the binary was configured
-// from) and whether it has uncommitted changes; "unknown" without git.
+// {"build_commit": the commit the binary was built from (build_commit.h),
+//  "commit": `git rev-parse HEAD` of the source tree at run time (looked for
+//  in the current directory, next to the executable, then in the source tree
+//  the binary was configured from), "dirty": whether that tree has
+//  uncommitted changes}; "unknown" / null where git cannot tell.
 Json git_info();
+
+// The provenance lines report.md opens with ("- command: ...", "- machine:
+// ...", "- commit: ...", "- date: ..."), from a report made by make_report.
+std::string provenance_markdown(const Json& report);
 
 // Markdown of the whole report, sections in a fixed order, plot images linked.
 std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files);

@@ -17,12 +17,11 @@ enum class FileMemory {
   // Read into private anonymous memory, 2 MiB-aligned and advised as
   // transparent huge pages (MADV_HUGEPAGE), then made read-only. A pass
   // over gigabytes of weights then needs one TLB entry per 2 MiB instead of
-  // one per 4 KiB. Measured on a 2-core KVM guest (Zen 5) whose kernel
-  // samples page access bits (DAMON) every 0.5 s: the F16 llama-3.2-1b
-  // shape decodes one stream at ~60-64 ms a token instead of ~65-79 ms with
-  // ~100 ms stalls every ~6 tokens (docs/SERVER.md, "Weights in huge
-  // pages"). Costs a read of the file at load and a private copy (no
-  // sharing between processes); its pages are not dropped under pressure.
+  // one per 4 KiB, and a kernel that samples page access bits (DAMON) has
+  // 512 times fewer pages to walk, so it no longer stalls the decode
+  // (docs/SERVER.md, "Weights in huge pages"). Costs a read of the file at
+  // load and a private copy (no sharing between processes); its pages are
+  // not dropped under pressure.
   kCopy,
 };
 

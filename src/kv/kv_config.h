@@ -47,10 +47,9 @@ struct KvConfig {
   // With selection: chunks of more than one token (prefill) select too (each
   // query tile reads the union of its queries' pages); false = dense prefill.
   bool select_prefill = true;
-  // With selection: the first layers read every page, as in Quest (their
-  // attention is broad, and what they miss every later layer misses:
-  // on tkv-test-23M recall at sel512 drops from 11 to 6 of 20 facts when
-  // layers 0 and 1 select too).
+  // With selection: the first layers read every page, as in Quest: their
+  // attention is broad, so a page bound picks poorly there, and what they
+  // miss every later layer misses (recall drops when they select too).
   int select_dense_layers = 2;
 
   int effective_sinks() const;

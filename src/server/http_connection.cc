@@ -24,7 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // poll() for `events` on `sock` for at most `ms` (>= 0) milliseconds,
-// retried on EINTR: > 0 ready (the events that were, in `revents` when
+// polling again after EINTR: > 0 ready (the events that were, in `revents` when
 // given), 0 timed out, < 0 error.
 int wait_for(int sock, short events, int64_t ms, short* revents = nullptr) {
   const Clock::time_point end = Clock::now() + std::chrono::milliseconds(ms);

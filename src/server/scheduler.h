@@ -99,7 +99,7 @@ struct SchedulerOptions {
   // life: it decides the bits of the prefill (model.h). Chunks of at most
   // 16 tokens (kIntMatmulMaxTokens) take the decode path's kernels, in the
   // same weight pass as the decode tokens; larger ones the prefill GEMM.
-  // docs/SERVER.md has the figures.
+  // docs/results/serve.md has the figures.
   int prefill_chunk = 16;
   // Prompts of at most this many tokens are prefilled as one chunk, from
   // where their prefill starts (0, or the end of their cached prefix) to
@@ -111,7 +111,7 @@ struct SchedulerOptions {
   // step's prefill budget (one grid chunk's work through every layer by
   // default). Longer prompts stay on the grid (a long prompt next to
   // decoding streams rides in their weight pass). 0: every prompt on the
-  // grid. docs/SERVER.md has the figures.
+  // grid. docs/results/serve.md has the figures.
   int whole_prompt_tokens = 256;
   // While any sequence decodes, the prefill a step carries. 0: one chunk,
   // whole (chunks of several sequences while they fit in prefill_chunk
@@ -130,7 +130,7 @@ struct SchedulerOptions {
   // streams' worst steps about a quarter shorter than with the chunk whole,
   // for a long prompt's first token ~1.4x later; a short prompt's whole
   // chunk next to decoding streams takes a grid chunk's work a step, as
-  // with 0 (docs/SERVER.md has the figures).
+  // with 0 (docs/results/serve.md has the figures).
   int prefill_tokens_per_step = 16;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited

@@ -137,7 +137,7 @@ enum class MatmulKernel {
 // bit-identical to matvec(x_i). Above it (prefill) kAuto runs it only where
 // its token tiles beat the register-tiled f32 GEMM: on the AVX2 target for
 // q4_K and q5_K (and q2_K, iq4_xs with AVX-VNNI); on AVX-512 the f32 GEMM
-// is faster for every type (about 1.4x on q4_K at n = 512, 2x on q8_0).
+// is faster for every type.
 // Either way a token's result does not depend on n once n exceeds it.
 inline constexpr int64_t kIntMatmulMaxTokens = 16;
 
@@ -155,11 +155,11 @@ MatmulKernel prefill_kernel(DType type);
 // Tokens per matmul call that amortize the prefill kernel's per-call work
 // for a `type` weight (callers that cut a long batch into calls, such as
 // the FFN, use it): 512 where F16 / BF16 take AMX, which converts the
-// weights into its operand tiles once per call (~20% of the product at 128
-// tokens, ~6% at 512), else 256 (those kernels read the weights in place,
-// but the f32 GEMM still unpacks them and transposes the activations once
-// per call: on a 2-core Zen 5, F16, 256 rows took a 1024-token prefill
-// ~2-3% faster than 128, 512 no faster than 128; ~1% with AVX2).
+// weights into its operand tiles once per call, a cost that is a sizeable
+// part of the product at 128 tokens and small at 512; else 256 (those
+// kernels read the weights in place, but the f32 GEMM still unpacks them
+// and transposes the activations once per call, which 256 rows amortize;
+// beyond that the larger scratch buys nothing).
 int64_t matmul_rows_per_call(DType type);
 
 // Dequantizes one row (or any run of whole blocks) of n elements to f32.

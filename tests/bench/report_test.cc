@@ -116,6 +116,33 @@ TEST(BenchReport, FilesAreWrittenAndParseable) {
   EXPECT_GT(std::filesystem::file_size(dir + "/decode.png"), 1000u) << msg;
 }
 
+// report.md opens with the provenance a published figure needs: the command
+// line (the program by its name, a word with a space quoted so a shell reads
+// it back), the machine's CPU model, the commit the binary was built from,
+// and the date.
+TEST(BenchReport, MarkdownOpensWithCommandMachineCommitAndDate) {
+  ReportHeader h;
+  h.command_line = {"/opt/tkv/bin/turbokv", "bench", "quality", "-m", "my model.gguf"};
+  h.threads = 2;
+  h.mem_limit = {{"bytes", 0}, {"method", "none"}, {"fallback_reason", ""}};
+  const Json report = make_report(h);
+  const std::string built = report["git"]["build_commit"].get<std::string>();
+  EXPECT_FALSE(built.empty());
+  const std::string md = report_markdown(report, {});
+  const std::string cpu = report["machine"]["cpu_model"].get<std::string>();
+  const std::string date = report["created_utc"].get<std::string>();
+  ASSERT_EQ(date.size(), 20u) << date;  // 2026-01-02T03:04:05Z
+  for (const std::string& line :
+       {std::string("- command: `turbokv bench quality -m 'my model.gguf'`\n"),
+        "- machine: " + cpu + ", ", "- commit: " + built, "- date: " + date + "\n"})
+    EXPECT_NE(md.find(line), std::string::npos) << line << " not in:\n" << md;
+  // In that order, before any section.
+  EXPECT_LT(md.find("- command: "), md.find("- machine: "));
+  EXPECT_LT(md.find("- machine: "), md.find("- commit: "));
+  EXPECT_LT(md.find("- commit: "), md.find("- date: "));
+  EXPECT_EQ(md.find("- command: "), md.find("turbokv bench report") + 22);
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

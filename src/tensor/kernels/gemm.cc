@@ -12,12 +12,12 @@
 //   weights into 2 * kTileRows accumulators. So every weight is decoded once
 //   per call and reused for all n tokens from registers/L1, no horizontal
 //   reductions are needed, and a chunk's activation tiles, read from L2, serve
-//   all the task's panels (one panel per task re-read them from L3 for every
-//   24 rows on AVX2: ~6% of F16 prefill).
+//   all the task's panels (one panel per task would re-read them from L3
+//   for every panel).
 // - While a panel's chunk is swept, the weights of the next (panel, chunk)
 //   are prefetched into L2, a few lines per token tile: its row pieces are
 //   too short for the hardware's stream detection, and read on demand they
-//   stalled the dequantization (q8_0 prefill ~6% faster on AVX2).
+//   stall the dequantization.
 // - Each chunk's products are summed in fresh registers and then added to the
 //   panel's f32 accumulators in memory (laid out per token tile, so that a
 //   register tile's accumulators are consecutive lines): an output is a sum
@@ -49,21 +49,21 @@ namespace HWY_NAMESPACE {
 
 // kTileRows x kTileVecs accumulators + kTileVecs activation vectors + one
 // broadcast must fit the register file: 32 vector registers with AVX-512,
-// 16 on AVX2/SSE4.
-// Measured on AVX-512 (best of runs, 2048x2048, n = 64 / 512): 12x2 ~125 /
-// ~120 GFLOP/s per core, 6x4 ~132 / ~110, 8x3 ~90 / ~112 (n = 64 pads to 96).
+// 16 on AVX2/SSE4. Of the shapes that fit AVX-512's 32 registers, 12 rows x
+// 2 vectors is the best at prefill sizes: 6 x 4 wins only for short
+// batches, 8 x 3 at neither.
 inline constexpr size_t kTileRows = kLanes == 16 ? 12 : 6;
 inline constexpr size_t kTileVecs = 2;
 inline constexpr size_t kTileTokens = kTileVecs * kLanes;
-// Panels of 2, 4 or 8 row tiles measured the same within noise on AVX-512;
-// on AVX2 (with several panels per task) 3 or 4 ~3% faster than 2 or 8.
+// Four row tiles a panel: panels of 2 to 8 tiles perform alike on AVX-512,
+// and 3 or 4 best on AVX2.
 inline constexpr size_t kPanelRows = 4 * kTileRows;
 // Columns per dequantized chunk: a multiple of every block size (256).
 inline constexpr size_t kChunk = 256;
 // Accumulator bytes of a task's panels (L2-resident along with a chunk's
-// activation tiles: 512 KiB at n = 512). Measured on AVX2, llama-3.2-1b
-// shape, n = 512, two threads: one panel per task 81-87 prefill tok/s (F16),
-// 512 KiB ~90, 1 MiB ~91; AVX-512 the same within noise.
+// activation tiles: 512 KiB at n = 512). Several panels a task let a
+// chunk's activation tiles, once in L2, serve all of them; one panel per
+// task would bring them in again for every panel.
 inline constexpr size_t kTaskAccBytes = size_t(1) << 20;
 
 // c[r][0 .. kTileTokens) += sum_k p[r][k] * xt[k][0 .. kTileTokens).
@@ -90,9 +90,9 @@ HWY_INLINE void MicroTile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT
     }
   };
   // On the 16-register targets a k step is 12 FMAs, and the loop's own
-  // counter and branch uops (3 per step) compete with them for the ports:
-  // unrolled 4 times, AVX2 llama-3.2-1b layers ran ~3% faster. AVX-512's
-  // 24-FMA step keeps the plain loop.
+  // counter and branch uops (3 per step) compete with them for the ports,
+  // so the loop is unrolled 4 times. AVX-512's 24-FMA step hides them and
+  // keeps the plain loop.
   if constexpr (kTileRows * kTileVecs <= 12) {
 #pragma GCC unroll 4
     for (size_t k = 0; k < kc; ++k) step(k);

@@ -15,12 +15,12 @@
 //   pair of token tiles over it with 2 x 2 f32 tiles in the tile registers
 //   (8 tiles: 4 sums, 2 weight, 2 activation operands). Meanwhile the
 //   weights of the next (panel, chunk) are prefetched into L2.
-// - The measured costs (llama-3.2-1b shapes, 2 threads): the tile loop
-//   ~75% at 512 tokens, with the sums' store and reload at chunk ends
-//   (the tile unit drains) ~15% of it; splitting the weights ~8% at 512
-//   tokens, ~22% at 64 (per call, whatever n); splitting the tokens ~3%.
-//   Chunks of 12, 16 or 32 steps and 256 KiB or 1 MiB of accumulators per
-//   task measured the same within the machine's noise.
+// - Where the time goes: most of it in the tile loop, part of that in the
+//   sums' store and reload at chunk ends (the tile unit drains); splitting
+//   the weights is a per-call cost (so it weighs most at small n, which is
+//   why callers batch 512 rows a call: matmul_rows_per_call); splitting
+//   the tokens is small. The chunk length and the accumulator bytes per
+//   task are not sensitive within a factor of two either way.
 // - A chunk's sums continue from the previous chunk's, stored in the
 //   task's accumulators between chunks (a tile store and load are exact):
 //   an output is one chain of tdpbf16ps in column order, the same for every

@@ -27,9 +27,8 @@
 // The arithmetic is bound by its multiply ports: 12 multiplies per (row,
 // token, block) in the int32 sums and ~4 in the float step (q4_K's mins
 // term 1.7 of them, MinsStep; the outputs' sums, Finish8, are shuffles and
-// adds). Measured (one thread of this machine, n = 512, best of 7, q4_K /
-// q6_K): 2048 x 2048 ~31 / ~32 ms against ~36 / ~40 ms with one vpmaddwd
-// per chunk; the f32 GEMM ~41.
+// adds), so the chunk pairs halve the vpmaddwd per chunk, and the kernel
+// beats both one vpmaddwd per chunk and the f32 GEMM on dequantized rows.
 //
 // The numbers are intdot-inl.h's: the int32 lanes of a super-block are
 // exact and hold the same products as matvec's (InterleavePair keeps each
@@ -158,7 +157,7 @@ HWY_INLINE __m256i ChunkPair(bool first, __m256i l, __m256i wa, __m256i wb, cons
 // which halved the throughput. Per chunk pair, row and token two vpmaddubsw
 // (one operand from memory) + vpaddw + vpmaddwd (the pair's scales, in a
 // register) + vpaddd. 5 tokens rather than 6 leave registers for the
-// scales: 2 loads per (row, token, pair) instead of 3.3, ~10% faster.
+// scales: 2 loads per (row, token, pair) instead of 3.3.
 // clang-format off
 #define TKV_MAC(ma, mb, ms, A) \
   "vpmaddubsw " ma ", %[va], %[t]\n\t" \
@@ -507,12 +506,10 @@ void Q4KGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   GemmRows<DType::Q4_K>(a, r0, r1);
 }
 
-// Prefill-sized products only: at 8 tokens (batched decode) unpacking a
-// panel per call made it 5-10% slower than intdot-inl.h's tiles. With or
-// without AVX-VNNI: on this Sapphire Rapids these tiles (no VNNI) beat
-// intdot-inl.h's VNNI tiles too (2048 x 2048, n = 512, one thread, best of
-// 3: q4_K 29.7 against 35.2 ms, q6_K 35.5 against 43.4, and that was
-// before the chunk pairs), the same lanes.
+// Prefill-sized products only: at a few tokens (batched decode) unpacking
+// a panel per call costs more than it saves, and intdot-inl.h's tiles are
+// faster. With or without AVX-VNNI: at prefill sizes these tiles (no VNNI)
+// beat intdot-inl.h's VNNI tiles too, the same lanes.
 bool Q4KGemmActive(DType type, int64_t n) {
   return (type == DType::Q4_K || type == DType::Q6_K) && n > kIntMatmulMaxTokens;
 }

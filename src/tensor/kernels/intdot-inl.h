@@ -95,10 +95,10 @@ struct IntGemmTraits {
 };
 
 // How far ahead of the current block matvec prefetches each row stream
-// (bytes). One thread on a Zen 5 core (bench_matmul Matvec, alternated
-// runs): 8 KiB instead of 4 made the super-block types 5-20% faster and
-// q8_0 15-25% (16 KiB: slower with two threads), q4_0 0-10% slower, so
-// the other 32-value types keep 4 KiB.
+// (bytes): the lead that keeps each type's stream ahead of its arithmetic.
+// The longer one helps the super-block types and q8_0 but not the other
+// 32-value types, which keep 4 KiB; beyond 8 KiB two threads' streams slow
+// each other down.
 template <DType T>
 inline constexpr size_t kIntPrefetchAhead =
     IntGemmTraits<T>::kSuper || T == DType::Q8_0 ? 8192 : 4096;

@@ -13,10 +13,10 @@
 // the final horizontal sum -- is that code's. So the outputs are bit for
 // bit those of the 256-bit kernel, for every R, NT and thread split.
 //
-// Measured on a 2-core Zen 5 (full-width AVX-512; bench_matmul Matvec, one
-// thread, alternated with the 256-bit build): q6_K 1.25-1.5x faster, q4_K
-// within noise (there the weight stream, not the arithmetic, sets the
-// pace; the longer prefetch distance of intdot-inl.h gave it 5-10%).
+// Why: on a core with full-width 512-bit units this halves the instructions
+// per block, which is what bounds q6_K's product (its unpacking is the
+// heaviest); q4_K's is bound by the weight stream instead, so there the
+// gain is in the prefetch distance (intdot-inl.h), not here.
 
 // Whether T's blocks take WideLanes on this target.
 template <DType T>

@@ -17,10 +17,9 @@ namespace HWY_NAMESPACE {
 
 // Each row is also prefetched into L2 this far ahead (besides rowdot-inl.h's
 // kPrefetchAhead into L1): one core's read stream is limited by the misses it
-// has in flight, and the hardware prefetcher alone keeps too few. Measured
-// on AVX-512 and AVX2, one thread, f16 2048 x 8192 and 128256 x 2048: 17%
-// faster than without it (bf16 on AVX2: 23%); 12 KiB gave 10%, 48 KiB the
-// same as 24.
+// has in flight, and the hardware prefetcher alone keeps too few. 24 KiB
+// is far enough ahead to cover DRAM latency at one core's read rate and
+// short enough to stay well inside L2; a longer lead gains nothing.
 inline constexpr size_t kL2PrefetchAhead = 24 << 10;
 
 template <class Src, int64_t R>

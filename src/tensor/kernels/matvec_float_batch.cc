@@ -36,13 +36,9 @@ namespace batch {
 //    L1 sets, together with the weight rows (also a power of two apart), and
 //    evict each other. A chain's pass reads every other vector, so a layout
 //    by vector index (all tokens of vector j side by side, both chains
-//    interleaved) made each pass a strided walk through the whole group's
-//    block, which the L1's prefetcher followed poorly: the stream layout
-//    measured 25-35% faster on a 2-core Zen 5 (AVX-512, f16, 8 tokens,
-//    bench_matmul MatvecBatch8 from DRAM and MatvecBatchInCache, one thread
-//    pinned, medians of 3-5 alternated runs; 8-10% on its AVX2 target), and
-//    the 8-sequence decode step of the llama-3.2-1b shape 145 ms instead
-//    of 174-188 (`turbokv bench batch --batch 8 --depth 128`);
+//    interleaved) would make each pass a strided walk through the whole
+//    group's block, which an L1 prefetcher follows poorly; one stream per
+//    pass is what it follows best;
 //  - tokens in blocks of whole groups whose packed activations fit
 //    kBlockBytes (L2), swept by every panel of the task: one block up to
 //    120 tokens at 2048 columns, 24 at 8192 (AVX-512);
@@ -61,28 +57,16 @@ namespace batch {
 // Per weight vector and tile: one conversion (one FMA-port uop on x86 when
 // it reads memory), m FMAs. AVX-512 (32 registers): 4 x 6 = 24
 // accumulators + 4 weights + 1 activation; 16-register targets (AVX2):
-// 2 x 5. Measured (one thread, f16, 64 x 2048 in cache, GFLOP/s at n = 8 /
-// 16 / 64, same sitting) against the previous 2 x 8 (AVX-512) and 1 x 8
-// (AVX2) tiles over 16-row panels and 256-column chunks: AVX-512 ~118 /
-// 116 / 124 vs 108 / 109 / 108; AVX2 ~77 / 74 / 82 vs 71 / 74 / 74. Chunks
-// of 256 or 512 columns were 10-20% slower (the tiles' fixed cost: loading
-// and storing 24 accumulators per 8 or 16 steps); converting a panel's
-// chunk to f32 once per group (instead of once per tile) 10-15% slower; F32
-// weights run at the same speed as F16, so the conversions are not what
-// limits it. On Zen 5 a 4 x 4 tile written alone reaches ~95% of the FMA
-// peak with its operands in L1, while this kernel streamed from DRAM runs
-// at ~50%: one core holds too few misses in flight while it computes (one
-// thread reads 12-14 GB/s there, against 25-32 GB/s for a loop that only
-// loads). Tried on Zen 5 without gain: 8-row panels with each token tile's
-// activations reused from L1 by both row tiles, 512- and 1024-column
-// chunks, prefetch hints t0 / nta, leads of 2 and 4 panels, a prefetch
-// rate matched to the panel's tile steps, and columns outermost (a 512- or
-// 1024-column chunk of the group's activations kept in L1 while super panels
-// of 32-128 rows sweep it, their accumulators in memory between chunks:
-// 0-20% slower from DRAM with two threads, 5-25% slower in cache). Chains
-// as the two halves of a row instead of even and odd vectors (each pass
-// using whole weight lines; matvec's order would change with it), timed
-// alone: in cache no faster, from DRAM within noise of +10%.
+// 2 x 5: the largest tiles the register file holds, so that each load feeds
+// the most FMAs. Chunks are whole rows because shorter ones pay the tile's
+// fixed cost (loading and storing its accumulators) every few steps. The
+// weights are converted per tile, not once per group into an f32 copy of
+// the panel's chunk: the conversion is not the limit (F32 weights run no
+// faster), and the copy costs more than it saves. Streamed from DRAM, the
+// kernel is bound by how many misses one core keeps in flight while it
+// computes, not by its FMAs: hence the next panel's prefetch under the
+// current one (Prefetcher), where larger panels, other chunk sizes or a
+// columns-outermost order do not help.
 inline constexpr int64_t kTileRows = kLanes >= 16 ? 4 : kLanes >= 8 ? 2 : 1;
 inline constexpr int64_t kTileTokens = kLanes >= 16 ? 6 : kLanes >= 8 ? 5 : 8;
 inline constexpr int64_t kGroupTokens = 2 * kTileTokens;
@@ -139,17 +123,10 @@ struct PackedChunk {
 // falls behind, the lines needed first are the ones already there. One line
 // per tile step keeps the stream about one panel ahead for a group of 8
 // to 12 tokens (the tiles read a panel's rows once per token tile and
-// chain). (Measured on AVX-512 with the earlier 2 x 8 tile, 8 tokens:
-// without it 20% slower on one thread; two lines per step, a lead of two
-// panels, or an extra burst of L1 prefetches per chunk 5-15% slower; this
-// order rather than row by row 9% faster on an 8192 x 2048 f16 matrix with
-// two threads. With the 4 x 6 tile, two lines per step measured 10-15%
-// slower again. On Zen 4, 8 tokens, f16 8192 x 2048 / 2048 x 8192 /
-// 128256 x 2048 streamed, medians of 5 alternated runs: without it 20-25%
-// slower on one and two threads, non-temporal 5-10% slower, the L3 hint
-// (prefetcht2) within noise of this L2 one. Chunks of 1024 columns, which
-// fit a 32 KiB L1 better: medians 1-15% higher streamed (best runs equal),
-// ~10% lower in cache.)
+// chain). Without it the FMAs wait on demand misses; the hint is L2's
+// (not L1's, nor non-temporal) because the panel is read again by every
+// token group, and one line a step rather than two keeps the prefetches
+// from competing with the tiles' own loads.
 struct Prefetcher {
   const uint8_t* panel = nullptr;  // the next panel's row 0
   size_t row_bytes = 0, chunk_bytes = 0;

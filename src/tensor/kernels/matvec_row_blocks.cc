@@ -14,13 +14,13 @@
 // matmul's GEMM give the same bits for a token, and the GEMM on the rows
 // of the same matrix too.
 //
-// Why this layout (2-core Zen 5, AVX-512, F16, the llama-3.2-1b shapes
-// streamed from DRAM, two threads, bench_matmul MatvecRowBlocks8 against
-// MatvecBatch8): 8 tokens at 32-37 GB/s of weights against 20-22 for the
-// row layout's small-batch kernel, whose weight rows are dotted with each
-// token (two accumulator chains a row and token, a horizontal sum, the
-// activations re-read for every 4-row panel); one token 49-53 against
-// 37-39 GB/s (Matvec). docs/WEIGHTS.md has the figures.
+// Why this layout: the row layout's small-batch kernel dots each weight row
+// with each token (two accumulator chains a row and token, a horizontal sum
+// at the end, the activations re-read for every 4-row panel), so the more
+// tokens share a step, the more of its time goes to that bookkeeping. Here
+// a weight vector feeds every token's FMAs directly and each block is one
+// sequential stream, which is what a bandwidth-bound decode step wants
+// (docs/WEIGHTS.md, "F16 row blocks").
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/matvec_row_blocks.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -79,10 +79,9 @@ HWY_INLINE void TileChunk(const hwy::float16_t* HWY_RESTRICT w, size_t cols,
 #pragma GCC unroll 8
       for (size_t t = 0; t < N; ++t) acc[g][v][t] = hn::Zero(df);
   // One line of each block's stream a second k step, 64 steps ahead, into
-  // L1: the stream runs under the FMAs (measured 10% faster than the
-  // hardware prefetcher alone at 8 tokens, Zen 5, into L2 then). Into L1
-  // rather than L2 took one token from ~12 to ~15 GB/s a core on Emerald
-  // Rapids, where the rows' matvec streams ~17 (bench_matmul).
+  // L1: the stream then runs under the FMAs rather than relying on the
+  // hardware prefetcher alone. L1 rather than L2, because one token's pass
+  // does little work per line, and an L2 hit still stalls it.
   constexpr size_t kAhead = 64 * kBlockRows;
   for (size_t k = k0; k < k0 + kc; ++k) {
     const hwy::float16_t* piece = w + k * kBlockRows;
