@@ -203,6 +203,7 @@ int run_main(std::span<const std::string> args) {
                  "turbokv: context full (%lld tokens): stopped. Raise -c, or use --kv-window N "
                  "to keep only the newest tokens.\n",
                  static_cast<long long>(session.context_size()));
+  fig.memory = measure_memory(*model, session.cache().stats(), tokenizer.memory_bytes());
   print_run_summary(session, sampler_config, f.threads.count(), fig);
   return 0;
 }

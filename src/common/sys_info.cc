@@ -121,6 +121,52 @@ int64_t resident_bytes_of_mapping(const void* p) {
   return -1;
 }
 
+ResidentMemory resident_memory(const void* in_region) {
+  ResidentMemory m;
+#if defined(__linux__)
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps) return m;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(in_region);
+  uint64_t* bucket = nullptr;
+  unsigned long long prev_hi = 0;
+  bool prev_guard = false;
+  std::string line;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    char perms[8] = {};
+    unsigned long long offset = 0, inode = 0;
+    char dev[16] = {};
+    int path_at = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %15s %llu %n", &lo, &hi, perms, &offset, dev,
+                    &inode, &path_at) >= 6 &&
+        line.find('-') < 17) {
+      const std::string path = path_at > 0 ? line.substr(size_t(path_at)) : std::string();
+      const bool anonymous = path.empty();
+      if (in_region && at >= lo && at < hi)
+        bucket = &m.region;
+      else if (path == "[stack]" ||
+               (anonymous && perms[0] == 'r' && perms[1] == 'w' && prev_guard && prev_hi == lo))
+        bucket = &m.stacks;  // a thread's stack sits right above its PROT_NONE guard
+      else if (!path.empty() && path[0] == '/')
+        bucket = &m.files;
+      else
+        bucket = &m.anonymous;
+      prev_guard = anonymous && std::strncmp(perms, "---", 3) == 0;
+      prev_hi = hi;
+      continue;
+    }
+    long long kb = 0;
+    if (bucket && std::sscanf(line.c_str(), "Rss: %lld kB", &kb) == 1) {
+      *bucket += uint64_t(kb) * 1024;
+      m.total += uint64_t(kb) * 1024;
+    }
+  }
+#else
+  (void)in_region;
+#endif
+  return m;
+}
+
 uint64_t available_memory_bytes() {
 #if defined(__linux__)
   return proc_kb("/proc/meminfo", "MemAvailable") * 1024;

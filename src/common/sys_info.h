@@ -23,6 +23,21 @@ uint64_t total_memory_bytes();
 // address p: a mapped file's, or an anonymous region's; -1 where p is in no
 // mapping or smaps is unreadable.
 int64_t resident_bytes_of_mapping(const void* p);
+// Where the resident memory of this process is now, by kind of mapping,
+// from /proc/self/smaps (Linux; every field 0 elsewhere or when smaps is
+// unreadable). The fields add up to `total`.
+struct ResidentMemory {
+  uint64_t total = 0;      // every mapping's Rss (what VmRSS says, to the kB)
+  uint64_t region = 0;     // the mapping that contains the address asked about
+  uint64_t files = 0;      // other file-backed mappings: the binary's and the shared
+                           // libraries' code, read-only data and relocated data
+  uint64_t stacks = 0;     // the main thread's stack and every thread's (an anonymous
+                           // mapping right above its guard page)
+  uint64_t anonymous = 0;  // the rest: the heap and anonymous mappings (malloc's)
+};
+// `in_region`: an address inside the mapping to count apart (a model file's
+// mapping or copy), or nullptr.
+ResidentMemory resident_memory(const void* in_region);
 // Memory the kernel estimates it can give without swapping (MemAvailable of
 // /proc/meminfo: free plus reclaimable page cache), in bytes; 0 where unknown.
 uint64_t available_memory_bytes();

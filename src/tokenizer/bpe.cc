@@ -39,6 +39,10 @@ BpeMerges::BpeMerges(const std::vector<std::string>& merges, const TokenMap& tok
   }
 }
 
+size_t BpeMerges::heap_bytes() const {
+  return tok::heap_bytes(by_ids_) + tok::heap_bytes(by_text_);
+}
+
 const BpeMerges::Merge* BpeMerges::find_text(std::string_view left, std::string_view right) const {
   auto it = by_text_.find(text_key(left, right));
   return it == by_text_.end() ? nullptr : &it->second;

@@ -37,6 +37,8 @@ class BpeMerges {
   const Merge* find_text(std::string_view left, std::string_view right) const;
   bool has_text_merges() const { return !by_text_.empty(); }
   size_t size() const { return by_ids_.size() + by_text_.size(); }
+  // Heap bytes of the tables (memory reports).
+  size_t heap_bytes() const;
 
  private:
   static uint64_t key(int32_t l, int32_t r) { return (uint64_t(uint32_t(l)) << 32) | uint32_t(r); }

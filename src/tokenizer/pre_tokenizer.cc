@@ -261,6 +261,16 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns)
   for (const std::string& p : patterns) impl_->codes.push_back(compile_or_fail(p, kCompileOptions));
 }
 
+size_t PreTokenizer::bytes() const {
+  size_t n = 0;
+  for (pcre2_code* c : impl_->codes) {
+    size_t size = 0, jit = 0;
+    if (pcre2_pattern_info(c, PCRE2_INFO_SIZE, &size) == 0) n += size;
+    if (pcre2_pattern_info(c, PCRE2_INFO_JITSIZE, &jit) == 0) n += jit;
+  }
+  return n;
+}
+
 PreTokenizer::~PreTokenizer() = default;
 PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;

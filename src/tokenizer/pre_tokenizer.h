@@ -54,6 +54,8 @@ class PreTokenizer {
   // Cuts `text` (any bytes) into consecutive non-empty pieces; returns the end
   // offset of each piece, the last being text.size(). Thread-safe.
   std::vector<size_t> split(std::string_view text) const;
+  // Bytes of the compiled patterns and their JIT code (memory reports).
+  size_t bytes() const;
 
  private:
   struct Compiled;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "tokenizer/heap_bytes.h"
 #include "tokenizer/vocab.h"
 
 namespace tkv::tok {
@@ -27,6 +28,7 @@ class TokenMap {
   }
   size_t size() const { return map_.size(); }
   void reserve(size_t n) { map_.reserve(n); }
+  size_t heap_bytes() const { return tok::heap_bytes(map_); }
 
  private:
   std::unordered_map<std::string, int32_t, StringViewHash, std::equal_to<>> map_;

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/heap_bytes.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/spm.h"
@@ -144,6 +145,9 @@ Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
     pre.emplace(spec.patterns);
     ignore_merges = spec.ignore_merges;
     merges.emplace(vocab.merges, token_to_id);
+    // BpeMerges holds them from here on, as ids: the texts would be a second
+    // copy (the largest table of a 128K-token vocabulary).
+    std::vector<std::string>().swap(vocab.merges);
   }
   build_pieces();
   build_specials();
@@ -410,6 +414,22 @@ const std::vector<int32_t>& Tokenizer::eog_ids() const {
 bool Tokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && (state_->attrs[size_t(id)] & (kAttrControl | kAttrUnknown));
 }
+uint64_t Tokenizer::memory_bytes() const {
+  const State& s = *state_;
+  size_t n = sizeof(State) + heap_bytes(s.vocab.tokens) + heap_bytes(s.vocab.scores) +
+             heap_bytes(s.vocab.types) + heap_bytes(s.vocab.merges) + heap_bytes(s.vocab.pre) +
+             heap_bytes(s.vocab.model_name) + heap_bytes(s.vocab.chat_template) +
+             heap_bytes(s.attrs) + s.token_to_id.heap_bytes() + heap_bytes(s.pieces) +
+             heap_bytes(s.eog) + heap_bytes(s.is_eog) + heap_bytes(s.pre_name);
+  for (const auto* specials : {&s.specials_all, &s.specials_plain}) {
+    n += heap_bytes(*specials);
+    for (const SpecialToken& t : *specials) n += heap_bytes(t.text);
+  }
+  if (s.pre) n += s.pre->bytes();
+  if (s.merges) n += s.merges->heap_bytes();
+  return n;
+}
+
 const std::string& Tokenizer::chat_template() const {
   return state_->vocab.chat_template;
 }

@@ -80,6 +80,10 @@ class Tokenizer {
   // Control or unknown: rendered only on request, never produced from plain text.
   bool is_control(int32_t id) const;
   const std::string& chat_template() const;
+  // Bytes the tables hold (vocabulary, lookup maps, pieces, merges, the
+  // compiled pre-tokenizer): an estimate from the containers' sizes, for
+  // memory reports. Copies share them.
+  uint64_t memory_bytes() const;
 
  private:
   struct State;

@@ -1,9 +1,12 @@
 // `turbokv run` end to end on the real stories260K model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_runner.h"
 #include "test_util.h"
@@ -61,6 +64,68 @@ TEST(CliRun, SummaryLineReportsSpeedAndMemory) {
   EXPECT_EQ(summary_field(r.err, "kv").rfind("k=f16 v=f16", 0), 0u);
   EXPECT_EQ(summary_field(r.err, "sampling"), "greedy");
   EXPECT_EQ(summary_field(r.err, "threads"), "2");
+}
+
+// "44.05 MiB" -> bytes (format_bytes' units; two decimals, so a part is
+// within half a unit of its hundredth).
+double parse_size(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  in >> v >> unit;
+  const std::vector<std::string> units = {"B", "KiB", "MiB", "GiB"};
+  for (size_t u = 0; u < units.size(); ++u)
+    if (unit == units[u]) return v * double(uint64_t(1) << (10 * u));
+  ADD_FAILURE() << "not a size: " << text;
+  return 0;
+}
+
+// The memory part names what holds the peak resident memory; the parts and
+// the unexplained rest add up to the peak, and the rest is small: every MiB
+// past the model file and the KV cache has a name.
+TEST(CliRun, SummaryAccountsForPeakMemory) {
+#ifndef __linux__
+  GTEST_SKIP() << "the OS figures come from /proc/self/smaps";
+#endif
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const CliResult r =
+      run_cli({"run", "-m", model, "-p", "Once upon a time", "--temp", "0", "-n", "16", "-t", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string memory = summary_field(r.err, "memory");
+  ASSERT_EQ(memory.rfind("peak ", 0), 0u) << r.err;
+  const size_t eq = memory.find(" = ");
+  ASSERT_NE(eq, std::string::npos) << memory;
+  const double peak = parse_size(memory.substr(5, eq - 5));
+  EXPECT_EQ(peak, parse_size(summary_field(r.err, "peak RSS")));
+  const std::vector<std::string> names = {"model file",
+                                          "KV",
+                                          "KV scratch",
+                                          "activations",
+                                          "product scratch",
+                                          "tokenizer",
+                                          "code and libraries",
+                                          "thread stacks",
+                                          "other"};
+  std::map<std::string, double> part;
+  size_t at = eq + 3;
+  for (const std::string& name : names) {
+    ASSERT_EQ(memory.compare(at, name.size() + 1, name + " "), 0) << name << " in " << memory;
+    at += name.size() + 1;
+    size_t end = memory.find(" + ", at);
+    if (end == std::string::npos) end = memory.size();
+    const std::string value = memory.substr(at, end - at);
+    part[name] = value[0] == '-' ? -parse_size(value.substr(1)) : parse_size(value);
+    at = end + 3;
+  }
+  double sum = 0;
+  for (const auto& [name, bytes] : part) sum += bytes;
+  // Nine figures rounded to a hundredth of their unit (MiB at most here).
+  EXPECT_NEAR(sum, peak, 9 * 0.005 * 1048576 + 1) << memory;
+  // The parts the engine and the OS name hold everything past the model and
+  // the KV cache but at most 4 MiB (malloc's own, the prompt, what was freed).
+  EXPECT_LE(std::abs(part["other"]), 4.0 * 1048576) << memory;
+  for (const char* named : {"model file", "KV", "activations", "tokenizer", "code and libraries"})
+    EXPECT_GT(part[named], 0) << named << " in " << memory;
 }
 
 TEST(CliRun, F32CacheGivesTheSameGreedyTextAsF16) {
