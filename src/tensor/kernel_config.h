@@ -39,9 +39,9 @@ struct KernelConfig {
   // TURBOKV_BF16_DOT=0|1: whether BF16 prefill takes the vdpbf16ps GEMM
   // (gemm_bf16.h) instead of the f32 FMA GEMM where the CPU has AVX512-BF16
   // (AMX, where active, takes precedence). Default (kAuto): on AMD CPUs only.
-  // Intel's cores issue vdpbf16ps at half the f32 FMA's multiply-add rate
-  // (the bf16 GEMM ran at ~0.7x of the f32 one), AMD's Zen 4 and Zen 5 at
-  // twice it (AMD's figures).
+  // Intel's cores issue vdpbf16ps at half the f32 FMA's multiply-add rate,
+  // so the f32 GEMM is faster there; AMD's cores with AVX512-BF16 issue it
+  // at twice that rate (AMD's documentation).
   KernelChoice bf16_dot = KernelChoice::kAuto;
   // TURBOKV_ROW_BLOCKS=0|1: whether a model copied into memory holds its F16
   // matrices as row blocks (tensor/matmul.h: row_blocks_pay_off). Default

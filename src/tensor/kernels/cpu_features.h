@@ -6,11 +6,11 @@
 
 namespace tkv::kernels {
 
-// vpdpbusd / vpdpwssd: AVX-VNNI (VEX, Alder Lake, Sapphire Rapids, Zen 5)
-// and AVX512-VNNI (EVEX, Cascade Lake, Ice Lake, Zen 4). False off x86.
+// vpdpbusd / vpdpwssd: AVX-VNNI (the VEX encoding) and AVX512-VNNI (EVEX),
+// from cpuid. False off x86.
 bool cpu_has_avx_vnni();
 bool cpu_has_avx512_vnni();
-// vdpbf16ps (AVX512-BF16: Cooper Lake, Sapphire Rapids, Zen 4), which the
+// vdpbf16ps (AVX512-BF16, from cpuid), which the
 // BF16 weights' GEMM of gemm_bf16.h uses. False off x86.
 bool cpu_has_avx512_bf16();
 // An AMD CPU (cpuid vendor "AuthenticAMD"): the kernel switches' defaults
