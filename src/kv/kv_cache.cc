@@ -88,6 +88,68 @@ void validate(const KvShape& s, const KvConfig& c) {
   }
 }
 
+// write(): the chunk's sinks into the sink area and (with a residual window)
+// all its tokens into the chunk area, in f16. k, v: the chunk's rows.
+void write_f16(KvCache::Impl& c, LayerKv& L, const float* k, const float* v) {
+  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, kd = L.geom.k_dim, vd = L.geom.v_dim;
+  const int64_t n0 = c.n_tokens, S = c.S, R = c.R;
+  const size_t k_stride = size_t(n_kv) * kd, v_stride = size_t(n_kv) * vd;
+  for (int t = 0; t < n; ++t) {
+    const int64_t j = n0 + t;
+    const float* kt = k + size_t(t) * k_stride;
+    const float* vt = v + size_t(t) * v_stride;
+    for (int h = 0; h < n_kv; ++h) {
+      if (j < S) {
+        L.f16_k->encode(kt + size_t(h) * kd, L.sinks.k(h), L.sinks.capacity, int(j));
+        L.f16_v->encode(vt + size_t(h) * vd, L.sinks.v(h), L.sinks.capacity, int(j));
+      } else if (R > 0) {
+        L.f16_k->encode(kt + size_t(h) * kd, c.chunk.k(h), c.chunk.capacity, t);
+        L.f16_v->encode(vt + size_t(h) * vd, c.chunk.v(h), c.chunk.capacity, t);
+      }
+    }
+  }
+}
+
+// write(): encodes head h of positions [lo, hi) that fall in page index
+// `index` into that page, and updates its summary (`last`: the chunk's last
+// page). With a residual window the source is the token's f16 form (ring or
+// chunk), so a page holds the same bytes however the sequence was chunked;
+// without one it is the exact input.
+void encode_page_head(const KvCache::Impl& c, LayerKv& L, const float* k, const float* v,
+                      int64_t lo, int64_t hi, int64_t index, int h, bool last) {
+  const int n_kv = L.geom.n_kv_heads, kd = L.geom.k_dim, vd = L.geom.v_dim;
+  const int64_t n0 = c.n_tokens, S = c.S, R = c.R;
+  const size_t k_stride = size_t(n_kv) * kd, v_stride = size_t(n_kv) * vd;
+  const int64_t jb = std::max(lo, S + index * c.P), je = std::min(hi, S + (index + 1) * c.P);
+  TKV_CHECK(index - L.first_page >= 0 && index - L.first_page < int64_t(L.pages.size()));
+  uint8_t* page = L.pages[size_t(index - L.first_page)];
+  float kbuf[kMaxHeadDim], vbuf[kMaxHeadDim];
+  for (int64_t j = jb; j < je; ++j) {
+    const float *ksrc, *vsrc;
+    if (R == 0) {
+      ksrc = k + size_t(j - n0) * k_stride + size_t(h) * kd;
+      vsrc = v + size_t(j - n0) * v_stride + size_t(h) * vd;
+    } else if (j < n0) {
+      const int rs = int((j - S) % L.ring.capacity);
+      L.f16_k->decode(L.ring.k(h), L.ring.capacity, rs, kbuf);
+      L.f16_v->decode(L.ring.v(h), L.ring.capacity, rs, vbuf);
+      ksrc = kbuf;
+      vsrc = vbuf;
+    } else {
+      L.f16_k->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf);
+      L.f16_v->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf);
+      ksrc = kbuf;
+      vsrc = vbuf;
+    }
+    const int slot = int((j - S) % c.P);
+    L.k_codec->encode(ksrc, L.page_k(page, h), c.P, slot);
+    L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
+  }
+  if (L.summary_head > 0 && je > jb)
+    L.summarize_written(size_t(index - L.first_page), index, h, c.P, int(jb - (S + index * c.P)),
+                        int(je - (S + index * c.P)), last);
+}
+
 }  // namespace
 
 void LayerKv::summarize(size_t i, int h, int page_tokens, int filled) {
@@ -297,9 +359,8 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 0);
   LayerKv& L = c.layers[layer];
-  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, kd = L.geom.k_dim, vd = L.geom.v_dim;
+  const int n = c.chunk_n, n_kv = L.geom.n_kv_heads;
   const int64_t n0 = c.n_tokens, S = c.S, R = c.R;
-  const size_t k_stride = size_t(n_kv) * kd, v_stride = size_t(n_kv) * vd;
   if (R > 0) c.chunk = area_layout(L, n, c.chunk.data);  // this layer's layout of the chunk
 
   // Positions that leave (or never enter) the residual window by the end of
@@ -307,60 +368,16 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   // unless a truncate() left the ring holding fewer than R tokens.
   const int64_t lo = S + L.encoded, hi = std::max(lo, n0 + n - R);
   TKV_CHECK(lo == c.ring_lo);
-  // Sinks and the chunk's recent tokens, in f16.
-  for (int t = 0; t < n; ++t) {
-    const int64_t j = n0 + t;
-    const float* kt = k + size_t(t) * k_stride;
-    const float* vt = v + size_t(t) * v_stride;
-    for (int h = 0; h < n_kv; ++h) {
-      if (j < S) {
-        L.f16_k->encode(kt + size_t(h) * kd, L.sinks.k(h), L.sinks.capacity, int(j));
-        L.f16_v->encode(vt + size_t(h) * vd, L.sinks.v(h), L.sinks.capacity, int(j));
-      } else if (R > 0) {
-        L.f16_k->encode(kt + size_t(h) * kd, c.chunk.k(h), c.chunk.capacity, t);
-        L.f16_v->encode(vt + size_t(h) * vd, c.chunk.v(h), c.chunk.capacity, t);
-      }
-    }
-  }
+  write_f16(c, L, k, v);
 
-  // Encode [lo, hi). With a residual window the source is the token's f16
-  // form (ring or chunk), so a page holds the same bytes however the
-  // sequence was chunked; without one it is the exact input.
-  // Tasks are (page, head) pairs: codecs may pack several tokens into one
-  // byte, so two threads never write the same page region.
+  // Encode [lo, hi). Tasks are (page, head) pairs: codecs may pack several
+  // tokens into one byte, so two threads never write the same page region.
   const int64_t first_index = lo > S ? (lo - S) / c.P : 0;
   const int64_t n_pages = hi > lo ? (hi - 1 - S) / c.P - first_index + 1 : 0;
   auto encode_task = [&](int64_t task, int) {
     const int64_t index = first_index + task / n_kv;
-    const int h = int(task % n_kv);
-    const int64_t jb = std::max(lo, S + index * c.P), je = std::min(hi, S + (index + 1) * c.P);
-    TKV_CHECK(index - L.first_page >= 0 && index - L.first_page < int64_t(L.pages.size()));
-    uint8_t* page = L.pages[size_t(index - L.first_page)];
-    float kbuf[kMaxHeadDim], vbuf[kMaxHeadDim];
-    for (int64_t j = jb; j < je; ++j) {
-      const float *ksrc, *vsrc;
-      if (R == 0) {
-        ksrc = k + size_t(j - n0) * k_stride + size_t(h) * kd;
-        vsrc = v + size_t(j - n0) * v_stride + size_t(h) * vd;
-      } else if (j < n0) {
-        const int rs = int((j - S) % L.ring.capacity);
-        L.f16_k->decode(L.ring.k(h), L.ring.capacity, rs, kbuf);
-        L.f16_v->decode(L.ring.v(h), L.ring.capacity, rs, vbuf);
-        ksrc = kbuf;
-        vsrc = vbuf;
-      } else {
-        L.f16_k->decode(c.chunk.k(h), c.chunk.capacity, int(j - n0), kbuf);
-        L.f16_v->decode(c.chunk.v(h), c.chunk.capacity, int(j - n0), vbuf);
-        ksrc = kbuf;
-        vsrc = vbuf;
-      }
-      const int slot = int((j - S) % c.P);
-      L.k_codec->encode(ksrc, L.page_k(page, h), c.P, slot);
-      L.v_codec->encode(vsrc, L.page_v(page, h, n_kv), c.P, slot);
-    }
-    if (L.summary_head > 0 && je > jb)
-      L.summarize_written(size_t(index - L.first_page), index, h, c.P, int(jb - (S + index * c.P)),
-                          int(je - (S + index * c.P)), index == first_index + n_pages - 1);
+    encode_page_head(c, L, k, v, lo, hi, index, int(task % n_kv),
+                     index == first_index + n_pages - 1);
   };
   // The pages written (and summarized) stay in RAM while the tasks run.
   std::vector<uint8_t*> written;

@@ -111,6 +111,192 @@ void seal(const std::string& path) {
   if (!ok) fail(path, ": cannot write the checksum: ", std::strerror(err));
 }
 
+// The checks of load(), in the order they are made; each throws on what it
+// refuses, and none changes the sequence.
+struct SessionReader {
+  const gguf::GgufFile& f;
+  const std::string& path;
+  bool v2 = false;
+  Fnv64 sum;  // version 1: over the tensor bytes, in the order they are read
+
+  [[noreturn]] void bad(const std::string& why) const {
+    fail(path, ": not a usable session file: ", why);
+  }
+  // The bytes of tensor `name`, which must hold `expect` bytes (0: must be absent).
+  const uint8_t* tensor_bytes(const std::string& name, size_t expect) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    if (expect == 0) {
+      if (t) bad("unexpected tensor " + name);
+      return nullptr;
+    }
+    if (!t) bad("missing tensor " + name);
+    if (t->n_bytes != expect)
+      bad(str("tensor ", name, " has ", t->n_bytes, " bytes, expected ", expect));
+    if (!v2) sum.add(t->data, t->n_bytes);
+    return t->data;
+  }
+};
+
+// Version (sets r.v2), checksum (version 2, before anything else is
+// believed), model, shape, settings and seed; returns the token count.
+int64_t check_session_header(SessionReader& r, const KvCache::Impl& c,
+                             const std::string& model_fingerprint) {
+  const gguf::GgufFile& f = r.f;
+  const std::optional<int64_t> version = f.get_int("turbokv.session.version");
+  if (!version) r.bad("no turbokv.session.version");
+  if (*version != 1 && *version != 2)
+    r.bad(str("session format version ", *version, " is not supported (this build reads 1 and 2)"));
+  r.v2 = *version == 2;
+  if (r.v2) {
+    const gguf::TensorInfo* t = f.find_tensor(kChecksumTensor);
+    if (!t || t->n_bytes != 8 || !f.mapping()) r.bad("no checksum");
+    const size_t at = size_t(t->data - f.mapping()->data());
+    uint64_t stored = 0;
+    for (int i = 0; i < 8; ++i) stored |= uint64_t(t->data[i]) << (8 * i);
+    if (file_checksum(f.mapping()->data(), f.mapping()->size(), at) != stored)
+      r.bad("checksum mismatch (file corrupted)");
+  }
+  if (f.require_string("turbokv.session.fingerprint") != model_fingerprint)
+    r.bad("it was saved with a different model");
+  if (f.require_string("turbokv.session.shape") != shape_string(c.shape))
+    r.bad("KV shape " + f.require_string("turbokv.session.shape") + " differs from " +
+          shape_string(c.shape));
+  if (f.require_string("turbokv.session.config") != c.config.describe_storage())
+    r.bad("it was saved with KV settings '" + f.require_string("turbokv.session.config") +
+          "', these are '" + c.config.describe_storage() + "'");
+  if (f.require_string("turbokv.session.seed") != hex(c.config.seed))
+    r.bad("rotation seed differs");
+  const int64_t n_tokens = f.require_int("turbokv.session.n_tokens");
+  if (n_tokens < 0 || (c.W == 0 && n_tokens > c.shape.max_tokens))
+    r.bad(str(n_tokens, " tokens do not fit the context of ", c.shape.max_tokens));
+  return n_tokens;
+}
+
+// The caller's SessionMeta (version 2; empty for version 1).
+SessionMeta read_caller_meta(const SessionReader& r) {
+  SessionMeta meta;
+  if (!r.v2) return meta;
+  if (const auto tokens = r.f.get_ints("turbokv.session.tokens")) {
+    for (int64_t t : *tokens) {
+      if (t < INT32_MIN || t > INT32_MAX) r.bad("token id out of range");
+      meta.tokens.push_back(int32_t(t));
+    }
+  }
+  const auto* names = r.f.get_strings("turbokv.session.meta_names");
+  const auto* values = r.f.get_strings("turbokv.session.meta_values");
+  if ((names == nullptr) != (values == nullptr) || (names && names->size() != values->size()))
+    r.bad("caller metadata names and values do not match");
+  if (names)
+    for (size_t i = 0; i < names->size(); ++i)
+      if (!meta.strings.emplace((*names)[i], (*values)[i]).second)
+        r.bad("caller metadata name repeated");
+  return meta;
+}
+
+// One layer of a session file, checked, its bytes still in the file.
+struct LoadedLayer {
+  const uint8_t *sinks, *ring;
+  std::vector<const uint8_t*> pages;
+  int64_t first_page, encoded;
+};
+
+// Every layer's page table and tensors, then that the file holds nothing
+// else (version 2) or its checksum (version 1).
+std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, int64_t n_tokens) {
+  const gguf::GgufFile& f = r.f;
+  const bool v2 = r.v2;
+  std::vector<LoadedLayer> loaded(c.shape.n_layers);
+  const int64_t non_sink = std::max<int64_t>(0, n_tokens - c.S);
+  size_t total_pages = 0;
+  for (int l = 0; l < c.shape.n_layers; ++l) {
+    const LayerKv& L = c.layers[l];
+    LoadedLayer& d = loaded[l];
+    d.first_page = f.require_int(layer_key(l, "first_page"));
+    const int64_t n_pages = f.require_int(layer_key(l, "n_pages"));
+    // Version 1 had no truncate(): the residual ring was always full.
+    d.encoded = v2 ? f.require_int(layer_key(l, "encoded")) : std::max<int64_t>(0, non_sink - c.R);
+    if (d.encoded < std::max<int64_t>(0, non_sink - c.R) || d.encoded > non_sink ||
+        d.encoded != loaded[0].encoded)
+      r.bad(str("layer ", l, " encoded ", d.encoded, " tokens of ", n_tokens));
+    if (d.first_page < 0 || n_pages < 0 || (c.W == 0 && d.first_page != 0) ||
+        d.first_page + n_pages != (d.encoded + c.P - 1) / c.P)
+      r.bad(str("layer ", l, " page table does not match ", n_tokens, " tokens"));
+    d.sinks = r.tensor_bytes(str("blk.", l, ".sinks"), L.sinks.total_bytes());
+    d.ring = r.tensor_bytes(str("blk.", l, ".ring"), L.ring.total_bytes());
+    if (v2) {
+      for (int64_t i = 0; i < n_pages; ++i)
+        d.pages.push_back(r.tensor_bytes(str("blk.", l, ".page.", i), L.page_bytes));
+    } else if (const uint8_t* all =
+                   r.tensor_bytes(str("blk.", l, ".pages"), size_t(n_pages) * L.page_bytes)) {
+      for (int64_t i = 0; i < n_pages; ++i) d.pages.push_back(all + size_t(i) * L.page_bytes);
+    }
+    total_pages += d.pages.size();
+  }
+  if (v2) {
+    if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 -
+                                  (c.S == 0 ? c.shape.n_layers : 0) -
+                                  (c.R == 0 ? c.shape.n_layers : 0))
+      r.bad("unexpected tensors");
+  } else if (f.require_string("turbokv.session.checksum") != hex(r.sum.h)) {
+    r.bad("checksum mismatch (file corrupted)");
+  }
+  return loaded;
+}
+
+// The pages of a load, allocated and filled, and their summaries.
+struct StagedPages {
+  std::vector<std::vector<uint8_t*>> fresh;
+  std::vector<SummaryStore> summaries;
+};
+
+// Fills layer l's staged pages from the file and recomputes their summaries.
+void fill_layer_pages(KvCache::Impl& c, int l, const LoadedLayer& d, StagedPages& s,
+                      std::vector<float>& work) {
+  const LayerKv& L = c.layers[l];
+  for (size_t i = 0; i < d.pages.size(); ++i) {
+    {
+      // With the pool's disk tier a fresh page may already be on disk,
+      // and filling it may move another there.
+      PagePins pins(*c.pool, {s.fresh[l][i]}, nullptr, true);
+      std::memcpy(s.fresh[l][i], d.pages[i], L.page_bytes);
+    }
+    // Page summaries are not stored: they are recomputed from the pages
+    // (a pure function of them, so selection is as before the save).
+    if (L.summary_head > 0) {
+      const int64_t filled = std::min<int64_t>(c.P, d.encoded - (d.first_page + int64_t(i)) * c.P);
+      s.summaries[l].push_back();
+      for (int h = 0; h < L.geom.n_kv_heads; ++h)
+        summarize_keys(*L.k_codec, d.pages[i] + size_t(h) * L.k_head_bytes, c.P, int(filled),
+                       s.summaries[l].head(i, h), work.data());
+    }
+  }
+}
+
+// Every page is allocated and filled, and its summary computed, before
+// anything changes: a pool without room, or (with its disk tier) a page
+// that cannot be moved to disk to make room, leaves the sequence as it was
+// (it holds its own pages meanwhile), and what was allocated is released.
+// What follows clear() moves no page.
+StagedPages stage_pages(KvCache::Impl& c, const std::vector<LoadedLayer>& loaded) {
+  StagedPages s;
+  s.fresh.resize(c.shape.n_layers);
+  s.summaries.resize(c.shape.n_layers);
+  for (int l = 0; l < c.shape.n_layers; ++l)
+    s.summaries[l].init(c.layers[l].geom.n_kv_heads, c.layers[l].summary_head);
+  try {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (size_t i = 0; i < loaded[l].pages.size(); ++i)
+        s.fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes, true));
+    std::vector<float> work(size_t(c.shape.head_dim));
+    for (int l = 0; l < c.shape.n_layers; ++l) fill_layer_pages(c, l, loaded[l], s, work);
+  } catch (...) {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (uint8_t* p : s.fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
+    throw;
+  }
+  return s;
+}
+
 }  // namespace
 
 void KvCache::save(const std::string& path, const std::string& model_fingerprint) const {
@@ -178,159 +364,22 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
   const gguf::GgufFile f = gguf::GgufFile::open(path);
-  auto bad = [&](const std::string& why) { fail(path, ": not a usable session file: ", why); };
-  const std::optional<int64_t> version = f.get_int("turbokv.session.version");
-  if (!version) bad("no turbokv.session.version");
-  if (*version != 1 && *version != 2)
-    bad(str("session format version ", *version, " is not supported (this build reads 1 and 2)"));
-  const bool v2 = *version == 2;
-  if (v2) {  // before anything else is believed
-    const gguf::TensorInfo* t = f.find_tensor(kChecksumTensor);
-    if (!t || t->n_bytes != 8 || !f.mapping()) bad("no checksum");
-    const size_t at = size_t(t->data - f.mapping()->data());
-    uint64_t stored = 0;
-    for (int i = 0; i < 8; ++i) stored |= uint64_t(t->data[i]) << (8 * i);
-    if (file_checksum(f.mapping()->data(), f.mapping()->size(), at) != stored)
-      bad("checksum mismatch (file corrupted)");
-  }
-  if (f.require_string("turbokv.session.fingerprint") != model_fingerprint)
-    bad("it was saved with a different model");
-  if (f.require_string("turbokv.session.shape") != shape_string(c.shape))
-    bad("KV shape " + f.require_string("turbokv.session.shape") + " differs from " +
-        shape_string(c.shape));
-  if (f.require_string("turbokv.session.config") != c.config.describe_storage())
-    bad("it was saved with KV settings '" + f.require_string("turbokv.session.config") +
-        "', these are '" + c.config.describe_storage() + "'");
-  if (f.require_string("turbokv.session.seed") != hex(c.config.seed)) bad("rotation seed differs");
-  const int64_t n_tokens = f.require_int("turbokv.session.n_tokens");
-  if (n_tokens < 0 || (c.W == 0 && n_tokens > c.shape.max_tokens))
-    bad(str(n_tokens, " tokens do not fit the context of ", c.shape.max_tokens));
-
-  SessionMeta meta;
-  if (v2) {
-    if (const auto tokens = f.get_ints("turbokv.session.tokens")) {
-      for (int64_t t : *tokens) {
-        if (t < INT32_MIN || t > INT32_MAX) bad("token id out of range");
-        meta.tokens.push_back(int32_t(t));
-      }
-    }
-    const auto* names = f.get_strings("turbokv.session.meta_names");
-    const auto* values = f.get_strings("turbokv.session.meta_values");
-    if ((names == nullptr) != (values == nullptr) || (names && names->size() != values->size()))
-      bad("caller metadata names and values do not match");
-    if (names)
-      for (size_t i = 0; i < names->size(); ++i)
-        if (!meta.strings.emplace((*names)[i], (*values)[i]).second)
-          bad("caller metadata name repeated");
-  }
-
-  Fnv64 sum;  // version 1
-  auto tensor_bytes = [&](const std::string& name, size_t expect) -> const uint8_t* {
-    const gguf::TensorInfo* t = f.find_tensor(name);
-    if (expect == 0) {
-      if (t) bad("unexpected tensor " + name);
-      return nullptr;
-    }
-    if (!t) bad("missing tensor " + name);
-    if (t->n_bytes != expect)
-      bad(str("tensor ", name, " has ", t->n_bytes, " bytes, expected ", expect));
-    if (!v2) sum.add(t->data, t->n_bytes);
-    return t->data;
-  };
-  struct Loaded {
-    const uint8_t *sinks, *ring;
-    std::vector<const uint8_t*> pages;
-    int64_t first_page, encoded;
-  };
-  std::vector<Loaded> loaded(c.shape.n_layers);
-  const int64_t non_sink = std::max<int64_t>(0, n_tokens - c.S);
-  size_t total_pages = 0;
-  for (int l = 0; l < c.shape.n_layers; ++l) {
-    const LayerKv& L = c.layers[l];
-    Loaded& d = loaded[l];
-    d.first_page = f.require_int(layer_key(l, "first_page"));
-    const int64_t n_pages = f.require_int(layer_key(l, "n_pages"));
-    // Version 1 had no truncate(): the residual ring was always full.
-    d.encoded = v2 ? f.require_int(layer_key(l, "encoded")) : std::max<int64_t>(0, non_sink - c.R);
-    if (d.encoded < std::max<int64_t>(0, non_sink - c.R) || d.encoded > non_sink ||
-        d.encoded != loaded[0].encoded)
-      bad(str("layer ", l, " encoded ", d.encoded, " tokens of ", n_tokens));
-    if (d.first_page < 0 || n_pages < 0 || (c.W == 0 && d.first_page != 0) ||
-        d.first_page + n_pages != (d.encoded + c.P - 1) / c.P)
-      bad(str("layer ", l, " page table does not match ", n_tokens, " tokens"));
-    d.sinks = tensor_bytes(str("blk.", l, ".sinks"), L.sinks.total_bytes());
-    d.ring = tensor_bytes(str("blk.", l, ".ring"), L.ring.total_bytes());
-    if (v2) {
-      for (int64_t i = 0; i < n_pages; ++i)
-        d.pages.push_back(tensor_bytes(str("blk.", l, ".page.", i), L.page_bytes));
-    } else if (const uint8_t* all =
-                   tensor_bytes(str("blk.", l, ".pages"), size_t(n_pages) * L.page_bytes)) {
-      for (int64_t i = 0; i < n_pages; ++i) d.pages.push_back(all + size_t(i) * L.page_bytes);
-    }
-    total_pages += d.pages.size();
-  }
-  if (v2) {
-    if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 -
-                                  (c.S == 0 ? c.shape.n_layers : 0) -
-                                  (c.R == 0 ? c.shape.n_layers : 0))
-      bad("unexpected tensors");
-  } else if (f.require_string("turbokv.session.checksum") != hex(sum.h)) {
-    bad("checksum mismatch (file corrupted)");
-  }
-
-  // Every page is allocated and filled, and its summary computed, before
-  // anything changes: a pool without room, or (with its disk tier) a page
-  // that cannot be moved to disk to make room, leaves the sequence as it was
-  // (it holds its own pages meanwhile). What follows clear() moves no page.
-  std::vector<std::vector<uint8_t*>> fresh(c.shape.n_layers);
-  std::vector<SummaryStore> summaries(c.shape.n_layers);
-  for (int l = 0; l < c.shape.n_layers; ++l)
-    summaries[l].init(c.layers[l].geom.n_kv_heads, c.layers[l].summary_head);
-  auto release_fresh = [&] {
-    for (int l = 0; l < c.shape.n_layers; ++l)
-      for (uint8_t* p : fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
-  };
-  try {
-    for (int l = 0; l < c.shape.n_layers; ++l)
-      for (size_t i = 0; i < loaded[l].pages.size(); ++i)
-        fresh[l].push_back(c.pool->allocate(c.layers[l].page_bytes, true));
-    std::vector<float> work(size_t(c.shape.head_dim));
-    for (int l = 0; l < c.shape.n_layers; ++l) {
-      const LayerKv& L = c.layers[l];
-      const Loaded& d = loaded[l];
-      for (size_t i = 0; i < d.pages.size(); ++i) {
-        {
-          // With the pool's disk tier a fresh page may already be on disk,
-          // and filling it may move another there.
-          PagePins pins(*c.pool, {fresh[l][i]}, nullptr, true);
-          std::memcpy(fresh[l][i], d.pages[i], L.page_bytes);
-        }
-        // Page summaries are not stored: they are recomputed from the pages
-        // (a pure function of them, so selection is as before the save).
-        if (L.summary_head > 0) {
-          const int64_t filled =
-              std::min<int64_t>(c.P, d.encoded - (d.first_page + int64_t(i)) * c.P);
-          summaries[l].push_back();
-          for (int h = 0; h < L.geom.n_kv_heads; ++h)
-            summarize_keys(*L.k_codec, d.pages[i] + size_t(h) * L.k_head_bytes, c.P, int(filled),
-                           summaries[l].head(i, h), work.data());
-        }
-      }
-    }
-  } catch (...) {
-    release_fresh();
-    throw;
-  }
+  SessionReader r{f, path, false, Fnv64{}};
+  const int64_t n_tokens = check_session_header(r, c, model_fingerprint);
+  SessionMeta meta = read_caller_meta(r);
+  const std::vector<LoadedLayer> loaded = read_layers(r, c, n_tokens);
+  StagedPages staged = stage_pages(c, loaded);
+  // Nothing below can fail: the sequence changes only now.
   clear();
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];
-    const Loaded& d = loaded[l];
+    const LoadedLayer& d = loaded[l];
     if (d.sinks) std::memcpy(L.sinks.data, d.sinks, L.sinks.total_bytes());
     if (d.ring) std::memcpy(L.ring.data, d.ring, L.ring.total_bytes());
     L.first_page = d.first_page;
     L.encoded = d.encoded;
-    L.pages.assign(fresh[l].begin(), fresh[l].end());
-    L.summaries = std::move(summaries[l]);
+    L.pages.assign(staged.fresh[l].begin(), staged.fresh[l].end());
+    L.summaries = std::move(staged.summaries[l]);
   }
   c.n_tokens = n_tokens;
   return meta;

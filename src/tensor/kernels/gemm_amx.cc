@@ -352,71 +352,92 @@ TKV_AMX_TARGET inline void ChunkTiles(const uint16_t* w, const uint16_t* x0, con
   }
 }
 
-// Rows of panels [p0, p1) for all tokens (see the top of the file). p: the
-// thread's scratch panel, c: its accumulators, per panel c[tile][row
-// tile][16 rows][16 tokens] (row blocks: [16 tokens][16 rows]).
-template <int kLo, bool kBlocks>
-TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t* p, float* c) {
-  const size_t panel_acc = a.n_tiles * 2 * kTileFloats;
-  for (size_t s0 = 0; s0 < a.steps; s0 += kChunkSteps) {
-    const size_t ns = std::min(kChunkSteps, a.steps - s0);
-    for (int64_t panel = p0; panel < p1; ++panel) {
-      const int64_t r0 = panel * int64_t(kPanelRows);
-      const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
-      if constexpr (kBlocks)
-        SplitBlocks(a, r0, nr, s0, ns, p);
-      else
-        SplitWeights(a, r0, nr, s0, ns, p);
-      // The weights SplitWeights reads next (the next panel's rows of this
-      // chunk, or the first panel's of the next chunk), prefetched into L2
-      // a few lines per pair of token tiles: row pieces of 512 bytes are too
-      // short for the hardware's stream detection.
-      const int64_t next_r0 = panel + 1 < p1 ? r0 + int64_t(kPanelRows) : p0 * int64_t(kPanelRows);
-      const size_t next_s0 = panel + 1 < p1 ? s0 : s0 + kChunkSteps;
-      const size_t next_rows =
-          next_s0 < a.steps ? size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)) : 0;
-      // A piece is a row's columns of the chunk (a block's: its 16 rows').
-      // Each piece's lines count from the line its first byte is in
-      // (line_span.h: a mapped GGUF row may start mid-line).
-      const size_t chunk_cols =
-          next_s0 < a.steps ? std::min(kChunkSteps * kStep, a.K - next_s0 * kStep) : 0;
-      const size_t piece_bytes = chunk_cols * 2 * (kBlocks ? kTile : 1);
-      const size_t stride = kBlocks ? a.K * 2 * kTile : a.row_bytes;
-      const size_t pieces = kBlocks ? (next_rows + kTile - 1) / kTile : next_rows;
-      const uint8_t* base =
-          kBlocks ? a.w + (size_t(next_r0) / kTile * a.K + next_s0 * kStep) * 2 * kTile
-                  : a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
-      const size_t row_lines = kernels::max_lines(piece_bytes);
-      const size_t pf_total = pieces * row_lines;
-      const size_t pairs = (a.n_tiles + 1) / 2;
-      size_t pf_done = 0;
-      auto prefetch_upto = [&](size_t pair) {
-        for (const size_t want = pf_total * (pair + 1) / pairs; pf_done < want; ++pf_done) {
-          const kernels::LineSpan span =
-              kernels::line_span(base + (pf_done / row_lines) * stride, piece_bytes);
-          const size_t line = pf_done % row_lines;
-          if (line < span.lines)
-            _mm_prefetch(reinterpret_cast<const char*>(span.first + line * kernels::kLineBytes),
-                         _MM_HINT_T1);
-        }
-      };
-      float* pc = c + size_t(panel - p0) * panel_acc;
-      const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;
-      size_t t = 0;
-      for (; t + 2 <= a.n_tiles; t += 2, prefetch_upto(t / 2 - 1))
-        ChunkTiles<true, kLo, kBlocks>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
-                                       pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats,
-                                       s0 == 0);
-      if (t < a.n_tiles) {
-        prefetch_upto(pairs - 1);
-        ChunkTiles<false, kLo, kBlocks>(p, xs + t * kChunkHalves, nullptr, ns,
-                                        pc + t * 2 * kTileFloats, nullptr, s0 == 0);
-      }
+// TaskProduct's parts below are forced inline: they are its body, split for
+// reading, and compile to the code it had as one function.
+//
+// The prefetch into L2 of the weights SplitWeights (SplitBlocks) reads
+// next, a share per pair of token tiles. A piece is a row's columns of the
+// chunk (a block's: its 16 rows'); each piece's lines count from the line
+// its first byte is in (line_span.h: a mapped GGUF row may start mid-line).
+struct NextWeights {
+  const uint8_t* base;
+  size_t piece_bytes, stride, row_lines, total, pairs;
+  size_t done = 0;
+
+  // Prefetches the lines of pairs [0, pair] of token tiles not yet fetched.
+  __attribute__((always_inline)) inline void upto(size_t pair) {
+    for (const size_t want = total * (pair + 1) / pairs; done < want; ++done) {
+      const LineSpan span = line_span(base + (done / row_lines) * stride, piece_bytes);
+      const size_t line = done % row_lines;
+      if (line < span.lines)
+        _mm_prefetch(reinterpret_cast<const char*>(span.first + line * kLineBytes), _MM_HINT_T1);
     }
   }
-  // Into y tile by tile, transposed where a tile is rows x tokens
-  // (Transpose16x16 of the 32-bit sums): each of a tile's tokens then gets
-  // its up to 16 outputs in one store.
+};
+
+// What follows panel `panel` of chunk s0 in TaskProduct: the next panel's
+// rows of this chunk, or the first panel's of the next chunk (none after the
+// last chunk). Row pieces of 512 bytes are too short for the hardware's
+// stream detection, hence the software prefetch.
+template <bool kBlocks>
+__attribute__((always_inline)) inline NextWeights PlanNextWeights(const Args& a, int64_t panel,
+                                                                  int64_t p0, int64_t p1,
+                                                                  size_t s0) {
+  const int64_t r0 = panel * int64_t(kPanelRows);
+  const int64_t next_r0 = panel + 1 < p1 ? r0 + int64_t(kPanelRows) : p0 * int64_t(kPanelRows);
+  const size_t next_s0 = panel + 1 < p1 ? s0 : s0 + kChunkSteps;
+  const size_t next_rows =
+      next_s0 < a.steps ? size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - next_r0)) : 0;
+  const size_t chunk_cols =
+      next_s0 < a.steps ? std::min(kChunkSteps * kStep, a.K - next_s0 * kStep) : 0;
+  NextWeights nw;
+  nw.piece_bytes = chunk_cols * 2 * (kBlocks ? kTile : 1);
+  nw.stride = kBlocks ? a.K * 2 * kTile : a.row_bytes;
+  const size_t pieces = kBlocks ? (next_rows + kTile - 1) / kTile : next_rows;
+  nw.base = kBlocks ? a.w + (size_t(next_r0) / kTile * a.K + next_s0 * kStep) * 2 * kTile
+                    : a.w + size_t(next_r0) * a.row_bytes + next_s0 * kStep * 2;
+  nw.row_lines = max_lines(nw.piece_bytes);
+  nw.total = pieces * nw.row_lines;
+  nw.pairs = (a.n_tiles + 1) / 2;
+  return nw;
+}
+
+// Chunk s0 (ns steps) of panel `panel` for all token tiles: its weights
+// into the scratch panel p, then the products into the panel's
+// accumulators pc, while the next weights are prefetched.
+template <int kLo, bool kBlocks>
+TKV_AMX_TARGET __attribute__((always_inline)) inline void PanelChunk(const Args& a, int64_t panel,
+                                                                     int64_t p0, int64_t p1,
+                                                                     size_t s0, size_t ns,
+                                                                     uint16_t* p, float* pc) {
+  const int64_t r0 = panel * int64_t(kPanelRows);
+  const size_t nr = size_t(std::min<int64_t>(int64_t(kPanelRows), a.rows - r0));
+  if constexpr (kBlocks)
+    SplitBlocks(a, r0, nr, s0, ns, p);
+  else
+    SplitWeights(a, r0, nr, s0, ns, p);
+  NextWeights next = PlanNextWeights<kBlocks>(a, panel, p0, p1, s0);
+  const uint16_t* xs = a.xb + (s0 / kChunkSteps) * a.n_tiles * kChunkHalves;
+  size_t t = 0;
+  for (; t + 2 <= a.n_tiles; t += 2, next.upto(t / 2 - 1))
+    ChunkTiles<true, kLo, kBlocks>(p, xs + t * kChunkHalves, xs + (t + 1) * kChunkHalves, ns,
+                                   pc + t * 2 * kTileFloats, pc + (t + 1) * 2 * kTileFloats,
+                                   s0 == 0);
+  if (t < a.n_tiles) {
+    next.upto(next.pairs - 1);
+    ChunkTiles<false, kLo, kBlocks>(p, xs + t * kChunkHalves, nullptr, ns, pc + t * 2 * kTileFloats,
+                                    nullptr, s0 == 0);
+  }
+}
+
+// The sums of panels [p0, p1) (accumulators c, as in TaskProduct) into y
+// tile by tile, transposed where a tile is rows x tokens (Transpose16x16 of
+// the 32-bit sums): each of a tile's tokens then gets its up to 16 outputs
+// in one store.
+template <bool kBlocks>
+TKV_AMX_TARGET __attribute__((always_inline)) inline void StorePanels(const Args& a, int64_t p0,
+                                                                      int64_t p1, const float* c) {
+  const size_t panel_acc = a.n_tiles * 2 * kTileFloats;
   alignas(64) float transposed[kTileFloats];
   for (int64_t panel = p0; panel < p1; ++panel) {
     const float* pc = c + size_t(panel - p0) * panel_acc;
@@ -439,6 +460,20 @@ TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t*
       }
     }
   }
+}
+
+// Rows of panels [p0, p1) for all tokens (see the top of the file). p: the
+// thread's scratch panel, c: its accumulators, per panel c[tile][row
+// tile][16 rows][16 tokens] (row blocks: [16 tokens][16 rows]).
+template <int kLo, bool kBlocks>
+TKV_AMX_TARGET void TaskProduct(const Args& a, int64_t p0, int64_t p1, uint16_t* p, float* c) {
+  const size_t panel_acc = a.n_tiles * 2 * kTileFloats;
+  for (size_t s0 = 0; s0 < a.steps; s0 += kChunkSteps) {
+    const size_t ns = std::min(kChunkSteps, a.steps - s0);
+    for (int64_t panel = p0; panel < p1; ++panel)
+      PanelChunk<kLo, kBlocks>(a, panel, p0, p1, s0, ns, p, c + size_t(panel - p0) * panel_acc);
+  }
+  StorePanels<kBlocks>(a, p0, p1, c);
 }
 
 // A task on the calling thread with its own tile configuration.

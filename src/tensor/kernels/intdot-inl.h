@@ -345,6 +345,135 @@ HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
   return sm16;
 }
 
+// UnpackBlock of the 32-value types: their one chunk, d, and dm where the
+// type has a min (q4_1, q5_1).
+template <DType T>
+HWY_INLINE void UnpackSmallBlock(const uint8_t* blk, UnpackedFor<T>& u) {
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
+    u.d = HalfAt(blk);
+    u.dm = HalfAt(blk + 2);
+    u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
+  } else {
+    u.d = HalfAt(blk);
+    if constexpr (T == DType::Q8_0) u.w[0] = UnpackQ8_0()(blk);
+    if constexpr (T == DType::Q4_0) u.w[0] = UnpackQ4_0()(blk);
+    if constexpr (T == DType::IQ4_NL) u.w[0] = UnpackIQ4_NL()(blk);
+    if constexpr (T == DType::Q5_0) u.w[0] = UnpackQ5_0()(blk);
+  }
+}
+
+// UnpackBlock of q4_K and q5_K: 8 chunks of 4 (5) bits, 8 scales, 8 mins.
+template <DType T>
+HWY_INLINE void UnpackK4Block(const uint8_t* blk, UnpackedFor<T>& u) {
+  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
+  const __m256i sm16 = K4Header<Block>(blk, u);
+  // int16 lane c of the scales broadcast: one vpshufb per chunk.
+  const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
+  for (int c = 0; c < 8; ++c)
+    u.s[c] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * c)));
+  const uint8_t* qs = blk + offsetof(Block, qs);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256i hbits = _mm256_setzero_si256();
+  if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
+  for (int j = 0; j < 4; ++j) {
+    const __m256i bits = Load256(qs + 32 * j);
+    __m256i ql = _mm256_and_si256(bits, m4);
+    __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    if constexpr (T == DType::Q5_K) {
+      const __m256i one = _mm256_set1_epi8(1);
+      ql = _mm256_or_si256(
+          ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
+      qh = _mm256_or_si256(
+          qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+    }
+    u.w[2 * j] = ql;
+    u.w[2 * j + 1] = qh;
+  }
+}
+
+// UnpackBlock of q6_K: 6-bit quants, 16 int8 scales.
+template <DType T, bool kOffsetForm>
+HWY_INLINE void UnpackQ6KBlock(const uint8_t* blk, UnpackedFor<T>& u) {
+  const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+  u.d = HalfAt(blk + offsetof(BlockQ6_K, d));
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+  const __m256i m32 = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
+    const __m256i hb = Load256(w->qh + 32 * h);
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(l1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
+    for (int k = 0; k < 4; ++k) {
+      const int c = 4 * h + k;
+      if constexpr (kOffsetForm)
+        u.w[c] = q[k], u.off[c] = m32;
+      else
+        u.w[c] = _mm256_sub_epi8(q[k], m32);
+      u.s[c] = GroupScales(w->scales, 2 * c);
+    }
+  }
+}
+
+// UnpackBlock of q2_K and q3_K: 2-bit quants (q3_K: and a high bit), 16
+// scales (q2_K: and 16 mins).
+template <DType T, bool kOffsetForm>
+HWY_INLINE void UnpackK23Block(const uint8_t* blk, UnpackedFor<T>& u) {
+  constexpr bool kThree = T == DType::Q3_K;
+  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+  const Block* w = reinterpret_cast<const Block*>(blk);
+  u.d = HalfAt(blk + offsetof(Block, d));
+  alignas(16) int8_t sc[16];
+  __m256i hmask = _mm256_setzero_si256();
+  if constexpr (kThree) {
+    Q3KScales(w->scales, sc);
+    hmask = Load256(w->hmask);
+  } else {
+    u.dm = HalfAt(blk + offsetof(BlockQ2_K, dmin));
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
+    u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+  }
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bits = Load256(w->qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      const int c = 4 * h + j;
+      __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+      if constexpr (kThree) {
+        const __m256i q4 = _mm256_slli_epi16(
+            _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
+        if constexpr (kOffsetForm)
+          u.off[c] = q4;
+        else
+          q = _mm256_sub_epi8(q, q4);
+      }
+      u.w[c] = q;
+      u.s[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+    }
+  }
+}
+
+// UnpackBlock of iq4_xs: 4-bit indices into the non-linear table, 8 scales.
+template <DType T>
+HWY_INLINE void UnpackIQ4XSBlock(const uint8_t* blk, UnpackedFor<T>& u) {
+  const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
+  u.d = HalfAt(blk);
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  const __m256i table = _mm256_set_m128i(t128, t128);
+  for (int g = 0; g < 8; ++g) {
+    const int ls =
+        ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
+    u.s[g] = _mm256_set1_epi16(short(ls - 32));
+    u.w[g] = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
+  }
+}
+
 // The same weight values, chunk order and scales as intdot-inl.h's kernel
 // for T.
 // kOffsetForm (q3_K and q6_K): w[c] holds the unsigned quants q and off[c]
@@ -353,111 +482,17 @@ HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
 // step: cheaper for one token, the sign form for a tile of tokens.
 template <DType T, bool kOffsetForm = false>
 HWY_INLINE void UnpackBlock(const uint8_t* blk, UnpackedFor<T>& u) {
-  if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL || T == DType::Q5_0) {
-    u.d = HalfAt(blk);
-    if constexpr (T == DType::Q8_0) u.w[0] = UnpackQ8_0()(blk);
-    if constexpr (T == DType::Q4_0) u.w[0] = UnpackQ4_0()(blk);
-    if constexpr (T == DType::IQ4_NL) u.w[0] = UnpackIQ4_NL()(blk);
-    if constexpr (T == DType::Q5_0) u.w[0] = UnpackQ5_0()(blk);
-  } else if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
-    u.d = HalfAt(blk);
-    u.dm = HalfAt(blk + 2);
-    u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
+  if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL || T == DType::Q5_0 ||
+                T == DType::Q4_1 || T == DType::Q5_1) {
+    UnpackSmallBlock<T>(blk, u);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-    const __m256i sm16 = K4Header<Block>(blk, u);
-    // int16 lane c of the scales broadcast: one vpshufb per chunk.
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
-    for (int c = 0; c < 8; ++c)
-      u.s[c] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * c)));
-    const uint8_t* qs = blk + offsetof(Block, qs);
-    const __m256i m4 = _mm256_set1_epi8(15);
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-    for (int j = 0; j < 4; ++j) {
-      const __m256i bits = Load256(qs + 32 * j);
-      __m256i ql = _mm256_and_si256(bits, m4);
-      __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if constexpr (T == DType::Q5_K) {
-        const __m256i one = _mm256_set1_epi8(1);
-        ql = _mm256_or_si256(
-            ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
-        qh = _mm256_or_si256(
-            qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
-      }
-      u.w[2 * j] = ql;
-      u.w[2 * j + 1] = qh;
-    }
+    UnpackK4Block<T>(blk, u);
   } else if constexpr (T == DType::Q6_K) {
-    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-    u.d = HalfAt(blk + offsetof(BlockQ6_K, d));
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-    const __m256i m32 = _mm256_set1_epi8(32);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
-      const __m256i hb = Load256(w->qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
-      for (int k = 0; k < 4; ++k) {
-        const int c = 4 * h + k;
-        if constexpr (kOffsetForm)
-          u.w[c] = q[k], u.off[c] = m32;
-        else
-          u.w[c] = _mm256_sub_epi8(q[k], m32);
-        u.s[c] = GroupScales(w->scales, 2 * c);
-      }
-    }
+    UnpackQ6KBlock<T, kOffsetForm>(blk, u);
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    constexpr bool kThree = T == DType::Q3_K;
-    using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
-    const Block* w = reinterpret_cast<const Block*>(blk);
-    u.d = HalfAt(blk + offsetof(Block, d));
-    alignas(16) int8_t sc[16];
-    __m256i hmask = _mm256_setzero_si256();
-    if constexpr (kThree) {
-      Q3KScales(w->scales, sc);
-      hmask = Load256(w->hmask);
-    } else {
-      u.dm = HalfAt(blk + offsetof(BlockQ2_K, dmin));
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
-      u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
-    }
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bits = Load256(w->qs + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        const int c = 4 * h + j;
-        __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-        if constexpr (kThree) {
-          const __m256i q4 = _mm256_slli_epi16(
-              _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
-          if constexpr (kOffsetForm)
-            u.off[c] = q4;
-          else
-            q = _mm256_sub_epi8(q, q4);
-        }
-        u.w[c] = q;
-        u.s[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-      }
-    }
+    UnpackK23Block<T, kOffsetForm>(blk, u);
   } else if constexpr (T == DType::IQ4_XS) {
-    const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
-    u.d = HalfAt(blk);
-    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
-    const __m256i table = _mm256_set_m128i(t128, t128);
-    for (int g = 0; g < 8; ++g) {
-      const int ls =
-          ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
-      u.s[g] = _mm256_set1_epi16(short(ls - 32));
-      u.w[g] = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
-    }
+    UnpackIQ4XSBlock<T>(blk, u);
   }
   if constexpr (IntGemmTraits<T>::kSigned && !kOffsetForm)
     for (int c = 0; c < IntGemmTraits<T>::kChunks; ++c) u.aw[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
