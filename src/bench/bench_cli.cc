@@ -70,30 +70,39 @@ struct BenchFlags {
   int capacity_max = 512;
 };
 
-// A subcommand accepts the flags that `bench all` passes to its protocol, so
-// a command line of `bench all` narrows to one protocol by changing the
-// subcommand.
-void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags) {
-  const bool all = sub == "all";
-  std::string current;
-  // Starts a help section when the title changes (flags of one protocol
-  // stay together).
-  auto in = [&](const std::string& title) {
-    if (title != current) flags.section(title);
-    current = title;
-  };
+// The help sections of a subcommand's flags: a group of flags starts a
+// section only when its title differs from the current one, so that the
+// flags of one protocol stay together.
+class HelpSections {
+ public:
+  explicit HelpSections(cli::FlagParser& flags) : flags_(flags) {}
+  void enter(const std::string& title) {
+    if (title != current_) flags_.section(title);
+    current_ = title;
+  }
+  // A shared flag group (cli/common_flags.h) started section `title` itself.
+  void opened(const std::string& title) { current_ = title; }
+
+ private:
+  cli::FlagParser& flags_;
+  std::string current_;
+};
+
+// The flags of every subcommand: the model, compute, KV cache and run
+// sections.
+void declare_run_flags(bool all, BenchFlags& f, cli::FlagParser& flags, HelpSections& sec) {
   f.model.add_to(flags);
   flags.set_help("-m", "GGUF model file (required except for kernel)");
-  current = "model";
-  in("compute");
+  sec.opened("model");
+  sec.enter("compute");
   flags.add_string({"-t", "--threads"}, "LIST",
                    "worker threads; speed and kernel run each, the others the first\n"
                    "(default: physical cores)",
                    &f.threads);
   f.context.add_ubatch_to(flags);
   f.kv.add_to(flags, cli::KvFlags::Form::kList);
-  current = "KV cache";
-  in("run");
+  sec.opened("KV cache");
+  sec.enter("run");
   flags.add_string({"--mem-limit"}, "SIZE",
                    "memory limit per cell, e.g. 16G; a cell over it is an oom row", &f.mem_limit);
   flags.add_float({"--cell-timeout"}, "S",
@@ -106,8 +115,14 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
   if (all)
     flags.add_string({"--skip"}, "LIST",
                      "protocols to leave out (memory,speed,recall,quality,kernel)", &f.skip);
+}
+
+// The flags of memory and speed, and those speed shares with kernel.
+void declare_memory_speed_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags,
+                                HelpSections& sec) {
+  const bool all = sub == "all";
   if (sub == "memory" || sub == "speed" || all) {
-    in(all ? "memory and speed" : sub);
+    sec.enter(all ? "memory and speed" : sub);
     flags.add_string({"-c", "--ctx"}, "LIST",
                      "contexts, e.g. 4k,8k (memory: each; speed: time to first token)", &f.ctx);
     flags.add_string({"--fill"}, "prefill|synthetic",
@@ -117,146 +132,161 @@ void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags
                      &f.fill);
   }
   if (sub == "memory" || all) {
-    in(all ? "memory" : sub);
+    sec.enter(all ? "memory" : sub);
     flags.add_int({"--decode-tokens"}, "N", "tokens decoded after the prefill (default 4)",
                   &f.decode_tokens, 0, 1 << 20);
   }
   if (sub == "speed" || all) {
-    in(all ? "speed" : sub);
+    sec.enter(all ? "speed" : sub);
     flags.add_string({"--depths"}, "LIST",
                      "decode depths (default 0,1k,4k,16k,32k capped by --ctx)", &f.depths);
   }
   if (sub == "speed" || sub == "kernel" || all) {
-    in(all ? "speed and kernel" : sub);
+    sec.enter(all ? "speed and kernel" : sub);
     flags.add_int({"--warmup"}, "N", "untimed steps before timing (default speed 2, kernel 3)",
                   &f.warmup, 0, 1000);
     flags.add_int({"--steps"}, "N", "timed steps per depth, >= 3 (default speed 5, kernel 9)",
                   &f.steps, 3, 100000);
   }
-  if (sub == "batch") {
-    in(sub);
-    flags.add_string({"--batch"}, "LIST", "batch sizes (default 1,2,4,8,16)", &f.batch);
-    flags.add_string({"--depth"}, "N", "tokens each sequence is prefilled to first (default 0)",
-                     &f.depth);
-    flags.add_int({"--warmup"}, "N", "untimed decode steps per batch size (default 2)", &f.warmup,
-                  0, 1000);
-    flags.add_int({"--steps"}, "N", "timed decode steps per batch size, >= 3 (default 5)", &f.steps,
-                  3, 100000);
-    flags.add_string({"--fit-tokens"}, "N",
-                     "tokens per sequence of the capacity count (default 4096)", &f.fit_tokens);
-    // The capacity count's pool, not the decode cells' (they run unbudgeted).
-    flags.set_help("--kv-budget", "pool budget of the capacity count, 0 = skip it (default 1G)");
-  }
-  if (sub == "serve") {
-    in(sub);
-    flags.add_string({"--clients"}, "LIST", "concurrent clients, one cell each (default 1,8)",
-                     &f.clients);
-    flags.add_string({"--prompt-tokens"}, "N", "prompt tokens per request (default 128)",
-                     &f.prompt_tokens);
-    flags.add_string({"--gen-tokens"}, "N", "tokens generated per request (default 64)",
-                     &f.gen_tokens);
-    flags.add_string({"--shared-prefix"}, "T",
-                     "the first T prompt tokens are the same for every client (default 0)",
-                     &f.shared_prefix);
-    flags.add_string({"--long-prompt"}, "N",
-                     "one more client sends an N-token prompt once the others stream: its\n"
-                     "TTFT and their inter-token latency during its prefill (default off)",
-                     &f.long_prompt);
-    flags.add_string({"--url"}, "URL",
-                     "drive this running OpenAI-compatible server (http://HOST:PORT) instead\n"
-                     "of starting turbokv serve; -m gives the vocabulary size",
-                     &f.url);
-    flags.add_bool({"--capacity"},
-                   "instead: distinct --prompt-tokens prompts (max_tokens 1), one at a time,\n"
-                   "until a cached prefix is evicted: the most the --kv-budget holds",
-                   &f.capacity);
-    flags.add_int({"--capacity-max"}, "N", "requests of --capacity at most (default 512)",
-                  &f.capacity_max, 1, 1 << 20);
-    flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
-    flags.add_int({"--prefill-step"}, "N",
-                  "the server's prefill work per step while others decode (default: serve's;\n"
-                  "0: one -ub chunk a step, whole)",
-                  &f.prefill_step, 0, 1 << 20);
-    flags.add_int({"--prefill-whole"}, "N",
-                  "the server's longest prompt prefilled as one chunk (default: serve's)",
-                  &f.prefill_whole, 0, 1 << 20);
-    flags.set_help("-ub", "the server's prefill chunk, the grid (default: serve's)");
-  }
-  if (sub == "recall" || all) {
-    in("recall");
-    flags.add_string(
-        {"--recall-kv"}, "LIST",
-        "recall configurations (default: --kv, else " + std::string(kDefaultRecallKv) + ")",
-        &f.recall_kv);
-    if (!all)
-      flags.add_string({"-c", "--ctx"}, "N", "prompt tokens (default min(3200, trained - 64))",
-                       &f.ctx);
-    flags.add_string({"--recall-ctx"}, "N",
-                     "prompt tokens" + std::string(all ? " (default min(3200, trained - 64))"
-                                                       : " (same as --ctx)"),
-                     &f.recall_ctx);
-    flags.add_int({"--facts"}, "N", "facts per prompt (default 5)", &f.facts, 1, 64);
-    flags.add_string({"--fact-depths"}, "LIST",
-                     "depths of the facts in [0,1] (default evenly spread)", &f.fact_depths);
-    flags.add_string({"--seeds"}, "LIST", "seeds (default 1,2,3)", &f.seeds);
-    flags.add_string({"--filler"}, "FILE",
-                     std::string("filler text (default ") + kHeldoutText +
-                         " in $TURBOKV_MODELS, else next to the model)",
-                     &f.filler);
-    flags.add_string({"--fact-template"}, "TEXT", "fact sentence, with {name} and {code}",
-                     &f.fact_template);
-    flags.add_string({"--question-template"}, "TEXT", "question, with {name}",
-                     &f.question_template);
-    flags.add_string({"--chat"}, "NAME|auto", "wrap prompts in a chat template (instruct models)",
-                     &f.chat);
-    flags.add_int({"--answer-tokens"}, "N", "greedy tokens per answer (default 8; chat 32)",
-                  &f.answer_tokens, 1, 512);
-    flags.add_bool({"--keep-prompts"}, "store every document's text in report.json",
-                   &f.keep_prompts);
-    flags.add_bool({"--no-multi-turn"}, "skip the multi-turn window variant", &f.no_multi_turn);
-    flags.add_int({"--turns"}, "N", "turns of the multi-turn variant (default 6)", &f.turns, 2,
-                  1000);
-    flags.add_int({"--multi-turn-window"}, "W",
-                  "window cap the conversation outgrows (default 1024)", &f.multi_turn_window, 16,
-                  1 << 30);
-    flags.add_string({"--multi-turn-kv"}, "LIST",
-                     "configurations of the multi-turn variant (default: --kv, else " +
-                         std::string(kDefaultMultiTurnKv) + ")",
-                     &f.multi_turn_kv);
-  }
-  if (sub == "quality" || all) {
-    in("quality");
-    flags.add_string(
-        {"--quality-kv"}, "LIST",
-        "quality configurations (default: --kv, else " + default_quality_kv_list() + ")",
-        &f.quality_kv);
-    flags.add_string({"-f", "--text"}, "FILE",
-                     std::string("text to score (default ") + kHeldoutText +
-                         " in $TURBOKV_MODELS, else next to the model)",
-                     &f.text);
-    flags.add_int({"--window-tokens"}, "N", "tokens per window (default 1024)", &f.window_tokens, 4,
-                  1 << 24);
-    flags.add_int({"--windows"}, "N", "windows (default 4)", &f.windows, 1, 1 << 20);
-    flags.add_string({"--baseline"}, "f16|f32", "reference cache for KL (default f16)",
-                     &f.baseline);
-  }
-  if (sub == "kernel" || all) {
-    in("kernel");
-    flags.add_string({"--kernel-kv"}, "LIST",
-                     "kernel configurations (default: --kv, else " + default_kernel_kv_list() + ")",
-                     &f.kernel_kv);
-    flags.add_string({"--kernel-depths"}, "LIST", "depths (default 1k,4k,16k,32k)",
-                     &f.kernel_depths);
-    if (!all) flags.add_string({"--depths"}, "LIST", "depths (same as --kernel-depths)", &f.depths);
-    flags.add_string({"--kernel-threads"}, "LIST",
-                     all ? "threads (default 1,2)" : "threads (default --threads, else 1,2)",
-                     &f.kernel_threads);
-    flags.add_string({"--head-dims"}, "LIST", "head dims (default 64,128)", &f.head_dims);
-    flags.add_int({"--kv-heads"}, "N", "KV heads (default 8)", &f.kv_heads, 1, 1024);
-    flags.add_int({"--gqa"}, "N", "query heads per KV head (default 4)", &f.gqa, 1, 64);
-    flags.add_int({"--fill-ubatch"}, "N", "chunk size of the cache fill (default 1024)",
-                  &f.fill_ubatch, 1, 1 << 20);
-  }
+}
+
+void declare_batch_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags,
+                         HelpSections& sec) {
+  sec.enter(sub);
+  flags.add_string({"--batch"}, "LIST", "batch sizes (default 1,2,4,8,16)", &f.batch);
+  flags.add_string({"--depth"}, "N", "tokens each sequence is prefilled to first (default 0)",
+                   &f.depth);
+  flags.add_int({"--warmup"}, "N", "untimed decode steps per batch size (default 2)", &f.warmup, 0,
+                1000);
+  flags.add_int({"--steps"}, "N", "timed decode steps per batch size, >= 3 (default 5)", &f.steps,
+                3, 100000);
+  flags.add_string({"--fit-tokens"}, "N",
+                   "tokens per sequence of the capacity count (default 4096)", &f.fit_tokens);
+  // The capacity count's pool, not the decode cells' (they run unbudgeted).
+  flags.set_help("--kv-budget", "pool budget of the capacity count, 0 = skip it (default 1G)");
+}
+
+void declare_serve_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags,
+                         HelpSections& sec) {
+  sec.enter(sub);
+  flags.add_string({"--clients"}, "LIST", "concurrent clients, one cell each (default 1,8)",
+                   &f.clients);
+  flags.add_string({"--prompt-tokens"}, "N", "prompt tokens per request (default 128)",
+                   &f.prompt_tokens);
+  flags.add_string({"--gen-tokens"}, "N", "tokens generated per request (default 64)",
+                   &f.gen_tokens);
+  flags.add_string({"--shared-prefix"}, "T",
+                   "the first T prompt tokens are the same for every client (default 0)",
+                   &f.shared_prefix);
+  flags.add_string({"--long-prompt"}, "N",
+                   "one more client sends an N-token prompt once the others stream: its\n"
+                   "TTFT and their inter-token latency during its prefill (default off)",
+                   &f.long_prompt);
+  flags.add_string({"--url"}, "URL",
+                   "drive this running OpenAI-compatible server (http://HOST:PORT) instead\n"
+                   "of starting turbokv serve; -m gives the vocabulary size",
+                   &f.url);
+  flags.add_bool({"--capacity"},
+                 "instead: distinct --prompt-tokens prompts (max_tokens 1), one at a time,\n"
+                 "until a cached prefix is evicted: the most the --kv-budget holds",
+                 &f.capacity);
+  flags.add_int({"--capacity-max"}, "N", "requests of --capacity at most (default 512)",
+                &f.capacity_max, 1, 1 << 20);
+  flags.set_help("--kv-budget", "the server's pool budget (default: serve's, 1G)");
+  flags.add_int({"--prefill-step"}, "N",
+                "the server's prefill work per step while others decode (default: serve's;\n"
+                "0: one -ub chunk a step, whole)",
+                &f.prefill_step, 0, 1 << 20);
+  flags.add_int({"--prefill-whole"}, "N",
+                "the server's longest prompt prefilled as one chunk (default: serve's)",
+                &f.prefill_whole, 0, 1 << 20);
+  flags.set_help("-ub", "the server's prefill chunk, the grid (default: serve's)");
+}
+
+void declare_recall_flags(bool all, BenchFlags& f, cli::FlagParser& flags, HelpSections& sec) {
+  sec.enter("recall");
+  flags.add_string(
+      {"--recall-kv"}, "LIST",
+      "recall configurations (default: --kv, else " + std::string(kDefaultRecallKv) + ")",
+      &f.recall_kv);
+  if (!all)
+    flags.add_string({"-c", "--ctx"}, "N", "prompt tokens (default min(3200, trained - 64))",
+                     &f.ctx);
+  flags.add_string({"--recall-ctx"}, "N",
+                   "prompt tokens" +
+                       std::string(all ? " (default min(3200, trained - 64))" : " (same as --ctx)"),
+                   &f.recall_ctx);
+  flags.add_int({"--facts"}, "N", "facts per prompt (default 5)", &f.facts, 1, 64);
+  flags.add_string({"--fact-depths"}, "LIST",
+                   "depths of the facts in [0,1] (default evenly spread)", &f.fact_depths);
+  flags.add_string({"--seeds"}, "LIST", "seeds (default 1,2,3)", &f.seeds);
+  flags.add_string({"--filler"}, "FILE",
+                   std::string("filler text (default ") + kHeldoutText +
+                       " in $TURBOKV_MODELS, else next to the model)",
+                   &f.filler);
+  flags.add_string({"--fact-template"}, "TEXT", "fact sentence, with {name} and {code}",
+                   &f.fact_template);
+  flags.add_string({"--question-template"}, "TEXT", "question, with {name}", &f.question_template);
+  flags.add_string({"--chat"}, "NAME|auto", "wrap prompts in a chat template (instruct models)",
+                   &f.chat);
+  flags.add_int({"--answer-tokens"}, "N", "greedy tokens per answer (default 8; chat 32)",
+                &f.answer_tokens, 1, 512);
+  flags.add_bool({"--keep-prompts"}, "store every document's text in report.json", &f.keep_prompts);
+  flags.add_bool({"--no-multi-turn"}, "skip the multi-turn window variant", &f.no_multi_turn);
+  flags.add_int({"--turns"}, "N", "turns of the multi-turn variant (default 6)", &f.turns, 2, 1000);
+  flags.add_int({"--multi-turn-window"}, "W", "window cap the conversation outgrows (default 1024)",
+                &f.multi_turn_window, 16, 1 << 30);
+  flags.add_string({"--multi-turn-kv"}, "LIST",
+                   "configurations of the multi-turn variant (default: --kv, else " +
+                       std::string(kDefaultMultiTurnKv) + ")",
+                   &f.multi_turn_kv);
+}
+
+void declare_quality_flags(BenchFlags& f, cli::FlagParser& flags, HelpSections& sec) {
+  sec.enter("quality");
+  flags.add_string({"--quality-kv"}, "LIST",
+                   "quality configurations (default: --kv, else " + default_quality_kv_list() + ")",
+                   &f.quality_kv);
+  flags.add_string({"-f", "--text"}, "FILE",
+                   std::string("text to score (default ") + kHeldoutText +
+                       " in $TURBOKV_MODELS, else next to the model)",
+                   &f.text);
+  flags.add_int({"--window-tokens"}, "N", "tokens per window (default 1024)", &f.window_tokens, 4,
+                1 << 24);
+  flags.add_int({"--windows"}, "N", "windows (default 4)", &f.windows, 1, 1 << 20);
+  flags.add_string({"--baseline"}, "f16|f32", "reference cache for KL (default f16)", &f.baseline);
+}
+
+void declare_kernel_flags(bool all, BenchFlags& f, cli::FlagParser& flags, HelpSections& sec) {
+  sec.enter("kernel");
+  flags.add_string({"--kernel-kv"}, "LIST",
+                   "kernel configurations (default: --kv, else " + default_kernel_kv_list() + ")",
+                   &f.kernel_kv);
+  flags.add_string({"--kernel-depths"}, "LIST", "depths (default 1k,4k,16k,32k)", &f.kernel_depths);
+  if (!all) flags.add_string({"--depths"}, "LIST", "depths (same as --kernel-depths)", &f.depths);
+  flags.add_string({"--kernel-threads"}, "LIST",
+                   all ? "threads (default 1,2)" : "threads (default --threads, else 1,2)",
+                   &f.kernel_threads);
+  flags.add_string({"--head-dims"}, "LIST", "head dims (default 64,128)", &f.head_dims);
+  flags.add_int({"--kv-heads"}, "N", "KV heads (default 8)", &f.kv_heads, 1, 1024);
+  flags.add_int({"--gqa"}, "N", "query heads per KV head (default 4)", &f.gqa, 1, 64);
+  flags.add_int({"--fill-ubatch"}, "N", "chunk size of the cache fill (default 1024)",
+                &f.fill_ubatch, 1, 1 << 20);
+}
+
+// A subcommand accepts the flags that `bench all` passes to its protocol, so
+// a command line of `bench all` narrows to one protocol by changing the
+// subcommand.
+void declare_flags(const std::string& sub, BenchFlags& f, cli::FlagParser& flags) {
+  const bool all = sub == "all";
+  HelpSections sec(flags);
+  declare_run_flags(all, f, flags, sec);
+  declare_memory_speed_flags(sub, f, flags, sec);
+  if (sub == "batch") declare_batch_flags(sub, f, flags, sec);
+  if (sub == "serve") declare_serve_flags(sub, f, flags, sec);
+  if (sub == "recall" || all) declare_recall_flags(all, f, flags, sec);
+  if (sub == "quality" || all) declare_quality_flags(f, flags, sec);
+  if (sub == "kernel" || all) declare_kernel_flags(all, f, flags, sec);
 }
 
 std::string synopsis(const std::string& sub) {

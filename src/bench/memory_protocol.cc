@@ -14,6 +14,94 @@
 
 namespace tkv::bench {
 
+namespace {
+
+// One measured phase of a memory cell: its time, the process memory and
+// the cache's figures right after it.
+struct Phase {
+  double seconds = 0;
+  MemorySnapshot memory;
+  kv::KvStats stats;
+};
+
+struct PrefillPhase : Phase {
+  uint64_t model_scratch = 0;  // the model's scratch after the prefill (the decode may grow it)
+};
+
+struct DecodePhase : Phase {
+  bool peak_reset = false;  // the peak RSS counts from the decode's start
+  Json reads;               // KV bytes read per decoded token
+};
+
+// Prefill, chunked; only the last token's logits are computed. Or with
+// --fill synthetic, all but the last token through KvCache::fill_synthetic
+// (no forward pass, no activations) and the last through the model.
+PrefillPhase run_prefill(const Json& req, const CellModel& m, kv::KvCache& cache,
+                         const std::vector<int32_t>& prompt, int64_t ctx, bool synthetic,
+                         const void* weights, std::vector<float>& logits) {
+  const model::Model& model = *m.model;
+  PrefillPhase p;
+  Stopwatch prefill_clock;
+  if (synthetic && ctx > 1) {
+    cache.fill_synthetic(ctx - 1, req.value("seed", uint64_t(1)), m.pool.get());
+    logits = model.eval_last(cache, std::span<const int32_t>(&prompt.back(), 1), *m.pool, 1);
+  } else {
+    logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
+  }
+  p.seconds = prefill_clock.seconds();
+  p.memory = memory_snapshot(weights);
+  p.stats = cache.stats();
+  p.model_scratch = model.scratch_bytes();
+  return p;
+}
+
+// Decode, greedy, with the peak reset so that it is measured on its own.
+// Its own loop, not runtime::generate: exactly --decode-tokens tokens go
+// through the cache, each a timed single-token eval, and nothing but the
+// cache and the logits is held around what is measured.
+DecodePhase run_decode(const CellModel& m, kv::KvCache& cache, int decode_tokens,
+                       const void* weights, std::vector<float>& logits) {
+  const model::Model& model = *m.model;
+  DecodePhase d;
+  d.peak_reset = reset_peak_rss();
+  cache.reset_peak_scratch();
+  const KvReadCounters before = kv_read_counters(cache);
+  Stopwatch decode_clock;
+  for (int i = 0; i < decode_tokens; ++i) {
+    const int32_t next = argmax(logits);
+    logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
+  }
+  d.seconds = decode_clock.seconds();
+  d.memory = memory_snapshot(weights);
+  d.stats = cache.stats();
+  d.reads = kv_reads_per_token(cache, before, decode_tokens);
+  return d;
+}
+
+// The row's "phases": the memory at each step and what each phase did.
+Json phases_json(const MemorySnapshot& start, const MemorySnapshot& loaded, int64_t ctx,
+                 const PrefillPhase& p, int decode_tokens, const DecodePhase& d) {
+  return {{"start", to_json(start)},
+          {"after_load", to_json(loaded)},
+          {"prefill",
+           {{"tokens", ctx},
+            {"seconds", p.seconds},
+            {"tok_per_s", p.seconds > 0 ? double(ctx) / p.seconds : 0.0},
+            {"memory", to_json(p.memory)},
+            {"kv_persistent_bytes", p.stats.persistent_bytes},
+            {"kv_peak_scratch_bytes", p.stats.peak_scratch_bytes},
+            {"model_scratch_bytes", p.model_scratch}}},
+          {"decode",
+           {{"tokens", decode_tokens},
+            {"seconds", d.seconds},
+            {"peak_reset", d.peak_reset},
+            {"memory", to_json(d.memory)},
+            {"kv_persistent_bytes", d.stats.persistent_bytes},
+            {"kv_peak_scratch_bytes", d.stats.peak_scratch_bytes}}}};
+}
+
+}  // namespace
+
 Json memory_cell(const Json& req) {
   const int64_t ctx = req.at("ctx").get<int64_t>();
   const int decode_tokens = req.value("decode_tokens", 4);
@@ -27,43 +115,15 @@ Json memory_cell(const Json& req) {
   kv::KvCache cache(model.kv_shape(int(ctx + decode_tokens)), kv.config);
   const std::vector<int32_t> prompt = synthetic_prompt(ctx, model, req.value("seed", uint64_t(1)));
 
-  // Prefill, chunked; only the last token's logits are computed. Or with
-  // --fill synthetic, all but the last token through KvCache::fill_synthetic
-  // (no forward pass, no activations) and the last through the model.
   const bool synthetic = req.value("fill", std::string("prefill")) == "synthetic";
   std::vector<float> logits;
-  Stopwatch prefill_clock;
-  if (synthetic && ctx > 1) {
-    cache.fill_synthetic(ctx - 1, req.value("seed", uint64_t(1)), m.pool.get());
-    logits = model.eval_last(cache, std::span<const int32_t>(&prompt.back(), 1), *m.pool, 1);
-  } else {
-    logits = model.eval_last(cache, prompt, *m.pool, m.ubatch);
-  }
-  const double prefill_s = prefill_clock.seconds();
-  const MemorySnapshot after_prefill = memory_snapshot(weights);
-  const kv::KvStats prefill_stats = cache.stats();
-  const uint64_t model_scratch_prefill = model.scratch_bytes();
+  const PrefillPhase prefill = run_prefill(req, m, cache, prompt, ctx, synthetic, weights, logits);
+  const DecodePhase decode = run_decode(m, cache, decode_tokens, weights, logits);
+  const kv::KvStats& decode_stats = decode.stats;
 
-  // Decode, greedy, with the peak reset so that it is measured on its own.
-  // Its own loop, not runtime::generate: exactly --decode-tokens tokens go
-  // through the cache, each a timed single-token eval, and nothing but the
-  // cache and the logits is held around what is measured.
-  const bool peak_reset = reset_peak_rss();
-  cache.reset_peak_scratch();
-  const KvReadCounters before = kv_read_counters(cache);
-  Stopwatch decode_clock;
-  for (int i = 0; i < decode_tokens; ++i) {
-    const int32_t next = argmax(logits);
-    logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
-  }
-  const double decode_s = decode_clock.seconds();
-  const MemorySnapshot after_decode = memory_snapshot(weights);
-  const kv::KvStats decode_stats = cache.stats();
-  const Json reads = kv_reads_per_token(cache, before, decode_tokens);
-
-  const uint64_t peak = std::max(after_prefill.peak_rss, after_decode.peak_rss);
-  const uint64_t model_resident =
-      std::max({loaded.model_resident, after_prefill.model_resident, after_decode.model_resident});
+  const uint64_t peak = std::max(prefill.memory.peak_rss, decode.memory.peak_rss);
+  const uint64_t model_resident = std::max(
+      {loaded.model_resident, prefill.memory.model_resident, decode.memory.model_resident});
   Json r;
   r["status"] = "ok";
   r["model"] = model_facts(m);
@@ -81,32 +141,16 @@ Json memory_cell(const Json& req) {
   r["kv_pages"] = decode_stats.pages_allocated;
   r["kv_page_bytes_on_disk"] = decode_stats.page_bytes_on_disk;
   r["kv_disk"] = spill_stats_json(cache.pool()->stats());
-  r["kv_read_per_token"] = reads;
+  r["kv_read_per_token"] = decode.reads;
   r["fill"] = synthetic ? "synthetic" : "prefill";
   r["k_bytes_per_token_head"] = decode_stats.k_bytes_per_token_head;
   r["v_bytes_per_token_head"] = decode_stats.v_bytes_per_token_head;
   r["kv_peak_scratch_bytes"] =
-      std::max(prefill_stats.peak_scratch_bytes, decode_stats.peak_scratch_bytes);
-  r["model_scratch_bytes"] = std::max(model_scratch_prefill, model.scratch_bytes());
+      std::max(prefill.stats.peak_scratch_bytes, decode_stats.peak_scratch_bytes);
+  r["model_scratch_bytes"] = std::max(prefill.model_scratch, model.scratch_bytes());
   r["peak_scratch_bytes"] =
       r["kv_peak_scratch_bytes"].get<uint64_t>() + r["model_scratch_bytes"].get<uint64_t>();
-  r["phases"] = {{"start", to_json(start)},
-                 {"after_load", to_json(loaded)},
-                 {"prefill",
-                  {{"tokens", ctx},
-                   {"seconds", prefill_s},
-                   {"tok_per_s", prefill_s > 0 ? double(ctx) / prefill_s : 0.0},
-                   {"memory", to_json(after_prefill)},
-                   {"kv_persistent_bytes", prefill_stats.persistent_bytes},
-                   {"kv_peak_scratch_bytes", prefill_stats.peak_scratch_bytes},
-                   {"model_scratch_bytes", model_scratch_prefill}}},
-                 {"decode",
-                  {{"tokens", decode_tokens},
-                   {"seconds", decode_s},
-                   {"peak_reset", peak_reset},
-                   {"memory", to_json(after_decode)},
-                   {"kv_persistent_bytes", decode_stats.persistent_bytes},
-                   {"kv_peak_scratch_bytes", decode_stats.peak_scratch_bytes}}}};
+  r["phases"] = phases_json(start, loaded, ctx, prefill, decode_tokens, decode);
   return r;
 }
 

@@ -174,20 +174,155 @@ Json capacity_cell(const Json& req, std::vector<std::string> argv) {
           {"server_exit_status", exit_status}};
 }
 
+// The load one serve cell puts on the server (see serve_protocol.h).
+struct ServeLoad {
+  int clients = 0;
+  int64_t prompt_tokens = 0, gen_tokens = 0, shared = 0, long_prompt = 0;
+  uint64_t cell = 0;
+  int n_vocab = 0;
+};
+
+// What the clients of one serve cell saw.
+struct StreamRun {
+  std::vector<StreamTiming> streams;  // one per client
+  StreamTiming long_stream;           // --long-prompt's client (unset without it)
+  double wall = 0;                    // seconds from the start line to the last stream's end
+  double kv_peak = -1;                // the pool's peak bytes while they ran; -1: no /metrics
+};
+
+// The command line of the turbokv serve a cell starts: as many sequences
+// (and queue places) as the cell has clients, `slots`.
+std::vector<std::string> server_argv(const Json& req, const BenchKv& kv, int slots,
+                                     const std::string& budget) {
+  std::vector<std::string> argv = {req.at("server_exe").get<std::string>(),
+                                   "serve",
+                                   "-m",
+                                   req.at("model").get<std::string>(),
+                                   "--port",
+                                   "0",
+                                   "-t",
+                                   std::to_string(req.at("threads").get<int>()),
+                                   "--parallel",
+                                   std::to_string(slots),
+                                   "--queue",
+                                   std::to_string(slots),
+                                   "--kv",
+                                   kv.label};
+  for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
+  if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
+  return argv;
+}
+
+// A streamed /v1/completions request of `prompt` (greedy, with the usage
+// chunk that gives the completion's token count).
+Json stream_request(std::vector<int32_t> prompt, int64_t max_tokens) {
+  return Json{{"model", "bench"},         {"prompt", std::move(prompt)},
+              {"max_tokens", max_tokens}, {"temperature", 0},
+              {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+}
+
+// Runs the clients (and --long-prompt's) against the server at `at`, all
+// sent from one start line, while a poller samples the pool's bytes.
+StreamRun run_streams(const ServerAddress& at, const ServeLoad& load) {
+  const int clients = load.clients;
+  const double timeout = 600;
+  StreamRun run;
+  run.streams.resize(static_cast<size_t>(clients));
+  // The clients wait for one another blocked, not spinning: under chrt
+  // (SCHED_FIFO) spinning threads hold the CPUs the others need to send,
+  // and a request sent after the server's first step started waits that
+  // whole step.
+  std::latch start_line(clients + 1);
+  std::atomic<int> streaming{0};
+  std::atomic<bool> finished{false};
+  // The pool's bytes while the streams run (cached prefixes included).
+  std::thread poller([&] {
+    while (!finished.load()) {
+      run.kv_peak = std::max(run.kv_peak, fetch_metric(at, kKvUsedMetric));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      const Json body =
+          stream_request(client_prompt(load.prompt_tokens, load.shared, c, load.n_vocab, load.cell),
+                         load.gen_tokens);
+      start_line.arrive_and_wait();
+      bool counted = false;
+      run.streams[size_t(c)] = stream_completion(at, body, timeout, start, [&] {
+        counted = true;
+        ++streaming;
+      });
+      if (!counted) ++streaming;  // failed or gave no text: not waited for
+    });
+  // The long prompt goes once every other stream has its first token (a
+  // prompt of its own: nothing cached helps it).
+  if (load.long_prompt > 0)
+    threads.emplace_back([&] {
+      const Json body =
+          stream_request(client_prompt(load.long_prompt, 0, clients, load.n_vocab, load.cell), 4);
+      while (streaming.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      run.long_stream = stream_completion(at, body, timeout, start);
+    });
+  start_line.arrive_and_wait();
+  for (auto& t : threads) t.join();
+  run.wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      1e3;
+  finished.store(true);
+  poller.join();
+  return run;
+}
+
+// The streams' figures of a serve row: tokens generated, successes, the
+// TTFT and ITL samples of the successful streams, the first errors and one
+// entry per stream.
+struct StreamSummary {
+  std::vector<double> ttft, itl;
+  int64_t generated = 0;
+  int ok = 0;
+  Json errors = Json::array(), per_stream = Json::array();
+};
+
+StreamSummary summarize_streams(const std::vector<StreamTiming>& streams) {
+  StreamSummary sum;
+  for (const auto& s : streams) {
+    sum.generated += s.completion_tokens;
+    if (s.ok) {
+      ++sum.ok;
+      sum.ttft.push_back(s.ttft_ms);
+      sum.itl.insert(sum.itl.end(), s.itl_ms.begin(), s.itl_ms.end());
+    } else if (sum.errors.size() < 8) {
+      sum.errors.push_back(s.error);
+    }
+    sum.per_stream.push_back({{"ok", s.ok},
+                              {"http_status", s.http_status},
+                              {"ttft_ms", s.ttft_ms},
+                              {"completion_tokens", s.completion_tokens},
+                              {"seconds", s.seconds},
+                              {"itl_ms", s.itl_ms}});
+  }
+  return sum;
+}
+
 }  // namespace
 
 Json serve_cell(const Json& req) {
   const std::string url = req.value("url", std::string());
-  const int clients = req.at("clients").get<int>();
-  const int64_t prompt_tokens = req.at("prompt_tokens").get<int64_t>();
-  const int64_t gen_tokens = req.at("gen_tokens").get<int64_t>();
-  const int64_t shared = req.value("shared_prefix", int64_t(0));
-  const int64_t long_prompt = req.value("long_prompt", int64_t(0));
-  const uint64_t cell = req.value("cell", uint64_t(0));
-  const int n_vocab = req.at("n_vocab").get<int>();
+  ServeLoad load;
+  load.clients = req.at("clients").get<int>();
+  load.prompt_tokens = req.at("prompt_tokens").get<int64_t>();
+  load.gen_tokens = req.at("gen_tokens").get<int64_t>();
+  load.shared = req.value("shared_prefix", int64_t(0));
+  load.long_prompt = req.value("long_prompt", int64_t(0));
+  load.cell = req.value("cell", uint64_t(0));
+  load.n_vocab = req.at("n_vocab").get<int>();
   const std::string budget = req.value("kv_budget", std::string());
+  const int clients = load.clients;
   // The long prompt's request takes one more sequence.
-  const int slots = clients + (long_prompt > 0 ? 1 : 0);
+  const int slots = clients + (load.long_prompt > 0 ? 1 : 0);
 
   std::optional<ServerProcess> server;
   ServerAddress at;
@@ -196,22 +331,7 @@ Json serve_cell(const Json& req) {
   if (url.empty()) {
     const BenchKv kv = bench_kv_from_json(req.at("kv"));
     kv_describe = kv.config.describe();
-    argv = {req.at("server_exe").get<std::string>(),
-            "serve",
-            "-m",
-            req.at("model").get<std::string>(),
-            "--port",
-            "0",
-            "-t",
-            std::to_string(req.at("threads").get<int>()),
-            "--parallel",
-            std::to_string(slots),
-            "--queue",
-            std::to_string(slots),
-            "--kv",
-            kv.label};
-    for (const auto& a : req.value("server_flags", std::vector<std::string>{})) argv.push_back(a);
-    if (!budget.empty()) argv.insert(argv.end(), {"--kv-budget", budget});
+    argv = server_argv(req, kv, slots, budget);
     if (req.value("capacity_max", 0) > 0) return capacity_cell(req, argv);
     server.emplace(argv, 120);
     at = server->address();
@@ -220,105 +340,38 @@ Json serve_cell(const Json& req) {
     if (!server_healthy(at, 10)) fail("bench serve: ", url, " does not answer GET /health");
   }
 
-  const double timeout = 600;
-  std::vector<StreamTiming> streams(static_cast<size_t>(clients));
-  StreamTiming long_stream;
-  // The clients wait for one another blocked, not spinning: under chrt
-  // (SCHED_FIFO) spinning threads hold the CPUs the others need to send,
-  // and a request sent after the server's first step started waits that
-  // whole step.
-  std::latch start_line(clients + 1);
-  std::atomic<int> streaming{0};
-  std::atomic<bool> finished{false};
-  double kv_peak = -1;
-  // The pool's bytes while the streams run (cached prefixes included).
-  std::thread poller([&] {
-    while (!finished.load()) {
-      kv_peak = std::max(kv_peak, fetch_metric(at, kKvUsedMetric));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
-  const auto start = std::chrono::steady_clock::now();
-  auto request = [&](std::vector<int32_t> prompt, int64_t max_tokens) {
-    return Json{{"model", "bench"},         {"prompt", std::move(prompt)},
-                {"max_tokens", max_tokens}, {"temperature", 0},
-                {"stream", true},           {"stream_options", {{"include_usage", true}}}};
-  };
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c)
-    threads.emplace_back([&, c] {
-      const Json body = request(client_prompt(prompt_tokens, shared, c, n_vocab, cell), gen_tokens);
-      start_line.arrive_and_wait();
-      bool counted = false;
-      streams[size_t(c)] = stream_completion(at, body, timeout, start, [&] {
-        counted = true;
-        ++streaming;
-      });
-      if (!counted) ++streaming;  // failed or gave no text: not waited for
-    });
-  // The long prompt goes once every other stream has its first token (a
-  // prompt of its own: nothing cached helps it).
-  if (long_prompt > 0)
-    threads.emplace_back([&] {
-      const Json body = request(client_prompt(long_prompt, 0, clients, n_vocab, cell), 4);
-      while (streaming.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      long_stream = stream_completion(at, body, timeout, start);
-    });
-  start_line.arrive_and_wait();
-  for (auto& t : threads) t.join();
-  const double wall =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      1e3;
-  finished.store(true);
-  poller.join();
+  const StreamRun run = run_streams(at, load);
   const double kv_end = fetch_metric(at, kKvUsedMetric);
   // -1: /metrics could not be read.
   auto bytes = [](double b) { return b < 0 ? Json(nullptr) : Json(uint64_t(b)); };
   const Json peak_rss = server ? Json(server->peak_rss_bytes()) : Json(nullptr);
   const Json exit_status = server ? Json(server->stop()) : Json(nullptr);
 
-  std::vector<double> ttft, itl;
-  int64_t generated = 0;
-  int ok = 0;
-  Json errors = Json::array(), per_stream = Json::array();
-  for (const auto& s : streams) {
-    generated += s.completion_tokens;
-    if (s.ok) {
-      ++ok;
-      ttft.push_back(s.ttft_ms);
-      itl.insert(itl.end(), s.itl_ms.begin(), s.itl_ms.end());
-    } else if (errors.size() < 8) {
-      errors.push_back(s.error);
-    }
-    per_stream.push_back({{"ok", s.ok},
-                          {"http_status", s.http_status},
-                          {"ttft_ms", s.ttft_ms},
-                          {"completion_tokens", s.completion_tokens},
-                          {"seconds", s.seconds},
-                          {"itl_ms", s.itl_ms}});
-  }
+  const StreamSummary sum = summarize_streams(run.streams);
+  const double wall = run.wall;
   Json row = {
       {"status", "ok"},
       {"kv_describe", kv_describe},
       {"clients", clients},
-      {"requests_ok", ok},
-      {"requests_failed", clients - ok},
-      {"all_succeeded", ok == clients},
-      {"errors", errors},
-      {"generated_tokens", generated},
+      {"requests_ok", sum.ok},
+      {"requests_failed", clients - sum.ok},
+      {"all_succeeded", sum.ok == clients},
+      {"errors", sum.errors},
+      {"generated_tokens", sum.generated},
       {"wall_seconds", wall},
-      {"tok_per_s", wall > 0 ? double(generated) / wall : 0.0},
-      {"decode_tok_per_s", decode_tok_per_s(streams)},
-      {"ttft_ms", percentiles(ttft)},
-      {"itl_ms", percentiles(itl)},
+      {"tok_per_s", wall > 0 ? double(sum.generated) / wall : 0.0},
+      {"decode_tok_per_s", decode_tok_per_s(run.streams)},
+      {"ttft_ms", percentiles(sum.ttft)},
+      {"itl_ms", percentiles(sum.itl)},
       {"server_peak_rss_bytes", peak_rss},
-      {"kv_used_peak_bytes", bytes(std::max(kv_peak, kv_end))},
+      {"kv_used_peak_bytes", bytes(std::max(run.kv_peak, kv_end))},
       {"kv_used_end_bytes", bytes(kv_end)},
       {"server_command", argv},
       {"server_exit_status", exit_status},
-      {"streams", per_stream},
-      {"long_prompt",
-       long_prompt > 0 ? long_prompt_figures(long_stream, long_prompt, streams) : Json(nullptr)}};
+      {"streams", sum.per_stream},
+      {"long_prompt", load.long_prompt > 0
+                          ? long_prompt_figures(run.long_stream, load.long_prompt, run.streams)
+                          : Json(nullptr)}};
   if (!url.empty()) row["url"] = url;
   return row;
 }
@@ -447,51 +500,46 @@ std::string capacity_markdown(const Json& section, const std::string& budget) {
          "prefix is evicted):\n\n" + t.markdown();
 }
 
-}  // namespace
-
-std::string serve_markdown(const Json& section) {
+// The summary line of one cell, and of its long prompt when it had one.
+std::string cell_lines(const Json& r) {
   std::string out;
-  bool any_long = false;
-  for (const auto& r : section["cells"]) {
-    char line[400];
-    std::snprintf(
-        line, sizeof line,
-        "serve %s clients %d: %.2f tok/s (decode %s tok/s), TTFT p50 %s ms p99 %s ms, "
-        "ITL p50 %s ms p99 %s ms, %d/%d ok, server peak RSS %s, KV %s\n",
-        r["kv"].get<std::string>().c_str(), r["clients"].get<int>(), r["tok_per_s"].get<double>(),
-        fixed_or_dash(r["decode_tok_per_s"], 2).c_str(), fixed_or_dash(r["ttft_p50_ms"], 1).c_str(),
-        fixed_or_dash(r["ttft_p99_ms"], 1).c_str(), fixed_or_dash(r["itl_p50_ms"], 2).c_str(),
-        fixed_or_dash(r["itl_p99_ms"], 2).c_str(), r["requests_ok"].get<int>(),
-        r["clients"].get<int>(), bytes_or_dash(r["server_peak_rss_bytes"]).c_str(),
-        bytes_or_dash(r["kv_used_peak_bytes"]).c_str());
-    out += line;
-    const Json& lp = r["long_prompt"];
-    if (lp.is_null()) continue;
-    any_long = true;
-    if (lp["ttft_ms"].is_null()) {
-      out += "serve " + r["kv"].get<std::string>() + " clients " +
-             std::to_string(r["clients"].get<int>()) + " long prompt " +
-             std::to_string(lp["tokens"].get<int64_t>()) +
-             ": failed: " + lp["error"].get<std::string>() + "\n";
-      continue;
-    }
-    std::snprintf(line, sizeof line,
-                  "serve %s clients %d long prompt %lld: TTFT %.1f ms; the others' ITL during "
-                  "its prefill p50 %s ms p99 %s ms (p99 %s x their ITL p50 outside it)%s\n",
-                  r["kv"].get<std::string>().c_str(), r["clients"].get<int>(),
-                  static_cast<long long>(lp["tokens"].get<int64_t>()), lp["ttft_ms"].get<double>(),
-                  fixed_or_dash(lp["others_itl_ms"]["p50"], 2).c_str(),
-                  fixed_or_dash(lp["others_itl_ms"]["p99"], 2).c_str(),
-                  fixed_or_dash(lp["itl_p99_during_over_p50"], 2).c_str(),
-                  lp["others_streaming_through"].get<bool>()
-                      ? ""
-                      : " (the others finished before it: raise --gen-tokens)");
-    out += line;
-  }
-  const Json& opt = section["options"];
-  const std::string budget = opt["kv_budget"].is_null() ? "the server's default budget"
-                                                        : opt["kv_budget"].get<std::string>();
-  if (opt.value("capacity_max", 0) > 0) return capacity_markdown(section, budget);
+  char line[400];
+  std::snprintf(
+      line, sizeof line,
+      "serve %s clients %d: %.2f tok/s (decode %s tok/s), TTFT p50 %s ms p99 %s ms, "
+      "ITL p50 %s ms p99 %s ms, %d/%d ok, server peak RSS %s, KV %s\n",
+      r["kv"].get<std::string>().c_str(), r["clients"].get<int>(), r["tok_per_s"].get<double>(),
+      fixed_or_dash(r["decode_tok_per_s"], 2).c_str(), fixed_or_dash(r["ttft_p50_ms"], 1).c_str(),
+      fixed_or_dash(r["ttft_p99_ms"], 1).c_str(), fixed_or_dash(r["itl_p50_ms"], 2).c_str(),
+      fixed_or_dash(r["itl_p99_ms"], 2).c_str(), r["requests_ok"].get<int>(),
+      r["clients"].get<int>(), bytes_or_dash(r["server_peak_rss_bytes"]).c_str(),
+      bytes_or_dash(r["kv_used_peak_bytes"]).c_str());
+  out += line;
+  const Json& lp = r["long_prompt"];
+  if (lp.is_null()) return out;
+  if (lp["ttft_ms"].is_null())
+    return out + "serve " + r["kv"].get<std::string>() + " clients " +
+           std::to_string(r["clients"].get<int>()) + " long prompt " +
+           std::to_string(lp["tokens"].get<int64_t>()) +
+           ": failed: " + lp["error"].get<std::string>() + "\n";
+  std::snprintf(line, sizeof line,
+                "serve %s clients %d long prompt %lld: TTFT %.1f ms; the others' ITL during "
+                "its prefill p50 %s ms p99 %s ms (p99 %s x their ITL p50 outside it)%s\n",
+                r["kv"].get<std::string>().c_str(), r["clients"].get<int>(),
+                static_cast<long long>(lp["tokens"].get<int64_t>()), lp["ttft_ms"].get<double>(),
+                fixed_or_dash(lp["others_itl_ms"]["p50"], 2).c_str(),
+                fixed_or_dash(lp["others_itl_ms"]["p99"], 2).c_str(),
+                fixed_or_dash(lp["itl_p99_during_over_p50"], 2).c_str(),
+                lp["others_streaming_through"].get<bool>()
+                    ? ""
+                    : " (the others finished before it: raise --gen-tokens)");
+  return out + line;
+}
+
+// The largest N each configuration served, then why a cell failed or
+// which requests of an ok cell did.
+std::string capacity_and_error_lines(const Json& section, const std::string& budget) {
+  std::string out;
   for (const auto& c : section["capacity"])
     out += "serve " + c["kv"].get<std::string>() + ": largest N all served within " + budget +
            ": " +
@@ -508,6 +556,12 @@ std::string serve_markdown(const Json& section) {
         out += "kv " + r["kv"].get<std::string>() + " clients " +
                std::to_string(r["clients"].get<int>()) + ": " + e.get<std::string>() + "\n";
   }
+  return out;
+}
+
+// The table of the cells, under its heading.
+std::string cells_table(const Json& section) {
+  const Json& opt = section["options"];
   Table t({"KV", "clients", "ok", "aggregate tok/s", "decode tok/s", "TTFT p50 ms", "TTFT p99 ms",
            "ITL p50 ms", "ITL p99 ms", "server peak RSS", "KV bytes (peak)"});
   for (const auto& r : section["cells"])
@@ -518,29 +572,46 @@ std::string serve_markdown(const Json& section) {
            fixed_or_dash(r["ttft_p50_ms"], 1), fixed_or_dash(r["ttft_p99_ms"], 1),
            fixed_or_dash(r["itl_p50_ms"], 2), fixed_or_dash(r["itl_p99_ms"], 2),
            bytes_or_dash(r["server_peak_rss_bytes"]), bytes_or_dash(r["kv_used_peak_bytes"])});
-  out += "\nServer under concurrent clients (" +
+  return "\nServer under concurrent clients (" +
          (opt["url"].is_null() ? std::string() : opt["url"].get<std::string>() + ", ") +
          std::to_string(opt["prompt_tokens"].get<int64_t>()) + "-token prompts, " +
          std::to_string(opt["gen_tokens"].get<int64_t>()) +
          " generated tokens each, shared prefix " +
          std::to_string(opt["shared_prefix"].get<int64_t>()) + "):\n\n" + t.markdown();
-  if (any_long) {
-    Table l({"KV", "clients", "long prompt", "its TTFT ms", "others' ITL p50 ms (during)",
-             "others' ITL p99 ms (during)", "p99 / ITL p50"});
-    for (const auto& r : section["cells"]) {
-      const Json& lp = r["long_prompt"];
-      if (lp.is_null()) continue;
-      l.add(
-          {r["kv"], r["clients"], lp["tokens"], fixed_or_dash(lp["ttft_ms"], 1),
+}
+
+// The table of the long prompts, under its heading.
+std::string long_prompt_table(const Json& section) {
+  Table l({"KV", "clients", "long prompt", "its TTFT ms", "others' ITL p50 ms (during)",
+           "others' ITL p99 ms (during)", "p99 / ITL p50"});
+  for (const auto& r : section["cells"]) {
+    const Json& lp = r["long_prompt"];
+    if (lp.is_null()) continue;
+    l.add({r["kv"], r["clients"], lp["tokens"], fixed_or_dash(lp["ttft_ms"], 1),
            fixed_or_dash(lp.value("others_itl_ms", Json::object()).value("p50", Json(nullptr)), 2),
            fixed_or_dash(lp.value("others_itl_ms", Json::object()).value("p99", Json(nullptr)), 2),
            fixed_or_dash(lp.value("itl_p99_during_over_p50", Json(nullptr)), 2)});
-    }
-    out +=
-        "\nA long prompt arriving while the others stream (its prefill against their "
-        "inter-token latency):\n\n" +
-        l.markdown();
   }
+  return "\nA long prompt arriving while the others stream (its prefill against their "
+         "inter-token latency):\n\n" +
+         l.markdown();
+}
+
+}  // namespace
+
+std::string serve_markdown(const Json& section) {
+  std::string out;
+  bool any_long = false;
+  for (const auto& r : section["cells"]) {
+    out += cell_lines(r);
+    any_long = any_long || !r["long_prompt"].is_null();
+  }
+  const Json& opt = section["options"];
+  const std::string budget = opt["kv_budget"].is_null() ? "the server's default budget"
+                                                        : opt["kv_budget"].get<std::string>();
+  if (opt.value("capacity_max", 0) > 0) return capacity_markdown(section, budget);
+  out += capacity_and_error_lines(section, budget) + cells_table(section);
+  if (any_long) out += long_prompt_table(section);
   return out;
 }
 

@@ -16,6 +16,77 @@
 
 namespace tkv::bench {
 
+namespace {
+
+// How the cache got to the current checkpoint: the model's prefill (timed
+// as time to first token) or, with --fill synthetic, KvCache::fill_synthetic.
+struct FillProgress {
+  double prefill_seconds = 0, fill_seconds = 0;
+  int64_t prefilled = 0;
+};
+
+// Brings the cache to `point` tokens (at least one: depth 0 still needs a
+// token, BOS, to have logits to decode from); `logits` are the last
+// token's.
+void fill_to(int64_t point, bool synthetic, const CellModel& m, kv::KvCache& cache,
+             const std::vector<int32_t>& prompt, std::vector<float>& logits, FillProgress& f) {
+  const model::Model& model = *m.model;
+  const int64_t target = std::max<int64_t>(point, 1);
+  const int64_t need = target - cache.n_tokens();
+  if (need > 0 && synthetic) {
+    // All but the last token synthetic; the last through the model, for
+    // logits to decode from.
+    Stopwatch clock;
+    if (need > 1) cache.fill_synthetic(need - 1, uint64_t(point) + 1, m.pool.get());
+    logits = model.eval_last(cache, std::span<const int32_t>(prompt.data() + cache.n_tokens(), 1),
+                             *m.pool, 1);
+    f.fill_seconds += clock.seconds();
+  } else if (need > 0) {
+    const std::span<const int32_t> chunk(prompt.data() + cache.n_tokens(), size_t(need));
+    Stopwatch clock;
+    logits = model.eval_last(cache, chunk, *m.pool, m.ubatch);
+    f.prefill_seconds += clock.seconds();
+    f.prefilled += need;
+  }
+}
+
+// The decode figures at the cache's current depth (checkpoint `point`):
+// `warmup` untimed and `steps` timed greedy steps, then as many attention
+// steps alone.
+Json decode_at(int64_t point, int warmup, int steps, const CellModel& m, kv::KvCache& cache,
+               std::vector<float>& logits) {
+  const model::Model& model = *m.model;
+  std::vector<double> ms, attention_ms;
+  const int64_t depth_actual = cache.n_tokens();
+  KvReadCounters before;
+  // Its own greedy loop, not runtime::generate: each step's eval is timed
+  // alone (the sampling and bookkeeping around it are not the figure).
+  for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) before = kv_read_counters(cache);
+    const int32_t next = argmax(logits);
+    Stopwatch clock;
+    logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
+    const double t = clock.seconds() * 1e3;
+    if (i >= warmup) ms.push_back(t);
+  }
+  const Json reads = kv_reads_per_token(cache, before, steps);
+  // Attention alone at the same depth (the model does not time its parts).
+  for (int i = 0; i < steps; ++i)
+    attention_ms.push_back(time_attention_step(cache, *m.pool, uint64_t(point) + uint64_t(i)));
+  const Summary s = summarize(ms), a = summarize(attention_ms);
+  return {{"depth", point},
+          {"depth_actual", depth_actual},
+          {"ms_per_token", to_json(s)},
+          {"tok_per_s", s.median > 0 ? 1e3 / s.median : 0.0},
+          {"samples_ms", ms},
+          {"attention_ms_per_token", to_json(a)},
+          {"kv_read_per_token", reads},
+          {"kv_page_bytes_on_disk", cache.stats().page_bytes_on_disk},
+          {"peak_rss_bytes", memory_snapshot(nullptr).peak_rss}};
+}
+
+}  // namespace
+
 Json speed_cell(const Json& req) {
   const auto ctx_points = req.at("ctx").get<std::vector<int64_t>>();
   const auto depths = req.at("depths").get<std::vector<int64_t>>();
@@ -39,63 +110,19 @@ Json speed_cell(const Json& req) {
       synthetic_prompt(capacity, model, req.value("seed", uint64_t(2)));
 
   Json prefill = Json::array(), decode = Json::array();
-  double prefill_seconds = 0, fill_seconds = 0;
-  int64_t prefilled = 0;
+  FillProgress f;
   std::vector<float> logits;
   for (const int64_t point : checkpoints) {
-    // Depth 0 still needs one token (BOS) to have logits to decode from.
-    const int64_t target = std::max<int64_t>(point, 1);
-    const int64_t need = target - cache.n_tokens();
-    if (need > 0 && synthetic) {
-      // All but the last token synthetic; the last through the model, for
-      // logits to decode from.
-      Stopwatch clock;
-      if (need > 1) cache.fill_synthetic(need - 1, uint64_t(point) + 1, m.pool.get());
-      logits = model.eval_last(cache, std::span<const int32_t>(prompt.data() + cache.n_tokens(), 1),
-                               *m.pool, 1);
-      fill_seconds += clock.seconds();
-    } else if (need > 0) {
-      const std::span<const int32_t> chunk(prompt.data() + cache.n_tokens(), size_t(need));
-      Stopwatch clock;
-      logits = model.eval_last(cache, chunk, *m.pool, m.ubatch);
-      prefill_seconds += clock.seconds();
-      prefilled += need;
-    }
+    fill_to(point, synthetic, m, cache, prompt, logits, f);
     if (!synthetic && std::find(ctx_points.begin(), ctx_points.end(), point) != ctx_points.end()) {
-      prefill.push_back({{"ctx", point},
-                         {"prefilled_tokens", prefilled},
-                         {"ttft_s", prefill_seconds},
-                         {"tok_per_s", prefill_seconds > 0 ? prefilled / prefill_seconds : 0.0}});
+      prefill.push_back(
+          {{"ctx", point},
+           {"prefilled_tokens", f.prefilled},
+           {"ttft_s", f.prefill_seconds},
+           {"tok_per_s", f.prefill_seconds > 0 ? f.prefilled / f.prefill_seconds : 0.0}});
     }
-    if (std::find(depths.begin(), depths.end(), point) != depths.end()) {
-      std::vector<double> ms, attention_ms;
-      const int64_t depth_actual = cache.n_tokens();
-      KvReadCounters before;
-      // Its own greedy loop, not runtime::generate: each step's eval is timed
-      // alone (the sampling and bookkeeping around it are not the figure).
-      for (int i = 0; i < warmup + steps; ++i) {
-        if (i == warmup) before = kv_read_counters(cache);
-        const int32_t next = argmax(logits);
-        Stopwatch clock;
-        logits = model.eval_last(cache, std::span<const int32_t>(&next, 1), *m.pool, 1);
-        const double t = clock.seconds() * 1e3;
-        if (i >= warmup) ms.push_back(t);
-      }
-      const Json reads = kv_reads_per_token(cache, before, steps);
-      // Attention alone at the same depth (the model does not time its parts).
-      for (int i = 0; i < steps; ++i)
-        attention_ms.push_back(time_attention_step(cache, *m.pool, uint64_t(point) + uint64_t(i)));
-      const Summary s = summarize(ms), a = summarize(attention_ms);
-      decode.push_back({{"depth", point},
-                        {"depth_actual", depth_actual},
-                        {"ms_per_token", to_json(s)},
-                        {"tok_per_s", s.median > 0 ? 1e3 / s.median : 0.0},
-                        {"samples_ms", ms},
-                        {"attention_ms_per_token", to_json(a)},
-                        {"kv_read_per_token", reads},
-                        {"kv_page_bytes_on_disk", cache.stats().page_bytes_on_disk},
-                        {"peak_rss_bytes", memory_snapshot(nullptr).peak_rss}});
-    }
+    if (std::find(depths.begin(), depths.end(), point) != depths.end())
+      decode.push_back(decode_at(point, warmup, steps, m, cache, logits));
   }
   const kv::KvStats st = cache.stats();
   return {{"status", "ok"},
@@ -103,7 +130,7 @@ Json speed_cell(const Json& req) {
           {"kv_describe", cache.config().describe()},
           {"kv_ram", kv.describe()},
           {"fill", synthetic ? "synthetic" : "prefill"},
-          {"fill_seconds", fill_seconds},
+          {"fill_seconds", f.fill_seconds},
           {"kv_disk", spill_stats_json(cache.pool()->stats())},
           {"prefill", prefill},
           {"decode", decode},
