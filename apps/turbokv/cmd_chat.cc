@@ -151,7 +151,7 @@ bool handle_command(const std::string& line, ChatSession& chat, const ChatReply*
   return true;
 }
 
-int chat_main(std::span<const std::string> args) {
+struct ChatFlags {
   ModelFlags model_flags;
   ThreadFlags thread_flags;
   ContextFlags context_flags;
@@ -162,62 +162,41 @@ int chat_main(std::span<const std::string> args) {
   std::vector<std::string> stops;
   int n_predict = -1;
   bool verbose = false;
-  FlagParser flags("chat", "turbokv chat -m MODEL [-sys TEXT] [flags]",
-                   "An interactive conversation using the model's chat template. The KV cache\n"
-                   "is kept across turns: each turn feeds only its new tokens. Type /help for\n"
-                   "the commands (/clear /save /load /stats /quit).");
-  model_flags.add_to(flags);
+};
+
+// chat's flags, declared on `flags` into `f`.
+void declare_flags(FlagParser& flags, ChatFlags& f) {
+  f.model_flags.add_to(flags);
   flags.section("conversation");
   flags.add_string({"--system", "-sys", "--system-prompt"}, "TEXT", "system prompt",
-                   &system_prompt);
+                   &f.system_prompt);
   flags.add_string({"--chat-template"}, "NAME",
                    "override the template the model's metadata names: chatml, llama2,\n"
                    "llama2-sys, mistral-v1, mistral-v3, mistral-v7, llama3, gemma, phi3, ...",
-                   &template_name);
+                   &f.template_name);
   flags.add_strings({"--stop", "-r", "--reverse-prompt"}, "STR",
-                    "end a reply at STR (repeatable; not shown)", &stops);
+                    "end a reply at STR (repeatable; not shown)", &f.stops);
   flags.add_int({"-n", "--n-predict"}, "N",
-                "at most N tokens per reply; -1 = until end of turn (default -1)", &n_predict, -1);
-  flags.add_bool({"--verbose"}, "print settings and per-reply speed on stderr", &verbose);
-  progress_flags.add_to(flags);
+                "at most N tokens per reply; -1 = until end of turn (default -1)", &f.n_predict,
+                -1);
+  flags.add_bool({"--verbose"}, "print settings and per-reply speed on stderr", &f.verbose);
+  f.progress_flags.add_to(flags);
   flags.section("compute");
-  thread_flags.add_to(flags);
-  context_flags.add_to(flags);
-  kv_flags.add_to(flags);
-  sampling_flags.add_to(flags);
-  if (!flags.parse(args)) return 0;
+  f.thread_flags.add_to(flags);
+  f.context_flags.add_to(flags);
+  f.kv_flags.add_to(flags);
+  f.sampling_flags.add_to(flags);
+}
 
-  kv::KvConfig kv_config = kv_flags.config();
-  const sample::SamplerConfig sampling = sampling_flags.config();
-  const PrefillProgress progress = progress_flags.mode();
-  for (const auto& stop : stops)
-    if (stop.empty()) fail("--stop: the stop string is empty");
-  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
-  if (!template_name.empty()) chat_template = tok::ChatTemplate::by_name(template_name);
-  const auto model = model_flags.load("chat");
-  if (const std::string note = kv_flags.adapt_to(*model, kv_config); !note.empty())
-    std::fprintf(stderr, "%s\n", note.c_str());
-  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
-  if (template_name.empty()) chat_template = tok::ChatTemplate::for_tokenizer(tokenizer);
-  if (!chat_template.warning().empty())
-    std::fprintf(stderr, "turbokv: warning: %s\n", chat_template.warning().c_str());
-
-  Sequence session(*model, tokenizer, context_flags.context_for(*model), kv_config,
-                           thread_flags.count(), context_flags.ubatch);
-  session.set_prefill_observer(prefill_progress_bar(progress));
-  ChatSession chat(session, chat_template, sampling, system_prompt, stops);
-  std::fprintf(stderr,
-               "turbokv chat: %s (weights %s), template %s, context %lld, kv %s, sampling %s\n",
-               model->config().describe().c_str(), model->describe_weights().c_str(),
-               chat_template.name().c_str(), static_cast<long long>(session.context_size()),
-               kv_config.describe().c_str(), describe_sampling(sampling).c_str());
-  std::fprintf(stderr, "type a message, /help for commands\n");
-
+// The conversation: reads messages (a line; a trailing \\ continues it) and
+// commands from standard input until end of input or /quit.
+void converse(ChatSession& chat, const model::Model& model, int n_predict, bool verbose) {
+  Sequence& session = chat.session();
   install_sigint_handler();
   const bool interactive = ::isatty(0) == 1;
   // Typed input leaves the weights time to map; piped input starts at once.
   std::optional<BackgroundFaultIn> fault_in;
-  if (interactive) fault_in.emplace(*model);
+  if (interactive) fault_in.emplace(model);
   LineReader reader(0, &g_interrupt);
   ChatReply last;
   bool have_last = false;
@@ -278,6 +257,44 @@ int chat_main(std::span<const std::string> args) {
                    rate(last.generation.n_decoded, last.generation.decode_seconds).c_str(),
                    stop_reason_name(last.generation.reason));
   }
+}
+
+int chat_main(std::span<const std::string> args) {
+  ChatFlags f;
+  FlagParser flags("chat", "turbokv chat -m MODEL [-sys TEXT] [flags]",
+                   "An interactive conversation using the model's chat template. The KV cache\n"
+                   "is kept across turns: each turn feeds only its new tokens. Type /help for\n"
+                   "the commands (/clear /save /load /stats /quit).");
+  declare_flags(flags, f);
+  if (!flags.parse(args)) return 0;
+
+  kv::KvConfig kv_config = f.kv_flags.config();
+  const sample::SamplerConfig sampling = f.sampling_flags.config();
+  const PrefillProgress progress = f.progress_flags.mode();
+  for (const auto& stop : f.stops)
+    if (stop.empty()) fail("--stop: the stop string is empty");
+  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
+  if (!f.template_name.empty()) chat_template = tok::ChatTemplate::by_name(f.template_name);
+  const auto model = f.model_flags.load("chat");
+  if (const std::string note = f.kv_flags.adapt_to(*model, kv_config); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  if (f.template_name.empty()) chat_template = tok::ChatTemplate::for_tokenizer(tokenizer);
+  if (!chat_template.warning().empty())
+    std::fprintf(stderr, "turbokv: warning: %s\n", chat_template.warning().c_str());
+
+  Sequence session(*model, tokenizer, f.context_flags.context_for(*model), kv_config,
+                   f.thread_flags.count(), f.context_flags.ubatch);
+  session.set_prefill_observer(prefill_progress_bar(progress));
+  ChatSession chat(session, chat_template, sampling, f.system_prompt, f.stops);
+  std::fprintf(stderr,
+               "turbokv chat: %s (weights %s), template %s, context %lld, kv %s, sampling %s\n",
+               model->config().describe().c_str(), model->describe_weights().c_str(),
+               chat_template.name().c_str(), static_cast<long long>(session.context_size()),
+               kv_config.describe().c_str(), describe_sampling(sampling).c_str());
+  std::fprintf(stderr, "type a message, /help for commands\n");
+
+  converse(chat, *model, f.n_predict, f.verbose);
   return 0;
 }
 

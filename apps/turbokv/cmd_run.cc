@@ -50,12 +50,8 @@ struct RunFlags {
   bool no_bos = false, ignore_eos = false, verbose = false, no_display_prompt = false;
 };
 
-int run_main(std::span<const std::string> args) {
-  RunFlags f;
-  FlagParser flags("run", "turbokv run -m MODEL (-p PROMPT | -f FILE) [-n N] [flags]",
-                   "Prefills the prompt, then generates and streams a continuation. The prompt\n"
-                   "is echoed first (its special tokens such as <|eot_id|> are parsed). A summary\n"
-                   "line with speed and memory ends the run on stderr.");
+// run's flags, declared on `flags` into `f`.
+void declare_flags(FlagParser& flags, RunFlags& f) {
   f.model.add_to(flags);
   flags.section("generation");
   flags.add_string({"-p", "--prompt"}, "TEXT", "the prompt", &f.prompt);
@@ -79,6 +75,90 @@ int run_main(std::span<const std::string> args) {
   f.context.add_to(flags);
   f.kv.add_to(flags);
   f.sampling.add_to(flags);
+}
+
+// The prompt's token ids (BOS as the vocabulary asks, unless --no-bos),
+// checked against the context (runtime/prompt_check.h).
+std::vector<int32_t> prompt_ids(const tok::Tokenizer& tokenizer, const std::string& prompt,
+                                bool no_bos, int ctx, bool windowed) {
+  std::vector<int32_t> ids;
+  if (!no_bos && tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken)
+    ids.push_back(tokenizer.bos());
+  for (int32_t id : tokenizer.encode(prompt, /*add_special=*/false, /*parse_special=*/true))
+    ids.push_back(id);
+  using Problem = runtime::PromptVerdict::Problem;
+  const runtime::PromptVerdict verdict = runtime::check_prompt(
+      ids, {.n_vocab = tokenizer.n_vocab(), .context = ctx, .windowed = windowed});
+  if (verdict.problem == Problem::kEmpty)
+    fail("run: the prompt is empty and the vocabulary adds no BOS: nothing to start from");
+  if (verdict.problem == Problem::kTooLong)
+    fail("run: the prompt is ", ids.size(), " tokens, longer than the context of ", ctx,
+         " tokens (raise -c, or use --kv-window)");
+  if (verdict.problem == Problem::kOutsideVocabulary)
+    fail("run: the tokenizer made token id ", ids[verdict.index], ", outside the vocabulary of ",
+         tokenizer.n_vocab(), " tokens (a broken GGUF vocabulary)");
+
+  return ids;
+}
+
+// Prefills `all` after the tokens restored from a prompt cache; with a
+// prompt cache, the prompt up to the start of its last -ub chunk is saved
+// between the two evals (see prompt_cache.h), the save not timed. Returns
+// the seconds the evals took.
+double prefill(Sequence& session, std::span<const int32_t> all, const std::string& prompt_cache,
+               const PromptCacheUse& cache_use) {
+  double prefill_seconds = 0;
+  if (prompt_cache.empty()) {
+    const Stopwatch t;
+    session.feed(all);
+    prefill_seconds = t.seconds();
+  } else {
+    const size_t from = size_t(cache_use.restored);
+    const size_t point = size_t(prompt_cache_point(all.size(), session.ubatch()));
+    const Stopwatch head;
+    if (point > from) session.feed(all.subspan(from, point - from));
+    prefill_seconds = head.seconds();
+    if (prompt_cache_needs_save(cache_use, all.size(), session.ubatch()))
+      save_prompt_cache(prompt_cache, session);
+    const Stopwatch last;
+    session.feed(all.subspan(std::max(point, from)));
+    prefill_seconds += last.seconds();
+  }
+  return prefill_seconds;
+}
+
+// Generates and streams the reply to stdout; its figures go to `fig`.
+void reply(Sequence& session, std::span<const int32_t> ids, const RunFlags& f,
+           double prefill_seconds, RunFigures& fig) {
+  GenerateOptions gen;
+  gen.max_tokens = f.n_predict;
+  gen.stop_at_eog = !f.ignore_eos;
+  const runtime::TextGenerateResult text = generate_text(
+      session, gen,
+      {.stops = f.stops, .start = tok::StreamDecoder::Start::kTextStart, .spelled_after = ids},
+      [](std::string_view piece) {
+        write_stdout(piece);
+        return true;
+      });
+  const GenerateResult& result = text.generation;
+  if (result.n_generated > 0) write_stdout("\n");
+  // Time to first token: prefill plus sampling the first token (the
+  // prompt-cache save in between is not part of it).
+  fig.time_to_first_token =
+      result.n_generated > 0 ? prefill_seconds + result.first_token_seconds : 0;
+  fig.generated = result.n_generated;
+  fig.decoded = result.n_decoded;
+  fig.decode_seconds = result.decode_seconds;
+  fig.stop = result.reason;
+}
+
+int run_main(std::span<const std::string> args) {
+  RunFlags f;
+  FlagParser flags("run", "turbokv run -m MODEL (-p PROMPT | -f FILE) [-n N] [flags]",
+                   "Prefills the prompt, then generates and streams a continuation. The prompt\n"
+                   "is echoed first (its special tokens such as <|eot_id|> are parsed). A summary\n"
+                   "line with speed and memory ends the run on stderr.");
+  declare_flags(flags, f);
   if (!flags.parse(args)) return 0;
 
   // Validate everything the flags alone decide before the model is mapped.
@@ -98,22 +178,8 @@ int run_main(std::span<const std::string> args) {
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const int ctx = f.context.context_for(*model);
 
-  std::vector<int32_t> ids;
-  if (!f.no_bos && tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken)
-    ids.push_back(tokenizer.bos());
-  for (int32_t id : tokenizer.encode(prompt, /*add_special=*/false, /*parse_special=*/true))
-    ids.push_back(id);
-  using Problem = runtime::PromptVerdict::Problem;
-  const runtime::PromptVerdict verdict = runtime::check_prompt(
-      ids, {.n_vocab = tokenizer.n_vocab(), .context = ctx, .windowed = kv_config.window > 0});
-  if (verdict.problem == Problem::kEmpty)
-    fail("run: the prompt is empty and the vocabulary adds no BOS: nothing to start from");
-  if (verdict.problem == Problem::kTooLong)
-    fail("run: the prompt is ", ids.size(), " tokens, longer than the context of ", ctx,
-         " tokens (raise -c, or use --kv-window)");
-  if (verdict.problem == Problem::kOutsideVocabulary)
-    fail("run: the tokenizer made token id ", ids[verdict.index], ", outside the vocabulary of ",
-         tokenizer.n_vocab(), " tokens (a broken GGUF vocabulary)");
+  const std::vector<int32_t> ids =
+      prompt_ids(tokenizer, prompt, f.no_bos, ctx, kv_config.window > 0);
 
   Sequence session(*model, tokenizer, ctx, kv_config, f.threads.count(), f.context.ubatch);
   session.set_prefill_observer(prefill_progress_bar(progress));
@@ -150,55 +216,16 @@ int run_main(std::span<const std::string> args) {
                    cache_use.note.c_str());
     fig.cached_tokens = cache_use.restored;
   }
-  // Prefill. With a prompt cache, the prompt up to the start of its last
-  // -ub chunk is saved between the two evals (see prompt_cache.h); the save
-  // is not timed.
-  const std::span<const int32_t> all(ids);
-  double prefill_seconds = 0;
-  if (f.prompt_cache.empty()) {
-    const Stopwatch t;
-    session.feed(all);
-    prefill_seconds = t.seconds();
-  } else {
-    const size_t from = size_t(cache_use.restored);
-    const size_t point = size_t(prompt_cache_point(all.size(), session.ubatch()));
-    const Stopwatch head;
-    if (point > from) session.feed(all.subspan(from, point - from));
-    prefill_seconds = head.seconds();
-    if (prompt_cache_needs_save(cache_use, ids.size(), session.ubatch()))
-      save_prompt_cache(f.prompt_cache, session);
-    const Stopwatch last;
-    session.feed(all.subspan(std::max(point, from)));
-    prefill_seconds += last.seconds();
-  }
+  const double prefill_seconds = prefill(session, ids, f.prompt_cache, cache_use);
   if (echo_after_prefill) write_stdout(echo);
   fig.prefill_seconds = prefill_seconds;
   fig.prefilled = int64_t(ids.size()) - cache_use.restored;
   for (int32_t id : ids) session.sampler().accept(id);  // the repetition penalty sees the prompt
 
-  GenerateOptions gen;
-  gen.max_tokens = f.n_predict;
-  gen.stop_at_eog = !f.ignore_eos;
-  const runtime::TextGenerateResult text = generate_text(
-      session, gen,
-      {.stops = f.stops, .start = tok::StreamDecoder::Start::kTextStart, .spelled_after = ids},
-      [](std::string_view piece) {
-        write_stdout(piece);
-        return true;
-      });
-  const GenerateResult& result = text.generation;
-  if (result.n_generated > 0) write_stdout("\n");
-  // Time to first token: prefill plus sampling the first token (the
-  // prompt-cache save in between is not part of it).
-  fig.time_to_first_token =
-      result.n_generated > 0 ? prefill_seconds + result.first_token_seconds : 0;
-  fig.generated = result.n_generated;
-  fig.decoded = result.n_decoded;
-  fig.decode_seconds = result.decode_seconds;
-  fig.stop = result.reason;
+  reply(session, ids, f, prefill_seconds, fig);
 
   end_stdout_line();  // after -n 0, the echoed prompt may end mid-line
-  if (result.reason == StopReason::kContextFull)
+  if (fig.stop == StopReason::kContextFull)
     std::fprintf(stderr,
                  "turbokv: context full (%lld tokens): stopped. Raise -c, or use --kv-window N "
                  "to keep only the newest tokens.\n",

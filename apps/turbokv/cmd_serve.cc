@@ -108,33 +108,20 @@ int wait_for_signal(const sigset_t& signals, const std::atomic<bool>& stop) {
   return 0;
 }
 
-int serve_main(std::span<const std::string> args) {
-#if defined(__GLIBC__)
-  // Request bodies and their parsed JSON come and go in megabytes on every
-  // HTTP thread: with a fixed threshold, blocks of 128 KiB or more are
-  // mapped and unmapped on their own instead of staying in each thread's
-  // heap (glibc raises its threshold past every large block freed, and the
-  // memory of a burst of large requests then stayed with the process;
-  // docs/SERVER.md, results/serve-soak.md).
-  mallopt(M_MMAP_THRESHOLD, 128 << 10);
-#endif
-  ServeFlags f;
-  f.kv.budget = kDefaultBudget;
-  // -ub is the prefill grid: small by default (the decode path's kernels, in
-  // the decode tokens' weight pass), so that a long prompt arriving slows
-  // the other streams' steps only a little.
-  const server::SchedulerOptions defaults;
-  f.context.ubatch = defaults.prefill_chunk;
-  FlagParser flags(
-      "serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
-      "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
-      "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
-      "together (continuous batching); prompts leave cached prefixes for reuse.\n"
-      "Defaults here: --kv-budget 1G (the pool of running and cached sequences),\n"
-      "-ub " +
-          std::to_string(defaults.prefill_chunk) +
-          " (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
-          "docs/SERVER.md has the details.");
+// --help's paragraph (`defaults`: the scheduler's).
+std::string serve_description(const server::SchedulerOptions& defaults) {
+  return "An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
+         "(streaming or not), GET /v1/models, GET /health, GET /metrics. Requests decode\n"
+         "together (continuous batching); prompts leave cached prefixes for reuse.\n"
+         "Defaults here: --kv-budget 1G (the pool of running and cached sequences),\n"
+         "-ub " +
+         std::to_string(defaults.prefill_chunk) +
+         " (the prefill chunk). SIGTERM / Ctrl-C drains and exits 0.\n"
+         "docs/SERVER.md has the details.";
+}
+
+// serve's flags, declared on `flags` into `f` (`defaults`: the scheduler's).
+void declare_flags(FlagParser& flags, ServeFlags& f, const server::SchedulerOptions& defaults) {
   f.model.add_to(flags);
   flags.section("HTTP");
   flags.add_string({"--host"}, "ADDR",
@@ -190,19 +177,29 @@ int serve_main(std::span<const std::string> args) {
                             std::to_string(defaults.prefill_chunk) + ")");
   flags.set_help("--kv-budget",
                  "byte budget of the page pool: running and cached sequences (default 1G)");
-  if (!flags.parse(args)) return 0;
+}
 
-  // Everything the flags alone decide, before the model is mapped.
-  kv::KvConfig kv_config = f.kv.config();
-  const std::string key = api_key(f);
+// Everything the flags alone decide, before the model is mapped.
+struct ServePlan {
+  kv::KvConfig kv;
   server::HttpOptions http;
+  server::SchedulerOptions sched;
+  std::optional<tok::ChatTemplate> forced_template;
+};
+
+ServePlan plan_of(const ServeFlags& f) {
+  ServePlan plan;
+  kv::KvConfig& kv_config = plan.kv;
+  kv_config = f.kv.config();
+  const std::string key = api_key(f);
+  server::HttpOptions& http = plan.http;
   http.host = f.host;
   http.port = f.port;
   http.api_key = key;
   http.max_body_bytes = size_flag("--max-body", f.max_body);
   if (http.max_body_bytes == 0) fail("--max-body: must be larger than 0");
   http.read_timeout_seconds = http.write_timeout_seconds = f.timeout;
-  server::SchedulerOptions sched;
+  server::SchedulerOptions& sched = plan.sched;
   sched.parallel = f.parallel;
   sched.queue_capacity = f.queue;
   sched.budget_bytes = kv_config.budget_bytes;
@@ -217,60 +214,15 @@ int serve_main(std::span<const std::string> args) {
   sched.prefill_chunk = f.context.ubatch;
   sched.prefill_tokens_per_step = f.prefill_step;
   sched.whole_prompt_tokens = f.prefill_whole;
-  std::optional<tok::ChatTemplate> forced_template;
-  if (!f.chat_template.empty()) forced_template = tok::ChatTemplate::by_name(f.chat_template);
+  if (!f.chat_template.empty()) plan.forced_template = tok::ChatTemplate::by_name(f.chat_template);
 
-  // Reading the weights (or, mapped, faulting them in: otherwise the first
-  // request would take the faults page by page) may read gigabytes from
-  // disk where the file is not cached: said first.
-  std::fprintf(stderr, "turbokv serve: loading %s ...\n", f.model.path.c_str());
-  const auto loading = std::chrono::steady_clock::now();
-  // Sequences decode in batches: F16 row blocks pay off for them on every
-  // CPU measured, where one sequence alone may not (kernel_config.h).
-  if (sched.parallel > 1) set_kernel_decodes_batches(true);
-  const auto model = f.model.load("serve");
-  model->fault_in_weights();
-  std::fprintf(stderr, "turbokv serve: weights (%s) %s, in %.1f s\n",
-               format_bytes(model->weight_bytes()).c_str(), model->describe_weights().c_str(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - loading).count());
-  if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
-    std::fprintf(stderr, "%s\n", note.c_str());
-  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
-  server::ServedModel served;
-  served.id = model_id(f.model.path);
-  served.created = modification_time(f.model.path);
-  served.tokenizer = &tokenizer;
-  served.chat_template =
-      forced_template ? *forced_template : tok::ChatTemplate::for_tokenizer(tokenizer);
-  if (!served.chat_template.warning().empty())
-    std::fprintf(stderr, "turbokv: warning: %s\n", served.chat_template.warning().c_str());
-  served.context = f.context.context_for(*model);
-  served.windowed = kv_config.window > 0;
-  sched.context = int(served.context);
-  sched.kv = kv_config;
-  sched.threads = f.threads.count();
+  return plan;
+}
 
-  // SIGINT and SIGTERM are taken by sigtimedwait in this thread only: block
-  // them before any thread starts (threads inherit the mask).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  server::ServerMetrics metrics;
-  server::Scheduler scheduler(*model, tokenizer, sched);
-  server::HttpServer server(served, scheduler, metrics, http);
-  const int port = server.bind();
-  std::printf(
-      "turbokv serve: listening on http://%s:%d (model %s, template %s, context %lld, "
-      "parallel %d, kv %s, budget %s%s%s)\n",
-      f.host.c_str(), port, served.id.c_str(), served.chat_template.name().c_str(),
-      static_cast<long long>(served.context), sched.parallel, kv_config.describe().c_str(),
-      sched.budget_bytes ? format_bytes(sched.budget_bytes).c_str() : "none",
-      sched.cache_dir.empty() ? "" : ", cache dir ", sched.cache_dir.c_str());
-  std::fflush(stdout);
-
+// Serves until SIGINT / SIGTERM (then drains: running requests get `f.drain_grace`
+// seconds) or until the HTTP server stops by itself; the exit status.
+int serve_until_signal(server::HttpServer& server, server::Scheduler& scheduler,
+                       const sigset_t& signals, const ServeFlags& f) {
   std::atomic<bool> serve_ended{false};
   std::thread http_thread([&] {
     server.serve();
@@ -313,6 +265,86 @@ int serve_main(std::span<const std::string> args) {
   }
   http_thread.join();
   return sig != 0 ? 0 : 1;
+}
+
+int serve_main(std::span<const std::string> args) {
+#if defined(__GLIBC__)
+  // Request bodies and their parsed JSON come and go in megabytes on every
+  // HTTP thread: with a fixed threshold, blocks of 128 KiB or more are
+  // mapped and unmapped on their own instead of staying in each thread's
+  // heap (glibc raises its threshold past every large block freed, and the
+  // memory of a burst of large requests then stayed with the process;
+  // docs/SERVER.md, results/serve-soak.md).
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
+  ServeFlags f;
+  f.kv.budget = kDefaultBudget;
+  // -ub is the prefill grid: small by default (the decode path's kernels, in
+  // the decode tokens' weight pass), so that a long prompt arriving slows
+  // the other streams' steps only a little.
+  const server::SchedulerOptions defaults;
+  f.context.ubatch = defaults.prefill_chunk;
+  FlagParser flags("serve", "turbokv serve -m MODEL [--host H] [--port P] [--api-key KEY] [flags]",
+                   serve_description(defaults));
+  declare_flags(flags, f, defaults);
+  if (!flags.parse(args)) return 0;
+
+  ServePlan plan = plan_of(f);
+  kv::KvConfig& kv_config = plan.kv;
+  server::SchedulerOptions& sched = plan.sched;
+
+  // Reading the weights (or, mapped, faulting them in: otherwise the first
+  // request would take the faults page by page) may read gigabytes from
+  // disk where the file is not cached: said first.
+  std::fprintf(stderr, "turbokv serve: loading %s ...\n", f.model.path.c_str());
+  const auto loading = std::chrono::steady_clock::now();
+  // Sequences decode in batches: F16 row blocks pay off for them on every
+  // CPU measured, where one sequence alone may not (kernel_config.h).
+  if (sched.parallel > 1) set_kernel_decodes_batches(true);
+  const auto model = f.model.load("serve");
+  model->fault_in_weights();
+  std::fprintf(stderr, "turbokv serve: weights (%s) %s, in %.1f s\n",
+               format_bytes(model->weight_bytes()).c_str(), model->describe_weights().c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - loading).count());
+  if (const std::string note = f.kv.adapt_to(*model, kv_config); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  server::ServedModel served;
+  served.id = model_id(f.model.path);
+  served.created = modification_time(f.model.path);
+  served.tokenizer = &tokenizer;
+  served.chat_template =
+      plan.forced_template ? *plan.forced_template : tok::ChatTemplate::for_tokenizer(tokenizer);
+  if (!served.chat_template.warning().empty())
+    std::fprintf(stderr, "turbokv: warning: %s\n", served.chat_template.warning().c_str());
+  served.context = f.context.context_for(*model);
+  served.windowed = kv_config.window > 0;
+  sched.context = int(served.context);
+  sched.kv = kv_config;
+  sched.threads = f.threads.count();
+
+  // SIGINT and SIGTERM are taken by sigtimedwait in this thread only: block
+  // them before any thread starts (threads inherit the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerMetrics metrics;
+  server::Scheduler scheduler(*model, tokenizer, sched);
+  server::HttpServer server(served, scheduler, metrics, plan.http);
+  const int port = server.bind();
+  std::printf(
+      "turbokv serve: listening on http://%s:%d (model %s, template %s, context %lld, "
+      "parallel %d, kv %s, budget %s%s%s)\n",
+      f.host.c_str(), port, served.id.c_str(), served.chat_template.name().c_str(),
+      static_cast<long long>(served.context), sched.parallel, kv_config.describe().c_str(),
+      sched.budget_bytes ? format_bytes(sched.budget_bytes).c_str() : "none",
+      sched.cache_dir.empty() ? "" : ", cache dir ", sched.cache_dir.c_str());
+  std::fflush(stdout);
+
+  return serve_until_signal(server, scheduler, signals, f);
 }
 
 }  // namespace

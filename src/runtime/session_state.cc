@@ -54,7 +54,7 @@ kv::SessionMeta peek_session(const std::string& path) {
 }
 
 std::map<std::string, std::string> Sequence::load(const std::string& path) {
-  TKV_CHECK(chunk_layers_done_ == 0);
+  TKV_CHECK(parts_.layers_done() == 0);
   // Everything that can be checked from the metadata is checked before the
   // cache is touched; KvCache::load checks the rest (checksum, model,
   // settings, room) before it changes anything.

@@ -332,8 +332,11 @@ TEST_F(SchedulerTest, UnderABudgetBelowOneLayerASecondPromptWaitsItsTurn) {
   }
   a->cancel();
   collect(*a);
-  for (const StepInfo& step : log.snapshot())
-    if (step.decode_tokens > 0) EXPECT_LE(step.prefill_chunks, 1);
+  for (const StepInfo& step : log.snapshot()) {
+    if (step.decode_tokens > 0) {
+      EXPECT_LE(step.prefill_chunks, 1);
+    }
+  }
 }
 
 // A chunk over the budget (by work) runs in parts of equal size: with a
