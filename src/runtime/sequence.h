@@ -114,11 +114,9 @@ class Sequence {
   // The sampler every reply draws from, replaced by set_sampler (which
   // starts a new history and random stream).
   void set_sampler(const sample::SamplerConfig& config);
-  bool has_sampler() const { return sampler_.has_value(); }
   sample::Sampler& sampler();
   // Starts a reply (ending one in progress).
   Reply& start_reply(ReplyLimits limits, const ReplyText& text);
-  bool replying() const { return reply_ != nullptr; }
   Reply& reply();
   void end_reply() { reply_.reset(); }
   // The reply's next token from `logits` (the logits after the newest
