@@ -88,8 +88,12 @@ run_tests() {  # run_tests QEMU_CPU CTEST_REGEX
   phase "tests on QEMU_CPU=$cpu (Highway targets: $targets): ctest -R '$regex'"
   # A failing run is recorded and the next CPU still runs; the script fails at the end.
   QEMU_CPU=$cpu ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" \
-    -R "$regex" || failed+=("$cpu")
+    -R "$regex" -E "$not_emulated" || failed+=("$cpu")
 }
+# Tests whose figures are the process's own memory: under qemu-user the
+# process is the emulator (its translation cache and its own libraries are
+# most of the resident set), so what they check does not hold there.
+not_emulated='^CliRun\.SummaryAccountsForPeakMemory$'
 failed=()
 
 # ctest -R regex of every gtest suite in the given test binaries (from the
