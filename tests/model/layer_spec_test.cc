@@ -16,37 +16,6 @@
 namespace tkv::model {
 namespace {
 
-kv::KvConfig f32_kv() {
-  kv::KvConfig c;
-  c.k = kv::CodecSpec{kv::CodecKind::F32};
-  c.v = kv::CodecSpec{kv::CodecKind::F32};
-  return c;
-}
-
-// Largest |model - reference| over the logits of every position: a prefill
-// in chunks of 5, then 3 decode steps.
-double max_logit_error(const std::string& path, int n_tokens) {
-  auto m = Model::load(path);
-  test::ReferenceForward ref(path);
-  const auto tokens = test::random_tokens(n_tokens, m->config().n_vocab, 5);
-  const auto expect = ref.run(tokens);
-  kv::KvCache cache(m->kv_shape(), f32_kv());
-  ThreadPool pool(2);
-  EvalOptions opts;
-  opts.ubatch = 5;
-  opts.all_logits = true;
-  double worst = 0;
-  auto check = [&](int64_t pos, std::span<const float> logits) {
-    for (size_t i = 0; i < logits.size(); ++i)
-      worst = std::max(worst, std::fabs(double(logits[i]) - expect[size_t(pos)][i]));
-  };
-  const std::span<const int32_t> all(tokens);
-  m->eval(cache, all.first(tokens.size() - 3), pool, check, opts);
-  for (size_t i = tokens.size() - 3; i < tokens.size(); ++i)
-    m->eval(cache, all.subspan(i, 1), pool, check, opts);
-  return worst;
-}
-
 SynthSpec per_layer_spec(const std::string& preset) {
   SynthSpec s = test::small_spec(preset);
   s.n_layers = 3;
@@ -68,7 +37,7 @@ TEST(LayerStack, PerLayerGeometryMatchesTheReferenceForward) {
     EXPECT_FALSE(shape.uniform());
     EXPECT_EQ(shape.layer(1), (kv::KvLayerShape{4, 1, 64, 64}));
     EXPECT_EQ(shape.n_kv_heads, 4);
-    EXPECT_LE(max_logit_error(path, 17), 1e-3) << preset;
+    EXPECT_LE(test::max_logit_error(path, 17, 5, 2), 1e-3) << preset;
 
     // A cache of the widest layer's uniform geometry is another model's.
     kv::KvCache wrong(kv::KvShape(3, 4, 4, 64, 64), kv::KvConfig{});

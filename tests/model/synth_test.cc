@@ -28,43 +28,6 @@
 namespace tkv::model {
 namespace {
 
-kv::KvConfig f32_kv() {
-  kv::KvConfig c;
-  c.k = kv::CodecSpec{kv::CodecKind::F32};
-  c.v = kv::CodecSpec{kv::CodecKind::F32};
-  return c;
-}
-
-// Largest |model - reference| over every logit of every position, with the
-// model prefilled in chunks of `ubatch` and then decoding `decode` tokens.
-double max_logit_error(const std::string& path, int n_tokens, int ubatch, int threads) {
-  auto m = Model::load(path);
-  test::ReferenceForward ref(path);
-  const auto tokens = test::random_tokens(n_tokens, m->config().n_vocab, 3);
-  const auto expect = ref.run(tokens);
-  kv::KvCache cache(m->kv_shape(), f32_kv());
-  ThreadPool pool(threads);
-  EvalOptions opts;
-  opts.ubatch = ubatch;
-  opts.all_logits = true;
-  double worst = 0;
-  int64_t seen = 0;
-  // Prefill all but the last 3 tokens, then decode those one at a time.
-  const size_t prefill = tokens.size() - 3;
-  auto check = [&](int64_t pos, std::span<const float> logits) {
-    EXPECT_EQ(pos, seen++);
-    for (size_t i = 0; i < logits.size(); ++i) {
-      worst = std::max(worst, std::fabs(double(logits[i]) - expect[size_t(pos)][i]));
-    }
-  };
-  m->eval(cache, std::span<const int32_t>(tokens.data(), prefill), pool, check, opts);
-  for (size_t i = prefill; i < tokens.size(); ++i) {
-    m->eval(cache, std::span<const int32_t>(&tokens[i], 1), pool, check, opts);
-  }
-  EXPECT_EQ(seen, n_tokens);
-  return worst;
-}
-
 struct ArchCase {
   const char* preset;
   const char* type;
@@ -85,7 +48,8 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   EXPECT_EQ(m->weights().rope_freq_factors.empty(), spec.llama3_factor == 0.0f);
   const DType wtype = m->weights().layers[0].wq.type;
   if (!integer_path_active(wtype)) {
-    EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3) << GetParam().preset << " " << GetParam().type;
+    EXPECT_LE(test::max_logit_error(path, 24, 7, 2), 1e-3)
+        << GetParam().preset << " " << GetParam().type;
     return;
   }
   // Quantized weights on the integer path: the reference quantizes its
@@ -94,12 +58,13 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   // boundary may land one step apart now and then (each such step moves a
   // logit by ~1e-2). The forward pass's logic is checked exactly on a target
   // where these types take the float path.
-  EXPECT_LE(max_logit_error(path, 24, 7, 2), 0.1) << GetParam().preset << " " << GetParam().type;
+  EXPECT_LE(test::max_logit_error(path, 24, 7, 2), 0.1)
+      << GetParam().preset << " " << GetParam().type;
   bool checked_float_path = false;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     if (integer_path_active(wtype)) continue;
-    EXPECT_LE(max_logit_error(path, 24, 7, 2), 1e-3)
+    EXPECT_LE(test::max_logit_error(path, 24, 7, 2), 1e-3)
         << GetParam().preset << " " << GetParam().type << " on " << hwy::TargetName(target);
     checked_float_path = true;
     break;
@@ -294,7 +259,7 @@ TEST(Synth, RealVocabularyFromLlamaBpe) {
             original.get_string("tokenizer.ggml.model"));
   EXPECT_EQ(m->gguf().get_string("tokenizer.ggml.pre"), original.get_string("tokenizer.ggml.pre"));
   ASSERT_NE(m->gguf().find("tokenizer.ggml.merges"), nullptr);
-  EXPECT_LE(max_logit_error(path, 8, 4, 2), 1e-3);
+  EXPECT_LE(test::max_logit_error(path, 8, 4, 2), 1e-3);
 }
 
 TEST(Synth, InventedVocabularyIsSpmWithByteTokens) {

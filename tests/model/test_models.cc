@@ -1,7 +1,17 @@
 #include "test_models.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
 #include "common/error.h"
 #include "common/test_util.h"
+#include "common/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "reference_forward.h"
 
 namespace tkv::test {
 
@@ -46,6 +56,45 @@ void rewrite_gguf(
     out.add_tensor(c.name, c.type, c.shape, c.bytes.data(), c.bytes.size());
   }
   out.write(dst);
+}
+
+namespace {
+
+kv::KvConfig f32_kv() {
+  kv::KvConfig c;
+  c.k = kv::CodecSpec{kv::CodecKind::F32};
+  c.v = kv::CodecSpec{kv::CodecKind::F32};
+  return c;
+}
+
+}  // namespace
+
+double max_logit_error(const std::string& path, int n_tokens, int ubatch, int threads) {
+  auto m = model::Model::load(path);
+  ReferenceForward ref(path);
+  const auto tokens = random_tokens(n_tokens, m->config().n_vocab, 3);
+  const auto expect = ref.run(tokens);
+  kv::KvCache cache(m->kv_shape(), f32_kv());
+  ThreadPool pool(threads);
+  model::EvalOptions opts;
+  opts.ubatch = ubatch;
+  opts.all_logits = true;
+  double worst = 0;
+  int64_t seen = 0;
+  // Prefill all but the last 3 tokens, then decode those one at a time.
+  const size_t prefill = tokens.size() - 3;
+  auto check = [&](int64_t pos, std::span<const float> logits) {
+    EXPECT_EQ(pos, seen++);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(logits[i]) - expect[size_t(pos)][i]));
+    }
+  };
+  m->eval(cache, std::span<const int32_t>(tokens.data(), prefill), pool, check, opts);
+  for (size_t i = prefill; i < tokens.size(); ++i) {
+    m->eval(cache, std::span<const int32_t>(&tokens[i], 1), pool, check, opts);
+  }
+  EXPECT_EQ(seen, n_tokens);
+  return worst;
 }
 
 }  // namespace tkv::test

@@ -16,6 +16,12 @@ namespace tkv::test {
 // 2 KV heads of 64, FFN 768, vocabulary 512.
 model::SynthSpec small_spec(const std::string& preset);
 
+// Largest |model - reference forward| over every logit of every position,
+// on a cache of f32 K and V: the model prefills all but the last 3 tokens
+// in chunks of `ubatch`, then decodes those one at a time. Expects (gtest)
+// every position's logits once, in order.
+double max_logit_error(const std::string& path, int n_tokens, int ubatch, int threads);
+
 // Synthesizes `spec` into a fresh temporary directory; returns the path.
 std::string write_model(const model::SynthSpec& spec, const std::string& type = "f32",
                         uint64_t seed = 7, const std::string& vocab_from = "");
