@@ -60,8 +60,9 @@ constexpr int kCacheWritesQueued = 4;
 
 // From idle, the worker waits for more jobs while they keep arriving: at
 // most kIdleSettleSteps gaps of kIdleSettle each (a job alone starts 5 ms
-// later, a burst at most 50 ms later). On two busy cores the requests of 8
-// clients sent at once reached the queue more than 1 ms apart.
+// later, a burst at most 50 ms later): the requests of clients that send
+// at once reach the queue some time apart (each is parsed on its own HTTP
+// thread), more than a millisecond on busy cores.
 constexpr std::chrono::milliseconds kIdleSettle{5};
 constexpr int kIdleSettleSteps = 10;
 

@@ -126,11 +126,11 @@ struct SchedulerOptions {
   // much slower a decoding stream's step is while others prefill. The
   // default, 16, is one grid chunk's work at depth 0: past depth 0 a grid
   // chunk's attention puts it over, so it runs in two steps of half its
-  // layers (up to a depth of ~15K on the llama-3.2-1b shape): the other
-  // streams' worst steps about a quarter shorter than with the chunk whole,
-  // for a long prompt's first token ~1.4x later; a short prompt's whole
-  // chunk next to decoding streams takes a grid chunk's work a step, as
-  // with 0 (docs/results/serve.md has the figures).
+  // layers until the depth where attention alone outweighs the matrices:
+  // the other streams' worst steps shorter than with the chunk whole, for a
+  // long prompt's first token later; a short prompt's whole chunk next to
+  // decoding streams takes a grid chunk's work a step, as with 0
+  // (docs/results/serve.md has the figures).
   int prefill_tokens_per_step = 16;
   kv::KvConfig kv;            // codecs, page size; kv.budget_bytes, kv.spill_dir are not used
   uint64_t budget_bytes = 0;  // the page pool's byte budget (--kv-budget), 0 = unlimited
