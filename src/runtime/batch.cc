@@ -26,9 +26,8 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
       refuse(i, "a sequence of another model");
     else if (!seen.insert(f.session).second)
       refuse(i, "a sequence appears twice in the batch");
-    else if (int64_t(f.tokens.size()) > f.session->room())
-      refuse(i, str("context full: ", f.session->cache().n_tokens(), " + ", f.tokens.size(),
-                    " tokens > ", f.session->context_size()));
+    else if (const std::string why = f.session->no_room_for(int64_t(f.tokens.size())); !why.empty())
+      refuse(i, why);
     else
       active[i] = !f.tokens.empty();
   }
@@ -57,7 +56,7 @@ std::vector<model::ItemStatus> feed_batch(const model::Model& model, model::Exec
       const bool last = batch[b].logits == model::Logits::kLast;
       // A failed round changed nothing (a disk-tier failure part-way cleared
       // the sequence); either way what is left of its tokens is not fed.
-      if (seq.accept(batch[b], round[b], last ? ctx.logits(b) : std::span<const float>(), true) ||
+      if (seq.accept(batch[b], round[b], last ? ctx.logits(b) : std::span<const float>()) ||
           !round[b].ok()) {
         if (!round[b].ok()) status[i] = round[b];
         seq.clear_queue();

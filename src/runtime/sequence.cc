@@ -76,12 +76,16 @@ int64_t Sequence::room() const {
   return cache_->shape().max_tokens - cache_->n_tokens();
 }
 
+std::string Sequence::no_room_for(int64_t n) const {
+  if (n <= room()) return {};
+  return str("context full: ", cache_->n_tokens(), " + ", n, " tokens > ", context_size_,
+             " (the context size)");
+}
+
 void Sequence::feed(std::span<const int32_t> tokens) {
   if (tokens.empty()) return;
   TKV_CHECK(parts_.layers_done() == 0);
-  if (int64_t(tokens.size()) > room())
-    fail("context full: ", cache_->n_tokens(), " + ", tokens.size(), " tokens > ", context_size_,
-         " (the context size)");
+  if (const std::string why = no_room_for(int64_t(tokens.size())); !why.empty()) fail(why);
   model::EvalOptions options{.ubatch = ubatch_, .all_logits = false, .on_chunk = {}};
   // Decode steps (one token) are never observed; a prompt is.
   std::function<void(int64_t)> on_chunk;
@@ -128,7 +132,7 @@ model::BatchItem Sequence::next_item(int64_t n, int layer_stop) {
 }
 
 bool Sequence::accept(const model::BatchItem& item, const model::ItemStatus& status,
-                      std::span<const float> logits, bool keep_logits) {
+                      std::span<const float> logits) {
   TKV_CHECK(item.sequence == cache_.get());
   if (!status.ok()) {
     if (status.code == model::ItemStatus::Code::kSpillError) clear();
@@ -140,10 +144,7 @@ bool Sequence::accept(const model::BatchItem& item, const model::ItemStatus& sta
   tokens_.insert(tokens_.end(), queue_.begin(), queue_.begin() + std::ptrdiff_t(n));
   queue_.erase(queue_.begin(), queue_.begin() + std::ptrdiff_t(n));
   if (item.logits != model::Logits::kLast) return false;
-  if (keep_logits)
-    logits_.assign(logits.begin(), logits.end());
-  else
-    logits_.clear();
+  logits_.assign(logits.begin(), logits.end());
   return true;
 }
 

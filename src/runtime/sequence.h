@@ -78,6 +78,9 @@ class Sequence {
   int64_t room() const;
   // -c; under a window policy the sequence may grow past it (see room()).
   int64_t context_size() const { return context_size_; }
+  // Why `n` more tokens do not fit the context ("context full: ..."), or
+  // "" when they do.
+  std::string no_room_for(int64_t n) const;
 
   // Evaluates `tokens` after the current ones (prefill chunks of ubatch) and
   // keeps the logits of the last, showing progress as the observer says.
@@ -102,13 +105,14 @@ class Sequence {
   // Layers of the chunk in progress done so far (0: none in progress).
   int chunk_layers_done() const { return parts_.layers_done(); }
   // After eval_batch ran an item of next_item(): its tokens leave the queue
-  // and join tokens() when its last layer ran (the logits are kept when
-  // `keep_logits`: a driver that samples from the batch's buffer need not
-  // copy them). A failed item changed nothing, except a disk-tier failure
-  // part-way (kSpillError), which cleared the sequence and its queue.
-  // Returns true when the item completed the queue: logits are ready.
+  // and join tokens() when its last layer ran, and `logits` (when given)
+  // become logits(); a driver that samples from the batch's buffer passes
+  // none and need not copy them. A failed item changed nothing, except a
+  // disk-tier failure part-way (kSpillError), which cleared the sequence and
+  // its queue. Returns true when the item completed the queue: logits are
+  // ready.
   bool accept(const model::BatchItem& item, const model::ItemStatus& status,
-              std::span<const float> logits = {}, bool keep_logits = false);
+              std::span<const float> logits = {});
 
   // ---- generation ----
   // The sampler every reply draws from, replaced by set_sampler (which

@@ -54,7 +54,7 @@ TEST(Sequence, APromptQueuedAndRunInLayerPartsGivesTheLogitsOfFeed) {
     const model::BatchItem items[1] = {item};
     const std::vector<model::ItemStatus> status = f.model->eval_batch(ctx, items, pool);
     ASSERT_TRUE(status[0].ok()) << status[0].message;
-    ready = stepped.accept(item, status[0], ctx.logits(0), /*keep_logits=*/true);
+    ready = stepped.accept(item, status[0], ctx.logits(0));
     // Mid-chunk: nothing joined the sequence yet, the layers done are kept.
     if (!ready) {
       EXPECT_EQ(stepped.chunk_layers_done(), stop);
