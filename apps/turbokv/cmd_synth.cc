@@ -23,14 +23,18 @@ namespace {
 std::string preset_table() {
   std::string out;
   char line[200];
-  std::snprintf(line, sizeof line, "%-18s %-6s %6s %6s %9s %8s %6s %8s %8s\n", "preset", "arch",
-                "layers", "embd", "heads/kv", "head_dim", "ff", "vocab", "ctx");
+  std::snprintf(line, sizeof line, "%-18s %-8s %6s %6s %9s %8s %6s %8s %8s  %s\n", "preset", "arch",
+                "layers", "embd", "heads/kv", "head_dim", "ff", "vocab", "ctx", "experts");
   out += line;
   for (const auto& name : model::synth_preset_names()) {
     const model::SynthSpec s = model::synth_preset(name);
-    std::snprintf(line, sizeof line, "%-18s %-6s %6d %6d %5d/%-3d %8d %6d %8d %8d\n", name.c_str(),
-                  s.arch.c_str(), s.n_layers, s.n_embd, s.n_heads, s.n_kv_heads, s.head_dim, s.n_ff,
-                  s.n_vocab, s.n_ctx);
+    const std::string experts = s.n_experts > 0 ? std::to_string(s.n_experts_used) + "/" +
+                                                      std::to_string(s.n_experts) + " x " +
+                                                      std::to_string(s.n_ff_expert)
+                                                : "-";
+    std::snprintf(line, sizeof line, "%-18s %-8s %6d %6d %5d/%-3d %8d %6d %8d %8d  %s\n",
+                  name.c_str(), s.arch.c_str(), s.n_layers, s.n_embd, s.n_heads, s.n_kv_heads,
+                  s.head_dim, s.n_ff, s.n_vocab, s.n_ctx, experts.c_str());
     out += line;
   }
   return out;
@@ -66,7 +70,7 @@ class ProgressLine {
 
 int synth_main(std::span<const std::string> args) {
   std::string like, out_path, vocab_from, type = "f16";
-  int layers = 0, threads = 0;
+  int layers = 0, threads = 0, experts = 0, experts_used = 0, expert_ff = 0;
   uint64_t seed = 0;
   bool list = false;
   FlagParser flags("synth",
@@ -77,6 +81,12 @@ int synth_main(std::span<const std::string> args) {
   flags.add_string({"--like"}, "NAME", "preset to copy the shapes of (see --list)", &like);
   flags.add_string({"-o", "--out"}, "FILE", "output GGUF path", &out_path);
   flags.add_int({"--layers"}, "N", "keep the per-layer shapes but use N layers", &layers, 1, 1024);
+  flags.add_int({"--experts"}, "N", "MoE presets: N experts per layer (shrinks a test model)",
+                &experts, 1, 4096);
+  flags.add_int({"--experts-used"}, "K", "MoE presets: K experts chosen per token", &experts_used,
+                1, 4096);
+  flags.add_int({"--expert-ff"}, "N", "MoE presets: each expert's hidden width", &expert_ff, 1,
+                1 << 20);
   flags.add_string({"--vocab-from"}, "GGUF", "copy the tokenizer (tokenizer.*) of this GGUF file",
                    &vocab_from);
   flags.add_string({"--type"}, "TYPE",
@@ -101,6 +111,9 @@ int synth_main(std::span<const std::string> args) {
   ProgressLine progress;
   model::SynthOptions opts;
   opts.layers = layers;
+  opts.experts = experts;
+  opts.experts_used = experts_used;
+  opts.expert_ff = expert_ff;
   opts.vocab_from = vocab_from;
   opts.type = type;
   opts.seed = seed;

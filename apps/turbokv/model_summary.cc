@@ -11,6 +11,7 @@
 #include "kv/codec/codec.h"
 #include "kv/kv_config.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace tkv::cli {
 
@@ -65,6 +66,15 @@ std::string describe_model(const gguf::GgufFile& file) {
   const bool show_name = !c.name.empty() && c.name != c.arch_name;
   out += str("  architecture ", c.arch_name, show_name ? " (" + c.name + ")" : "", ", ",
              params_string(n_params), " parameters, ", format_bytes(n_bytes), " of tensors\n");
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::FfnSpec& f = c.layers[size_t(l)].ffn;
+    if (f.kind == model::FfnKind::Dense) continue;
+    const model::ActiveWeights a = model::active_weights(file, c);
+    out += str("  experts: ", f.moe.n_used, " of ", f.moe.n_experts, " (width ", f.moe.n_ff,
+               ") per token from layer ", l, "; active per token ", params_string(a.params),
+               " parameters, ", format_bytes(a.bytes), " read at the file's types\n");
+    break;
+  }
   out += str("  layers ", c.n_layers, ", embedding ", c.n_embd, ", heads ", c.n_heads, " (KV ",
              c.n_kv_heads, ", head dim ", c.head_dim, "), feed-forward ", c.n_ff, ", vocabulary ",
              c.n_vocab, ", trained context ", c.n_ctx_train, "\n");

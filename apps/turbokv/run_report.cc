@@ -69,8 +69,8 @@ std::string describe_memory(const MemoryFigures& m) {
              format_bytes(m.stacks), " + other ", signed_bytes(m.other()));
 }
 
-std::string run_summary(const runtime::Sequence& session,
-                        const sample::SamplerConfig& sampling, int threads, const RunFigures& f) {
+std::string run_summary(const runtime::Sequence& session, const sample::SamplerConfig& sampling,
+                        int threads, const RunFigures& f) {
   const kv::KvStats kv = session.cache().stats();
   std::string s = str("prompt ", f.prompt_tokens, " tok (", f.cached_tokens, " cached)");
   s += str(" | prefill ", f.prefilled, " tok in ", secs(f.prefill_seconds), ", ",
@@ -83,6 +83,9 @@ std::string run_summary(const runtime::Sequence& session,
   const uint64_t peak = f.memory.peak_rss ? f.memory.peak_rss : peak_rss_bytes();
   s += str(" | peak RSS ", format_bytes(peak));
   s += str(" | model ", format_bytes(session.model().weight_bytes()));
+  const uint64_t active = session.model().weights().active_bytes;
+  if (session.model().weights().expert_bytes > 0)
+    s += str(" (", format_bytes(active), " read per token)");
   s += str(" | KV ", format_bytes(kv.persistent_bytes), " persistent, ",
            format_bytes(kv.peak_scratch_bytes), " peak scratch, ");
   // Under a window policy the cache holds the sinks and the newest tokens of
@@ -98,9 +101,8 @@ std::string run_summary(const runtime::Sequence& session,
   return s;
 }
 
-void print_run_summary(const runtime::Sequence& session,
-                       const sample::SamplerConfig& sampling, int threads,
-                       const RunFigures& figures) {
+void print_run_summary(const runtime::Sequence& session, const sample::SamplerConfig& sampling,
+                       int threads, const RunFigures& figures) {
   end_stdout_line();
   std::fprintf(stderr, "%s\n", run_summary(session, sampling, threads, figures).c_str());
 }

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "bench/agree.h"
 #include "bench/batch_protocol.h"
 #include "bench/bench_run.h"
 #include "bench/cell.h"
@@ -706,6 +707,7 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       "  recall        planted facts at controlled depths, exact-match answers; multi-turn window\n"
       "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
       "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
+      "  agree         teacher-forced greedy agreement with llama.cpp (llama-server) on a file\n"
       "  all           memory, speed, recall, quality and kernel on a model (not batch\n"
       "                or serve): report.json, report.md and PNG plots in --out\n"
       "\n"
@@ -723,10 +725,11 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       fail("bench cell: usage: bench cell --request JSON");
     return cell_main(rest[1]);
   }
+  if (sub == "agree") return agree_main(rest);
   if (sub != "memory" && sub != "speed" && sub != "batch" && sub != "serve" && sub != "recall" &&
       sub != "quality" && sub != "kernel" && sub != "all")
     fail("bench: unknown subcommand '", sub,
-         "' (memory, speed, batch, serve, recall, quality, kernel, all)");
+         "' (memory, speed, batch, serve, recall, quality, kernel, agree, all)");
   if (cell_argv.empty()) cell_argv = {self_executable(), "bench", "cell"};
   return run_bench(sub, rest, cell_argv);
 }

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "bench/agree.h"
 #include "bench/batch_protocol.h"
 #include "bench/build_commit.h"
 #include "bench/child_process.h"
@@ -62,8 +63,8 @@ std::string shell_word(const std::string& a) {
   return q + "'";
 }
 
-constexpr const char* kSections[] = {"memory", "speed",   "batch", "serve",
-                                     "recall", "quality", "kernel"};
+constexpr const char* kSections[] = {"memory", "speed",   "batch",  "serve",
+                                     "recall", "quality", "kernel", "agree"};
 
 }  // namespace
 
@@ -117,6 +118,7 @@ std::string section_markdown(const std::string& name, const Json& section) {
   if (name == "recall") return recall_markdown(section);
   if (name == "quality") return quality_markdown(section);
   if (name == "kernel") return kernel_markdown(section);
+  if (name == "agree") return agree_section_markdown(section);
   fail("internal error: unknown report section ", name);
 }
 

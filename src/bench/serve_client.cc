@@ -86,7 +86,8 @@ bool server_healthy(const ServerAddress& server, double seconds) {
   }
 }
 
-ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_seconds) {
+ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_seconds, int port)
+    : port_(port) {
   char err_template[] = "/tmp/turbokv-bench-serve-XXXXXX";
   const int err_fd = ::mkstemp(err_template);
   if (err_fd < 0) fail("bench serve: cannot create a temporary file: ", std::strerror(errno));
@@ -119,10 +120,16 @@ ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_
   auto give_up = [&](const std::string& why) {
     ::close(out[0]);
     stop(1);
-    const std::string tail = stderr_tail();
+    // Its last line of output says why, usually (one line: the caller's
+    // error stays one line).
+    std::string tail = stderr_tail();
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+    const std::string last =
+        tail.substr(tail.find_last_of('\n') == std::string::npos ? 0 : tail.find_last_of('\n') + 1);
     std::error_code ec;
     std::filesystem::remove(err_path_, ec);
-    fail("bench serve: the server ", why, ": ", tail);
+    fail("bench: the server (", std::filesystem::path(argv[0]).filename().string(), ") ", why,
+         last.empty() ? "" : ": " + last);
   };
   while (port_ == 0) {
     if (clock.seconds() > start_seconds) give_up("did not start listening in time");
@@ -139,8 +146,18 @@ ServerProcess::ServerProcess(const std::vector<std::string>& argv, double start_
   }
   // Kept open: the server may print more, and a closed pipe would kill it.
   stdout_fd_ = out[0];
-  if (!server_healthy(address(), std::max(start_seconds - clock.seconds(), 0.0)))
-    give_up("did not answer /health in time");
+  // /health, as long as the server lives (one that crashes while loading
+  // is reported at once, not after start_seconds).
+  while (!server_healthy(address(), 0.25)) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      give_up(WIFSIGNALED(status)
+                  ? str("died of signal ", WTERMSIG(status), " before it answered /health")
+                  : str("exited with status ", WEXITSTATUS(status), " before it answered /health"));
+    }
+    if (clock.seconds() > start_seconds) give_up("did not answer /health in time");
+  }
 }
 
 ServerProcess::~ServerProcess() {

@@ -33,10 +33,11 @@ ServerAddress parse_server_url(const std::string& url);
 class ServerProcess {
  public:
   // Starts argv (argv[0] the binary) and waits up to `start_seconds` for
-  // the "listening on http://HOST:PORT" line on its stdout, then for GET
-  // /health to answer 200. Throws tkv::Error with the server's last stderr
-  // lines when it exits or does not come up.
-  ServerProcess(const std::vector<std::string>& argv, double start_seconds);
+  // the "listening on http://HOST:PORT" line on its stdout (or, given the
+  // `port` argv makes it listen on, for nothing: another server such as
+  // llama-server), then for GET /health to answer 200. Throws tkv::Error
+  // with the server's last stderr lines when it exits or does not come up.
+  ServerProcess(const std::vector<std::string>& argv, double start_seconds, int port = 0);
   ~ServerProcess();  // stop()
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -17,11 +17,13 @@ std::string_view arch_name(Arch a) {
       return "qwen2";
     case Arch::Qwen3:
       return "qwen3";
+    case Arch::Qwen3Moe:
+      return "qwen3moe";
   }
   return "?";
 }
 
-// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, QWEN2/QWEN3 -> NEOX.
+// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens -> NEOX.
 RopeStyle rope_style_of(Arch a) {
   return a == Arch::Llama ? RopeStyle::Normal : RopeStyle::Neox;
 }
@@ -80,8 +82,27 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "llama") return Arch::Llama;
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
+  if (name == "qwen3moe") return Arch::Qwen3Moe;
+  // Architectures whose FFN the forward runs but whose attention it does not
+  // yet: say what is missing.
+  struct Missing {
+    const char* arch;
+    const char* what;
+  };
+  static constexpr Missing kMissing[] = {
+      {"gpt-oss", "sliding-window layers and learned attention sinks"},
+      {"qwen35moe", "Gated DeltaNet (recurrent) layers and gated attention"},
+      {"qwen35", "Gated DeltaNet (recurrent) layers and gated attention"},
+      {"qwen3next", "Gated DeltaNet (recurrent) layers and gated attention"},
+      {"gemma4", "sliding-window layers, shared-KV layers and per-layer embeddings"},
+      {"gemma3", "sliding-window layers"},
+  };
+  for (const Missing& m : kMissing)
+    if (name == m.arch)
+      fail(f.path(), ": architecture '", name, "' is not supported yet: its attention needs ",
+           m.what);
   fail(f.path(), ": unsupported architecture '", gguf::escape(name),
-       "' (supported: llama, qwen2, qwen3)");
+       "' (supported: llama, qwen2, qwen3, qwen3moe)");
 }
 
 // Heads and head dims; per layer where the file has arrays.
@@ -169,14 +190,44 @@ void read_vocab(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
   }
 }
 
+// The experts of a MoE layer as llama.cpp's graph for the architecture
+// builds them (llama / Mixtral and qwen3moe: softmax gating, the chosen
+// weights renormalized, SwiGLU experts).
+MoeSpec read_moe(const gguf::GgufFile& f, const std::string& a) {
+  MoeSpec m;
+  m.n_experts = int_param(f, a + "expert_count", 0, 0, 4096);
+  if (m.n_experts == 0) return m;
+  m.n_used = int_param(f, a + "expert_used_count", std::nullopt, 1, m.n_experts);
+  m.gating = MoeGating::Softmax;
+  m.activation = MoeActivation::SwiGlu;
+  m.normalize = true;
+  const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
+  if (!std::isfinite(scale) || scale < 0.0)
+    fail(f.path(), ": metadata ", a, "expert_weights_scale = ", scale, " is invalid");
+  m.weights_scale = scale == 0.0 ? 1.0f : float(scale);
+  return m;
+}
+
+// Each MoE layer's expert width: expert_feed_forward_length (a number or one
+// per layer), else feed_forward_length / expert_used_count as llama.cpp.
+std::vector<int> read_expert_ff(const gguf::GgufFile& f, const std::string& a, const ModelConfig& c,
+                                const MoeSpec& moe) {
+  if (moe.n_experts == 0) return std::vector<int>(size_t(c.n_layers), 0);
+  const std::string key = a + "expert_feed_forward_length";
+  if (f.find(key))
+    return per_layer_param(f, key, c.n_layers, std::nullopt, 1, [](int) { return 1 << 20; });
+  return std::vector<int>(size_t(c.n_layers), std::max(1, c.n_ff / moe.n_used));
+}
+
 // The kinds llama.cpp's metadata and tensors give each layer beyond full
-// attention + a dense FFN (layer_spec.h lists the keys). They are recorded
-// so that the rejection names them; the forward runs none of them yet.
+// attention + a dense FFN (layer_spec.h lists the keys): mixture-of-experts
+// FFNs, which the forward runs, and the attention kinds it does not run yet,
+// recorded so that the rejection names them.
 void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
   const int L = c.n_layers;
-  const int64_t experts = f.get_int(a + "expert_count").value_or(0);
-  const int64_t leading_dense = f.get_int(a + "leading_dense_block_count").value_or(0);
-  const int64_t shared_ff = f.get_int(a + "expert_shared_feed_forward_length").value_or(0);
+  const int64_t leading_dense = int_param(f, a + "leading_dense_block_count", 0, 0, L);
+  const MoeSpec moe = read_moe(f, a);
+  const std::vector<int> expert_ff = read_expert_ff(f, a, c, moe);
   const int64_t shared_kv = f.get_int(a + "attention.shared_kv_layers").value_or(0);
   const int64_t recurrent_every = f.get_int(a + "full_attention_interval").value_or(0);
   // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
@@ -215,9 +266,11 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
     at.sink = f.find_tensor(p + "attn_sinks.weight") != nullptr;
     at.v_from_k = f.find_tensor(p + "attn_k.weight") != nullptr &&
                   f.find_tensor(p + "attn_v.weight") == nullptr;
-    if (experts > 0 && l >= leading_dense) {
-      s.ffn.kind = shared_ff > 0 ? FfnKind::MoePlusDense : FfnKind::Moe;
-      s.ffn.n_experts = int(experts);
+    if (moe.n_experts > 0 && l >= leading_dense) {
+      s.ffn.kind = FfnKind::Moe;
+      s.ffn.n_ff = 0;
+      s.ffn.moe = moe;
+      s.ffn.moe.n_ff = expert_ff[size_t(l)];
     }
     s.per_layer_input = int(per_layer_input);
   }
@@ -252,7 +305,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = c.arch == Arch::Qwen2 ||
                (c.arch == Arch::Llama && f.find_tensor("blk.0.attn_q.bias") != nullptr);
-  c.qk_norm = c.arch == Arch::Qwen3;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe;
 
   // Every layer: full attention and a dense SwiGLU FFN of its geometry.
   c.layers.resize(size_t(c.n_layers));
@@ -323,6 +376,11 @@ std::string ModelConfig::describe() const {
   if (qkv_bias) os << " qkv-bias";
   if (qk_norm) os << " qk-norm";
   if (tied_output) os << " tied";
+  for (const LayerSpec& s : layers) {
+    if (s.ffn.kind == FfnKind::Dense) continue;
+    os << " experts " << s.ffn.moe.n_used << "/" << s.ffn.moe.n_experts << "x" << s.ffn.moe.n_ff;
+    break;
+  }
   return os.str();
 }
 

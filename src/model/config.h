@@ -7,7 +7,10 @@
 //           Llama 3.1+ long-context scaling arrives as the rope_freqs tensor.
 //   qwen2 : Qwen2/2.5, biases on the Q, K and V projections, NEOX rope.
 //   qwen3 : Qwen3, per-head RMSNorm of Q and K before RoPE, NEOX rope.
-// Anything else is rejected with an error naming the architecture.
+//   qwen3moe : Qwen3 attention with a mixture-of-experts FFN in every layer.
+// llama with expert_count is Mixtral (a mixture-of-experts FFN). Anything
+// else is rejected with an error naming the architecture (and, for the
+// architectures whose attention is not supported yet, what is missing).
 //
 // The model-wide fields below are the metadata as written; the forward reads
 // `layers` (model/layer_spec.h: each layer's attention kind, geometry, RoPE
@@ -29,7 +32,7 @@ class GgufFile;
 
 namespace tkv::model {
 
-enum class Arch { Llama, Qwen2, Qwen3 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe };
 
 enum class RopeScalingType { None, Linear };
 
@@ -77,7 +80,7 @@ struct ModelConfig {
   int max_q_width() const;
   int max_kv_width() const;
   int max_out_width() const;
-  int max_ff() const;
+  int max_ff() const;  // of the dense FFNs (MoE scratch sizes itself: model/moe.h)
   int max_rope_pairs() const;
   // The model-wide RoPE (what every layer of today's models uses).
   RopeSpec rope_spec(bool freq_factors) const;

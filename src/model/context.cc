@@ -18,7 +18,8 @@ size_t total_floats(const V&... v) {
 uint64_t ExecutionContext::activation_bytes() const {
   return total_floats(x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, last_logits_, rope_cos_,
                       rope_sin_, x_all_) *
-         sizeof(float);
+             sizeof(float) +
+         moe_.bytes();
 }
 
 uint64_t ExecutionContext::bytes() const {
@@ -45,6 +46,7 @@ void ExecutionContext::release() {
     std::vector<float>().swap(*b);
   }
   attention_.release();
+  moe_.release();
   capacity_ = 0;
   live_.clear();
   logits_slot_.clear();

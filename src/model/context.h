@@ -20,6 +20,7 @@
 
 #include "kv/attention_scratch.h"
 #include "model/config.h"
+#include "model/moe.h"
 
 namespace tkv::model {
 
@@ -94,6 +95,7 @@ class ExecutionContext {
   // layers run on a subset of them (x_ holds that subset).
   std::vector<float> x_all_;
   kv::AttentionScratch attention_;
+  MoeScratch moe_;  // mixture-of-experts layers' routing and expert rows
   // Use the sequences' own attention scratch instead of attention_ (the
   // single-sequence Model::eval keeps its memory figures as they were:
   // KvStats::scratch_bytes counts that scratch).

@@ -19,9 +19,12 @@ namespace {
 // weights once per call and takes 512 (matmul_rows_per_call).
 int ffn_rows(const ModelWeights& w) {
   int64_t rows = 0;
-  for (const LayerWeights& L : w.layers)
+  for (const LayerWeights& L : w.layers) {
     for (const WeightMatrix* m : {&L.w_gate, &L.w_up, &L.w_down})
-      rows = std::max(rows, matmul_rows_per_call(m->type));
+      if (m->rows > 0) rows = std::max(rows, matmul_rows_per_call(m->type));
+    for (const auto* experts : {&L.moe.gate, &L.moe.up, &L.moe.down})
+      if (!experts->empty()) rows = std::max(rows, matmul_rows_per_call(experts->front().type));
+  }
   return int(rows);
 }
 

@@ -7,7 +7,8 @@
 //   forward_attention.cc  attention_layer(): one function per attention kind
 //                         (today full_attention), the output projection, and
 //                         keep_logit_rows for the last layer
-//   forward_ffn.cc        ffn_layer(): one function per FFN kind (dense_ffn)
+//   forward_ffn.cc        ffn_layer(): one function per FFN kind (dense_ffn,
+//                         moe_ffn_layer: model/moe.h)
 //   forward_logits.cc     emit_logits(): final norm and output projection
 //
 // A new layer kind (model/layer_spec.h) is a case in attention_layer() or
@@ -65,6 +66,7 @@ class Forward {
   // forward_ffn.cc: x += ffn(x), per the layer's FFN kind.
   void ffn_layer(int l);
   void dense_ffn(int l);
+  void moe_ffn_layer(int l);
 
   // forward_logits.cc
   void emit_logits(const BatchLogitsSink& sink);

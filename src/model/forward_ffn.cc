@@ -13,8 +13,9 @@ void Forward::ffn_layer(int l) {
     case FfnKind::Dense:
       return dense_ffn(l);
     case FfnKind::Moe:
+      return moe_ffn_layer(l);
     case FfnKind::MoePlusDense:
-      // ModelConfig::from_gguf rejects these (unsupported_reason).
+      // ModelConfig::from_gguf rejects it (unsupported_reason).
       fail("layer ", l, ": ", ffn_kind_name(c_.layers[size_t(l)].ffn.kind),
            " is not supported yet");
   }
@@ -52,6 +53,15 @@ void Forward::dense_ffn(int l) {
     t0 += rows;
   }
   ops::add(ctx_.x_.data(), ctx_.xb_.data(), int64_t(n_rows_) * E);
+}
+
+// x += the mixture of experts of h = RMSNorm(x) for layer l (model/moe.h).
+void Forward::moe_ffn_layer(int l) {
+  const LayerWeights& L = m_.weights_.layers[size_t(l)];
+  ops::rmsnorm_rows(ctx_.x_.data(), L.ffn_norm.data(), ctx_.xb_.data(), n_rows_, c_.n_embd,
+                    c_.rms_eps, pool_);
+  moe_ffn(c_.layers[size_t(l)].ffn.moe, L.moe, ctx_.xb_.data(), n_exact_, n_rows_, ctx_.ffn_rows_,
+          ctx_.x_.data(), ctx_.moe_, pool_);
 }
 
 }  // namespace tkv::model

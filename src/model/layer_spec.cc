@@ -51,7 +51,8 @@ std::string unsupported_reason(const LayerSpec& s, int l) {
     return no("V taken from the K projection", str("no tensor blk.", l, ".attn_v.weight"));
   if (at.scale != 0.0f) return no("a set attention scale", "attention.scale");
   if (at.softcap != 0.0f) return no("an attention logit soft-cap", "attn_logit_softcapping");
-  if (s.ffn.kind != FfnKind::Dense) return no(ffn_kind_name(s.ffn.kind), "expert_count");
+  if (s.ffn.kind == FfnKind::MoePlusDense)
+    return no(ffn_kind_name(s.ffn.kind), "expert_count with a dense FFN");
   if (s.per_layer_input > 0)
     return no("per-layer token embeddings", "embedding_length_per_layer_input");
   return "";

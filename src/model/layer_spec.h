@@ -7,8 +7,9 @@
 //                      keys and values live)
 //   x += ffn(x)        per its FfnSpec
 // with, optionally, a per-layer input (a token embedding of its own) mixed
-// in. Today every supported model (llama, qwen2, qwen3) is a stack of
-// full-attention + dense SwiGLU layers of one geometry; the other kinds are
+// in. Today's supported models are stacks of full-attention layers with a
+// dense SwiGLU FFN (llama, qwen2, qwen3) or a mixture-of-experts FFN
+// (qwen3moe, Mixtral as llama with experts); the other kinds are
 // declared so that the models that need them fill in their compute (one
 // function per kind in the forward, model/forward_*.cc) without reshaping
 // this description. ModelConfig::from_gguf rejects, with one line naming
@@ -30,8 +31,11 @@
 //   attn_logit_softcapping             soft-cap c: scores become c tanh(s / c)
 //   rope.dimension_count(_swa), rope.freq_base(_swa), rope_freqs.weight
 //   feed_forward_length                a number, or one per layer
-//   expert_count, expert_used_count, expert_feed_forward_length,
-//   expert_shared_feed_forward_length, leading_dense_block_count
+//   expert_count, expert_used_count    experts per MoE layer, chosen per row
+//   expert_feed_forward_length         each expert's hidden width
+//   expert_shared_feed_forward_length  the shared expert's (qwen35moe)
+//   expert_weights_scale, expert_weights_norm, expert_gating_func
+//   leading_dense_block_count          the first N layers have a dense FFN
 //   embedding_length_per_layer_input   per-layer token embeddings
 //   full_attention_interval, ssm.*     recurrent (Gated DeltaNet) layers
 // and, from the tensors: blk.N.attn_sinks.weight (a learned sink logit per
@@ -95,14 +99,47 @@ struct AttentionSpec {
 
 enum class FfnKind {
   Dense,         // SwiGLU: W_down (silu(W_gate h) * W_up h)
-  Moe,           // mixture of experts: a router picks n_experts_used of n_experts
-  MoePlusDense,  // experts beside a shared dense FFN (n_ff wide)
+  Moe,           // mixture of experts: a router picks n_used of n_experts per row
+  MoePlusDense,  // experts beside a dense FFN, each with its own norms (Gemma 4)
+};
+
+// How the router's logits become the chosen experts and their weights
+// (llama.cpp's llama_expert_gating_func_type).
+enum class MoeGating {
+  Softmax,        // p = softmax(logits) over all experts; the n_used largest p
+  SoftmaxChosen,  // the n_used largest logits, then a softmax over those (gpt-oss)
+};
+
+// The gated activation of an expert's (gate, up) pair.
+enum class MoeActivation {
+  SwiGlu,     // silu(g) * u
+  SwiGluOai,  // gpt-oss: g' = min(g, 7), u' = clamp(u, -7, 7), g' sigmoid(1.702 g') (u' + 1)
+  GeGlu,      // gelu(g) * u (tanh approximation, as ggml's gelu)
+};
+
+// A mixture-of-experts FFN (model/forward_moe.cc): per row, router logits
+// W_router h (+ router bias), n_used experts and weights per `gating`
+// (renormalized to sum 1 when `normalize`, times `weights_scale`), and
+// out = sum_k w_k down_k(act(gate_k h, up_k h)) over the chosen experts,
+// plus a shared expert (a SwiGLU FFN n_ff_shared wide, its output times
+// sigmoid(w_shared_gate . h) when shared_gate) on every row.
+struct MoeSpec {
+  int n_experts = 0, n_used = 0;
+  int n_ff = 0;  // each expert's hidden width
+  MoeGating gating = MoeGating::Softmax;
+  MoeActivation activation = MoeActivation::SwiGlu;
+  bool normalize = false;      // weights / max(sum of the chosen, 2^-14)
+  float weights_scale = 1.0f;  // expert_weights_scale (0 in a file means 1)
+  bool router_bias = false;    // ffn_gate_inp.bias (gpt-oss)
+  bool expert_bias = false;    // ffn_{gate,up,down}_exps.bias (gpt-oss)
+  int n_ff_shared = 0;         // shared expert width, 0 = none
+  bool shared_gate = false;    // ffn_gate_inp_shexp: a sigmoid gate on the shared expert
 };
 
 struct FfnSpec {
   FfnKind kind = FfnKind::Dense;
-  int n_ff = 0;  // dense (or shared) hidden width
-  int n_experts = 0, n_experts_used = 0, n_ff_expert = 0;
+  int n_ff = 0;  // the dense FFN's hidden width (Dense, MoePlusDense); 0 for Moe
+  MoeSpec moe;   // Moe, MoePlusDense
 };
 
 struct LayerSpec {

@@ -67,6 +67,18 @@ std::vector<SynthSpec> all_presets() {
                         1e-6f, false));
   p.push_back(make_spec("mistral-7b", "llama", 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6f,
                         1e-5f, false));
+  SynthSpec moe = make_spec("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960,
+                            1e6f, 1e-6f, false);
+  moe.n_experts = 128;
+  moe.n_experts_used = 8;
+  moe.n_ff_expert = 768;
+  p.push_back(moe);
+  SynthSpec tiny_moe =
+      make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false);
+  tiny_moe.n_experts = 8;
+  tiny_moe.n_experts_used = 2;
+  tiny_moe.n_ff_expert = 128;
+  p.push_back(tiny_moe);
   SynthSpec v01 = make_spec("mistral-7b-v0.1", "llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768,
                             10000.0f, 1e-5f, false);
   v01.sliding_window = 4096;
@@ -158,6 +170,7 @@ struct TensorPlan {
   int64_t cols, rows;  // a vector: rows == 1
   Fill fill;
   std::vector<float> constant;  // Fill::Constant (rope_freqs)
+  int64_t mats = 1;             // > 1: a 3-D tensor of `mats` matrices (experts)
 };
 
 // The weight type plan: one type for every matrix, or llama.cpp's Q4_K_M mix.
@@ -202,9 +215,15 @@ struct TypePlan {
 };
 
 void validate(const SynthSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe") {
+    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3, qwen3moe)");
   }
+  if ((s.arch == "qwen3moe") != (s.n_experts > 0))
+    fail("synth: ", s.preset, ": experts go with the qwen3moe architecture");
+  if (s.n_experts > 0 &&
+      (s.n_experts_used < 1 || s.n_experts_used > s.n_experts || s.n_ff_expert < 1))
+    fail("synth: ", s.preset, ": ", s.n_experts_used, " of ", s.n_experts, " experts of width ",
+         s.n_ff_expert, " is not a valid mixture");
   if (s.n_embd < 1 || s.n_layers < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.n_ff < 1 ||
       s.n_ctx < 1 || s.head_dim < 2 || s.head_dim % 2 != 0) {
     fail("synth: ", s.preset, " has a non-positive dimension or an odd head_dim");
@@ -234,6 +253,7 @@ int ff_of(const SynthSpec& s, int l) {
 void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool) {
   const size_t rb = row_bytes(t.type, t.cols);
   const uint64_t tensor_seed = seed ^ name_hash(t.name);
+  const int64_t n_rows = t.rows * t.mats;
   // Matrices: uniform with variance 1/fan_in; norms 1 +- 0.1; biases +- 0.1.
   const float amplitude = t.fill == Fill::Matrix ? std::sqrt(3.0f / float(t.cols)) : 0.1f;
   auto rows = [&](int64_t begin, int64_t end) {
@@ -249,10 +269,10 @@ void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool
       quantize_row(t.type, buf.data(), dst + size_t(r) * rb, t.cols);
     }
   };
-  if (pool && t.rows > 1) {
-    pool->parallel_for(t.rows, 16, [&](int64_t b, int64_t e, int) { rows(b, e); });
+  if (pool && n_rows > 1) {
+    pool->parallel_for(n_rows, 16, [&](int64_t b, int64_t e, int) { rows(b, e); });
   } else {
-    rows(0, t.rows);
+    rows(0, n_rows);
   }
 }
 
@@ -262,6 +282,11 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) 
                     int64_t rows) {
     plan.push_back(
         {std::move(name), types.pick(kind, layer, s.n_layers, cols), cols, rows, Fill::Matrix, {}});
+  };
+  auto expert_matrices = [&](std::string name, std::string_view kind, int layer, int64_t cols,
+                             int64_t rows) {
+    matrix(std::move(name), kind, layer, cols, rows);
+    plan.back().mats = s.n_experts;
   };
   auto vec = [&](std::string name, int64_t n, Fill fill) {
     plan.push_back({std::move(name), DType::F32, n, 1, fill, {}});
@@ -290,12 +315,21 @@ std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) 
       vec(p + "attn_k.bias", K, Fill::Bias);
       vec(p + "attn_v.bias", K, Fill::Bias);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
       vec(p + "attn_q_norm.weight", s.head_dim, Fill::Norm);
       vec(p + "attn_k_norm.weight", s.head_dim, Fill::Norm);
     }
     matrix(p + "attn_output.weight", "attn_output", l, Q, E);
     vec(p + "ffn_norm.weight", E, Fill::Norm);
+    if (s.n_experts > 0) {
+      // The router stays f32 (llama-quantize leaves ffn_gate_inp alone).
+      plan.push_back({p + "ffn_gate_inp.weight", DType::F32, E, s.n_experts, Fill::Matrix, {}});
+      const int64_t G = s.n_ff_expert;
+      expert_matrices(p + "ffn_gate_exps.weight", "ffn_gate", l, E, G);
+      expert_matrices(p + "ffn_up_exps.weight", "ffn_up", l, E, G);
+      expert_matrices(p + "ffn_down_exps.weight", "ffn_down", l, G, E);
+      continue;
+    }
     matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
     matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
     matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
@@ -310,6 +344,9 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   SynthResult result;
   SynthSpec s = spec_in;
   if (opts.layers > 0) s.n_layers = opts.layers;
+  if (opts.experts > 0) s.n_experts = opts.experts;
+  if (opts.experts_used > 0) s.n_experts_used = opts.experts_used;
+  if (opts.expert_ff > 0) s.n_ff_expert = opts.expert_ff;
   validate(s);
   const TypePlan types = TypePlan::parse(opts.type);
 
@@ -344,14 +381,19 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.n_experts > 0) {
+    w.set_u32(a + "expert_count", uint32_t(s.n_experts));
+    w.set_u32(a + "expert_used_count", uint32_t(s.n_experts_used));
+    w.set_u32(a + "expert_feed_forward_length", uint32_t(s.n_ff_expert));
+  }
   w.set_string("turbokv.synth.preset", s.preset);
   w.set_string("turbokv.synth.type", opts.type);
   w.set("turbokv.synth.seed", gguf::Value::make_u64(opts.seed));
 
   std::vector<TensorPlan> plan = plan_tensors(s, types);
   for (const auto& t : plan) {
-    result.tensor_bytes += uint64_t(t.rows) * row_bytes(t.type, t.cols);
-    result.n_params += uint64_t(t.rows) * uint64_t(t.cols);
+    result.tensor_bytes += uint64_t(t.rows * t.mats) * row_bytes(t.type, t.cols);
+    result.n_params += uint64_t(t.rows * t.mats) * uint64_t(t.cols);
   }
   result.n_tensors = plan.size();
 
@@ -367,17 +409,18 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   const uint64_t seed = opts.seed;
   ThreadPool* pool = opts.pool;
   for (auto& t : plan) {
-    std::vector<int64_t> shape =
-        t.rows == 1 ? std::vector<int64_t>{t.cols} : std::vector<int64_t>{t.cols, t.rows};
+    std::vector<int64_t> shape = t.mats > 1    ? std::vector<int64_t>{t.cols, t.rows, t.mats}
+                                 : t.rows == 1 ? std::vector<int64_t>{t.cols}
+                                               : std::vector<int64_t>{t.cols, t.rows};
     auto tensor = std::make_shared<TensorPlan>(std::move(t));
-    w.add_tensor(
-        tensor->name, tensor->type, std::move(shape),
-        [tensor, seed, pool, progress](uint8_t* dst, size_t n_bytes) {
-          TKV_CHECK(n_bytes == size_t(tensor->rows) * row_bytes(tensor->type, tensor->cols));
-          generate(*tensor, seed, dst, pool);
-          const uint64_t done = progress->done += n_bytes;
-          if (progress->callback) progress->callback(done, progress->total);
-        });
+    w.add_tensor(tensor->name, tensor->type, std::move(shape),
+                 [tensor, seed, pool, progress](uint8_t* dst, size_t n_bytes) {
+                   TKV_CHECK(n_bytes == size_t(tensor->rows * tensor->mats) *
+                                            row_bytes(tensor->type, tensor->cols));
+                   generate(*tensor, seed, dst, pool);
+                   const uint64_t done = progress->done += n_bytes;
+                   if (progress->callback) progress->callback(done, progress->total);
+                 });
   }
   result.spec = s;
   return result;

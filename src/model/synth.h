@@ -27,14 +27,18 @@ namespace tkv::model {
 // Shapes and metadata of a model to synthesize. Presets reproduce real
 // models' config.json; tests may shrink any field.
 struct SynthSpec {
-  std::string preset;          // "llama-3.1-8b", ... (recorded in the file's metadata)
-  std::string arch = "llama";  // llama | qwen2 (QKV bias) | qwen3 (QK norm)
+  std::string preset;  // "llama-3.1-8b", ... (recorded in the file's metadata)
+  // llama | qwen2 (QKV bias) | qwen3 (QK norm) | qwen3moe (qwen3 with experts)
+  std::string arch = "llama";
   int n_embd = 256;
   int n_layers = 2;
   int n_heads = 4;
   int n_kv_heads = 2;
   int head_dim = 64;
   int n_ff = 768;
+  // Mixture of experts (qwen3moe): n_experts of n_ff_expert width per layer,
+  // n_experts_used chosen per token; 0 = a dense FFN.
+  int n_experts = 0, n_experts_used = 0, n_ff_expert = 0;
   // Per-layer KV heads and FFN widths, written as metadata arrays (llama.cpp
   // reads either form); empty: n_kv_heads and n_ff for every layer.
   std::vector<int> layer_kv_heads, layer_ff;
@@ -53,13 +57,17 @@ struct SynthSpec {
 };
 
 // Names of the presets: tiny, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,
-// qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b (v0.3), mistral-7b-v0.1.
+// qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b (v0.3), mistral-7b-v0.1,
+// qwen3-30b-a3b (qwen3moe: 128 experts of 768, top 8), tiny-moe.
 std::vector<std::string> synth_preset_names();
 // A preset by name; tkv::Error listing the known names otherwise.
 SynthSpec synth_preset(std::string_view name);
 
 struct SynthOptions {
-  int layers = 0;          // > 0: override the preset's layer count (shapes kept)
+  int layers = 0;  // > 0: override the preset's layer count (shapes kept)
+  // > 0: override a MoE preset's expert count, experts used per token and
+  // expert width (test-sized MoE models of a real model's other shapes).
+  int experts = 0, experts_used = 0, expert_ff = 0;
   std::string vocab_from;  // GGUF whose tokenizer.* metadata is copied
   // Weight type of the 2-D matrices: any supported dtype name ("f32", "f16",
   // "bf16", "q8_0", "q4_0", "q4_K", "q6_K", ...) or "q4_K_M" (llama.cpp's mix:

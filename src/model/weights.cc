@@ -1,6 +1,9 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "gguf/gguf.h"
@@ -40,23 +43,51 @@ class Binder {
     }
   }
 
-  // A vector of n values (norm weights, biases), converted to f32.
-  std::vector<float> vector(const std::string& name, int64_t n) {
+  // n_experts matrices of `rows` by `cols` (ggml shape [cols, rows,
+  // n_experts]), one per expert, each its slice of the 3-D tensor.
+  std::vector<WeightMatrix> experts(const std::string& name, int64_t cols, int64_t rows,
+                                    int64_t n_experts) {
     const gguf::TensorInfo& t = require(name);
-    if (t.shape.size() != 1 || t.shape[0] != n) {
+    if (t.shape != std::vector<int64_t>{cols, rows, n_experts}) {
       fail(file_.path(), ": tensor ", name, " has shape ", shape_string(t.shape), ", expected ",
-           shape_string({n}));
-    }
-    const DTypeTraits& tr = traits(t.type);
-    if (!tr.supported || n % tr.block_size != 0) {
-      fail(file_.path(), ": tensor ", name, " has unsupported type ", tr.name, " for a vector of ",
-           n);
+           shape_string({cols, rows, n_experts}));
     }
     bytes_ += t.n_bytes;
+    std::vector<WeightMatrix> out;
+    try {
+      const size_t stride = size_t(rows) * tkv::row_bytes(t.type, cols);
+      for (int64_t e = 0; e < n_experts; ++e)
+        out.push_back(make_weight(t.type, t.data + size_t(e) * stride, rows, cols, name.c_str()));
+    } catch (const Error& e) {
+      fail(file_.path(), ": ", e.what());
+    }
+    return out;
+  }
+
+  // A vector of n values (norm weights, biases), converted to f32.
+  std::vector<float> vector(const std::string& name, int64_t n) { return values(name, {n}); }
+
+  // Every value of a float tensor of this shape (ggml order), as f32.
+  std::vector<float> values(const std::string& name, const std::vector<int64_t>& shape) {
+    const gguf::TensorInfo& t = require(name);
+    if (t.shape != shape) {
+      fail(file_.path(), ": tensor ", name, " has shape ", shape_string(t.shape), ", expected ",
+           shape_string(shape));
+    }
+    const DTypeTraits& tr = traits(t.type);
+    if (!tr.supported || shape[0] % tr.block_size != 0) {
+      fail(file_.path(), ": tensor ", name, " has unsupported type ", tr.name, " for a vector of ",
+           shape[0]);
+    }
+    bytes_ += t.n_bytes;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
     dequantize_row(t.type, t.data, v.data(), n);
     return v;
   }
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
   uint64_t bytes() const { return bytes_; }
 
@@ -65,7 +96,84 @@ class Binder {
   uint64_t bytes_ = 0;
 };
 
+// The router, experts and shared expert of a MoE layer (prefix p).
+MoeWeights bind_moe(Binder& b, const std::string& p, int n_embd, const MoeSpec& m) {
+  MoeWeights w;
+  const int64_t E = n_embd, G = m.n_ff, X = m.n_experts;
+  w.router = b.matrix(p + "ffn_gate_inp.weight", E, X);
+  if (m.router_bias) w.router_bias = b.vector(p + "ffn_gate_inp.bias", X);
+  if (b.has(p + "ffn_gate_up_exps.weight")) {
+    // Merged: each expert's first G rows are its gate, the next G its up.
+    for (WeightMatrix both : b.experts(p + "ffn_gate_up_exps.weight", E, 2 * G, X)) {
+      both.rows = G;
+      w.gate.push_back(both);
+      both.data += size_t(G) * both.row_bytes;
+      w.up.push_back(both);
+    }
+  } else {
+    w.gate = b.experts(p + "ffn_gate_exps.weight", E, G, X);
+    w.up = b.experts(p + "ffn_up_exps.weight", E, G, X);
+  }
+  w.down = b.experts(p + "ffn_down_exps.weight", G, E, X);
+  if (m.expert_bias) {
+    w.gate_bias = b.values(p + "ffn_gate_exps.bias", {G, X});
+    w.up_bias = b.values(p + "ffn_up_exps.bias", {G, X});
+    w.down_bias = b.values(p + "ffn_down_exps.bias", {E, X});
+  }
+  if (b.has(p + "ffn_down_exps.scale")) w.down_scale = b.vector(p + "ffn_down_exps.scale", X);
+  if (m.n_ff_shared > 0) {
+    const int64_t S = m.n_ff_shared;
+    w.shared_gate = b.matrix(p + "ffn_gate_shexp.weight", E, S);
+    w.shared_up = b.matrix(p + "ffn_up_shexp.weight", E, S);
+    w.shared_down = b.matrix(p + "ffn_down_shexp.weight", S, E);
+    if (m.shared_gate) w.shared_router = b.matrix(p + "ffn_gate_inp_shexp.weight", E, 1);
+  }
+  return w;
+}
+
 }  // namespace
+
+ActiveWeights active_weights(const gguf::GgufFile& file, const ModelConfig& c) {
+  ActiveWeights a;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    a.total_params += uint64_t(t.n_elements());
+    a.total_bytes += t.n_bytes;
+    uint64_t num = 1, den = 1;  // the fraction of it one token reads
+    const size_t exps = t.name.find("_exps.");
+    int layer = -1;
+    if (exps != std::string::npos && std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 &&
+        layer >= 0 && layer < c.n_layers && t.shape.size() == 3) {
+      const MoeSpec& m = c.layers[size_t(layer)].ffn.moe;
+      num = uint64_t(m.n_used);
+      den = uint64_t(std::max(1, m.n_experts));
+    } else if (t.name == "token_embd.weight" && !c.tied_output) {
+      num = 1;
+      den = uint64_t(std::max<int64_t>(1, t.rows()));
+    }
+    a.params += uint64_t(t.n_elements()) * num / den;
+    a.bytes += t.n_bytes * num / den;
+  }
+  return a;
+}
+
+std::vector<const WeightMatrix*> LayerWeights::matrices() const {
+  std::vector<const WeightMatrix*> out = {&wq, &wk, &wv, &wo};
+  for (const WeightMatrix* m : {&w_gate, &w_up, &w_down, &moe.router})
+    if (m->rows > 0) out.push_back(m);
+  for (size_t e = 0; e < moe.gate.size(); ++e)
+    for (const WeightMatrix* m : {&moe.gate[e], &moe.up[e], &moe.down[e]}) out.push_back(m);
+  for (const WeightMatrix* m :
+       {&moe.shared_router, &moe.shared_gate, &moe.shared_up, &moe.shared_down})
+    if (m->rows > 0) out.push_back(m);
+  return out;
+}
+
+std::vector<WeightMatrix*> LayerWeights::matrices() {
+  std::vector<WeightMatrix*> out;
+  for (const WeightMatrix* m : std::as_const(*this).matrices())
+    out.push_back(const_cast<WeightMatrix*>(m));
+  return out;
+}
 
 ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c) {
   Binder b(file);
@@ -101,11 +209,18 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
     }
     L.wo = b.matrix(p + "attn_output.weight", at.out_width(), c.n_embd);
     L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+    const FfnSpec& ffn = c.layers[size_t(l)].ffn;
+    if (ffn.kind == FfnKind::Moe) {
+      L.moe = bind_moe(b, p, c.n_embd, ffn.moe);
+      w.expert_bytes += L.moe.expert_bytes();
+      continue;
+    }
     L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, ff);
     L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, ff);
     L.w_down = b.matrix(p + "ffn_down.weight", ff, c.n_embd);
   }
   w.bytes = b.bytes();
+  w.active_bytes = active_weights(file, c).bytes;
   return w;
 }
 

@@ -16,6 +16,12 @@
 //   blk.N.ffn_gate.weight    [E, F]
 //   blk.N.ffn_up.weight      [E, F]
 //   blk.N.ffn_down.weight    [F, E]
+// or, in a mixture-of-experts layer (X = n_experts, G = each expert's
+// width; model/moe.h):
+//   blk.N.ffn_gate_inp.weight   [E, X]     the router
+//   blk.N.ffn_gate_exps.weight  [E, G, X]  (or ffn_gate_up_exps [E, 2G, X])
+//   blk.N.ffn_up_exps.weight    [E, G, X]
+//   blk.N.ffn_down_exps.weight  [G, E, X]
 //   output_norm.weight       [E]
 //   output.weight            [E, V]   (absent: tied to token_embd)
 //   rope_freqs.weight        [n_rot/2] optional (Llama 3 rope scaling)
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/moe.h"
 #include "tensor/matmul.h"
 
 namespace tkv::gguf {
@@ -42,14 +49,23 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;      // empty unless the layer's qkv_bias
   std::vector<float> q_norm, k_norm;  // k_dim each, empty unless the layer's qk_norm
   std::vector<float> ffn_norm;        // n_embd
-  WeightMatrix w_gate, w_up, w_down;
+  WeightMatrix w_gate, w_up, w_down;  // dense FFN (rows 0 in a MoE layer)
+  MoeWeights moe;                     // mixture-of-experts FFN (FfnKind::Moe)
 
-  // The layer's seven matrices, in the order the forward pass reads them.
-  std::array<const WeightMatrix*, 7> matrices() const {
-    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
-  }
-  std::array<WeightMatrix*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  // The layer's matrices, in the order the forward pass reads them (each
+  // expert's three after the router).
+  std::vector<const WeightMatrix*> matrices() const;
+  std::vector<WeightMatrix*> matrices();
 };
+
+// What one token reads of a model file: every tensor, except that of each
+// MoE layer's expert tensors (*_exps) only n_used of n_experts count, and
+// of token_embd one row (all of it when it is also the output matrix).
+struct ActiveWeights {
+  uint64_t params = 0, bytes = 0;              // per token
+  uint64_t total_params = 0, total_bytes = 0;  // the whole file's tensors
+};
+ActiveWeights active_weights(const gguf::GgufFile& file, const ModelConfig& config);
 
 struct ModelWeights {
   WeightMatrix token_embd;               // n_vocab rows of n_embd
@@ -57,7 +73,9 @@ struct ModelWeights {
   WeightMatrix output;                   // n_vocab rows of n_embd (== token_embd when tied)
   std::vector<float> rope_freq_factors;  // n_rot/2, empty when absent
   std::vector<LayerWeights> layers;
-  uint64_t bytes = 0;  // bytes of all tensors used (the mapped weights, once each)
+  uint64_t bytes = 0;         // bytes of all tensors used (the mapped weights, once each)
+  uint64_t expert_bytes = 0;  // of those, the expert matrices'
+  uint64_t active_bytes = 0;  // what one token reads (active_weights)
 
   // Binds and checks every tensor; throws tkv::Error "<path>: tensor <name> ...".
   static ModelWeights bind(const gguf::GgufFile& file, const ModelConfig& config);

@@ -54,7 +54,10 @@ class Batch : public ::testing::TestWithParam<const char*> {
       path_ = test::model_path("stories260K.gguf");
       if (path_.empty())
         TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << test::models_dir();
-      codecs_ = {"f16", "f32"};  // head_dim 8: no block or rotation codec fits
+      codecs_ = {"f16", "f32"};                // head_dim 8: no block or rotation codec fits
+    } else if (which.rfind("moe_", 0) == 0) {  // mixture of experts: qwen3moe
+      path_ = test::write_model(test::small_spec("qwen3-30b-a3b"), which.substr(4));
+      codecs_ = {"f16", "q8_0", "k4v2", "k8v4", "f32", "k3v2", "k4v4", "q8_0"};
     } else {
       path_ = test::write_model(test::small_spec("llama-3.2-1b"), which);
       codecs_ = {"f16", "q8_0", "k4v2", "k8v4", "f32", "k3v2", "k4v4", "q8_0"};
@@ -494,7 +497,9 @@ TEST(BatchFfnRows, AContextFollowsTheRowsPerCallAsTheyGrow) {
   EXPECT_TRUE(same_bits(expected, got));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Batch, ::testing::Values("q8_0", "q4_K_M", "f16", "stories"),
+INSTANTIATE_TEST_SUITE_P(Models, Batch,
+                         ::testing::Values("q8_0", "q4_K_M", "f16", "stories", "moe_q4_K_M",
+                                           "moe_f16"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -240,8 +240,6 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
     const char* expect;
   };
   const Case cases[] = {
-      {"llama.expert_count", gguf::Value::make_u32(8),
-       "layer 0: mixture-of-experts FFN (expert_count) is not supported yet"},
       {"llama.attention.sliding_window_pattern", gguf::Value::make_u32(6),
        "layer 0: sliding-window attention (attention.sliding_window_pattern)"},
       {"llama.attention.shared_kv_layers", gguf::Value::make_u32(2),
@@ -262,10 +260,51 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.key << ": " << e;
     EXPECT_EQ(e.rfind("unit.gguf: ", 0), 0u) << e;
   }
-  auto d = llama_writer();  // experts after leading dense blocks
-  d.set_u32("llama.expert_count", 8);
-  d.set_u32("llama.leading_dense_block_count", 3);
-  EXPECT_NE(error_of(d).find("layer 3: mixture-of-experts FFN"), std::string::npos) << error_of(d);
+}
+
+// llama with experts is Mixtral: softmax routing over expert_count experts,
+// expert_used_count chosen and renormalized, after any leading dense layers.
+TEST(ModelConfig, ExpertsMakeMixtureOfExpertsLayers) {
+  auto w = llama_writer();
+  w.set_u32("llama.expert_count", 8);
+  EXPECT_NE(error_of(w).find("missing metadata key 'llama.expert_used_count'"), std::string::npos)
+      << error_of(w);
+  w.set_u32("llama.expert_used_count", 9);
+  EXPECT_NE(error_of(w).find("expert_used_count = 9 is out of range [1, 8]"), std::string::npos)
+      << error_of(w);
+  w.set_u32("llama.expert_used_count", 2);
+  w.set_u32("llama.leading_dense_block_count", 3);
+  w.set_f32("llama.expert_weights_scale", 2.5f);
+  const ModelConfig c = parse(w);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const FfnSpec& f = c.layers[size_t(l)].ffn;
+    EXPECT_EQ(f.kind, l < 3 ? FfnKind::Dense : FfnKind::Moe) << l;
+    if (l < 3) continue;
+    EXPECT_EQ(f.moe.n_experts, 8);
+    EXPECT_EQ(f.moe.n_used, 2);
+    EXPECT_EQ(f.moe.n_ff, c.n_ff / 2);  // no expert_feed_forward_length: n_ff / n_used
+    EXPECT_TRUE(f.moe.normalize);
+    EXPECT_EQ(f.moe.gating, MoeGating::Softmax);
+    EXPECT_FLOAT_EQ(f.moe.weights_scale, 2.5f);
+    EXPECT_EQ(f.n_ff, 0);
+  }
+  w.set_u32("llama.expert_feed_forward_length", 96);
+  EXPECT_EQ(parse(w).layers[4].ffn.moe.n_ff, 96);
+}
+
+// Architectures whose attention is not in yet are refused in one line that
+// says what is missing.
+TEST(ModelConfig, KnownArchitecturesSayWhatIsMissing) {
+  for (const char* arch : {"gpt-oss", "qwen35moe", "gemma4"}) {
+    gguf::GgufWriter w;
+    w.set_string("general.architecture", arch);
+    const std::string e = error_of(w);
+    EXPECT_NE(e.find(std::string("architecture '") + arch +
+                     "' is not supported yet: its attention needs"),
+              std::string::npos)
+        << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
 }
 
 }  // namespace

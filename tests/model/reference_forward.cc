@@ -86,9 +86,39 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
+// Each expert's matrix of a 3-D expert tensor ([cols, rows, n_experts]).
+std::vector<Mat> load_experts(const gguf::GgufFile& f, const std::string& name) {
+  const auto& t = tensor(f, name);
+  const Vec all = load_values(t);
+  std::vector<Mat> out(size_t(t.shape.at(2)));
+  for (size_t e = 0; e < out.size(); ++e) {
+    Mat& m = out[e];
+    m.cols = t.shape[0];
+    m.rows = t.shape[1];
+    const size_t n = size_t(m.rows * m.cols);
+    m.w.assign(all.begin() + ptrdiff_t(e * n), all.begin() + ptrdiff_t((e + 1) * n));
+    if (integer_path_active(t.type)) m.act_block = int64_t(traits(t.type).block_size);
+  }
+  return out;
+}
+
+// SwiGLU FFN: down(silu(gate h) * up h).
+Vec swiglu(const Mat& gate, const Mat& up, const Mat& down, const Vec& h) {
+  Vec g = gate.mul(h);
+  const Vec u = up.mul(h);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return down.mul(g);
+}
+
 struct Layer {
   Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
   Mat wq, wk, wv, wo, gate, up, down;
+  // Mixture of experts (qwen3moe, Mixtral): softmax over the router's
+  // logits, the n_used most probable experts, their probabilities
+  // renormalized to sum 1.
+  Mat router;
+  std::vector<Mat> gate_exps, up_exps, down_exps;
+  int64_t n_used = 0;
   std::vector<Vec> keys, values;  // all past positions, kv_heads x head_dim each
   int64_t kv_heads = 0;           // this layer's (attn_k's rows / head_dim)
 };
@@ -125,6 +155,25 @@ struct ReferenceForward::Impl {
         x[b] = x0 * s + x1 * c;
       }
     }
+  }
+
+  static Vec experts(const Layer& L, const Vec& h) {
+    Vec p = L.router.mul(h);
+    const double mx = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& v : p) sum += (v = std::exp(v - mx));
+    std::vector<size_t> idx(p.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+    double chosen = 0;
+    for (int64_t k = 0; k < L.n_used; ++k) chosen += p[idx[size_t(k)]];
+    Vec out(h.size(), 0.0);
+    for (int64_t k = 0; k < L.n_used; ++k) {
+      const size_t e = idx[size_t(k)];
+      const Vec y = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += p[e] / chosen * y[i];
+    }
+    return out;
   }
 
   // One token at position `pos`; returns its logits.
@@ -182,10 +231,7 @@ struct ReferenceForward::Impl {
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
       const Vec h2 = rmsnorm(x, L.ffn_norm, eps);
-      Vec g = L.gate.mul(h2);
-      const Vec u = L.up.mul(h2);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const Vec d = L.down.mul(g);
+      const Vec d = L.n_used > 0 ? experts(L, h2) : swiglu(L.gate, L.up, L.down, h2);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
     return output.mul(rmsnorm(x, output_norm, eps));
@@ -196,7 +242,7 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
   Impl& m = *impl_;
   m.file = gguf::GgufFile::open(path);
   m.arch = m.file.require_string("general.architecture");
-  m.neox = m.arch == "qwen2" || m.arch == "qwen3";
+  m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe";
   m.embd = m.meta_int("embedding_length", 0);
   m.n_layers = m.meta_int("block_count", 0);
   m.heads = m.meta_int("attention.head_count", 0);
@@ -220,9 +266,17 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
     L.kv_heads = L.wk.rows / m.head_dim;
     L.wv = load_mat(m.file, p + "attn_v.weight");
     L.wo = load_mat(m.file, p + "attn_output.weight");
-    L.gate = load_mat(m.file, p + "ffn_gate.weight");
-    L.up = load_mat(m.file, p + "ffn_up.weight");
-    L.down = load_mat(m.file, p + "ffn_down.weight");
+    if (m.file.find_tensor(p + "ffn_gate_inp.weight")) {
+      L.router = load_mat(m.file, p + "ffn_gate_inp.weight");
+      L.gate_exps = load_experts(m.file, p + "ffn_gate_exps.weight");
+      L.up_exps = load_experts(m.file, p + "ffn_up_exps.weight");
+      L.down_exps = load_experts(m.file, p + "ffn_down_exps.weight");
+      L.n_used = m.meta_int("expert_used_count", 0);
+    } else {
+      L.gate = load_mat(m.file, p + "ffn_gate.weight");
+      L.up = load_mat(m.file, p + "ffn_up.weight");
+      L.down = load_mat(m.file, p + "ffn_down.weight");
+    }
     if (m.file.find_tensor(p + "attn_q.bias")) {
       L.bq = load_vec(m.file, p + "attn_q.bias");
       L.bk = load_vec(m.file, p + "attn_k.bias");

@@ -43,7 +43,8 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   EXPECT_EQ(c.arch_name, spec.arch);
   EXPECT_EQ(c.tied_output, spec.tied_output);
   EXPECT_EQ(c.qkv_bias, spec.arch == "qwen2");
-  EXPECT_EQ(c.qk_norm, spec.arch == "qwen3");
+  EXPECT_EQ(c.qk_norm, spec.arch == "qwen3" || spec.arch == "qwen3moe");
+  EXPECT_EQ(c.layers[0].ffn.kind, spec.n_experts > 0 ? FfnKind::Moe : FfnKind::Dense);
   EXPECT_EQ(c.sliding_window, spec.sliding_window);
   EXPECT_EQ(m->weights().rope_freq_factors.empty(), spec.llama3_factor == 0.0f);
   const DType wtype = m->weights().layers[0].wq.type;
@@ -77,13 +78,22 @@ TEST_P(SynthArch, LogitsMatchReferenceForward) {
   }
 }
 
+// A mixture-of-experts prefill whose chunks run the GEMM (more rows than
+// kIntMatmulMaxTokens), with experts gathering rows of both kinds.
+TEST(SynthMoe, PrefillChunksMatchReferenceForward) {
+  const std::string path = test::write_model(test::small_spec("qwen3-30b-a3b"), "f32");
+  EXPECT_LE(test::max_logit_error(path, 48, 33, 2), 1e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Archs, SynthArch,
     ::testing::Values(ArchCase{"tiny", "f32"}, ArchCase{"llama-3.1-8b", "f32"},
                       ArchCase{"llama-3.2-1b", "f16"}, ArchCase{"qwen2.5-7b", "f32"},
                       ArchCase{"qwen3-8b", "f32"}, ArchCase{"mistral-7b-v0.1", "f16"},
                       ArchCase{"qwen3-8b", "bf16"}, ArchCase{"llama-3.1-8b", "q8_0"},
-                      ArchCase{"qwen2.5-7b", "q4_K"}, ArchCase{"mistral-7b", "q4_K_M"}),
+                      ArchCase{"qwen2.5-7b", "q4_K"}, ArchCase{"mistral-7b", "q4_K_M"},
+                      ArchCase{"qwen3-30b-a3b", "f32"}, ArchCase{"qwen3-30b-a3b", "f16"},
+                      ArchCase{"qwen3-30b-a3b", "q8_0"}, ArchCase{"qwen3-30b-a3b", "q4_K_M"}),
     [](const auto& info) {
       std::string n = std::string(info.param.preset) + "_" + info.param.type;
       for (auto& ch : n) {

@@ -25,6 +25,11 @@ model::SynthSpec small_spec(const std::string& preset) {
   s.n_ff = 768;
   s.n_vocab = 512;
   s.n_ctx = 4096;
+  if (s.n_experts > 0) {  // 16 experts of 256 (whole K-quant blocks), 4 chosen
+    s.n_experts = 16;
+    s.n_experts_used = 4;
+    s.n_ff_expert = 256;
+  }
   return s;
 }
 

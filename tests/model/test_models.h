@@ -13,7 +13,8 @@ namespace tkv::test {
 
 // `preset`'s architecture features (arch, rope scaling, tied output, sliding
 // window, rope base, eps) at test dimensions: 2 layers, d256, 4 heads over
-// 2 KV heads of 64, FFN 768, vocabulary 512.
+// 2 KV heads of 64, FFN 768, vocabulary 512; a MoE preset keeps its
+// architecture with 4 of 16 experts of width 256.
 model::SynthSpec small_spec(const std::string& preset);
 
 // Largest |model - reference forward| over every logit of every position,

@@ -1,0 +1,222 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "model/forward.h"
+#include "model/ops.h"
+
+namespace tkv::model {
+
+namespace {
+
+uint64_t bytes_of(const std::vector<WeightMatrix>& experts) {
+  uint64_t b = 0;
+  for (const WeightMatrix& m : experts) b += m.total_bytes();
+  return b;
+}
+
+// ggml_soft_max of n values in place: exp(v - max), scaled by 1 / sum with
+// the sum in double (ggml_float).
+void softmax(float* v, int n) {
+  const float mx = *std::max_element(v, v + n);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    v[i] = std::exp(v[i] - mx);
+    sum += v[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) v[i] *= inv;
+}
+
+// The n_used largest of `score` (n values): indexes, largest first, ties
+// to the lower index.
+void top_k(const float* score, int n, int k, int32_t* out) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+  });
+  std::copy(idx.begin(), idx.begin() + k, out);
+}
+
+// The activation of `rows` hidden rows: gate[r] = act(gate[r], up[r]).
+void activate(MoeActivation act, float* gate, const float* up, int rows, int n_ff,
+              ThreadPool& pool) {
+  const auto row = [&](int64_t r) {
+    float* g = gate + size_t(r) * size_t(n_ff);
+    const float* u = up + size_t(r) * size_t(n_ff);
+    switch (act) {
+      case MoeActivation::SwiGlu:
+        ops::silu_mul(g, u, n_ff);
+        break;
+      case MoeActivation::SwiGluOai:  // ggml_swiglu_oai, alpha 1.702, limit 7
+        for (int i = 0; i < n_ff; ++i) {
+          const float x = std::min(g[i], 7.0f);
+          const float y = std::clamp(u[i], -7.0f, 7.0f);
+          g[i] = x / (1.0f + std::exp(1.702f * -x)) * (y + 1.0f);
+        }
+        break;
+      case MoeActivation::GeGlu:  // ggml_gelu (tanh form) times up
+        for (int i = 0; i < n_ff; ++i) {
+          const float x = g[i];
+          g[i] =
+              0.5f * x * (1.0f + std::tanh(0.7978845608f * x * (1.0f + 0.044715f * x * x))) * u[i];
+        }
+        break;
+    }
+  };
+  // Row by row (a row's bits must not depend on how rows are split).
+  if (rows == 1) return row(0);
+  pool.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) row(r);
+  });
+}
+
+// Adds bias row `e` (width values) to each of `rows` rows.
+void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, int64_t width) {
+  if (bias.empty()) return;
+  ops::add_bias_rows(y, bias.data() + size_t(e) * size_t(width), rows, width);
+}
+
+// One pass of expert e over `rows` gathered rows of s.in, of which the
+// first n_exact take the exact kernels: s.out = down(act(gate, up)).
+void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, int n_exact,
+                    MoeScratch& s, ThreadPool& pool) {
+  const int64_t E = w.down[size_t(e)].rows, F = spec.n_ff;
+  const auto both = [&](const WeightMatrix& m, const float* in, float* out) {
+    project(m, in, n_exact, rows, out, pool);
+  };
+  both(w.gate[size_t(e)], s.in.data(), s.gate.data());
+  both(w.up[size_t(e)], s.in.data(), s.up.data());
+  add_expert_bias(w.gate_bias, e, s.gate.data(), rows, F);
+  add_expert_bias(w.up_bias, e, s.up.data(), rows, F);
+  activate(spec.activation, s.gate.data(), s.up.data(), rows, int(F), pool);
+  both(w.down[size_t(e)], s.gate.data(), s.out.data());
+  if (!w.down_scale.empty()) {
+    const float sc = w.down_scale[size_t(e)];
+    for (size_t i = 0; i < size_t(rows) * size_t(E); ++i) s.out[i] *= sc;
+  }
+  add_expert_bias(w.down_bias, e, s.out.data(), rows, E);
+}
+
+// The shared expert over every row, added to y: a SwiGLU FFN, times
+// sigmoid(w_shared_router . h) per row when the spec gates it.
+void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact,
+                   int n_rows, int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
+  const int64_t E = w.shared_down.rows, F = spec.n_ff_shared;
+  for (int r0 = 0; r0 < n_rows;) {
+    const int end = r0 < n_exact ? n_exact : n_rows;
+    const int rows = std::min(max_rows, end - r0);
+    const bool exact = r0 < n_exact;
+    const float* in = h + size_t(r0) * size_t(E);
+    product(w.shared_gate, in, rows, s.gate.data(), exact, pool);
+    product(w.shared_up, in, rows, s.up.data(), exact, pool);
+    activate(MoeActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F), pool);
+    product(w.shared_down, s.gate.data(), rows, s.out.data(), exact, pool);
+    float g[1];
+    for (int r = 0; r < rows; ++r) {
+      float* out = s.out.data() + size_t(r) * size_t(E);
+      if (spec.shared_gate) {
+        product(w.shared_router, in + size_t(r) * size_t(E), 1, g, exact, pool);
+        const float gate = 1.0f / (1.0f + std::exp(-g[0]));
+        for (int64_t i = 0; i < E; ++i) out[i] *= gate;
+      }
+      ops::add(y + size_t(r0 + r) * size_t(E), out, E);
+    }
+    r0 += rows;
+  }
+}
+
+}  // namespace
+
+uint64_t MoeWeights::expert_bytes() const {
+  return bytes_of(gate) + bytes_of(up) + bytes_of(down);
+}
+
+void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights) {
+  const int n = spec.n_experts, k = spec.n_used;
+  std::vector<float> p(static_cast<size_t>(n));
+  for (int r = 0; r < rows; ++r) {
+    int32_t* chosen = experts + size_t(r) * size_t(k);
+    float* wt = weights + size_t(r) * size_t(k);
+    std::copy(logits + size_t(r) * size_t(n), logits + size_t(r + 1) * size_t(n), p.begin());
+    if (spec.gating == MoeGating::Softmax) softmax(p.data(), n);
+    top_k(p.data(), n, k, chosen);
+    for (int j = 0; j < k; ++j) wt[j] = p[size_t(chosen[j])];
+    if (spec.gating == MoeGating::SoftmaxChosen) softmax(wt, k);
+    if (spec.normalize) {
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j) sum += wt[j];
+      sum = std::max(sum, 6.103515625e-5f);  // ggml clamps to the smallest f16 normal
+      for (int j = 0; j < k; ++j) wt[j] /= sum;
+    }
+    if (spec.weights_scale != 0.0f && spec.weights_scale != 1.0f)
+      for (int j = 0; j < k; ++j) wt[j] *= spec.weights_scale;
+  }
+}
+
+uint64_t MoeScratch::bytes() const {
+  return (logits.size() + weights.size() + in.size() + gate.size() + up.size() + out.size()) *
+             sizeof(float) +
+         (chosen.size() + order.size() + expert_rows.size()) * sizeof(int32_t);
+}
+
+void MoeScratch::release() {
+  *this = MoeScratch();
+}
+
+void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
+             int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
+  const int n = spec.n_experts, k = spec.n_used;
+  const size_t E = size_t(w.router.cols);
+  const int cap = std::max(1, std::min(max_rows, n_rows));
+  const auto grow = [](auto& v, size_t size) {
+    if (v.size() < size) v.resize(size);
+  };
+  grow(s.logits, size_t(n_rows) * size_t(n));
+  grow(s.chosen, size_t(n_rows) * size_t(k));
+  grow(s.weights, size_t(n_rows) * size_t(k));
+  grow(s.order, size_t(n_rows) * size_t(k));
+  grow(s.in, size_t(cap) * E);
+  grow(s.out, size_t(cap) * E);
+  grow(s.gate, size_t(cap) * size_t(std::max(spec.n_ff, spec.n_ff_shared)));
+  grow(s.up, size_t(cap) * size_t(std::max(spec.n_ff, spec.n_ff_shared)));
+
+  project(w.router, h, n_exact, n_rows, s.logits.data(), pool);
+  if (!w.router_bias.empty()) ops::add_bias_rows(s.logits.data(), w.router_bias.data(), n_rows, n);
+  route(spec, s.logits.data(), n_rows, s.chosen.data(), s.weights.data());
+
+  // (row, slot) pairs grouped by expert, rows ascending within each (a
+  // counting sort): the exact rows of an expert come before its GEMM rows.
+  s.expert_rows.assign(size_t(n) + 1, 0);
+  for (size_t i = 0; i < size_t(n_rows) * size_t(k); ++i) ++s.expert_rows[size_t(s.chosen[i]) + 1];
+  std::partial_sum(s.expert_rows.begin(), s.expert_rows.end(), s.expert_rows.begin());
+  std::vector<int32_t> fill(s.expert_rows.begin(), s.expert_rows.end() - 1);
+  for (int32_t i = 0; i < n_rows * k; ++i) s.order[size_t(fill[size_t(s.chosen[size_t(i)])]++)] = i;
+
+  for (int e = 0; e < n; ++e) {
+    const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
+    const int count = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+    for (int c0 = 0; c0 < count;) {
+      // A call holds exact rows only or GEMM rows only (as the dense FFN).
+      const bool exact = pairs[c0] / k < n_exact;
+      int rows = 0;
+      while (c0 + rows < count && rows < cap && (pairs[c0 + rows] / k < n_exact) == exact) ++rows;
+      for (int r = 0; r < rows; ++r)
+        std::copy_n(h + size_t(pairs[c0 + r] / k) * E, E, s.in.data() + size_t(r) * E);
+      expert_product(spec, w, e, rows, exact ? rows : 0, s, pool);
+      for (int r = 0; r < rows; ++r) {
+        const float wt = s.weights[size_t(pairs[c0 + r])];
+        float* dst = y + size_t(pairs[c0 + r] / k) * E;
+        const float* src = s.out.data() + size_t(r) * E;
+        for (size_t i = 0; i < E; ++i) dst[i] += wt * src[i];
+      }
+      c0 += rows;
+    }
+  }
+  if (spec.n_ff_shared > 0) shared_expert(spec, w, h, n_exact, n_rows, cap, y, s, pool);
+}
+
+}  // namespace tkv::model

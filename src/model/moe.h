@@ -1,0 +1,70 @@
+// The mixture-of-experts FFN (layer_spec.h: MoeSpec), as llama.cpp's
+// build_moe_ffn computes it, for the rows of one forward pass.
+//
+//   1. router: logits = W_router h (+ bias) for every row;
+//   2. route(): each row's n_used experts and their weights;
+//   3. per expert, in ascending expert order, one product over all the rows
+//      routed to it (prefill rows and the decode rows of every sequence in
+//      the batch together), so that an expert's weights stream once per
+//      step and experts nobody chose are never read;
+//   4. each row's output is the sum of its experts' weighted outputs, added
+//      in ascending expert order, plus the shared expert's.
+//
+// Batch invariance: a row's result depends only on that row. The rows
+// below n_exact take the matvec-identical kernels, the others the prefill
+// GEMM (model/forward.h: product), each of whose per-row results does not
+// depend on the other rows in the call; and a row's sum runs over its own
+// experts in a fixed order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "model/layer_spec.h"
+#include "tensor/matmul.h"
+
+namespace tkv::model {
+
+// The tensors of one MoE FFN. The expert tensors are GGUF's 3-D
+// ffn_{gate,up,down}_exps ([cols, rows, n_experts] in ggml order), one
+// WeightMatrix per expert pointing into the file; a merged ffn_gate_up_exps
+// gives gate (its first n_ff rows) and up (the next n_ff) per expert.
+struct MoeWeights {
+  WeightMatrix router;                               // n_experts rows of n_embd
+  std::vector<float> router_bias;                    // n_experts, or empty
+  std::vector<WeightMatrix> gate, up, down;          // one per expert
+  std::vector<float> gate_bias, up_bias, down_bias;  // n_experts x width, or empty
+  std::vector<float> down_scale;                     // one per expert, or empty
+  WeightMatrix shared_gate, shared_up, shared_down;  // the shared expert (n_ff_shared > 0)
+  WeightMatrix shared_router;                        // 1 row: its sigmoid gate (shared_gate)
+
+  uint64_t expert_bytes() const;  // of all experts' matrices
+};
+
+// Each of `rows` rows' chosen experts and weights (rows x spec.n_used each,
+// in the order llama.cpp ranks them: largest first) from its router logits
+// (rows x n_experts, bias already added).
+void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights);
+
+// Working memory of moe_ffn, grown on use and kept.
+struct MoeScratch {
+  std::vector<float> logits;         // rows x n_experts
+  std::vector<int32_t> chosen;       // rows x n_used
+  std::vector<float> weights;        // rows x n_used
+  std::vector<int32_t> order;        // (row, slot) pairs grouped by expert
+  std::vector<float> in, gate, up;   // an expert's gathered rows and hidden rows
+  std::vector<float> out;            // its output rows
+  std::vector<int32_t> expert_rows;  // rows per expert (counting sort)
+
+  uint64_t bytes() const;
+  void release();
+};
+
+// y (n_rows x n_embd, the residual stream) += the MoE FFN of the normed rows
+// h (n_rows x n_embd); rows [0, n_exact) take the exact kernels. At most
+// `max_rows` rows go through one product call (bounds the hidden scratch).
+void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
+             int max_rows, float* y, MoeScratch& s, ThreadPool& pool);
+
+}  // namespace tkv::model

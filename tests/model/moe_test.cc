@@ -1,0 +1,275 @@
+// The mixture-of-experts FFN (model/moe.h) against a plain double-precision
+// reading of llama.cpp's build_moe_ffn, for every variant the MoeSpec
+// describes: gating, renormalization, scale, activations, biases, per-expert
+// scales and the gated shared expert.
+#include "model/moe.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace tkv::model {
+namespace {
+
+constexpr int kEmbd = 64;
+
+// A matrix of f32 values that outlives its WeightMatrix.
+struct Matrix {
+  std::vector<float> v;
+  WeightMatrix w;
+  Matrix(int rows, int cols, std::mt19937& rng, float scale = 0.2f) : v(size_t(rows) * cols) {
+    std::uniform_real_distribution<float> d(-scale, scale);
+    for (float& x : v) x = d(rng);
+    w = make_weight(DType::F32, v.data(), rows, cols);
+  }
+  double dot(int r, const std::vector<double>& x) const {
+    double s = 0;
+    for (int64_t c = 0; c < w.cols; ++c) s += double(v[size_t(r * w.cols + c)]) * x[size_t(c)];
+    return s;
+  }
+  std::vector<double> mul(const std::vector<double>& x) const {
+    std::vector<double> y(size_t(w.rows));
+    for (int r = 0; r < int(w.rows); ++r) y[size_t(r)] = dot(r, x);
+    return y;
+  }
+};
+
+std::vector<float> random_values(size_t n, std::mt19937& rng, float scale) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Experts, router and shared expert of one test layer.
+struct Layer {
+  MoeSpec spec;
+  std::vector<Matrix> mats;  // owns the values
+  MoeWeights w;
+
+  Layer(const MoeSpec& s, std::mt19937& rng) : spec(s) {
+    mats.reserve(size_t(3 * s.n_experts + 5));
+    const auto add = [&](int rows, int cols) -> const WeightMatrix& {
+      mats.emplace_back(rows, cols, rng);
+      return mats.back().w;
+    };
+    w.router = add(s.n_experts, kEmbd);
+    for (int e = 0; e < s.n_experts; ++e) {
+      w.gate.push_back(add(s.n_ff, kEmbd));
+      w.up.push_back(add(s.n_ff, kEmbd));
+      w.down.push_back(add(kEmbd, s.n_ff));
+    }
+    if (s.router_bias) w.router_bias = random_values(size_t(s.n_experts), rng, 0.5f);
+    if (s.expert_bias) {
+      w.gate_bias = random_values(size_t(s.n_experts * s.n_ff), rng, 0.1f);
+      w.up_bias = random_values(size_t(s.n_experts * s.n_ff), rng, 0.1f);
+      w.down_bias = random_values(size_t(s.n_experts * kEmbd), rng, 0.1f);
+    }
+    if (s.n_ff_shared > 0) {
+      w.shared_gate = add(s.n_ff_shared, kEmbd);
+      w.shared_up = add(s.n_ff_shared, kEmbd);
+      w.shared_down = add(kEmbd, s.n_ff_shared);
+      if (s.shared_gate) w.shared_router = add(1, kEmbd);
+    }
+  }
+  const Matrix& of(const WeightMatrix& m) const {
+    for (const Matrix& x : mats)
+      if (x.w.data == m.data) return x;
+    ADD_FAILURE() << "no such matrix";
+    return mats[0];
+  }
+};
+
+double act(MoeActivation a, double g, double u) {
+  switch (a) {
+    case MoeActivation::SwiGlu:
+      return g / (1 + std::exp(-g)) * u;
+    case MoeActivation::SwiGluOai: {
+      const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+      return x / (1 + std::exp(-1.702 * x)) * (y + 1);
+    }
+    case MoeActivation::GeGlu:
+      return 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * g * (1 + 0.044715 * g * g))) * u;
+  }
+  return 0;
+}
+
+// llama.cpp's build_moe_ffn for one row, in double.
+std::vector<double> reference(const Layer& L, const std::vector<double>& h) {
+  const MoeSpec& s = L.spec;
+  const MoeWeights& w = L.w;
+  std::vector<double> logits = L.of(w.router).mul(h);
+  for (size_t e = 0; e < w.router_bias.size(); ++e) logits[e] += w.router_bias[e];
+  std::vector<double> p = logits;
+  const auto softmax = [](std::vector<double>& v) {
+    const double mx = *std::max_element(v.begin(), v.end());
+    double sum = 0;
+    for (double& x : v) sum += (x = std::exp(x - mx));
+    for (double& x : v) x /= sum;
+  };
+  if (s.gating == MoeGating::Softmax) softmax(p);
+  std::vector<int> idx(p.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+  idx.resize(size_t(s.n_used));
+  std::vector<double> wt;
+  for (int e : idx) wt.push_back(p[size_t(e)]);
+  if (s.gating == MoeGating::SoftmaxChosen) softmax(wt);
+  if (s.normalize) {
+    const double sum = std::max(std::accumulate(wt.begin(), wt.end(), 0.0), 6.103515625e-5);
+    for (double& x : wt) x /= sum;
+  }
+  for (double& x : wt) x *= s.weights_scale;
+  std::vector<double> out(h.size(), 0.0);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int e = idx[k];
+    std::vector<double> g = L.of(w.gate[size_t(e)]).mul(h), u = L.of(w.up[size_t(e)]).mul(h);
+    for (int i = 0; i < s.n_ff; ++i) {
+      if (!w.gate_bias.empty()) g[size_t(i)] += w.gate_bias[size_t(e * s.n_ff + i)];
+      if (!w.up_bias.empty()) u[size_t(i)] += w.up_bias[size_t(e * s.n_ff + i)];
+      g[size_t(i)] = act(s.activation, g[size_t(i)], u[size_t(i)]);
+    }
+    std::vector<double> d = L.of(w.down[size_t(e)]).mul(g);
+    for (int i = 0; i < kEmbd; ++i) {
+      if (!w.down_scale.empty()) d[size_t(i)] *= w.down_scale[size_t(e)];
+      if (!w.down_bias.empty()) d[size_t(i)] += w.down_bias[size_t(e * kEmbd + i)];
+      out[size_t(i)] += wt[k] * d[size_t(i)];
+    }
+  }
+  if (s.n_ff_shared > 0) {
+    std::vector<double> g = L.of(w.shared_gate).mul(h), u = L.of(w.shared_up).mul(h);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = act(MoeActivation::SwiGlu, g[i], u[i]);
+    std::vector<double> d = L.of(w.shared_down).mul(g);
+    const double gate = s.shared_gate ? 1 / (1 + std::exp(-L.of(w.shared_router).dot(0, h))) : 1;
+    for (size_t i = 0; i < d.size(); ++i) out[i] += gate * d[i];
+  }
+  return out;
+}
+
+// moe_ffn over `rows` rows (the first n_exact on the exact kernels, the
+// rest on the GEMM) against the reference, row by row.
+void check(const Layer& L, int rows, int n_exact, int max_rows, const char* what) {
+  std::mt19937 rng(11);
+  const std::vector<float> h = random_values(size_t(rows) * kEmbd, rng, 1.0f);
+  std::vector<float> base = random_values(size_t(rows) * kEmbd, rng, 1.0f);
+  std::vector<float> y = base;
+  MoeScratch scratch;
+  ThreadPool pool(2);
+  moe_ffn(L.spec, L.w, h.data(), n_exact, rows, max_rows, y.data(), scratch, pool);
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<double> hr(h.begin() + r * kEmbd, h.begin() + (r + 1) * kEmbd);
+    const std::vector<double> want = reference(L, hr);
+    for (int i = 0; i < kEmbd; ++i)
+      ASSERT_NEAR(y[size_t(r * kEmbd + i)] - base[size_t(r * kEmbd + i)], want[size_t(i)], 2e-4)
+          << what << " row " << r << " value " << i;
+  }
+}
+
+MoeSpec spec(int n, int k, int ff) {
+  MoeSpec s;
+  s.n_experts = n;
+  s.n_used = k;
+  s.n_ff = ff;
+  return s;
+}
+
+TEST(Moe, SoftmaxTopKRenormalizedMatchesLlamaCpp) {  // qwen3moe, Mixtral
+  std::mt19937 rng(1);
+  MoeSpec s = spec(8, 2, 32);
+  s.normalize = true;
+  const Layer L(s, rng);
+  check(L, 1, 1, 256, "one decode row");
+  check(L, 40, 5, 256, "5 exact rows then 35 GEMM rows");
+  check(L, 40, 40, 7, "exact rows in calls of at most 7");
+}
+
+TEST(Moe, ScaleWithoutRenormalization) {
+  std::mt19937 rng(2);
+  MoeSpec s = spec(16, 4, 32);
+  s.weights_scale = 2.5f;
+  const Layer L(s, rng);
+  check(L, 21, 3, 256, "softmax weights times 2.5");
+}
+
+TEST(Moe, GptOssExpertsMatchLlamaCpp) {  // top-k of the logits, softmax over those
+  std::mt19937 rng(3);
+  MoeSpec s = spec(8, 4, 32);
+  s.gating = MoeGating::SoftmaxChosen;
+  s.activation = MoeActivation::SwiGluOai;
+  s.router_bias = s.expert_bias = true;
+  Layer L(s, rng);
+  // Inputs large enough that the clamps at +-7 bite.
+  for (auto& m : L.mats)
+    for (float& v : m.v) v *= 8.0f;
+  check(L, 19, 2, 256, "gpt-oss");
+}
+
+TEST(Moe, GeluExpertsWithPerExpertScales) {  // Gemma 4's experts
+  std::mt19937 rng(4);
+  MoeSpec s = spec(8, 2, 32);
+  s.activation = MoeActivation::GeGlu;
+  s.normalize = true;
+  Layer L(s, rng);
+  L.w.down_scale = random_values(8, rng, 2.0f);
+  check(L, 18, 1, 256, "GeGLU with down scales");
+}
+
+TEST(Moe, SigmoidGatedSharedExpert) {  // qwen35moe
+  std::mt19937 rng(5);
+  MoeSpec s = spec(8, 2, 32);
+  s.normalize = true;
+  s.n_ff_shared = 48;
+  s.shared_gate = true;
+  const Layer L(s, rng);
+  check(L, 20, 4, 8, "shared expert, calls of 8 rows");
+}
+
+// route(): ggml's softmax then top-k by probability, largest first, ties
+// to the lower index; weights renormalized with the sum clamped at 2^-14.
+TEST(Moe, RouteRanksAndNormalizes) {
+  MoeSpec s = spec(4, 2, 1);
+  s.normalize = true;
+  const float logits[8] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f, -1.0f, -1.0f, 3.0f};
+  int32_t chosen[4];
+  float w[4];
+  route(s, logits, 2, chosen, w);
+  EXPECT_EQ(chosen[0], 1);
+  EXPECT_EQ(chosen[1], 3);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+  EXPECT_FLOAT_EQ(w[1], 0.5f);
+  EXPECT_EQ(chosen[2], 3);
+  EXPECT_EQ(chosen[3], 0);
+  EXPECT_FLOAT_EQ(w[2] + w[3], 1.0f);
+  s.normalize = false;
+  s.gating = MoeGating::SoftmaxChosen;
+  route(s, logits, 1, chosen, w);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);  // softmax over two equal logits
+}
+
+// A row's output is the same alone as among others, exact or GEMM.
+TEST(Moe, RowsAreBatchInvariant) {
+  std::mt19937 rng(6);
+  MoeSpec s = spec(16, 4, 64);
+  s.normalize = true;
+  const Layer L(s, rng);
+  const std::vector<float> h = random_values(size_t(30) * kEmbd, rng, 1.0f);
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  std::vector<float> all(h.size(), 0.0f);
+  moe_ffn(s, L.w, h.data(), 10, 30, 256, all.data(), scratch, pool);
+  for (int r : {0, 9}) {  // exact rows alone
+    std::vector<float> one(kEmbd, 0.0f);
+    moe_ffn(s, L.w, h.data() + r * kEmbd, 1, 1, 256, one.data(), scratch, pool);
+    for (int i = 0; i < kEmbd; ++i) ASSERT_EQ(one[size_t(i)], all[size_t(r * kEmbd + i)]) << r;
+  }
+  std::vector<float> gemm(size_t(20) * kEmbd, 0.0f);  // the GEMM rows without the exact ones
+  moe_ffn(s, L.w, h.data() + 10 * kEmbd, 0, 20, 256, gemm.data(), scratch, pool);
+  for (size_t i = 0; i < gemm.size(); ++i) ASSERT_EQ(gemm[i], all[10 * kEmbd + i]) << i;
+}
+
+}  // namespace
+}  // namespace tkv::model
