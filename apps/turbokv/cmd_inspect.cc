@@ -56,7 +56,7 @@ int inspect_main(std::span<const std::string> args) {
     if (model_only) throw;
     // Vocabulary and session files are fine to inspect; say why there is no
     // model section rather than failing.
-    summary = str("model: none (", e.what(), ")\n");
+    summary = str("model: none (", e.what(), ")\n", experts_line(file));
   }
   write_stdout(summary);
   return 0;

@@ -51,6 +51,15 @@ double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, 
 
 }  // namespace
 
+std::string experts_line(const gguf::GgufFile& file) {
+  const model::ActiveWeights a = model::active_weights(file);
+  if (a.n_experts == 0) return "";
+  return str("  experts: ", a.n_used, " of ", a.n_experts, " per token; active per token ",
+             params_string(a.params), " of ", params_string(a.total_params), " parameters, ",
+             format_bytes(a.bytes), " of ", format_bytes(a.total_bytes),
+             " read at the file's types\n");
+}
+
 std::string describe_model(const gguf::GgufFile& file) {
   // Vocabulary files from llama.cpp carry a full model's metadata but no tensors.
   if (!file.find_tensor("token_embd.weight"))
@@ -66,15 +75,7 @@ std::string describe_model(const gguf::GgufFile& file) {
   const bool show_name = !c.name.empty() && c.name != c.arch_name;
   out += str("  architecture ", c.arch_name, show_name ? " (" + c.name + ")" : "", ", ",
              params_string(n_params), " parameters, ", format_bytes(n_bytes), " of tensors\n");
-  for (int l = 0; l < c.n_layers; ++l) {
-    const model::FfnSpec& f = c.layers[size_t(l)].ffn;
-    if (f.kind == model::FfnKind::Dense) continue;
-    const model::ActiveWeights a = model::active_weights(file, c);
-    out += str("  experts: ", f.moe.n_used, " of ", f.moe.n_experts, " (width ", f.moe.n_ff,
-               ") per token from layer ", l, "; active per token ", params_string(a.params),
-               " parameters, ", format_bytes(a.bytes), " read at the file's types\n");
-    break;
-  }
+  out += experts_line(file);
   out += str("  layers ", c.n_layers, ", embedding ", c.n_embd, ", heads ", c.n_heads, " (KV ",
              c.n_kv_heads, ", head dim ", c.head_dim, "), feed-forward ", c.n_ff, ", vocabulary ",
              c.n_vocab, ", trained context ", c.n_ctx_train, "\n");

@@ -16,4 +16,8 @@ namespace tkv::cli {
 // (a vocabulary-only file, a session file, an unsupported architecture).
 std::string describe_model(const gguf::GgufFile& file);
 
+// "  experts: K of N per token; active per token ..." for a file with
+// mixture-of-experts layers (any architecture), else empty.
+std::string experts_line(const gguf::GgufFile& file);
+
 }  // namespace tkv::cli

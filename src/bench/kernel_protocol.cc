@@ -166,16 +166,34 @@ std::string default_kernel_kv_list() {
   return "f16,q8_0,q4_0h,k8v8,k4v4,k4v2,k3v2";
 }
 
-std::vector<PlannedCell> plan_kernel(const CommonOptions& o, const KernelOptions& k) {
+std::vector<PlannedCell> copy_bandwidth_cells(const std::string& what,
+                                              const std::vector<int>& threads) {
   std::vector<PlannedCell> cells;
-  for (const int t : k.threads) {
+  for (const int t : threads) {
     PlannedCell c;
-    c.label = "kernel copy bandwidth " + std::to_string(t) + "t";
+    c.label = what + " copy bandwidth " + std::to_string(t) + "t";
     c.cost = 5e9;
     c.identity = {{"copy_bandwidth", true}, {"threads", t}};
     c.request = {{"protocol", "copy_bandwidth"}, {"threads", t}};
     cells.push_back(std::move(c));
   }
+  return cells;
+}
+
+Json copy_bandwidth_of(const std::vector<Json>& rows, std::vector<Json>& rest) {
+  Json copy = Json::object();
+  for (const auto& r : rows) {
+    if (!r.value("copy_bandwidth", false)) {
+      rest.push_back(r);
+    } else if (result_ok(r)) {
+      copy[std::to_string(r["threads"].get<int>())] = r["copy_gb_per_s"];
+    }
+  }
+  return copy;
+}
+
+std::vector<PlannedCell> plan_kernel(const CommonOptions& o, const KernelOptions& k) {
+  std::vector<PlannedCell> cells = copy_bandwidth_cells("kernel", k.threads);
   int64_t deepest = 1;
   for (auto d : k.depths) deepest = std::max(deepest, d);
   const int max_threads = *std::max_element(k.threads.begin(), k.threads.end());
@@ -199,14 +217,9 @@ std::vector<PlannedCell> plan_kernel(const CommonOptions& o, const KernelOptions
 }
 
 Json summarize_kernel(const KernelOptions& k, std::vector<Json> rows) {
-  Json copy = Json::object(), cells = Json::array(), table = Json::array();
-  for (const auto& r : rows) {
-    if (r.value("copy_bandwidth", false)) {
-      if (result_ok(r)) copy[std::to_string(r["threads"].get<int>())] = r["copy_gb_per_s"];
-    } else {
-      cells.push_back(r);
-    }
-  }
+  std::vector<Json> cells;
+  const Json copy = copy_bandwidth_of(rows, cells);
+  Json table = Json::array();
   for (const auto& r : cells) {
     if (!result_ok(r)) {
       table.push_back({{"kv", r["kv"]},

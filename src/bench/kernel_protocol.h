@@ -46,4 +46,11 @@ std::string kernel_markdown(const Json& section);
 // over two buffers of `bytes` each.
 double measure_copy_bandwidth(int threads, size_t bytes, int reps);
 
+// One copy_bandwidth cell per thread count (`what` names the protocol in
+// the labels), and the GB/s of those among a run's rows by thread count
+// ({"2": 18.5, ...}); the other rows are returned in `rest`.
+std::vector<PlannedCell> copy_bandwidth_cells(const std::string& what,
+                                              const std::vector<int>& threads);
+Json copy_bandwidth_of(const std::vector<Json>& rows, std::vector<Json>& rest);
+
 }  // namespace tkv::bench

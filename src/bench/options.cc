@@ -23,6 +23,7 @@ ModelInfo model_info(const model::Model& model, const std::string& path) {
   m.n_ctx_train = c.n_ctx_train;
   m.file_bytes = model.file_bytes();
   m.weight_bytes = model.weight_bytes();
+  m.active_weight_bytes = model.weights().active_bytes;
   m.describe = c.describe();
   m.file_memory = describe(model.file_memory());
   return m;
@@ -40,13 +41,15 @@ Json to_json(const ModelInfo& m) {
           {"n_ctx_train", m.n_ctx_train},
           {"file_bytes", m.file_bytes},
           {"weight_bytes", m.weight_bytes},
+          {"active_weight_bytes", m.active_weight_bytes},
           {"file_memory", m.file_memory}};
 }
 
 double estimate_flops(const ModelInfo& m, int64_t n, int64_t decode) {
   const double total = double(n + decode);
-  // Weights: about 2 bytes per parameter for the F16 models benched most.
-  const double weights = 2.0 * (double(m.weight_bytes) / 2.0) * total;
+  // Weights: about 2 bytes per parameter for the F16 models benched most;
+  // a token multiplies the weights it reads.
+  const double weights = 2.0 * (double(m.active_weight_bytes) / 2.0) * total;
   const double attention =
       2.0 * total * total * m.n_layers * double(m.n_heads) * m.head_dim;  // sum over positions
   return weights + attention + 1e6;

@@ -19,6 +19,9 @@ struct ModelInfo {
   std::string path, file;
   int n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, n_vocab = 0, n_ctx_train = 0;
   uint64_t file_bytes = 0, weight_bytes = 0;
+  // What one decoded token reads of the weights (model::ActiveWeights: a
+  // mixture of experts reads its chosen experts only).
+  uint64_t active_weight_bytes = 0;
   std::string describe;
   // How the process that loaded it holds the file: "mapped" or "read into
   // 2 MiB pages" (common/mapped_file.h: describe).

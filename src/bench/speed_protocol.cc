@@ -4,6 +4,7 @@
 #include <set>
 
 #include "bench/cell_env.h"
+#include "bench/kernel_protocol.h"
 #include "bench/kv_configs.h"
 #include "bench/kv_reads.h"
 #include "bench/process_memory.h"
@@ -140,8 +141,8 @@ Json speed_cell(const Json& req) {
 
 std::vector<PlannedCell> plan_speed(const CommonOptions& o, const SpeedOptions& s,
                                     const ModelInfo& info) {
-  std::vector<PlannedCell> cells;
   const std::vector<int> threads = s.threads.empty() ? std::vector<int>{o.threads} : s.threads;
+  std::vector<PlannedCell> cells = copy_bandwidth_cells("speed", threads);
   int64_t deepest = 1;
   for (auto v : s.ctx) deepest = std::max(deepest, v);
   for (auto v : s.depths) deepest = std::max(deepest, v);
@@ -181,6 +182,24 @@ const Json* find_f16(const std::vector<Json>& rows, const Json& row) {
   return nullptr;
 }
 
+// What a decode step reads from RAM (the weights one token reads, as
+// model::ActiveWeights counts them, plus its KV), the GB/s that makes at
+// the median step, and its share of the copy bandwidth measured in the run
+// at the same thread count: how close decode runs to the memory limit.
+void add_bandwidth(Json& entry, const Json& row, const Json& copy) {
+  const double weights = row["model"].value("active_weight_bytes", 0.0);
+  const double kv = entry.contains("kv_read_per_token")
+                        ? entry["kv_read_per_token"]["ram_bytes"].get<double>()
+                        : 0.0;
+  const double ms = entry["median_ms"].get<double>();
+  if (weights <= 0 || ms <= 0) return;
+  entry["weights_read_per_token"] = weights;
+  entry["read_gb_per_s"] = (weights + kv) / (ms * 1e6);
+  const std::string t = std::to_string(row["threads"].get<int>());
+  if (copy.contains(t) && copy[t].get<double>() > 0)
+    entry["share_of_copy_bandwidth"] = entry["read_gb_per_s"].get<double>() / copy[t].get<double>();
+}
+
 double median_at(const Json& row, int64_t depth) {
   for (const auto& d : row["decode"])
     if (d["depth"].get<int64_t>() == depth) return d["ms_per_token"]["median"].get<double>();
@@ -189,7 +208,9 @@ double median_at(const Json& row, int64_t depth) {
 
 }  // namespace
 
-Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
+Json summarize_speed(const SpeedOptions& s, std::vector<Json> all_rows) {
+  std::vector<Json> rows;
+  const Json copy = copy_bandwidth_of(all_rows, rows);
   Json prefill = Json::array(), decode = Json::array(), crossover = Json::array();
   for (const auto& row : rows) {
     if (!result_ok(row)) {
@@ -222,6 +243,7 @@ Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
         entry["kv_read_per_token"] = d["kv_read_per_token"];
         entry["peak_rss_bytes"] = d["peak_rss_bytes"];
       }
+      add_bandwidth(entry, row, copy);
       if (base) {
         const double b = median_at(*base, d["depth"].get<int64_t>());
         const double mine = d["ms_per_token"]["median"].get<double>();
@@ -251,6 +273,7 @@ Json summarize_speed(const SpeedOptions& s, std::vector<Json> rows) {
             {"warmup", s.warmup},
             {"steps", s.steps},
             {"fill", s.fill}}},
+          {"copy_bandwidth_gb_per_s", copy},
           {"rows", rows},
           {"prefill", prefill},
           {"decode", decode},
@@ -266,9 +289,13 @@ std::string speed_markdown(const Json& section) {
   out += section["prefill"].empty() && section["options"].value("fill", "") == "synthetic"
              ? "Prefill: none (--fill synthetic).\n"
              : "Prefill:\n\n" + p.markdown();
+  const Json copy = section.value("copy_bandwidth_gb_per_s", Json::object());
+  for (const auto& [threads, gbps] : copy.items())
+    out += "\nCopy bandwidth (STREAM-like, read + write), " + threads +
+           " thread(s): " + fmt_fixed(gbps, 1) + " GB/s\n";
   Table d({"KV", "threads", "depth", "decode ms/token (median)", "min - max", "tok/s",
            "time vs f16 (lower is better)", "attention ms/token", "KV read/token: RAM + disk",
-           "peak RSS"});
+           "weights read/token", "read GB/s (share of copy bandwidth)", "peak RSS"});
   for (const auto& r : section["decode"]) {
     const bool more = r.contains("kv_read_per_token");
     const Json& rd = more ? r["kv_read_per_token"] : r;
@@ -281,6 +308,16 @@ std::string speed_markdown(const Json& section) {
            more ? fmt_bytes(Json(uint64_t(rd["ram_bytes"].get<double>()))) + " + " +
                       fmt_bytes(Json(uint64_t(rd["disk_bytes"].get<double>())))
                 : "",
+           r.contains("weights_read_per_token")
+               ? fmt_bytes(Json(uint64_t(r["weights_read_per_token"].get<double>())))
+               : "",
+           r.contains("read_gb_per_s")
+               ? fmt_fixed(r["read_gb_per_s"], 1) +
+                     (r.contains("share_of_copy_bandwidth")
+                          ? " (" + fmt_fixed(r["share_of_copy_bandwidth"].get<double>() * 100, 0) +
+                                "%)"
+                          : "")
+               : "",
            more ? fmt_bytes(r["peak_rss_bytes"]) : ""});
   }
   out += "\nDecode (steady state):\n\n" + d.markdown();

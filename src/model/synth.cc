@@ -73,6 +73,15 @@ std::vector<SynthSpec> all_presets() {
   moe.n_experts_used = 8;
   moe.n_ff_expert = 768;
   p.push_back(moe);
+  SynthSpec oss = make_spec("gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 64, 2880, 201088, 131072,
+                            150000.0f, 1e-5f, false);
+  oss.n_experts = 32;
+  oss.n_experts_used = 4;
+  oss.n_ff_expert = 2880;
+  oss.sliding_window = 128;
+  oss.yarn_factor = 32.0f;
+  oss.yarn_orig_ctx = 4096;
+  p.push_back(oss);
   SynthSpec tiny_moe =
       make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false);
   tiny_moe.n_experts = 8;
@@ -173,10 +182,13 @@ struct TensorPlan {
   int64_t mats = 1;             // > 1: a 3-D tensor of `mats` matrices (experts)
 };
 
-// The weight type plan: one type for every matrix, or llama.cpp's Q4_K_M mix.
+// The weight type plan: one type for every matrix, or one of llama.cpp's
+// mixes: Q4_K_M, or MXFP4_MOE (expert tensors MXFP4, every other matrix
+// Q8_0, as gpt-oss is published).
 struct TypePlan {
   DType base = DType::F16;
   bool q4_k_m = false;
+  bool mxfp4_moe = false;
 
   static TypePlan parse(const std::string& name) {
     TypePlan p;
@@ -185,6 +197,12 @@ struct TypePlan {
     if (lower == "q4_k_m") {
       p.base = DType::Q4_K;
       p.q4_k_m = true;
+      return p;
+    }
+    if (lower == "mxfp4_moe") {
+      p.base = DType::Q8_0;
+      p.mxfp4_moe = true;
+      if (!traits(DType::MXFP4).supported) fail("synth: weight type mxfp4 is not supported");
       return p;
     }
     const auto t = parse_dtype(name);
@@ -200,26 +218,29 @@ struct TypePlan {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
   }
 
-  // kind: "output", "attn_v", "ffn_down" or anything else.
+  // kind: the tensor's name without "blk.N." and ".weight" ("output",
+  // "attn_v", "ffn_down_exps", ...).
   DType pick(std::string_view kind, int layer, int n_layers, int64_t cols) const {
     DType t = base;
     if (q4_k_m) {
       if (kind == "output") t = DType::Q6_K;
-      if ((kind == "attn_v" || kind == "ffn_down") && use_more_bits(layer, n_layers)) {
+      if ((kind == "attn_v" || kind.rfind("ffn_down", 0) == 0) && use_more_bits(layer, n_layers)) {
         t = DType::Q6_K;
       }
     }
+    if (mxfp4_moe && kind.find("_exps") != std::string_view::npos) t = DType::MXFP4;
     if (cols % traits(t).block_size != 0) t = DType::F16;  // as llama.cpp falls back
     return t;
   }
 };
 
 void validate(const SynthSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe") {
-    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3, qwen3moe)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" &&
+      s.arch != "gpt-oss") {
+    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3, qwen3moe, gpt-oss)");
   }
-  if ((s.arch == "qwen3moe") != (s.n_experts > 0))
-    fail("synth: ", s.preset, ": experts go with the qwen3moe architecture");
+  if ((s.arch == "qwen3moe" || s.arch == "gpt-oss") != (s.n_experts > 0))
+    fail("synth: ", s.preset, ": experts go with the qwen3moe and gpt-oss architectures");
   if (s.n_experts > 0 &&
       (s.n_experts_used < 1 || s.n_experts_used > s.n_experts || s.n_ff_expert < 1))
     fail("synth: ", s.preset, ": ", s.n_experts_used, " of ", s.n_experts, " experts of width ",
@@ -276,66 +297,101 @@ void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool
   }
 }
 
-std::vector<TensorPlan> plan_tensors(const SynthSpec& s, const TypePlan& types) {
-  std::vector<TensorPlan> plan;
-  auto matrix = [&](std::string name, std::string_view kind, int layer, int64_t cols,
-                    int64_t rows) {
-    plan.push_back(
-        {std::move(name), types.pick(kind, layer, s.n_layers, cols), cols, rows, Fill::Matrix, {}});
-  };
-  auto expert_matrices = [&](std::string name, std::string_view kind, int layer, int64_t cols,
-                             int64_t rows) {
-    matrix(std::move(name), kind, layer, cols, rows);
-    plan.back().mats = s.n_experts;
-  };
-  auto vec = [&](std::string name, int64_t n, Fill fill) {
-    plan.push_back({std::move(name), DType::F32, n, 1, fill, {}});
-  };
-  const int64_t E = s.n_embd, Q = int64_t(s.n_heads) * s.head_dim;
+// The tensors of a spec, in the order llama.cpp's converter writes them.
+class Planner {
+ public:
+  Planner(const SynthSpec& s, const TypePlan& types) : s_(s), types_(types) {}
 
-  matrix("token_embd.weight", "token_embd", 0, E, s.n_vocab);
-  if (s.llama3_factor > 0.0f) {
-    auto factors =
-        llama3_rope_freq_factors(s.head_dim, s.rope_base, s.llama3_factor, s.llama3_low_freq_factor,
-                                 s.llama3_high_freq_factor, s.llama3_orig_ctx);
-    plan.push_back({"rope_freqs.weight", DType::F32, int64_t(factors.size()), 1, Fill::Constant,
-                    std::move(factors)});
+  std::vector<TensorPlan> plan() {
+    const int64_t E = s_.n_embd;
+    matrix("token_embd.weight", "token_embd", 0, E, s_.n_vocab);
+    if (s_.llama3_factor > 0.0f) {
+      auto factors = llama3_rope_freq_factors(s_.head_dim, s_.rope_base, s_.llama3_factor,
+                                              s_.llama3_low_freq_factor, s_.llama3_high_freq_factor,
+                                              s_.llama3_orig_ctx);
+      plan_.push_back({"rope_freqs.weight", DType::F32, int64_t(factors.size()), 1, Fill::Constant,
+                       std::move(factors)});
+    }
+    vec("output_norm.weight", E, Fill::Norm);
+    if (!s_.tied_output) matrix("output.weight", "output", 0, E, s_.n_vocab);
+    for (int l = 0; l < s_.n_layers; ++l) {
+      attention(l);
+      ffn(l);
+    }
+    return std::move(plan_);
   }
-  vec("output_norm.weight", E, Fill::Norm);
-  if (!s.tied_output) matrix("output.weight", "output", 0, E, s.n_vocab);
-  for (int l = 0; l < s.n_layers; ++l) {
+
+ private:
+  void matrix(std::string name, std::string_view kind, int layer, int64_t cols, int64_t rows,
+              int64_t mats = 1) {
+    plan_.push_back({std::move(name),
+                     types_.pick(kind, layer, s_.n_layers, cols),
+                     cols,
+                     rows,
+                     Fill::Matrix,
+                     {},
+                     mats});
+  }
+  // A float tensor of rows x cols values (a vector when rows == 1).
+  void vec(std::string name, int64_t cols, Fill fill, int64_t rows = 1) {
+    plan_.push_back({std::move(name), DType::F32, cols, rows, fill, {}, 1});
+  }
+
+  void attention(int l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    const int64_t K = int64_t(kv_heads_of(s, l)) * s.head_dim, F = ff_of(s, l);
+    const int64_t E = s_.n_embd, Q = int64_t(s_.n_heads) * s_.head_dim;
+    const int64_t K = int64_t(kv_heads_of(s_, l)) * s_.head_dim;
+    const bool oss = s_.arch == "gpt-oss";
     vec(p + "attn_norm.weight", E, Fill::Norm);
     matrix(p + "attn_q.weight", "attn_q", l, E, Q);
     matrix(p + "attn_k.weight", "attn_k", l, E, K);
     matrix(p + "attn_v.weight", "attn_v", l, E, K);
-    if (s.arch == "qwen2") {
+    if (s_.arch == "qwen2" || oss) {
       vec(p + "attn_q.bias", Q, Fill::Bias);
       vec(p + "attn_k.bias", K, Fill::Bias);
       vec(p + "attn_v.bias", K, Fill::Bias);
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
-      vec(p + "attn_q_norm.weight", s.head_dim, Fill::Norm);
-      vec(p + "attn_k_norm.weight", s.head_dim, Fill::Norm);
+    if (s_.arch == "qwen3" || s_.arch == "qwen3moe") {
+      vec(p + "attn_q_norm.weight", s_.head_dim, Fill::Norm);
+      vec(p + "attn_k_norm.weight", s_.head_dim, Fill::Norm);
     }
     matrix(p + "attn_output.weight", "attn_output", l, Q, E);
-    vec(p + "ffn_norm.weight", E, Fill::Norm);
-    if (s.n_experts > 0) {
-      // The router stays f32 (llama-quantize leaves ffn_gate_inp alone).
-      plan.push_back({p + "ffn_gate_inp.weight", DType::F32, E, s.n_experts, Fill::Matrix, {}});
-      const int64_t G = s.n_ff_expert;
-      expert_matrices(p + "ffn_gate_exps.weight", "ffn_gate", l, E, G);
-      expert_matrices(p + "ffn_up_exps.weight", "ffn_up", l, E, G);
-      expert_matrices(p + "ffn_down_exps.weight", "ffn_down", l, G, E);
-      continue;
+    if (oss) {  // output bias, one learned sink logit per head
+      vec(p + "attn_output.bias", E, Fill::Bias);
+      vec(p + "attn_sinks.weight", s_.n_heads, Fill::Bias);
     }
-    matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
-    matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
-    matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
   }
-  return plan;
-}
+
+  void ffn(int l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t E = s_.n_embd, F = ff_of(s_, l);
+    const bool oss = s_.arch == "gpt-oss";
+    // gpt-oss calls the FFN's input norm the post-attention norm.
+    vec(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, Fill::Norm);
+    if (s_.n_experts == 0) {
+      matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
+      matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
+      matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
+      return;
+    }
+    // The router stays f32 (llama-quantize leaves ffn_gate_inp alone).
+    const int64_t X = s_.n_experts, G = s_.n_ff_expert;
+    plan_.push_back({p + "ffn_gate_inp.weight", DType::F32, E, X, Fill::Matrix, {}, 1});
+    matrix(p + "ffn_gate_exps.weight", "ffn_gate_exps", l, E, G, X);
+    matrix(p + "ffn_up_exps.weight", "ffn_up_exps", l, E, G, X);
+    matrix(p + "ffn_down_exps.weight", "ffn_down_exps", l, G, E, X);
+    if (oss) {  // biases of the router and of every expert's three products
+      vec(p + "ffn_gate_inp.bias", X, Fill::Bias);
+      vec(p + "ffn_gate_exps.bias", G, Fill::Bias, X);
+      vec(p + "ffn_up_exps.bias", G, Fill::Bias, X);
+      vec(p + "ffn_down_exps.bias", E, Fill::Bias, X);
+    }
+  }
+
+  const SynthSpec& s_;
+  const TypePlan& types_;
+  std::vector<TensorPlan> plan_;
+};
 
 }  // namespace
 
@@ -381,6 +437,11 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.yarn_factor > 0.0f) {  // gpt-oss's YaRN rope scaling
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", s.yarn_factor);
+    w.set_u32(a + "rope.scaling.original_context_length", uint32_t(s.yarn_orig_ctx));
+  }
   if (s.n_experts > 0) {
     w.set_u32(a + "expert_count", uint32_t(s.n_experts));
     w.set_u32(a + "expert_used_count", uint32_t(s.n_experts_used));
@@ -390,7 +451,7 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
   w.set_string("turbokv.synth.type", opts.type);
   w.set("turbokv.synth.seed", gguf::Value::make_u64(opts.seed));
 
-  std::vector<TensorPlan> plan = plan_tensors(s, types);
+  std::vector<TensorPlan> plan = Planner(s, types).plan();
   for (const auto& t : plan) {
     result.tensor_bytes += uint64_t(t.rows * t.mats) * row_bytes(t.type, t.cols);
     result.n_params += uint64_t(t.rows * t.mats) * uint64_t(t.cols);

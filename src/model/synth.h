@@ -28,7 +28,9 @@ namespace tkv::model {
 // models' config.json; tests may shrink any field.
 struct SynthSpec {
   std::string preset;  // "llama-3.1-8b", ... (recorded in the file's metadata)
-  // llama | qwen2 (QKV bias) | qwen3 (QK norm) | qwen3moe (qwen3 with experts)
+  // llama | qwen2 (QKV bias) | qwen3 (QK norm) | qwen3moe (qwen3 with
+  // experts) | gpt-oss (files llama.cpp runs; turbokv's forward does not
+  // run its attention yet: sliding windows, sinks)
   std::string arch = "llama";
   int n_embd = 256;
   int n_layers = 2;
@@ -54,11 +56,15 @@ struct SynthSpec {
   float llama3_low_freq_factor = 1.0f;
   float llama3_high_freq_factor = 4.0f;
   int llama3_orig_ctx = 8192;
+  // YaRN rope scaling metadata (gpt-oss), factor 0 = none.
+  float yarn_factor = 0.0f;
+  int yarn_orig_ctx = 0;
 };
 
 // Names of the presets: tiny, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,
 // qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b (v0.3), mistral-7b-v0.1,
-// qwen3-30b-a3b (qwen3moe: 128 experts of 768, top 8), tiny-moe.
+// qwen3-30b-a3b (qwen3moe: 128 experts of 768, top 8), gpt-oss-20b (32
+// experts of 2880, top 4), tiny-moe.
 std::vector<std::string> synth_preset_names();
 // A preset by name; tkv::Error listing the known names otherwise.
 SynthSpec synth_preset(std::string_view name);
@@ -69,9 +75,10 @@ struct SynthOptions {
   // expert width (test-sized MoE models of a real model's other shapes).
   int experts = 0, experts_used = 0, expert_ff = 0;
   std::string vocab_from;  // GGUF whose tokenizer.* metadata is copied
-  // Weight type of the 2-D matrices: any supported dtype name ("f32", "f16",
-  // "bf16", "q8_0", "q4_0", "q4_K", "q6_K", ...) or "q4_K_M" (llama.cpp's mix:
-  // q6_K for output and for attn_v / ffn_down in some layers, q4_K elsewhere).
+  // Weight type of the matrices: any supported dtype name ("f32", "f16",
+  // "bf16", "q8_0", "q4_0", "q4_K", "q6_K", "mxfp4", ...), "q4_K_M" (llama.cpp's
+  // mix: q6_K for output and for attn_v / ffn_down in some layers, q4_K
+  // elsewhere) or "mxfp4_moe" (expert tensors mxfp4, the rest q8_0).
   // A matrix whose row length is not a multiple of the type's block falls
   // back to f16, as llama.cpp does. Norms, biases and rope_freqs stay f32.
   std::string type = "f16";

@@ -1,7 +1,6 @@
 #include "model/weights.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -133,21 +132,21 @@ MoeWeights bind_moe(Binder& b, const std::string& p, int n_embd, const MoeSpec& 
 
 }  // namespace
 
-ActiveWeights active_weights(const gguf::GgufFile& file, const ModelConfig& c) {
+ActiveWeights active_weights(const gguf::GgufFile& file) {
   ActiveWeights a;
+  const std::string arch = file.get_string("general.architecture").value_or("");
+  a.n_experts = int(std::max<int64_t>(0, file.get_int(arch + ".expert_count").value_or(0)));
+  a.n_used = int(
+      std::clamp<int64_t>(file.get_int(arch + ".expert_used_count").value_or(0), 0, a.n_experts));
+  const bool tied = file.find_tensor("output.weight") == nullptr;
   for (const gguf::TensorInfo& t : file.tensors()) {
     a.total_params += uint64_t(t.n_elements());
     a.total_bytes += t.n_bytes;
     uint64_t num = 1, den = 1;  // the fraction of it one token reads
-    const size_t exps = t.name.find("_exps.");
-    int layer = -1;
-    if (exps != std::string::npos && std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 &&
-        layer >= 0 && layer < c.n_layers && t.shape.size() == 3) {
-      const MoeSpec& m = c.layers[size_t(layer)].ffn.moe;
-      num = uint64_t(m.n_used);
-      den = uint64_t(std::max(1, m.n_experts));
-    } else if (t.name == "token_embd.weight" && !c.tied_output) {
-      num = 1;
+    if (a.n_experts > 0 && t.shape.size() == 3 && t.name.find("_exps.") != std::string::npos) {
+      num = uint64_t(a.n_used);
+      den = uint64_t(a.n_experts);
+    } else if (t.name == "token_embd.weight" && !tied) {
       den = uint64_t(std::max<int64_t>(1, t.rows()));
     }
     a.params += uint64_t(t.n_elements()) * num / den;
@@ -220,7 +219,7 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
     L.w_down = b.matrix(p + "ffn_down.weight", ff, c.n_embd);
   }
   w.bytes = b.bytes();
-  w.active_bytes = active_weights(file, c).bytes;
+  w.active_bytes = active_weights(file).bytes;
   return w;
 }
 

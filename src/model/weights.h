@@ -58,14 +58,17 @@ struct LayerWeights {
   std::vector<WeightMatrix*> matrices();
 };
 
-// What one token reads of a model file: every tensor, except that of each
-// MoE layer's expert tensors (*_exps) only n_used of n_experts count, and
-// of token_embd one row (all of it when it is also the output matrix).
+// What one token reads of a model file: every tensor, except that of the
+// 3-D expert tensors (*_exps) only expert_used_count of expert_count count,
+// and of token_embd one row (all of it when it is also the output matrix).
+// From the metadata and tensor table alone: it also describes files of
+// architectures the forward does not run yet.
 struct ActiveWeights {
+  int n_experts = 0, n_used = 0;               // 0: no experts
   uint64_t params = 0, bytes = 0;              // per token
   uint64_t total_params = 0, total_bytes = 0;  // the whole file's tensors
 };
-ActiveWeights active_weights(const gguf::GgufFile& file, const ModelConfig& config);
+ActiveWeights active_weights(const gguf::GgufFile& file);
 
 struct ModelWeights {
   WeightMatrix token_embd;               // n_vocab rows of n_embd
