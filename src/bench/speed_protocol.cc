@@ -187,6 +187,7 @@ const Json* find_f16(const std::vector<Json>& rows, const Json& row) {
 // the median step, and its share of the copy bandwidth measured in the run
 // at the same thread count: how close decode runs to the memory limit.
 void add_bandwidth(Json& entry, const Json& row, const Json& copy) {
+  if (!row.contains("model") || !row["model"].is_object()) return;
   const double weights = row["model"].value("active_weight_bytes", 0.0);
   const double kv = entry.contains("kv_read_per_token")
                         ? entry["kv_read_per_token"]["ram_bytes"].get<double>()
