@@ -247,7 +247,17 @@ std::string memory_markdown(const Json& section) {
                       fmt_bytes(Json(uint64_t(r["kv_read_per_token"]["disk_bytes"].get<double>()))))
                : Cell("")});
   }
-  return t.markdown();
+  // What a decoded token reads of the weights (a mixture of experts: its
+  // chosen experts only), from the first row that knows its model.
+  std::string weights;
+  for (const Json& r : rows)
+    if (r.contains("model") && r["model"].is_object() &&
+        r["model"].contains("active_weight_bytes")) {
+      weights = "Weights read per decoded token: " + fmt_bytes(r["model"]["active_weight_bytes"]) +
+                " of " + fmt_bytes(r["model"]["weight_bytes"]) + ".\n\n";
+      break;
+    }
+  return weights + t.markdown();
 }
 
 }  // namespace tkv::bench
