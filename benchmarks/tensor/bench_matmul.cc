@@ -231,11 +231,17 @@ void register_matvec() {
       register_dram(str("Matvec/", dtype_name(t), "/", s.name),
                     [t, s](benchmark::State& st) { BM_Matvec(st, t, s.rows, s.cols); });
   // Every other supported type on one large shape.
-  const DType other_types[] = {DType::F32,  DType::BF16, DType::Q4_1, DType::Q5_0,   DType::Q5_1,
-                               DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS};
+  const DType other_types[] = {DType::F32,    DType::BF16,   DType::Q4_1, DType::Q5_0,
+                               DType::Q5_1,   DType::Q2_K,   DType::Q3_K, DType::Q5_K,
+                               DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
   for (DType t : other_types)
     register_dram(str("Matvec/", dtype_name(t), "/ffn_up"),
                   [t](benchmark::State& st) { BM_Matvec(st, t, 8192, 2048); });
+  // One gpt-oss expert matrix (2880 x 2880): MXFP4 next to the other 4-bit
+  // types with 32-value blocks.
+  for (DType t : {DType::MXFP4, DType::IQ4_NL, DType::Q4_0})
+    register_dram(str("Matvec/", dtype_name(t), "/expert_2880"),
+                  [t](benchmark::State& st) { BM_Matvec(st, t, 2880, 2880); });
   // Batched decode: 8 sequences' tokens against each weight, read once.
   for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q4_0, DType::F16})
     register_dram(str("Batch8/", dtype_name(t), "/ffn_up"),

@@ -1,7 +1,9 @@
 // Byte layouts of ggml's weight blocks, exactly as GGUF files store them
 // (ggml-common.h). Every struct is packed by construction (only uint8_t and
-// uint16_t members, 2-byte aligned) and its size is pinned by a static_assert.
-// Multi-byte fields are little-endian; `d`/`m`/`dmin` are IEEE binary16 bits.
+// uint16_t members, 2-byte aligned; BlockMXFP4 only uint8_t ones, so its
+// 17-byte blocks and rows may start at any address) and its size is pinned
+// by a static_assert. Multi-byte fields are little-endian; `d`/`m`/`dmin`
+// are IEEE binary16 bits.
 //
 // A row of `cols` values is cols / kValues consecutive blocks. Formulas below
 // give the dequantized value y[i] of value index i inside one block; scales
@@ -9,6 +11,7 @@
 // docs/WEIGHTS.md for the tables and the kernels' strategy).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -161,6 +164,29 @@ struct BlockIQ4_XS {
   uint8_t qs[128];
 };
 static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// The 16 E2M1 values of MXFP4, doubled so that they are integers (ggml's
+// kvalues_mxfp4): code c is sign (c >> 3), magnitude 0, 0.5, 1, 1.5, 2, 3,
+// 4, 6 for c & 7, here times 2.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half of the E8M0 scale e, 2^(e - 127) / 2 = 2^(e - 128), which undoes the
+// doubling of kMXFP4Values (ggml's GGML_E8M0_TO_FP32_HALF, bit for bit):
+// e = 0 and 1 give the subnormals 2^-128 and 2^-127; e = 255 (E8M0's NaN)
+// gives 2^127, as in ggml.
+constexpr float e8m0_half_to_f32(uint8_t e) {
+  return std::bit_cast<float>(e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23);
+}
+
+// MXFP4 (gpt-oss's expert weights): y[i] = e8m0_half_to_f32(e) *
+// kMXFP4Values[q[i]], nibbles as Q4_0. 17 bytes, alignment 1.
+struct BlockMXFP4 {
+  static constexpr int kValues = 32;
+  uint8_t e;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockMXFP4) == 17 && alignof(BlockMXFP4) == 1);
 
 // Float rows have no blocks: F32 is IEEE binary32, F16 binary16 and BF16 the
 // upper half of a binary32, each value stored little-endian, one after another.

@@ -42,7 +42,7 @@ constexpr DTypeTraits kTraits[] = {
     {DType::BF16, "bf16", 1, 2, true},
     {DType::TQ1_0, "tq1_0", 256, 54, false},
     {DType::TQ2_0, "tq2_0", 256, 66, false},
-    {DType::MXFP4, "mxfp4", 32, 17, false},
+    {DType::MXFP4, "mxfp4", 32, 17, true},
 };
 
 }  // namespace

@@ -41,6 +41,7 @@ Family family_of(DType type) {
     case DType::Q5_1:
     case DType::Q8_0:
     case DType::IQ4_NL:
+    case DType::MXFP4:
       return Family::kQ32;
     case DType::Q2_K:
     case DType::Q3_K:
@@ -228,8 +229,10 @@ WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t col
     fail("tensor ", what, ": ", cols, " columns is not a multiple of the ", tr.name, " block size ",
          tr.block_size);
   if (data == nullptr && rows > 0) fail("tensor ", what, ": no data");
-  // Every block layout has 16-bit fields (GGUF aligns tensor data to 32).
-  if (reinterpret_cast<uintptr_t>(data) % 2 != 0)
+  // Every block layout but MXFP4's has 16-bit fields (GGUF aligns tensor
+  // data to 32); MXFP4's 17-byte blocks are bytes only, so a slice of its
+  // rows (one expert of a 3-D tensor) may start at any address.
+  if (type != DType::MXFP4 && reinterpret_cast<uintptr_t>(data) % 2 != 0)
     fail("tensor ", what, ": data is not 2-byte aligned");
   WeightMatrix w;
   w.type = type;

@@ -92,7 +92,8 @@ struct WeightMatrix {
 
 // Builds a WeightMatrix, checking that the type is supported, cols is a
 // multiple of its block size and data is 2-byte aligned (GGUF data is
-// 32-byte aligned); tkv::Error naming `what` and the type otherwise.
+// 32-byte aligned; MXFP4, whose blocks are bytes only, may start at any
+// address); tkv::Error naming `what` and the type otherwise.
 WeightMatrix make_weight(DType type, const void* data, int64_t rows, int64_t cols,
                          const char* what = "tensor");
 

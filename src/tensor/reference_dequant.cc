@@ -159,6 +159,14 @@ void deq_iq4_xs(const BlockIQ4_XS& b, float* y) {
   }
 }
 
+void deq_mxfp4(const BlockMXFP4& b, float* y) {
+  const float d = e8m0_half_to_f32(b.e);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = float(kMXFP4Values[b.qs[j] & 0xF]) * d;
+    y[j + 16] = float(kMXFP4Values[b.qs[j] >> 4]) * d;
+  }
+}
+
 template <typename Block, void (*Fn)(const Block&, float*)>
 void deq_blocks(const uint8_t* src, float* dst, int64_t n) {
   const Block* b = blocks_of<Block>(src);
@@ -215,6 +223,8 @@ void dequantize_row_ref(DType type, const uint8_t* src, float* dst, int64_t n) {
       return deq_blocks<BlockIQ4_NL, deq_iq4_nl>(src, dst, n);
     case DType::IQ4_XS:
       return deq_blocks<BlockIQ4_XS, deq_iq4_xs>(src, dst, n);
+    case DType::MXFP4:
+      return deq_blocks<BlockMXFP4, deq_mxfp4>(src, dst, n);
     default:
       break;
   }

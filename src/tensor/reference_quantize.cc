@@ -268,6 +268,34 @@ void quant_iq4_xs(const float* x, BlockIQ4_XS& b) {
   }
 }
 
+// ggml's quantize_row_mxfp4_ref: the shared exponent puts amax's binade at
+// the top level's (12 * d = 1.5 * 2^floor(log2 amax)), each value takes the
+// first level of least |level * d - x|. Where ggml's conversion of the
+// exponent to uint8_t is undefined (amax below 2^-125 or infinite) it is
+// clamped to 0 .. 254 here.
+void quant_mxfp4(const float* x, BlockMXFP4& b) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j)
+    if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+  int e = 0;
+  if (amax > 0.0f) {
+    const float fe = std::floor(std::log2(amax)) - 2 + 127;
+    e = fe < 0.0f ? 0 : (fe > 254.0f ? 254 : int(fe));
+  }
+  b.e = uint8_t(e);
+  const float d = e8m0_half_to_f32(b.e);
+  auto best = [d](float v) {
+    int best_index = 0;
+    float best_err = std::fabs(float(kMXFP4Values[0]) * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(float(kMXFP4Values[i]) * d - v);
+      if (err < best_err) best_index = i, best_err = err;
+    }
+    return best_index;
+  };
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(best(x[j]) | (best(x[j + 16]) << 4));
+}
+
 template <typename Block, void (*Fn)(const float*, Block&)>
 void quant_blocks(const float* src, uint8_t* dst, int64_t n) {
   for (int64_t i = 0; i < n / Block::kValues; ++i) {
@@ -325,6 +353,8 @@ void quantize_row_ref(DType type, const float* src, uint8_t* dst, int64_t n) {
       return quant_blocks<BlockIQ4_NL, quant_iq4_nl>(src, dst, n);
     case DType::IQ4_XS:
       return quant_blocks<BlockIQ4_XS, quant_iq4_xs>(src, dst, n);
+    case DType::MXFP4:
+      return quant_blocks<BlockMXFP4, quant_mxfp4>(src, dst, n);
     default:
       break;
   }

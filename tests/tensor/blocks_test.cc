@@ -4,6 +4,7 @@
 // from the block layouts in tensor/blocks.h, not computed by library code.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -120,6 +121,87 @@ TEST(Blocks, IQ4_NL) {
     want[static_cast<size_t>(j + 16)] = 0.5f * levels[15 - j];
   }
   expect_decodes_to(DType::IQ4_NL, bytes_of(b), want);
+}
+
+// E2M1 as the OCP MX spec writes it: code c is (-1)^(c >> 3) times
+// 0, 0.5, 1, 1.5, 2, 3, 4, 6 for c & 7.
+constexpr float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+// An MXFP4 block with scale exponent e: y = E2M1(code) * 2^(e - 127).
+// Codes j (low nibbles) and 15 - j (high nibbles), so each of the 16 codes
+// occurs in both halves.
+void expect_mxfp4_block(uint8_t e) {
+  BlockMXFP4 b{};
+  b.e = e;
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | ((15 - j) << 4));
+  std::vector<float> want(32);
+  for (int j = 0; j < 16; ++j) {
+    want[static_cast<size_t>(j)] = std::ldexp(kE2M1[j], int(e) - 127);
+    want[static_cast<size_t>(j + 16)] = std::ldexp(kE2M1[15 - j], int(e) - 127);
+  }
+  SCOPED_TRACE(int(e));
+  expect_decodes_to(DType::MXFP4, bytes_of(b), want);
+}
+
+TEST(Blocks, MXFP4) {
+  // e = 127: scale 1, the E2M1 values themselves.
+  expect_mxfp4_block(127);
+  // Small and large binades; e = 0 and 1 make 2^-128 and 2^-127 half-scales
+  // (subnormal f32), whose products stay exact subnormals.
+  for (uint8_t e : {0, 1, 2, 100, 130, 200}) expect_mxfp4_block(e);
+  // The table and the half-scale, pinned directly (ggml's kvalues_mxfp4 and
+  // GGML_E8M0_TO_FP32_HALF).
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(float(kMXFP4Values[c]), 2 * kE2M1[c]) << c;
+  EXPECT_EQ(e8m0_half_to_f32(127), 0.5f);
+  EXPECT_EQ(e8m0_half_to_f32(128), 1.0f);
+  EXPECT_EQ(e8m0_half_to_f32(0), std::ldexp(1.0f, -128));
+  EXPECT_EQ(e8m0_half_to_f32(1), std::ldexp(1.0f, -127));
+  EXPECT_EQ(e8m0_half_to_f32(2), std::ldexp(1.0f, -126));
+  EXPECT_EQ(e8m0_half_to_f32(254), std::ldexp(1.0f, 126));
+  EXPECT_EQ(e8m0_half_to_f32(255), std::ldexp(1.0f, 127));  // E8M0's NaN code, as ggml reads it
+}
+
+TEST(Blocks, MXFP4HandBuiltBlock) {
+  // e = 126 (scale 1/2); codes 0x7 (6 -> 3), 0xF (-6 -> -3), 0x1 (0.5 ->
+  // 0.25), 0x9 (-0.5 -> -0.25) in value 0, 16, 1, 17; zeros elsewhere.
+  BlockMXFP4 b{};
+  b.e = 126;
+  b.qs[0] = 0xF7;
+  b.qs[1] = 0x91;
+  std::vector<float> want(32, 0.0f);
+  want[0] = 3.0f;
+  want[16] = -3.0f;
+  want[1] = 0.25f;
+  want[17] = -0.25f;
+  expect_decodes_to(DType::MXFP4, bytes_of(b), want);
+  // The bytes exactly as a GGUF file holds them: e first, then qs.
+  const auto bytes = bytes_of(b);
+  ASSERT_EQ(bytes.size(), 17u);
+  EXPECT_EQ(bytes[0], 126);
+  EXPECT_EQ(bytes[1], 0xF7);
+  EXPECT_EQ(bytes[2], 0x91);
+}
+
+// ggml's quantize_row_mxfp4_ref, worked by hand: amax = 5 gives
+// e = floor(log2 5) - 2 + 127 = 127 (levels 0 .. 6 in steps of E2M1), each
+// value the nearest level, ties to the first (lower-index) one.
+TEST(Blocks, MXFP4QuantizesLikeGgml) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 5.0f;    // between 4 and 6: a tie, the first level (4, code 6)
+  x[1] = -2.4f;   // nearest -2 (code 12)
+  x[2] = 0.25f;   // between 0 and 0.5: a tie, code 0
+  x[16] = 1.3f;   // nearest 1.5 (code 3)
+  x[17] = -0.8f;  // nearest -1 (code 10)
+  std::vector<uint8_t> q(17);
+  quantize_row(DType::MXFP4, x.data(), q.data(), 32);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 0x36);
+  EXPECT_EQ(q[2], 0xAC);
+  EXPECT_EQ(q[3], 0x00);
+  // amax 0: e = 0, every code 0.
+  std::vector<float> zeros(32, 0.0f);
+  quantize_row(DType::MXFP4, zeros.data(), q.data(), 32);
+  EXPECT_EQ(q, std::vector<uint8_t>(17, 0));
 }
 
 TEST(Blocks, Q2_K) {
@@ -279,8 +361,10 @@ TEST(Blocks, EveryDeclaredSizeMatchesTheTraits) {
   EXPECT_EQ(traits(DType::Q6_K).block_bytes, sizeof(BlockQ6_K));
   EXPECT_EQ(traits(DType::IQ4_NL).block_bytes, sizeof(BlockIQ4_NL));
   EXPECT_EQ(traits(DType::IQ4_XS).block_bytes, sizeof(BlockIQ4_XS));
+  EXPECT_EQ(traits(DType::MXFP4).block_bytes, sizeof(BlockMXFP4));
+  EXPECT_EQ(traits(DType::MXFP4).block_size, uint32_t(BlockMXFP4::kValues));
   EXPECT_EQ(traits(DType::Q4_K).block_size, uint32_t(BlockQ4_K::kValues));
-  EXPECT_EQ(test::supported_types().size(), 15u);
+  EXPECT_EQ(test::supported_types().size(), 16u);
 }
 
 }  // namespace

@@ -108,6 +108,11 @@ double rms_bound(DType type) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
       return 0.12;
+    case DType::MXFP4:
+      // A power-of-two scale: the top level is 1.5 * 2^floor(log2 amax),
+      // so values above it are clipped (up to amax / 4) and the steps are
+      // coarser than a fitted scale's (measured 0.115).
+      return 0.17;
     case DType::Q3_K:
       return 0.22;
     case DType::Q2_K:

@@ -137,7 +137,8 @@ TEST(Matmul, MatchesReferenceOnEveryTypeAndTarget) {
 TEST(Matmul, LongRowsStayWithinTheContract) {
   // 8192 columns (llama's FFN down projection): the bound must still hold.
   ThreadPool pool(2);
-  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type :
+       {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::MXFP4}) {
     const int64_t rows = 9, cols = 8192;
     const auto wb = test::random_weights(type, rows, cols, 5);
     const auto x = test::gaussian(static_cast<size_t>(3 * cols), 6);
@@ -180,7 +181,8 @@ TEST(Threads, OneToFourThreadsGiveIdenticalResults) {
 
 TEST(Matmul, TokenResultsDoNotDependOnBatchSize) {
   ThreadPool pool(3);
-  for (DType type : {DType::F16, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
+  for (DType type :
+       {DType::F16, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::MXFP4}) {
     const int64_t rows = 40, cols = 512;
     const auto wb = test::random_weights(type, rows, cols, 21);
     const auto x = test::gaussian(static_cast<size_t>(64 * cols), 22);
@@ -223,7 +225,7 @@ TEST(MakeWeight, RejectsBadTypesAndShapesNamingTheTensor) {
   EXPECT_NE(partial.find("300"), std::string::npos) << partial;
   EXPECT_FALSE(error_of([&] { make_weight(DType::F32, data.data(), -1, 8, "neg"); }).empty());
   EXPECT_FALSE(error_of([&] { make_weight(DType::F32, nullptr, 2, 8, "null"); }).empty());
-  for (DType t : {DType::Q8_1, DType::Q8_K, DType::I8, DType::F64, DType::TQ1_0, DType::MXFP4})
+  for (DType t : {DType::Q8_1, DType::Q8_K, DType::I8, DType::F64, DType::TQ1_0})
     EXPECT_FALSE(error_of([&] { make_weight(t, data.data(), 1, 256, "x"); }).empty())
         << dtype_name(t);
   EXPECT_NE(
@@ -232,6 +234,44 @@ TEST(MakeWeight, RejectsBadTypesAndShapesNamingTheTensor) {
   const WeightMatrix ok = make_weight(DType::Q6_K, data.data(), 3, 512, "ok");
   EXPECT_EQ(ok.row_bytes, 2u * 210u);
   EXPECT_EQ(ok.total_bytes(), 3u * 2u * 210u);
+}
+
+// MXFP4's 17-byte blocks have no 16-bit field: a matrix (one expert's
+// slice of a 3-D tensor) may start at an odd address, and its rows of 5
+// blocks (85 bytes) alternate odd and even. Every product on every target
+// gives the bits of the same matrix at an aligned address.
+TEST(MakeWeight, MXFP4MayStartAtAnyAddress) {
+  ThreadPool pool(2);
+  const int64_t rows = 7, cols = 160, n = 3;
+  const auto wb = test::random_block_bytes(DType::MXFP4, rows, cols, 17);
+  std::vector<uint8_t> shifted(wb.size() + 1);
+  std::copy(wb.begin(), wb.end(), shifted.begin() + 1);
+  const WeightMatrix aligned = make_weight(DType::MXFP4, wb.data(), rows, cols, "aligned");
+  const WeightMatrix odd = make_weight(DType::MXFP4, shifted.data() + 1, rows, cols, "odd");
+  ASSERT_EQ(odd.row_bytes, 85u);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(odd.data) % 2, 1u);  // vectors' data is 16-byte aligned
+  const auto x = test::gaussian(size_t(n * cols), 18);
+  test::for_each_simd_target([&](const std::string& target) {
+    std::vector<float> want(size_t(n * rows)), got(want.size());
+    auto same = [&](const char* what) {
+      ASSERT_TRUE(test::same_bits(want, got)) << what << " on " << target;
+    };
+    matvec(aligned, x.data(), want.data(), pool);
+    matvec(odd, x.data(), got.data(), pool);
+    same("matvec");
+    matvec_batch(aligned, x.data(), n, want.data(), pool);
+    matvec_batch(odd, x.data(), n, got.data(), pool);
+    same("matvec_batch");
+    for (MatmulKernel kernel : {MatmulKernel::kInteger, MatmulKernel::kFloat}) {
+      matmul(aligned, x.data(), n, want.data(), pool, kernel);
+      matmul(odd, x.data(), n, got.data(), pool, kernel);
+      same("matmul");
+    }
+    std::vector<float> row_want(static_cast<size_t>(cols)), row_got(row_want.size());
+    weight_row(aligned, 3, row_want.data());
+    weight_row(odd, 3, row_got.data());
+    ASSERT_EQ(row_got, row_want) << target;
+  });
 }
 
 TEST(Matmul, ZeroTokensAndZeroRowsAreNoOps) {

@@ -1,4 +1,5 @@
-// matvec_batch on float weights (F32/F16/BF16): token t of the batch is
+// matvec_batch on float weights (F32/F16/BF16, and a few quantized types
+// for which it is the integer path or per-token matvec): token t of the batch is
 // bit-identical to matvec(x_t) on every SIMD target, for every column count
 // (whole column chunks, a partial chunk, an odd number of vectors, a scalar
 // tail), row count (whole and partial register tiles and row panels), batch
@@ -75,6 +76,14 @@ TEST(MatvecBatch, LongFloatRowsEqualMatvec) {
   // of 24 tokens on AVX-512, 30 on AVX2, fill the kernel's L2 share).
   for (const DType type : {DType::F16, DType::BF16})
     expect_batch_equals_matvec(type, 40, 8192, {8, 16, 40, 61});
+}
+
+TEST(MatvecBatch, QuantizedTokensEqualMatvec) {
+  // The 4-bit types with 32-value blocks and a level table (MXFP4's rows of
+  // 17-byte blocks start at odd offsets): the integer path on x86, one
+  // matvec per token elsewhere; either way matvec's bits.
+  for (const DType type : {DType::Q4_0, DType::IQ4_NL, DType::MXFP4})
+    expect_batch_equals_matvec(type, 37, 160, {1, 2, 5, 8, 9, 16});
 }
 
 TEST(MatvecBatch, ZeroTokensWriteNothingAndNegativeCountsAreErrors) {

@@ -97,6 +97,15 @@ std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, 
     return w;
   }
   for (auto& b : w) b = uint8_t(byte(rng));
+  if (type == DType::MXFP4) {
+    // The E8M0 byte: half-scales 2^-8 .. 2^0 (weights up to +-12), or
+    // 2^-3 / 2^-4 with pow2_scales (E8M0 has no sign).
+    std::uniform_int_distribution<int> exponent(120, 128);
+    for (size_t blk = 0; blk < total / tr.block_bytes; ++blk)
+      w[blk * tr.block_bytes + offsetof(BlockMXFP4, e)] =
+          uint8_t(pow2_scales ? ((byte(rng) & 1) ? 125 : 124) : exponent(rng));
+    return w;
+  }
   const auto fields = half_fields(type);
   for (size_t blk = 0; blk < total / tr.block_bytes; ++blk) {
     for (size_t off : fields) {

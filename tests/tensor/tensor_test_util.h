@@ -22,9 +22,10 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f);
 std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint32_t seed);
 
 // rows x cols of random bytes, with every f16 scale field replaced by a
-// finite random value (so all quant bit patterns occur, scales stay sane).
-// With pow2_scales the f16 fields are +-2^-3 or +-2^-4 instead, so that the
-// dequantized weights are exact small dyadic numbers.
+// finite random value (so all quant bit patterns occur, scales stay sane;
+// MXFP4's E8M0 byte: a half-scale 2^-8 .. 2^0). With pow2_scales the f16
+// fields are +-2^-3 or +-2^-4 instead (MXFP4's half-scale 2^-3 or 2^-4), so
+// that the dequantized weights are exact small dyadic numbers.
 std::vector<uint8_t> random_block_bytes(DType type, int64_t rows, int64_t cols, uint32_t seed,
                                         bool pow2_scales = false);
 

@@ -18,6 +18,7 @@ ActFormat act_format(DType type) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::IQ4_NL:
+    case DType::MXFP4:
       return ActFormat::kQ8x32;
     case DType::Q2_K:
     case DType::Q3_K:

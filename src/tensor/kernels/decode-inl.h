@@ -73,13 +73,14 @@ HWY_INLINE VF ToF(VI v) {
   return hn::ConvertTo(DF(), v);
 }
 
-// The IQ4 levels of the low or high nibbles of N bytes at p, as f32.
-HWY_INLINE VF IQ4Levels(const uint8_t* p, bool high) {
+// The levels lut[nibble] (a 16-entry int8 table: kIQ4NLValues,
+// kMXFP4Values) of the low or high nibbles of N bytes at p, as f32.
+HWY_INLINE VF NibbleLevels(const int8_t* lut, const uint8_t* p, bool high) {
 #if HWY_TARGET == HWY_SCALAR
-  return hn::Set(DF(), float(kIQ4NLValues[high ? (p[0] >> 4) : (p[0] & 15)]));
+  return hn::Set(DF(), float(lut[high ? (p[0] >> 4) : (p[0] & 15)]));
 #else
   const hn::Full128<uint8_t> d16;
-  const auto table = hn::LoadU(d16, reinterpret_cast<const uint8_t*>(kIQ4NLValues));
+  const auto table = hn::LoadU(d16, reinterpret_cast<const uint8_t*>(lut));
   auto idx = hn::LoadU(DU8(), p);
   idx = high ? hn::ShiftRight<4>(idx) : hn::And(idx, hn::Set(DU8(), 15));
   const auto levels = hn::BitCast(DI8(), hn::TableLookupBytes(table, idx));
@@ -184,7 +185,24 @@ struct Decoder<DType::IQ4_NL> {
     const uint8_t* qs = p + offsetof(Block, qs);
     for (size_t i = 0; i < 32 / kLanes; ++i) {
       const size_t v0 = i * kLanes;
-      f(i, hn::Mul(vd, IQ4Levels(qs + v0 % 16, v0 >= 16)));
+      f(i, hn::Mul(vd, NibbleLevels(kIQ4NLValues, qs + v0 % 16, v0 >= 16)));
+    }
+  }
+};
+
+// The E8M0 half-scale times the doubled E2M1 levels: both factors are
+// powers of two times small integers, so every product is exact, as in
+// ggml's dequantize_row_mxfp4.
+template <>
+struct Decoder<DType::MXFP4> {
+  using Block = BlockMXFP4;
+  template <class F>
+  static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
+    const VF vd = hn::Set(DF(), e8m0_half_to_f32(p[0]));
+    const uint8_t* qs = p + offsetof(Block, qs);
+    for (size_t i = 0; i < 32 / kLanes; ++i) {
+      const size_t v0 = i * kLanes;
+      f(i, hn::Mul(vd, NibbleLevels(kMXFP4Values, qs + v0 % 16, v0 >= 16)));
     }
   }
 };
@@ -310,7 +328,7 @@ struct Decoder<DType::IQ4_XS> {
       const int ls =
           ((b->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((b->scales_h >> (2 * g)) & 3) << 4);
       const VF dl = hn::Set(DF(), d * float(ls - 32));
-      f(i, hn::Mul(dl, IQ4Levels(b->qs + 16 * g + l % 16, l >= 16)));
+      f(i, hn::Mul(dl, NibbleLevels(kIQ4NLValues, b->qs + 16 * g + l % 16, l >= 16)));
     }
   }
 };

@@ -139,6 +139,16 @@ inline constexpr bool kIntHasDotInstructions =
     (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) ||
     (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR);
 
+// The f32 scale of a 32-value block: the f16 d at its start, or MXFP4's
+// E8M0 half-scale (its first byte).
+template <DType T>
+HWY_INLINE float Scale32(const uint8_t* blk) {
+  if constexpr (T == DType::MXFP4)
+    return e8m0_half_to_f32(blk[0]);
+  else
+    return HalfAt(blk);
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
 // --- x86 -------------------------------------------------------------------
@@ -182,10 +192,20 @@ struct UnpackQ4_0 {
     return _mm256_sub_epi8(Nibbles32(p + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8));
   }
 };
+// The int8 levels table[code] of the 32 codes at qs (IQ4_NL, MXFP4): one
+// vpshufb of the 16-entry table.
+HWY_INLINE __m256i Levels32(const int8_t* levels, const uint8_t* qs) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles32(qs));
+}
 struct UnpackIQ4_NL {
   HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles32(p + offsetof(BlockIQ4_NL, qs)));
+    return Levels32(kIQ4NLValues, p + offsetof(BlockIQ4_NL, qs));
+  }
+};
+struct UnpackMXFP4 {
+  HWY_INLINE __m256i operator()(const uint8_t* p) const {
+    return Levels32(kMXFP4Values, p + offsetof(BlockMXFP4, qs));
   }
 };
 // 0xFF in byte i where bit i of the 32 bits at p is set, else 0.
@@ -309,6 +329,8 @@ constexpr size_t IntBlockBytes() {
       return sizeof(BlockQ4_0);
     case DType::IQ4_NL:
       return sizeof(BlockIQ4_NL);
+    case DType::MXFP4:
+      return sizeof(BlockMXFP4);
     case DType::Q5_0:
       return sizeof(BlockQ5_0);
     case DType::Q4_1:
@@ -345,8 +367,8 @@ HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
   return sm16;
 }
 
-// UnpackBlock of the 32-value types: their one chunk, d, and dm where the
-// type has a min (q4_1, q5_1).
+// UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
+// half-scale), and dm where the type has a min (q4_1, q5_1).
 template <DType T>
 HWY_INLINE void UnpackSmallBlock(const uint8_t* blk, UnpackedFor<T>& u) {
   if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
@@ -354,10 +376,11 @@ HWY_INLINE void UnpackSmallBlock(const uint8_t* blk, UnpackedFor<T>& u) {
     u.dm = HalfAt(blk + 2);
     u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
   } else {
-    u.d = HalfAt(blk);
+    u.d = Scale32<T>(blk);
     if constexpr (T == DType::Q8_0) u.w[0] = UnpackQ8_0()(blk);
     if constexpr (T == DType::Q4_0) u.w[0] = UnpackQ4_0()(blk);
     if constexpr (T == DType::IQ4_NL) u.w[0] = UnpackIQ4_NL()(blk);
+    if constexpr (T == DType::MXFP4) u.w[0] = UnpackMXFP4()(blk);
     if constexpr (T == DType::Q5_0) u.w[0] = UnpackQ5_0()(blk);
   }
 }
@@ -483,7 +506,7 @@ HWY_INLINE void UnpackIQ4XSBlock(const uint8_t* blk, UnpackedFor<T>& u) {
 template <DType T, bool kOffsetForm = false>
 HWY_INLINE void UnpackBlock(const uint8_t* blk, UnpackedFor<T>& u) {
   if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL || T == DType::Q5_0 ||
-                T == DType::Q4_1 || T == DType::Q5_1) {
+                T == DType::Q4_1 || T == DType::Q5_1 || T == DType::MXFP4) {
     UnpackSmallBlock<T>(blk, u);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     UnpackK4Block<T>(blk, u);

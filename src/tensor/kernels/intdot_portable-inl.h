@@ -66,7 +66,7 @@ HWY_INLINE void Nibbles32(const uint8_t* qs, int8_t* out) {
   for (int i = 0; i < 16; ++i) out[i] = int8_t(qs[i] & 15), out[i + 16] = int8_t(qs[i] >> 4);
 }
 
-// The signed int8 weight values of a 32-value block and its f16 d field.
+// The signed int8 weight values of a 32-value block.
 template <DType T>
 HWY_INLINE void Unpack32(const uint8_t* p, int8_t* w) {
   if constexpr (T == DType::Q8_0) {
@@ -78,6 +78,9 @@ HWY_INLINE void Unpack32(const uint8_t* p, int8_t* w) {
     Nibbles32(p + offsetof(Block, qs), w);
     for (int i = 0; i < 32; ++i)
       w[i] = int8_t((w[i] | int(((qh >> i) & 1) << 4)) - (T == DType::Q5_0 ? 16 : 0));
+  } else if constexpr (T == DType::MXFP4) {
+    Nibbles32(p + offsetof(BlockMXFP4, qs), w);
+    for (int i = 0; i < 32; ++i) w[i] = kMXFP4Values[w[i]];
   } else {
     Nibbles32(p + 2 + (T == DType::Q4_1 ? 2 : 0), w);
     if constexpr (T == DType::Q4_0)
@@ -98,6 +101,8 @@ constexpr size_t BlockBytes32() {
       return sizeof(BlockQ5_0);
     case DType::Q5_1:
       return sizeof(BlockQ5_1);
+    case DType::MXFP4:
+      return sizeof(BlockMXFP4);
     default:
       return sizeof(BlockQ4_0);  // == BlockIQ4_NL
   }
@@ -113,7 +118,7 @@ HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, con
     Unpack32<T>(blk, w);
     Lanes l{};
     AddDot32<kDot>(w, x[b].q, 1, l);
-    acc.Add(HalfAt(blk) * x[b].d, l);
+    acc.Add(Scale32<T>(blk) * x[b].d, l);
     if constexpr (T == DType::Q4_1 || T == DType::Q5_1)
       offs = offs + (HalfAt(blk + 2) * x[b].d) * float(x[b].sum);
   }

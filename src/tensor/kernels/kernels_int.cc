@@ -65,6 +65,8 @@ void IntDotRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
       return IntRows<DType::Q4_1>(a, r0, r1);
     case DType::IQ4_NL:
       return IntRows<DType::IQ4_NL>(a, r0, r1);
+    case DType::MXFP4:
+      return IntRows<DType::MXFP4>(a, r0, r1);
     case DType::Q5_0:
       return IntRows<DType::Q5_0>(a, r0, r1);
     case DType::Q5_1:

@@ -98,6 +98,8 @@ void IntGemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
       return GemmRowsFor<DType::Q4_1>(a, r0, r1);
     case DType::IQ4_NL:
       return GemmRowsFor<DType::IQ4_NL>(a, r0, r1);
+    case DType::MXFP4:
+      return GemmRowsFor<DType::MXFP4>(a, r0, r1);
     case DType::Q5_0:
       return GemmRowsFor<DType::Q5_0>(a, r0, r1);
     case DType::Q5_1:

@@ -1,5 +1,5 @@
 // Highway kernels for the 32-value block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
-// IQ4_NL (matvec rows and dequantization; matmul is in gemm.cc).
+// IQ4_NL MXFP4 (matvec rows and dequantization; matmul is in gemm.cc).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tensor/kernels/kernels_q32.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -25,6 +25,8 @@ void MatvecRowsQ32(const kernels::MatvecArgs& a, int64_t r0, int64_t r1) {
       return MatvecRowsQ<DType::Q8_0>(a, r0, r1);
     case DType::IQ4_NL:
       return MatvecRowsQ<DType::IQ4_NL>(a, r0, r1);
+    case DType::MXFP4:
+      return MatvecRowsQ<DType::MXFP4>(a, r0, r1);
     default:
       HWY_ABORT("matvec_rows_q32: type %u", unsigned(a.type));
   }
@@ -44,6 +46,8 @@ void DequantizeQ32(DType type, const uint8_t* src, float* dst, int64_t n) {
       return DequantizeQ<DType::Q8_0>(src, dst, n);
     case DType::IQ4_NL:
       return DequantizeQ<DType::IQ4_NL>(src, dst, n);
+    case DType::MXFP4:
+      return DequantizeQ<DType::MXFP4>(src, dst, n);
     default:
       HWY_ABORT("dequantize_q32: type %u", unsigned(type));
   }
