@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "bench/cell_env.h"
+#include "bench/kernel_protocol.h"
 #include "bench/kv_configs.h"
 #include "bench/protocols.h"
 #include "bench/stats.h"
@@ -55,7 +56,9 @@ Json measure_batch(const CellModel& m, const kv::KvConfig& config, int B, int64_
   // eval_batch of the B sequences, the figure this protocol measures.
   std::vector<double> ms;
   std::vector<model::BatchItem> items(static_cast<size_t>(B));
+  uint64_t experts_before = 0;
   for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) experts_before = ctx.expert_bytes_read();
     for (int i = 0; i < B; ++i) items[size_t(i)] = {seqs[size_t(i)].get(), {&next[size_t(i)], 1}};
     Stopwatch clock;
     const auto st = model.eval_batch(ctx, items, *m.pool);
@@ -67,11 +70,17 @@ Json measure_batch(const CellModel& m, const kv::KvConfig& config, int B, int64_
     if (s >= warmup) ms.push_back(t);
   }
   const Summary sum = summarize(ms);
+  // What a step read of the weights: every non-expert tensor once, and the
+  // experts the B rows chose (counted by the forward pass).
+  const uint64_t experts =
+      (ctx.expert_bytes_read() - experts_before) / uint64_t(std::max(1, steps));
   return {{"batch", B},
           {"depth", depth},
           {"ms_per_step", to_json(sum)},
           {"tok_per_s", sum.median > 0 ? B * 1e3 / sum.median : 0.0},
           {"samples_ms", ms},
+          {"weights_read_per_step", model.weights().step_bytes + experts},
+          {"experts_read_per_step", experts},
           {"kv_pool_bytes", pool->stats().bytes_in_use}};
 }
 
@@ -168,7 +177,7 @@ Json batch_cell(const Json& req) {
 
 std::vector<PlannedCell> plan_batch(const CommonOptions& o, const BatchOptions& b,
                                     const ModelInfo& info) {
-  std::vector<PlannedCell> cells;
+  std::vector<PlannedCell> cells = copy_bandwidth_cells("batch", {o.threads});
   int64_t rows = 0, decoded = 0;
   for (const int B : b.batch) {
     rows += B * std::max<int64_t>(b.depth, 1);
@@ -195,7 +204,9 @@ std::vector<PlannedCell> plan_batch(const CommonOptions& o, const BatchOptions& 
   return cells;
 }
 
-Json summarize_batch(const BatchOptions& b, std::vector<Json> rows) {
+Json summarize_batch(const BatchOptions& b, std::vector<Json> all_rows) {
+  std::vector<Json> rows;
+  const Json copy = copy_bandwidth_of(all_rows, rows);
   Json decode = Json::array(), fit = Json::array();
   for (const auto& row : rows) {
     if (!result_ok(row)) continue;
@@ -210,6 +221,19 @@ Json summarize_batch(const BatchOptions& b, std::vector<Json> rows) {
                 {"median_ms_per_step", d["ms_per_step"]["median"]},
                 {"tok_per_s", d["tok_per_s"]}};
       if (single > 0) e["speedup_vs_batch_1"] = d["tok_per_s"].get<double>() / single;
+      // The bandwidth ceiling: B tokens per step, a step no faster than
+      // reading its weights at the copy bandwidth.
+      const std::string t = std::to_string(row["threads"].get<int>());
+      if (d.contains("weights_read_per_step") && copy.contains(t)) {
+        const double bytes = d["weights_read_per_step"].get<double>();
+        const double ceiling =
+            bytes > 0 ? d["batch"].get<double>() * copy[t].get<double>() * 1e9 / bytes : 0;
+        e["weights_read_per_step"] = d["weights_read_per_step"];
+        e["experts_read_per_step"] = d["experts_read_per_step"];
+        e["copy_gb_per_s"] = copy[t];
+        e["ceiling_tok_per_s"] = ceiling;
+        if (ceiling > 0) e["share_of_ceiling"] = d["tok_per_s"].get<double>() / ceiling;
+      }
       decode.push_back(std::move(e));
     }
     if (row.contains("fit")) {
@@ -225,6 +249,7 @@ Json summarize_batch(const BatchOptions& b, std::vector<Json> rows) {
             {"steps", b.steps},
             {"fit_budget", b.fit_budget},
             {"fit_tokens", b.fit_tokens}}},
+          {"copy_bandwidth_gb_per_s", copy},
           {"rows", rows},
           {"decode", decode},
           {"fit", fit}};
@@ -251,12 +276,25 @@ std::string batch_markdown(const Json& section) {
     if (!result_ok(r))
       out += "kv " + r.value("kv", std::string()) + ": " + r.value("status", std::string()) + ": " +
              r.value("reason", std::string()) + "\n";
-  Table d({"KV", "threads", "batch", "depth", "ms/step (median)", "aggregate tok/s", "vs batch 1"});
-  for (const auto& r : section["decode"])
+  Table d({"KV", "threads", "batch", "depth", "ms/step (median)", "aggregate tok/s", "vs batch 1",
+           "weights read/step (experts)", "ceiling tok/s", "of ceiling"});
+  for (const auto& r : section["decode"]) {
+    const bool c = r.contains("ceiling_tok_per_s");
     d.add({r["kv"], r["threads"], r["batch"], token_count_label(r["depth"].get<int64_t>()),
            fmt_fixed(r["median_ms_per_step"], 2), fmt_fixed(r["tok_per_s"], 2),
-           r.contains("speedup_vs_batch_1") ? fmt_fixed(r["speedup_vs_batch_1"], 2) + "x" : ""});
-  out += "\nBatched decode:\n\n" + d.markdown();
+           r.contains("speedup_vs_batch_1") ? fmt_fixed(r["speedup_vs_batch_1"], 2) + "x" : "",
+           c ? fmt_bytes(r["weights_read_per_step"]) + " (" +
+                   fmt_bytes(r["experts_read_per_step"]) + ")"
+             : "",
+           c ? fmt_fixed(r["ceiling_tok_per_s"], 1) : "",
+           r.contains("share_of_ceiling")
+               ? fmt_fixed(r["share_of_ceiling"].get<double>() * 100, 0) + "%"
+               : ""});
+  }
+  out +=
+      "\nBatched decode (ceiling = batch x copy bandwidth / weights read per step; the KV "
+      "a step reads is left out):\n\n" +
+      d.markdown();
   if (!section["fit"].empty()) {
     Table f({"KV", "sequences that fit", "tokens each", "budget", "bytes per sequence"});
     for (const auto& r : section["fit"])

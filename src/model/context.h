@@ -49,6 +49,10 @@ class ExecutionContext {
   // Frees every buffer; the next eval_batch allocates again.
   void release();
 
+  // Bytes of mixture-of-experts weights the calls with this context have
+  // streamed since it was made (the experts their rows chose; model/moe.h).
+  uint64_t expert_bytes_read() const { return moe_.expert_bytes_read; }
+
   // Logits (n_vocab values) of item `item`'s last token from the latest
   // eval_batch, for an item that asked for Logits::kLast and succeeded;
   // empty otherwise. Valid until the next eval_batch with this context.

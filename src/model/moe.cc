@@ -164,7 +164,9 @@ uint64_t MoeScratch::bytes() const {
 }
 
 void MoeScratch::release() {
+  const uint64_t read = expert_bytes_read;
   *this = MoeScratch();
+  expert_bytes_read = read;
 }
 
 void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
@@ -207,6 +209,10 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
       for (int r = 0; r < rows; ++r)
         std::copy_n(h + size_t(pairs[c0 + r] / k) * E, E, s.in.data() + size_t(r) * E);
       expert_product(spec, w, e, rows, exact ? rows : 0, s, pool);
+      s.expert_bytes_read += w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
+                             w.down[size_t(e)].total_bytes();
+      s.expert_bytes_read += w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
+                             w.down[size_t(e)].total_bytes();
       for (int r = 0; r < rows; ++r) {
         const float wt = s.weights[size_t(pairs[c0 + r])];
         float* dst = y + size_t(pairs[c0 + r] / k) * E;

@@ -56,6 +56,9 @@ struct MoeScratch {
   std::vector<float> in, gate, up;   // an expert's gathered rows and hidden rows
   std::vector<float> out;            // its output rows
   std::vector<int32_t> expert_rows;  // rows per expert (counting sort)
+  // Bytes of expert matrices streamed by moe_ffn since construction (each
+  // expert a call ran, gate + up + down): what a batch really reads.
+  uint64_t expert_bytes_read = 0;
 
   uint64_t bytes() const;
   void release();

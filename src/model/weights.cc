@@ -143,7 +143,9 @@ ActiveWeights active_weights(const gguf::GgufFile& file) {
     a.total_params += uint64_t(t.n_elements());
     a.total_bytes += t.n_bytes;
     uint64_t num = 1, den = 1;  // the fraction of it one token reads
-    if (a.n_experts > 0 && t.shape.size() == 3 && t.name.find("_exps.") != std::string::npos) {
+    const bool expert =
+        a.n_experts > 0 && t.shape.size() == 3 && t.name.find("_exps.") != std::string::npos;
+    if (expert) {
       num = uint64_t(a.n_used);
       den = uint64_t(a.n_experts);
     } else if (t.name == "token_embd.weight" && !tied) {
@@ -151,6 +153,7 @@ ActiveWeights active_weights(const gguf::GgufFile& file) {
     }
     a.params += uint64_t(t.n_elements()) * num / den;
     a.bytes += t.n_bytes * num / den;
+    if (expert) a.expert_bytes += t.n_bytes * num / den;
   }
   return a;
 }
@@ -219,7 +222,9 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
     L.w_down = b.matrix(p + "ffn_down.weight", ff, c.n_embd);
   }
   w.bytes = b.bytes();
-  w.active_bytes = active_weights(file).bytes;
+  const ActiveWeights a = active_weights(file);
+  w.active_bytes = a.bytes;
+  w.step_bytes = a.bytes - a.expert_bytes;
   return w;
 }
 

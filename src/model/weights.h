@@ -66,6 +66,7 @@ struct LayerWeights {
 struct ActiveWeights {
   int n_experts = 0, n_used = 0;               // 0: no experts
   uint64_t params = 0, bytes = 0;              // per token
+  uint64_t expert_bytes = 0;                   // of `bytes`, the chosen experts'
   uint64_t total_params = 0, total_bytes = 0;  // the whole file's tensors
 };
 ActiveWeights active_weights(const gguf::GgufFile& file);
@@ -79,6 +80,8 @@ struct ModelWeights {
   uint64_t bytes = 0;         // bytes of all tensors used (the mapped weights, once each)
   uint64_t expert_bytes = 0;  // of those, the expert matrices'
   uint64_t active_bytes = 0;  // what one token reads (active_weights)
+  // Of that, what any step reads whatever its rows chose (all but the experts).
+  uint64_t step_bytes = 0;
 
   // Binds and checks every tensor; throws tkv::Error "<path>: tensor <name> ...".
   static ModelWeights bind(const gguf::GgufFile& file, const ModelConfig& config);
