@@ -211,8 +211,6 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
       expert_product(spec, w, e, rows, exact ? rows : 0, s, pool);
       s.expert_bytes_read += w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
                              w.down[size_t(e)].total_bytes();
-      s.expert_bytes_read += w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
-                             w.down[size_t(e)].total_bytes();
       for (int r = 0; r < rows; ++r) {
         const float wt = s.weights[size_t(pairs[c0 + r])];
         float* dst = y + size_t(pairs[c0 + r] / k) * E;

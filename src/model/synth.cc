@@ -46,6 +46,13 @@ SynthSpec with_llama3_rope(SynthSpec s, float factor) {
   return s;
 }
 
+SynthSpec with_experts(SynthSpec s, int n, int used, int ff) {
+  s.n_experts = n;
+  s.n_experts_used = used;
+  s.n_ff_expert = ff;
+  return s;
+}
+
 // The shapes of the real models' config.json.
 std::vector<SynthSpec> all_presets() {
   std::vector<SynthSpec> p;
@@ -67,27 +74,19 @@ std::vector<SynthSpec> all_presets() {
                         1e-6f, false));
   p.push_back(make_spec("mistral-7b", "llama", 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6f,
                         1e-5f, false));
-  SynthSpec moe = make_spec("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960,
-                            1e6f, 1e-6f, false);
-  moe.n_experts = 128;
-  moe.n_experts_used = 8;
-  moe.n_ff_expert = 768;
-  p.push_back(moe);
-  SynthSpec oss = make_spec("gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 64, 2880, 201088, 131072,
-                            150000.0f, 1e-5f, false);
-  oss.n_experts = 32;
-  oss.n_experts_used = 4;
-  oss.n_ff_expert = 2880;
+  p.push_back(with_experts(make_spec("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144,
+                                     151936, 40960, 1e6f, 1e-6f, false),
+                           128, 8, 768));
+  SynthSpec oss = with_experts(make_spec("gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 64, 2880,
+                                         201088, 131072, 150000.0f, 1e-5f, false),
+                               32, 4, 2880);
   oss.sliding_window = 128;
   oss.yarn_factor = 32.0f;
   oss.yarn_orig_ctx = 4096;
   p.push_back(oss);
-  SynthSpec tiny_moe =
-      make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false);
-  tiny_moe.n_experts = 8;
-  tiny_moe.n_experts_used = 2;
-  tiny_moe.n_ff_expert = 128;
-  p.push_back(tiny_moe);
+  p.push_back(with_experts(
+      make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false), 8, 2,
+      128));
   SynthSpec v01 = make_spec("mistral-7b-v0.1", "llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768,
                             10000.0f, 1e-5f, false);
   v01.sliding_window = 4096;

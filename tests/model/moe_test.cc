@@ -250,6 +250,28 @@ TEST(Moe, RouteRanksAndNormalizes) {
   EXPECT_FLOAT_EQ(w[0], 0.5f);  // softmax over two equal logits
 }
 
+// The bytes a call streams: each chosen expert's three matrices once,
+// however many rows chose it; the experts no row chose, never.
+TEST(Moe, CountsTheExpertBytesItReads) {
+  std::mt19937 rng(8);
+  MoeSpec s = spec(16, 4, 32);
+  const Layer L(s, rng);
+  const uint64_t per_expert = L.w.gate[0].total_bytes() + L.w.up[0].total_bytes() +
+                              L.w.down[0].total_bytes();
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  const std::vector<float> h = random_values(size_t(2) * kEmbd, rng, 1.0f);
+  std::vector<float> y(h.size(), 0.0f);
+  moe_ffn(s, L.w, h.data(), 1, 1, 256, y.data(), scratch, pool);
+  EXPECT_EQ(scratch.expert_bytes_read, 4 * per_expert);
+  // The same row twice: the same four experts, each streamed once.
+  const std::vector<float> twice = {h.begin(), h.begin() + kEmbd};
+  std::vector<float> both(twice);
+  both.insert(both.end(), twice.begin(), twice.end());
+  moe_ffn(s, L.w, both.data(), 2, 2, 256, y.data(), scratch, pool);
+  EXPECT_EQ(scratch.expert_bytes_read, 8 * per_expert);
+}
+
 // A row's output is the same alone as among others, exact or GEMM.
 TEST(Moe, RowsAreBatchInvariant) {
   std::mt19937 rng(6);

@@ -176,17 +176,24 @@ struct Decoder<DType::Q8_0> {
   }
 };
 
+// A 32-value block of 4-bit indexes into `levels`, laid out as Q4_0's
+// nibbles (qs: the block's 16 bytes), times one scale.
+template <class F>
+HWY_INLINE void DecodeNibbleLevels(const int8_t* levels, float scale, const uint8_t* qs,
+                                   const F& f) {
+  const VF vd = hn::Set(DF(), scale);
+  for (size_t i = 0; i < 32 / kLanes; ++i) {
+    const size_t v0 = i * kLanes;
+    f(i, hn::Mul(vd, NibbleLevels(levels, qs + v0 % 16, v0 >= 16)));
+  }
+}
+
 template <>
 struct Decoder<DType::IQ4_NL> {
   using Block = BlockIQ4_NL;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
-    const VF vd = hn::Set(DF(), HalfAt(p));
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      f(i, hn::Mul(vd, NibbleLevels(kIQ4NLValues, qs + v0 % 16, v0 >= 16)));
-    }
+    DecodeNibbleLevels(kIQ4NLValues, HalfAt(p), p + offsetof(Block, qs), f);
   }
 };
 
@@ -198,12 +205,7 @@ struct Decoder<DType::MXFP4> {
   using Block = BlockMXFP4;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
-    const VF vd = hn::Set(DF(), e8m0_half_to_f32(p[0]));
-    const uint8_t* qs = p + offsetof(Block, qs);
-    for (size_t i = 0; i < 32 / kLanes; ++i) {
-      const size_t v0 = i * kLanes;
-      f(i, hn::Mul(vd, NibbleLevels(kMXFP4Values, qs + v0 % 16, v0 >= 16)));
-    }
+    DecodeNibbleLevels(kMXFP4Values, e8m0_half_to_f32(p[0]), p + offsetof(Block, qs), f);
   }
 };
 
