@@ -256,8 +256,8 @@ TEST(Moe, CountsTheExpertBytesItReads) {
   std::mt19937 rng(8);
   MoeSpec s = spec(16, 4, 32);
   const Layer L(s, rng);
-  const uint64_t per_expert = L.w.gate[0].total_bytes() + L.w.up[0].total_bytes() +
-                              L.w.down[0].total_bytes();
+  const uint64_t per_expert =
+      L.w.gate[0].total_bytes() + L.w.up[0].total_bytes() + L.w.down[0].total_bytes();
   ThreadPool pool(2);
   MoeScratch scratch;
   const std::vector<float> h = random_values(size_t(2) * kEmbd, rng, 1.0f);
