@@ -149,6 +149,39 @@ std::vector<float> last_logits(const Model& model, const std::vector<int32_t>& t
   return std::vector<float>(l.begin(), l.end());
 }
 
+// A merged ffn_gate_up_exps (each expert's gate rows, then its up rows)
+// is read as the separate gate and up tensors: the same logits, bit for bit.
+TEST(SynthMoe, MergedGateUpExpertsGiveTheSameLogits) {
+  const std::string path = test::write_model(test::small_spec("qwen3-30b-a3b"), "q8_0");
+  const std::string merged = path + ".merged.gguf";
+  const gguf::GgufFile src = gguf::GgufFile::open(path);
+  test::rewrite_gguf(path, merged, nullptr, [&](test::TensorCopy& t) {
+    const size_t at = t.name.find("ffn_up_exps");
+    if (at != std::string::npos) return false;  // inside the merged tensor
+    const size_t g = t.name.find("ffn_gate_exps");
+    if (g == std::string::npos) return true;
+    const gguf::TensorInfo* up =
+        src.find_tensor(t.name.substr(0, g) + "ffn_up_exps" + t.name.substr(g + 13));
+    const int64_t X = t.shape[2];
+    const size_t per = t.bytes.size() / size_t(X);
+    std::vector<uint8_t> both;
+    for (int64_t e = 0; e < X; ++e) {
+      both.insert(both.end(), t.bytes.begin() + ptrdiff_t(e * per),
+                  t.bytes.begin() + ptrdiff_t((e + 1) * per));
+      both.insert(both.end(), up->data + e * per, up->data + (e + 1) * per);
+    }
+    t.name = t.name.substr(0, g) + "ffn_gate_up_exps" + t.name.substr(g + 13);
+    t.shape[1] *= 2;
+    t.bytes = std::move(both);
+    return true;
+  });
+  const auto a = Model::load(path), b = Model::load(merged);
+  ASSERT_NE(gguf::GgufFile::open(merged).find_tensor("blk.0.ffn_gate_up_exps.weight"), nullptr);
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = {1, 17, 301, 42, 7, 99, 5};
+  EXPECT_TRUE(test::same_bits(last_logits(*a, tokens, pool), last_logits(*b, tokens, pool)));
+}
+
 // --no-mmap's copy holds the file's bytes: read whole at load (nothing left
 // to fault in), on a 2 MiB boundary (a huge page can back it), read-only.
 // Its F16 matrices are reordered into row blocks, whose decode sums take
