@@ -155,4 +155,34 @@ TEST_F(BadInput, BadRequests) {
 }
 
 }  // namespace
+// A mixture-of-experts file with an expert tensor missing, of the wrong
+// shape, or routing more experts than it has: one line naming what.
+TEST(BadMoeInput, ExpertTensorsAndCountsAreChecked) {
+  const std::string good = test::write_model(test::small_spec("qwen3-30b-a3b"), "f16");
+  const std::string bad = test::temp_dir() + "/bad-moe.gguf";
+  const auto error_after = [&](const auto& meta, const auto& tensor) {
+    test::rewrite_gguf(good, bad, meta, tensor);
+    return error_of([&] { Model::load(bad); });
+  };
+  std::string e = error_after(
+      nullptr, [](test::TensorCopy& t) { return t.name != "blk.1.ffn_up_exps.weight"; });
+  EXPECT_NE(e.find("missing tensor blk.1.ffn_up_exps.weight"), std::string::npos) << e;
+  e = error_after(nullptr, [](test::TensorCopy& t) {
+    if (t.name == "blk.0.ffn_down_exps.weight") std::swap(t.shape[1], t.shape[2]);
+    return true;
+  });
+  EXPECT_NE(e.find("tensor blk.0.ffn_down_exps.weight has shape [256, 16, 256], expected [256, "
+                   "256, 16]"),
+            std::string::npos)
+      << e;
+  e = error_after(
+      [](auto& meta) {
+        for (auto& [k, v] : meta)
+          if (k == "qwen3moe.expert_used_count") v = gguf::Value::make_u32(17);
+      },
+      nullptr);
+  EXPECT_NE(e.find("expert_used_count = 17 is out of range [1, 16]"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 }  // namespace tkv::model
