@@ -83,7 +83,7 @@ void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, 
 // One pass of expert e over `rows` gathered rows of s.in, of which the
 // first n_exact take the exact kernels: s.out = down(act(gate, up)).
 void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, int n_exact,
-                    MoeScratch& s, ThreadPool& pool) {
+                    ExpertRows& s, ThreadPool& pool) {
   const int64_t E = w.down[size_t(e)].rows, F = spec.n_ff;
   const auto both = [&](const WeightMatrix& m, const float* in, float* out) {
     project(m, in, n_exact, rows, out, pool);
@@ -104,7 +104,7 @@ void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, i
 // The shared expert over every row, added to y: a SwiGLU FFN, times
 // sigmoid(w_shared_router . h) per row when the spec gates it.
 void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact,
-                   int n_rows, int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
+                   int n_rows, int max_rows, float* y, ExpertRows& s, ThreadPool& pool) {
   const int64_t E = w.shared_down.rows, F = spec.n_ff_shared;
   for (int r0 = 0; r0 < n_rows;) {
     const int end = r0 < n_exact ? n_exact : n_rows;
@@ -157,9 +157,21 @@ void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts,
   }
 }
 
+void ExpertRows::reserve(size_t rows, size_t n_embd, size_t n_ff) {
+  for (auto* v : {&in, &out})
+    if (v->size() < rows * n_embd) v->resize(rows * n_embd);
+  for (auto* v : {&gate, &up})
+    if (v->size() < rows * n_ff) v->resize(rows * n_ff);
+}
+
 uint64_t MoeScratch::bytes() const {
-  return (logits.size() + weights.size() + in.size() + gate.size() + up.size() + out.size()) *
-             sizeof(float) +
+  size_t floats = logits.size() + weights.size() + slot_out.size();
+  const auto add = [&](const ExpertRows& r) {
+    floats += r.in.size() + r.gate.size() + r.up.size() + r.out.size();
+  };
+  add(rows);
+  for (const ExpertRows& r : thread_rows) add(r);
+  return floats * sizeof(float) +
          (chosen.size() + order.size() + expert_rows.size()) * sizeof(int32_t);
 }
 
@@ -168,6 +180,68 @@ void MoeScratch::release() {
   *this = MoeScratch();
   expert_bytes_read = read;
 }
+
+namespace {
+
+uint64_t expert_bytes(const MoeWeights& w, int e) {
+  return w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
+         w.down[size_t(e)].total_bytes();
+}
+
+// y[row] += weight x the expert's output row, for the `rows` (row, slot)
+// pairs `pairs` (k slots a row) whose outputs are `out`, one after another.
+void add_weighted(const MoeScratch& s, const int32_t* pairs, int rows, int k, const float* out,
+                  size_t E, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float wt = s.weights[size_t(pairs[r])];
+    float* dst = y + size_t(pairs[r] / k) * E;
+    const float* src = out + size_t(r) * E;
+    for (size_t i = 0; i < E; ++i) dst[i] += wt * src[i];
+  }
+}
+
+// Decode (every row on the exact kernels, a few of them): one task per
+// chosen expert, its three products inline on one thread, each (row,
+// slot)'s output kept, then the sums in ascending expert order. One
+// parallel region instead of three per expert; the kernels' per-row bits
+// do not depend on the thread count, so the results are the row-parallel
+// path's, bit for bit.
+void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_rows,
+                         float* y, MoeScratch& s, ThreadPool& pool) {
+  const int n = spec.n_experts, k = spec.n_used;
+  const size_t E = size_t(w.router.cols);
+  std::vector<int32_t> chosen;  // experts with rows, ascending
+  for (int e = 0; e < n; ++e)
+    if (s.expert_rows[size_t(e) + 1] > s.expert_rows[size_t(e)]) chosen.push_back(e);
+  if (s.thread_rows.size() < size_t(pool.size())) s.thread_rows.resize(size_t(pool.size()));
+  for (ExpertRows& r : s.thread_rows) r.reserve(size_t(n_rows), E, size_t(spec.n_ff));
+  if (s.slot_out.size() < size_t(n_rows) * size_t(k) * E)
+    s.slot_out.resize(size_t(n_rows) * size_t(k) * E);
+  pool.run(int64_t(chosen.size()), [&](int64_t task, int thread) {
+    const int e = chosen[size_t(task)];
+    const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
+    const int rows = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+    ExpertRows& buf = s.thread_rows[size_t(thread)];
+    for (int r = 0; r < rows; ++r)
+      std::copy_n(h + size_t(pairs[r] / k) * E, E, buf.in.data() + size_t(r) * E);
+    ThreadPool inline_pool(1);
+    expert_product(spec, w, e, rows, rows, buf, inline_pool);
+    std::copy_n(buf.out.data(), size_t(rows) * E,
+                s.slot_out.data() + size_t(s.expert_rows[size_t(e)]) * E);
+  });
+  for (const int e : chosen) {
+    const int32_t at = s.expert_rows[size_t(e)];
+    add_weighted(s, s.order.data() + at, s.expert_rows[size_t(e) + 1] - at, k,
+                 s.slot_out.data() + size_t(at) * E, E, y);
+    s.expert_bytes_read += expert_bytes(w, e);
+  }
+}
+
+}  // namespace
+
+// Up to this many rows, all exact (the decode tokens of a batch), the
+// experts run one per task (experts_in_parallel).
+constexpr int kDecodeRows = 16;
 
 void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
              int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
@@ -181,10 +255,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
   grow(s.chosen, size_t(n_rows) * size_t(k));
   grow(s.weights, size_t(n_rows) * size_t(k));
   grow(s.order, size_t(n_rows) * size_t(k));
-  grow(s.in, size_t(cap) * E);
-  grow(s.out, size_t(cap) * E);
-  grow(s.gate, size_t(cap) * size_t(std::max(spec.n_ff, spec.n_ff_shared)));
-  grow(s.up, size_t(cap) * size_t(std::max(spec.n_ff, spec.n_ff_shared)));
+  s.rows.reserve(size_t(cap), E, size_t(std::max(spec.n_ff, spec.n_ff_shared)));
 
   project(w.router, h, n_exact, n_rows, s.logits.data(), pool);
   if (!w.router_bias.empty()) ops::add_bias_rows(s.logits.data(), w.router_bias.data(), n_rows, n);
@@ -198,29 +269,27 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
   std::vector<int32_t> fill(s.expert_rows.begin(), s.expert_rows.end() - 1);
   for (int32_t i = 0; i < n_rows * k; ++i) s.order[size_t(fill[size_t(s.chosen[size_t(i)])]++)] = i;
 
-  for (int e = 0; e < n; ++e) {
-    const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
-    const int count = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
-    for (int c0 = 0; c0 < count;) {
-      // A call holds exact rows only or GEMM rows only (as the dense FFN).
-      const bool exact = pairs[c0] / k < n_exact;
-      int rows = 0;
-      while (c0 + rows < count && rows < cap && (pairs[c0 + rows] / k < n_exact) == exact) ++rows;
-      for (int r = 0; r < rows; ++r)
-        std::copy_n(h + size_t(pairs[c0 + r] / k) * E, E, s.in.data() + size_t(r) * E);
-      expert_product(spec, w, e, rows, exact ? rows : 0, s, pool);
-      s.expert_bytes_read += w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
-                             w.down[size_t(e)].total_bytes();
-      for (int r = 0; r < rows; ++r) {
-        const float wt = s.weights[size_t(pairs[c0 + r])];
-        float* dst = y + size_t(pairs[c0 + r] / k) * E;
-        const float* src = s.out.data() + size_t(r) * E;
-        for (size_t i = 0; i < E; ++i) dst[i] += wt * src[i];
+  if (n_exact == n_rows && n_rows <= kDecodeRows && pool.size() > 1) {
+    experts_in_parallel(spec, w, h, n_rows, y, s, pool);
+  } else {
+    for (int e = 0; e < n; ++e) {
+      const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
+      const int count = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+      for (int c0 = 0; c0 < count;) {
+        // A call holds exact rows only or GEMM rows only (as the dense FFN).
+        const bool exact = pairs[c0] / k < n_exact;
+        int rows = 0;
+        while (c0 + rows < count && rows < cap && (pairs[c0 + rows] / k < n_exact) == exact) ++rows;
+        for (int r = 0; r < rows; ++r)
+          std::copy_n(h + size_t(pairs[c0 + r] / k) * E, E, s.rows.in.data() + size_t(r) * E);
+        expert_product(spec, w, e, rows, exact ? rows : 0, s.rows, pool);
+        s.expert_bytes_read += expert_bytes(w, e);
+        add_weighted(s, pairs + c0, rows, k, s.rows.out.data(), E, y);
+        c0 += rows;
       }
-      c0 += rows;
     }
   }
-  if (spec.n_ff_shared > 0) shared_expert(spec, w, h, n_exact, n_rows, cap, y, s, pool);
+  if (spec.n_ff_shared > 0) shared_expert(spec, w, h, n_exact, n_rows, cap, y, s.rows, pool);
 }
 
 }  // namespace tkv::model

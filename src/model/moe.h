@@ -47,15 +47,24 @@ struct MoeWeights {
 // (rows x n_experts, bias already added).
 void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights);
 
+// One expert's pass over some rows: the gathered rows, the hidden rows and
+// the output rows.
+struct ExpertRows {
+  std::vector<float> in, gate, up, out;
+  void reserve(size_t rows, size_t n_embd, size_t n_ff);
+};
+
 // Working memory of moe_ffn, grown on use and kept.
 struct MoeScratch {
   std::vector<float> logits;         // rows x n_experts
   std::vector<int32_t> chosen;       // rows x n_used
   std::vector<float> weights;        // rows x n_used
   std::vector<int32_t> order;        // (row, slot) pairs grouped by expert
-  std::vector<float> in, gate, up;   // an expert's gathered rows and hidden rows
-  std::vector<float> out;            // its output rows
   std::vector<int32_t> expert_rows;  // rows per expert (counting sort)
+  ExpertRows rows;                   // the expert in progress
+  // Decode: one ExpertRows per thread, and each (row, slot)'s output row.
+  std::vector<ExpertRows> thread_rows;
+  std::vector<float> slot_out;
   // Bytes of expert matrices streamed by moe_ffn since construction (each
   // expert a call ran, gate + up + down): what a batch really reads.
   uint64_t expert_bytes_read = 0;
