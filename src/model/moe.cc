@@ -30,10 +30,9 @@ void softmax(float* v, int n) {
   for (int i = 0; i < n; ++i) v[i] *= inv;
 }
 
-// The n_used largest of `score` (n values): indexes, largest first, ties
-// to the lower index.
-void top_k(const float* score, int n, int k, int32_t* out) {
-  std::vector<int32_t> idx(static_cast<size_t>(n));
+// The k largest of `score` (idx.size() values): indexes, largest first,
+// ties to the lower index. idx is the caller's scratch.
+void top_k(const float* score, std::vector<int32_t>& idx, int k, int32_t* out) {
   std::iota(idx.begin(), idx.end(), 0);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
     return score[a] > score[b] || (score[a] == score[b] && a < b);
@@ -138,12 +137,13 @@ uint64_t MoeWeights::expert_bytes() const {
 void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights) {
   const int n = spec.n_experts, k = spec.n_used;
   std::vector<float> p(static_cast<size_t>(n));
+  std::vector<int32_t> idx(static_cast<size_t>(n));
   for (int r = 0; r < rows; ++r) {
     int32_t* chosen = experts + size_t(r) * size_t(k);
     float* wt = weights + size_t(r) * size_t(k);
     std::copy(logits + size_t(r) * size_t(n), logits + size_t(r + 1) * size_t(n), p.begin());
     if (spec.gating == MoeGating::Softmax) softmax(p.data(), n);
-    top_k(p.data(), n, k, chosen);
+    top_k(p.data(), idx, k, chosen);
     for (int j = 0; j < k; ++j) wt[j] = p[size_t(chosen[j])];
     if (spec.gating == MoeGating::SoftmaxChosen) softmax(wt, k);
     if (spec.normalize) {
