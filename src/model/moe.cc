@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/vec_math.h"
 #include "model/forward.h"
 #include "model/ops.h"
 
@@ -15,19 +16,6 @@ uint64_t bytes_of(const std::vector<WeightMatrix>& experts) {
   uint64_t b = 0;
   for (const WeightMatrix& m : experts) b += m.total_bytes();
   return b;
-}
-
-// ggml_soft_max of n values in place: exp(v - max), scaled by 1 / sum with
-// the sum in double (ggml_float).
-void softmax(float* v, int n) {
-  const float mx = *std::max_element(v, v + n);
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) {
-    v[i] = std::exp(v[i] - mx);
-    sum += v[i];
-  }
-  const float inv = float(1.0 / sum);
-  for (int i = 0; i < n; ++i) v[i] *= inv;
 }
 
 // The k largest of `score` (idx.size() values): indexes, largest first,
@@ -101,10 +89,13 @@ void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, i
 }
 
 // The shared expert over every row, added to y: a SwiGLU FFN, times
-// sigmoid(w_shared_router . h) per row when the spec gates it.
+// sigmoid(w_shared_router . h) per row when the spec gates it (`gates`:
+// n_rows values of scratch).
 void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact,
-                   int n_rows, int max_rows, float* y, ExpertRows& s, ThreadPool& pool) {
+                   int n_rows, int max_rows, float* y, ExpertRows& s, float* gates,
+                   ThreadPool& pool) {
   const int64_t E = w.shared_down.rows, F = spec.n_ff_shared;
+  if (spec.shared_gate) project(w.shared_router, h, n_exact, n_rows, gates, pool);
   for (int r0 = 0; r0 < n_rows;) {
     const int end = r0 < n_exact ? n_exact : n_rows;
     const int rows = std::min(max_rows, end - r0);
@@ -114,12 +105,10 @@ void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int
     product(w.shared_up, in, rows, s.up.data(), exact, pool);
     activate(MoeActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F), pool);
     product(w.shared_down, s.gate.data(), rows, s.out.data(), exact, pool);
-    float g[1];
     for (int r = 0; r < rows; ++r) {
       float* out = s.out.data() + size_t(r) * size_t(E);
       if (spec.shared_gate) {
-        product(w.shared_router, in + size_t(r) * size_t(E), 1, g, exact, pool);
-        const float gate = 1.0f / (1.0f + std::exp(-g[0]));
+        const float gate = 1.0f / (1.0f + std::exp(-gates[r0 + r]));
         for (int64_t i = 0; i < E; ++i) out[i] *= gate;
       }
       ops::add(y + size_t(r0 + r) * size_t(E), out, E);
@@ -172,7 +161,7 @@ uint64_t MoeScratch::bytes() const {
   add(rows);
   for (const ExpertRows& r : thread_rows) add(r);
   return floats * sizeof(float) +
-         (chosen.size() + order.size() + expert_rows.size()) * sizeof(int32_t);
+         (chosen.size() + order.size() + expert_rows.size() + cursor.size()) * sizeof(int32_t);
 }
 
 void MoeScratch::release() {
@@ -266,8 +255,9 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
   s.expert_rows.assign(size_t(n) + 1, 0);
   for (size_t i = 0; i < size_t(n_rows) * size_t(k); ++i) ++s.expert_rows[size_t(s.chosen[i]) + 1];
   std::partial_sum(s.expert_rows.begin(), s.expert_rows.end(), s.expert_rows.begin());
-  std::vector<int32_t> fill(s.expert_rows.begin(), s.expert_rows.end() - 1);
-  for (int32_t i = 0; i < n_rows * k; ++i) s.order[size_t(fill[size_t(s.chosen[size_t(i)])]++)] = i;
+  s.cursor.assign(s.expert_rows.begin(), s.expert_rows.end() - 1);
+  for (int32_t i = 0; i < n_rows * k; ++i)
+    s.order[size_t(s.cursor[size_t(s.chosen[size_t(i)])]++)] = i;
 
   if (n_exact == n_rows && n_rows <= kDecodeRows && pool.size() > 1) {
     experts_in_parallel(spec, w, h, n_rows, y, s, pool);
@@ -289,7 +279,9 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
       }
     }
   }
-  if (spec.n_ff_shared > 0) shared_expert(spec, w, h, n_exact, n_rows, cap, y, s.rows, pool);
+  // The router's logits are spent: their buffer holds the shared gates.
+  if (spec.n_ff_shared > 0)
+    shared_expert(spec, w, h, n_exact, n_rows, cap, y, s.rows, s.logits.data(), pool);
 }
 
 }  // namespace tkv::model

@@ -61,6 +61,7 @@ struct MoeScratch {
   std::vector<float> weights;        // rows x n_used
   std::vector<int32_t> order;        // (row, slot) pairs grouped by expert
   std::vector<int32_t> expert_rows;  // rows per expert (counting sort)
+  std::vector<int32_t> cursor;       // the counting sort's next slot per expert
   ExpertRows rows;                   // the expert in progress
   // Decode: one ExpertRows per thread, and each (row, slot)'s output row.
   std::vector<ExpertRows> thread_rows;
