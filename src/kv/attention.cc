@@ -80,12 +80,15 @@ struct KeyTile {
 struct Visibility {
   int64_t S, R;
   const KvCache::Impl* c;
-  // [lo, hi) of positions of `kind` visible to a query at p.
+  int64_t model_window;  // the layer's own window (KvLayerShape::window), 0 = none
+  // [lo, hi) of positions of `kind` visible to a query at p. The cache's
+  // window policy spares the sinks; the model's window does not.
   std::pair<int64_t, int64_t> of(Kind kind, int64_t p) const {
-    const int64_t wl = c->window_lo(p);
+    const int64_t ml = model_window > 0 ? p - model_window + 1 : 0;
+    const int64_t wl = std::max(c->window_lo(p), ml);
     switch (kind) {
       case Kind::Sink:
-        return {0, std::min(S, p + 1)};
+        return {std::max<int64_t>(0, ml), std::min(S, p + 1)};
       case Kind::Page:
         return {std::max(S, wl), std::max(p - R + 1, c->ring_lo)};
       case Kind::Recent:
@@ -94,6 +97,16 @@ struct Visibility {
     return {0, 0};
   }
 };
+
+// 1 / the softmax denominator of a row whose scores have maximum m and
+// sum exp(s - m) = l, with one more term exp(sink) (a learned sink logit),
+// as a factor on exp(s - m)-weighted sums: exp(m - M) / (l exp(m - M) +
+// exp(sink - M)), M = max(m, sink), so that neither exponent overflows.
+float sink_normalizer(float m, float l, float sink) {
+  const float M = std::max(m, sink);
+  const float a = std::exp(m - M);
+  return a / (l * a + std::exp(sink - M));
+}
 
 void add_f16_area(std::vector<Source>& out, Kind kind, const LayerKv& L, const F16Area& a,
                   int64_t pos_lo, int64_t pos_hi, int slot_lo) {
@@ -303,14 +316,14 @@ void AttentionScratch::prepare(int threads, size_t thread_bytes, size_t partial_
 }
 
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
-                  AttentionScratch& scratch) {
+                  AttentionScratch& scratch, const float* sinks) {
   const LayerKv& L = c.layers[layer];
   const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, n_heads = L.geom.n_heads;
   const int kd = L.geom.k_dim, vd = L.geom.v_dim, G = n_heads / n_kv;
   const int64_t n0 = c.n_tokens;
   const float q_scale = 1.0f / std::sqrt(float(kd));
   const std::vector<Source> sources = collect_sources(c, L);
-  const Visibility vis{c.S, c.R, &c};
+  const Visibility vis{c.S, c.R, &c, L.geom.window};
 
   Plan plan{};
   plan.G = G;
@@ -583,6 +596,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
                    ar);
       }
       ts.l[r] = l;
+      ts.m[r] = M;
     }
     // Nothing accumulated in the rotated domain (e.g. every visible token is
     // still in f16): acc_r is zero and R^T of it is too.
@@ -593,7 +607,8 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
     for (int r = 0; r < rows; ++r) {
       const int t = t0 + r / G, g = r % G;
       float* dst = out + (size_t(t) * n_heads + size_t(h) * G + g) * vd;
-      const float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
+      float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
+      if (sinks != nullptr && ts.l[r] > 0) inv = sink_normalizer(ts.m[r], ts.l[r], sinks[h * G + g]);
       const float* ap = ts.acc_p + size_t(r) * vd;
       for (int i = 0; i < vd; ++i) dst[i] = ap[i] * inv;
     }
@@ -608,6 +623,9 @@ void read_ahead_layer(const KvCache::Impl& c, int layer) {
   std::vector<uint8_t*> pages;
   if (selects) {
     pages.assign(L.last_read.begin(), L.last_read.begin() + std::min(most, L.last_read.size()));
+  } else if (L.geom.window > 0) {  // the newest pages: those the window reaches
+    const size_t n = std::min({most, L.pages.size(), size_t(L.geom.window / c.P + 2)});
+    pages.assign(L.pages.end() - ptrdiff_t(n), L.pages.end());
   } else {
     pages.assign(L.pages.begin(), L.pages.begin() + ptrdiff_t(std::min(most, L.pages.size())));
   }

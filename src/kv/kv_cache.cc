@@ -45,9 +45,9 @@ void validate_layers(const KvShape& s) {
     fail("KV cache: ", s.layers.size(), " layer shapes for ", s.n_layers, " layers");
   for (int l = 0; l < s.n_layers; ++l) {
     const KvLayerShape& g = s.layers[size_t(l)];
-    if (g.n_heads <= 0 || g.n_kv_heads <= 0 || g.k_dim <= 0 || g.v_dim <= 0)
+    if (g.n_heads <= 0 || g.n_kv_heads <= 0 || g.k_dim <= 0 || g.v_dim <= 0 || g.window < 0)
       fail("KV cache: invalid shape of layer ", l, " (heads ", g.n_heads, ", kv heads ",
-           g.n_kv_heads, ", head dims ", g.k_dim, "/", g.v_dim, ")");
+           g.n_kv_heads, ", head dims ", g.k_dim, "/", g.v_dim, ", window ", g.window, ")");
     if (g.n_heads % g.n_kv_heads != 0)
       fail("KV cache: layer ", l, ": ", g.n_heads, " query heads is not a multiple of ",
            g.n_kv_heads, " KV heads");
@@ -242,8 +242,9 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     L.k_head_bytes = L.k_codec->page_bytes(c.P);
     L.v_head_bytes = L.v_codec->page_bytes(c.P);
     L.page_bytes = size_t(n_kv) * (L.k_head_bytes + L.v_head_bytes);
-    // Layers that select keep summaries (the first select_dense_layers read every page).
-    if (config.select > 0 && l >= config.select_dense_layers) {
+    // Layers that select keep summaries (the first select_dense_layers read
+    // every page; a window layer reads only its window's).
+    if (config.select > 0 && l >= config.select_dense_layers && L.geom.window == 0) {
       L.summary_head = summary_head_bytes(kd);
       L.summaries.init(n_kv, L.summary_head);
       L.open_lo.resize(size_t(n_kv) * kd);
@@ -392,15 +393,16 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   c.layer_state[layer] = 1;
 }
 
-void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool) {
-  attend(layer, q, out, pool, impl_->own_scratch);
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
+                     const float* sinks) {
+  attend(layer, q, out, pool, impl_->own_scratch, sinks);
 }
 
 void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
-                     AttentionScratch& scratch) {
+                     AttentionScratch& scratch, const float* sinks) {
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
-  attend_layer(c, layer, q, out, pool, scratch);
+  attend_layer(c, layer, q, out, pool, scratch, sinks);
   c.commit_recent(layer);
   // The next layer's pages (after the last, the first layer's: the next
   // chunk's) are read back while the model computes up to its attention.

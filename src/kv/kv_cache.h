@@ -40,12 +40,20 @@
 namespace tkv::kv {
 
 // The attention geometry of one layer's K/V: its queries' heads, its KV
-// heads and their head dims (K's is also the queries').
+// heads and their head dims (K's is also the queries'), and the model's
+// sliding window where the layer has one.
 struct KvLayerShape {
   int n_heads = 0;     // query heads
   int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0
   int k_dim = 0;       // head dim of K and of the queries
   int v_dim = 0;       // head dim of V and of the attention output
+  // The model's window (Gemma, gpt-oss): a query at position p sees only
+  // positions > p - window, the sinks included; 0 = every earlier position.
+  // Unlike KvConfig::window (a memory policy that evicts), the layer keeps
+  // its whole history in pages (fork, truncate and reuse work at any
+  // position); attention reads only the pages the window intersects, and
+  // the layer keeps no page summaries (nothing selects there).
+  int window = 0;
   bool operator==(const KvLayerShape&) const = default;
 };
 
@@ -160,13 +168,18 @@ class KvCache {
   // encoding runs on its threads (page-by-head tasks).
   void write(int layer, const float* k, const float* v, ThreadPool* pool = nullptr);
   // q: n_new x n_heads x k_dim (unscaled; scores are scaled by
-  // 1/sqrt(k_dim)); out: n_new x n_heads x v_dim. Uses a scratch inside the
-  // cache (one attend at a time per cache).
-  void attend(int layer, const float* q, float* out, ThreadPool& pool);
+  // 1/sqrt(k_dim)); out: n_new x n_heads x v_dim. sinks: nullptr, or the
+  // layer's n_heads learned sink logits (gpt-oss): head h's softmax
+  // denominator gains exp(sinks[h]) once, as if one more key scored
+  // sinks[h] with a zero value. Uses a scratch inside the cache (one attend
+  // at a time per cache).
+  void attend(int layer, const float* q, float* out, ThreadPool& pool,
+              const float* sinks = nullptr);
   // The same with the caller's scratch (attention_scratch.h): sequences on
   // different threads each pass their own. Results are bit-identical to the
   // overload above.
-  void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch);
+  void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch,
+              const float* sinks = nullptr);
   void end_chunk();
 
   // A new sequence in the same pool holding the same tokens: it shares every

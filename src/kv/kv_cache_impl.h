@@ -130,8 +130,9 @@ struct KvCache::Impl {
 };
 
 // The attention driver (attention.cc).
+// sinks: the layer's learned sink logits per query head, or nullptr.
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
-                  AttentionScratch& scratch);
+                  AttentionScratch& scratch, const float* sinks);
 // With the pool's disk tier and read-ahead: asks the pool to read back the
 // pages `layer`'s next attention is likely to read first (a dense layer's
 // pages oldest first; a selecting layer's last selection), as many as half

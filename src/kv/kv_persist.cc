@@ -77,14 +77,15 @@ std::string hex(uint64_t v) {
 
 // "layers x heads x kv_heads x head_dim" for a uniform shape (what every
 // file had before shapes were per layer); else that of the widest layer,
-// then each layer's "heads/kv_heads/k_dim/v_dim", e.g.
-// "3x8x4x64:8/4/64/64,4/2/32/48,8/1/64/64".
+// then each layer's "heads/kv_heads/k_dim/v_dim" (and "/wN" for a layer
+// with the model's window N), e.g. "3x8x4x64:8/4/64/64,4/2/32/48/w512,8/1/64/64".
 std::string shape_string(const KvShape& s) {
   std::string out = str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
   if (s.uniform()) return out;
   for (int l = 0; l < s.n_layers; ++l) {
     const KvLayerShape g = s.layer(l);
     out += str(l == 0 ? ":" : ",", g.n_heads, "/", g.n_kv_heads, "/", g.k_dim, "/", g.v_dim);
+    if (g.window > 0) out += str("/w", g.window);
   }
   return out;
 }

@@ -62,11 +62,14 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
       const float* q = in.q[l].data() + size_t(row) * q_stride;
       std::vector<float> out(size_t(n) * o_stride);
       cache.write(l, k, v, s.threads > 1 ? &pool : nullptr);
-      cache.attend(l, q, out.data(), pool);
+      const float* sinks =
+          size_t(l) < s.sinks.size() && !s.sinks[l].empty() ? s.sinks[l].data() : nullptr;
+      cache.attend(l, q, out.data(), pool, sinks);
       result.outputs[l].insert(result.outputs[l].end(), out.begin(), out.end());
       if (!check) continue;
       for (int t = 0; t < n; ++t) {
-        const auto expect = ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows);
+        const auto expect = ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows,
+                                       sinks);
         double err = 0, mag = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
           err = std::max(err, double(std::fabs(out[size_t(t) * o_stride + i] - expect[i])));

@@ -22,6 +22,9 @@ struct Scenario {
   std::vector<std::pair<size_t, int64_t>> truncations;
   int threads = 1;
   uint64_t seed = 1;
+  // Per layer: learned sink logits (n_heads each) passed to attend(); an
+  // empty list or an empty entry = none.
+  std::vector<std::vector<float>> sinks;
 };
 
 struct ScenarioResult {

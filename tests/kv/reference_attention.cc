@@ -57,14 +57,17 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
 
 std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q, int64_t p,
                                               int64_t ring_lo,
-                                              const std::vector<int64_t>& rows) const {
+                                              const std::vector<int64_t>& rows,
+                                              const float* sinks) const {
   const int kd = f.geom.k_dim, vd = f.geom.v_dim, n_kv = f.geom.n_kv_heads;
   const int G = f.geom.n_heads / n_kv;
   const int64_t wlo = W_ > 0 ? p - W_ + 1 : 0;
+  // The model's window hides everything older, the sinks included.
+  const int64_t model_lo = f.geom.window > 0 ? std::max<int64_t>(0, p - f.geom.window + 1) : 0;
   std::vector<float> out(size_t(f.geom.n_heads) * vd, 0.0f);
   for (int h = 0; h < n_kv; ++h) {
     std::vector<const float*> keys, values;
-    for (int64_t j = 0; j <= p; ++j) {
+    for (int64_t j = model_lo; j <= p; ++j) {
       const size_t k_off = (size_t(rows[size_t(j)]) * n_kv + h) * kd;
       const size_t v_off = (size_t(rows[size_t(j)]) * n_kv + h) * vd;
       if (j < S_ || j >= std::max<int64_t>(p - R_ + 1, ring_lo)) {
@@ -79,14 +82,15 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
     for (int g = 0; g < G; ++g) {
       const float* qh = q + size_t(h * G + g) * kd;
       std::vector<double> s(keys.size());
-      double mx = -1e300;
+      const double sink = sinks ? double(sinks[h * G + g]) : -1e300;
+      double mx = sink;
       for (size_t t = 0; t < keys.size(); ++t) {
         double dot = 0;
         for (int i = 0; i < kd; ++i) dot += double(qh[i]) * keys[t][i];
         s[t] = dot / std::sqrt(double(kd));
         mx = std::max(mx, s[t]);
       }
-      double l = 0;
+      double l = sinks ? std::exp(sink - mx) : 0.0;
       std::vector<double> acc(vd, 0.0);
       for (size_t t = 0; t < keys.size(); ++t) {
         const double w = std::exp(s[t] - mx);

@@ -31,14 +31,15 @@ class ReferenceAttention {
   LayerForms forms(int layer, const LayerInputs& in) const;
   // Output (n_heads x v_dim) for the query q (n_heads x k_dim, unscaled) at
   // position p, under the cache's per-query policy semantics (the layer's
-  // geometry: f.geom).
+  // geometry: f.geom, its window included).
   std::vector<float> attend(const LayerForms& f, const float* q, int64_t p) const;
   // The same where position j holds input row rows[j] of `f` (a sequence
   // that was truncated and re-appended) and the residual ring of p's chunk
   // began at ring_lo: positions in [p - R + 1, ring_lo) are seen in their
-  // codec form (kv_cache.h, truncate()).
+  // codec form (kv_cache.h, truncate()). sinks: n_heads learned sink
+  // logits, each one more term exp(sink) in its head's denominator.
   std::vector<float> attend(const LayerForms& f, const float* q, int64_t p, int64_t ring_lo,
-                            const std::vector<int64_t>& rows) const;
+                            const std::vector<int64_t>& rows, const float* sinks = nullptr) const;
 
  private:
   kv::KvShape shape_;
