@@ -72,7 +72,7 @@ int32_t BpeEncoder::byte_token(uint8_t b) const {
   if (id == kNoToken) id = unk_;
   if (id == kNoToken) {
     fail("tokenizer: byte 0x", "0123456789ABCDEF"[b >> 4], "0123456789ABCDEF"[b & 15],
-         " has no byte-level token and the vocabulary has no unknown token");
+         " has no byte token and the vocabulary has no unknown token");
   }
   return id;
 }
@@ -95,34 +95,52 @@ void BpeEncoder::encode_word(std::string_view word, Session& s, std::vector<int3
   merge_word(word, s, out);
 }
 
+void BpeEncoder::spell(std::string_view word, Session& s) const {
+  s.spelled.clear();
+  s.spelled_offsets.clear();
+  s.symbols.clear();
+  if (spm_style_) {
+    // The word as is, one symbol per UTF-8 character. (An invalid byte is a
+    // symbol of its own; llama.cpp would have replaced it by U+FFFD.)
+    s.spelled.assign(word);
+    for (size_t i = 0; i <= word.size(); ++i) s.spelled_offsets.push_back(uint32_t(i));
+    for (size_t pos = 0; pos < word.size();) {
+      uint32_t cp = 0;
+      const size_t len = std::max<size_t>(utf8_decode(word, pos, &cp), 1);
+      const auto i = int32_t(s.symbols.size());
+      s.symbols.push_back(
+          {uint32_t(pos), uint32_t(len), i - 1, i + 1, tokens_.find(word.substr(pos, len))});
+      pos += len;
+    }
+  } else {
+    // One symbol per byte: each byte is one character of the byte alphabet.
+    const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
+    for (size_t i = 0; i < word.size(); ++i) {
+      const auto b = static_cast<uint8_t>(word[i]);
+      s.spelled_offsets.push_back(uint32_t(s.spelled.size()));
+      s.spelled += alphabet.spelling(b);
+      s.symbols.push_back({uint32_t(i), 1, int32_t(i) - 1, int32_t(i) + 1, byte_tokens_[b]});
+    }
+    s.spelled_offsets.push_back(uint32_t(s.spelled.size()));
+  }
+  if (!s.symbols.empty()) s.symbols.back().next = -1;
+}
+
 void BpeEncoder::merge_word(std::string_view word, Session& s, std::vector<int32_t>& out) const {
   // Offsets are 32-bit (the byte-level spelling takes up to 2 bytes a byte).
   if (word.size() >= UINT32_MAX / 2)
     fail("tokenizer: a word of ", word.size(), " bytes is too long");
-  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
-  s.spelled.clear();
-  s.spelled_offsets.clear();
-  for (char c : word) {
-    s.spelled_offsets.push_back(uint32_t(s.spelled.size()));
-    s.spelled += alphabet.spelling(static_cast<uint8_t>(c));
-  }
-  s.spelled_offsets.push_back(uint32_t(s.spelled.size()));
+  spell(word, s);
 
-  if (ignore_merges_) {
-    // Llama 3: a word that is a token is that token, whatever the merges say.
+  // Llama 3: a word that is a token is that token, whatever the merges say.
+  // Gemma 4: the same for a run of newlines.
+  if (ignore_merges_ || (spm_style_ && word.find_first_not_of('\n') == std::string_view::npos)) {
     if (const int32_t id = tokens_.find(s.spelled); id != kNoToken) {
       out.push_back(id);
       return;
     }
   }
-
-  // One symbol per byte: each byte is one character of the byte alphabet.
-  const auto n = int32_t(word.size());
-  s.symbols.resize(size_t(n));
-  for (int32_t i = 0; i < n; ++i) {
-    s.symbols[size_t(i)] = {uint32_t(i), 1, i - 1, i + 1 < n ? i + 1 : -1,
-                            byte_tokens_[static_cast<uint8_t>(word[size_t(i)])]};
-  }
+  const auto n = int32_t(s.symbols.size());
 
   s.heap.clear();
   auto try_add = [&](int32_t left, int32_t right) {

@@ -1,13 +1,15 @@
-// Byte-level BPE of one pre-tokenized word (llama.cpp's llm_tokenizer_bpe):
-// the word's bytes are spelled in GPT-2's byte alphabet, one symbol per
-// byte, and the adjacent pair with the lowest merge rank is merged until no
-// ranked pair is left (ties: leftmost first). Ranks live in a hash map keyed
-// by the token ids of both halves, and the merged token's id is precomputed,
-// so merging does no string work.
+// BPE of one pre-tokenized word (llama.cpp's llm_tokenizer_bpe): the word's
+// bytes are spelled in GPT-2's byte alphabet, one symbol per byte (or, for
+// SentencePiece-style vocabularies such as Gemma 4's, the word is taken as
+// is, one symbol per UTF-8 character), and the adjacent pair with the lowest
+// merge rank is merged until no ranked pair is left (ties: leftmost first).
+// Ranks live in a hash map keyed by the token ids of both halves, and the
+// merged token's id is precomputed, so merging does no string work.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,14 +51,18 @@ class BpeMerges {
 
 class BpeEncoder {
  public:
-  // byte_tokens[b]: token of the byte-level character for byte b (kNoToken if
-  // the vocabulary lacks it); unk: stands in for such bytes (kNoToken: error).
+  // byte_tokens[b]: the token for byte b (the byte-level character, or
+  // <0xNN> when spm_style; kNoToken if the vocabulary lacks it); unk: stands
+  // in for such bytes (kNoToken: error). spm_style: raw UTF-8 symbols, and a
+  // word made only of newlines that is a token is taken whole (Gemma 4).
   BpeEncoder(const TokenMap& tokens, const BpeMerges& merges,
-             const std::array<int32_t, 256>& byte_tokens, bool ignore_merges, int32_t unk)
+             const std::array<int32_t, 256>& byte_tokens, bool ignore_merges, bool spm_style,
+             int32_t unk)
       : tokens_(tokens),
         merges_(merges),
         byte_tokens_(byte_tokens),
         ignore_merges_(ignore_merges),
+        spm_style_(spm_style),
         unk_(unk) {}
 
   // Reusable buffers, plus a cache of words already encoded by this session
@@ -79,12 +85,18 @@ class BpeEncoder {
     std::vector<uint32_t> spelled_offsets;
     std::vector<int32_t> cached_ids;
     std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+    // Texts prepared by the caller for this session (e.g. with spaces
+    // escaped) that cache keys point into; a deque never moves them.
+    std::deque<std::string> texts;
   };
 
   // Appends the tokens of one word (raw bytes, not yet byte-level spelled).
   void encode_word(std::string_view word, Session& s, std::vector<int32_t>& out) const;
 
  private:
+  // Fills s.spelled, s.spelled_offsets (word byte -> spelled offset) and the
+  // initial symbols of `word`.
+  void spell(std::string_view word, Session& s) const;
   void merge_word(std::string_view word, Session& s, std::vector<int32_t>& out) const;
   std::string_view spelled_piece(const Session& s, uint32_t begin, uint32_t len) const;
   int32_t byte_token(uint8_t b) const;
@@ -93,6 +105,7 @@ class BpeEncoder {
   const BpeMerges& merges_;
   const std::array<int32_t, 256>& byte_tokens_;
   bool ignore_merges_;
+  bool spm_style_;
   int32_t unk_;
 };
 

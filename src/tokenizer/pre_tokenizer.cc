@@ -33,6 +33,27 @@ const char* const kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Qwen3.5: as Qwen2, but combining marks (\p{M}) belong to letter runs and
+// never start a punctuation run.
+const char* const kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"
+    "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// GPT-4o / o200k (gpt-oss, Llama 4): an optional non-letter, then capitals
+// followed by lower-case letters (or capitals alone), then an optional
+// contraction; digits in groups of up to three; punctuation runs keep
+// trailing newlines and slashes. The case classes are llama.cpp's rewrite
+// of tokenizer.json's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}]: "a letter other than a-z" and "a letter other
+// than A-Z". So only ASCII letters have a case, and combining marks are not
+// part of words (they fall to the punctuation alternative).
+const char* const kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // DeepSeek LLM: cased letters, ASCII/full-width punctuation, CJK and digits,
 // each split separately. The letter class is the set of cased letters
 // (Lu, Ll, Lt); the six code points written as \x{..} are ones that Unicode
@@ -75,6 +96,14 @@ std::vector<SpecEntry> build_specs() {
   s.push_back({{"dbrx", "smaug-bpe"}, spec("dbrx", {kLlama3}, false, false)});
   s.push_back({{"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2"},
                spec("qwen2", {kQwen2}, false, false)});
+  s.push_back({{"qwen35"}, spec("qwen35", {kQwen35}, false, false)});
+  s.push_back({{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"},
+               spec("gpt-4o", {kGpt4o}, false, false)});
+  // Gemma 4 cuts the text only into runs of newlines and runs of anything
+  // else; the merges then run over each whole line.
+  PreTokenizerSpec gemma4 = spec("gemma4", {"[^\\n]+|[\\n]+"}, false, /*add_bos=*/true);
+  gemma4.spm_style = true;
+  s.push_back({{"gemma4", "granite-embed-multi-311m"}, std::move(gemma4)});
   s.push_back(
       {{"deepseek-llm"},
        spec("deepseek-llm", {"[\r\n]", kDeepseekLetters, kDeepseekPunct, "\\s+$", kCjk, "\\p{N}+"},

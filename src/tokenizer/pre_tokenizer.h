@@ -33,6 +33,13 @@ struct PreTokenizerSpec {
   std::vector<std::string> patterns;  // applied in order
   bool ignore_merges = false;         // a word that is itself a token skips the merges
   bool add_bos = false;               // default for tokenizer.ggml.add_bos_token
+  // SentencePiece-style BPE (Gemma 4): the text's spaces become U+2581
+  // before splitting (and U+2581 decodes back to a space), words are merged
+  // from their raw UTF-8 characters instead of GPT-2's byte alphabet, a piece
+  // that is not a token falls back to <0xNN> byte tokens, a word made only
+  // of newlines that is itself a token is taken whole, and BOS is added even
+  // when tokenizer.ggml.add_bos_token says not to (all as llama.cpp does).
+  bool spm_style = false;
 };
 
 // Resolves tokenizer.ggml.pre ("" and "default" give llama.cpp's default

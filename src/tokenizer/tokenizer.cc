@@ -63,10 +63,31 @@ constexpr std::string_view kEotTexts[] = {
     "<|end_of_text|>",    "<EOT>",      "_<EOT>",  "[EOT]",         "<｜end▁of▁sentence｜>",
     "<end_of_utterance>",
 };
-constexpr std::string_view kEogOnlyTexts[] = {"<|eom_id|>", "<|return|>", "<|call|>", "[EOS]"};
+constexpr std::string_view kEogOnlyTexts[] = {
+    "<|eom_id|>", "<|return|>", "<|call|>",         "[EOS]",
+    "<eos>",      "<turn|>",    "<|tool_response>",  // Gemma 4
+};
+// gpt-oss (o200k_harmony): message-structure tokens that llama.cpp always
+// renders and cuts out of plain text, i.e. treats as user-defined.
+constexpr std::string_view kHarmonyUserTexts[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                  "<|constrain|>"};
 
 bool contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
+}
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+// Appends `text` with every ' ' written as U+2581 (llama_escape_whitespace).
+void escape_spaces(std::string_view text, std::string& out) {
+  out.reserve(out.size() + text.size() + text.size() / 4);
+  for (char c : text) {
+    if (c == ' ') {
+      out += kSpace;
+    } else {
+      out += c;
+    }
+  }
 }
 
 std::string lowercase(std::string s) {
@@ -93,10 +114,14 @@ struct Tokenizer::State {
   std::optional<PreTokenizer> pre;
   std::optional<BpeMerges> merges;
   bool ignore_merges = false;
+  // SentencePiece conventions: spaces as U+2581, <0xNN> byte tokens. Always
+  // for SPM; for BPE when the pre-tokenizer says so (Gemma 4).
+  bool spm_spelling = false;
   bool spm_words_independent = false;
 
   explicit State(Vocab v);
   void derive_attributes();
+  void apply_harmony_rules();
   void build_pieces();
   void build_specials();
   void encode_fragment(std::string_view text, bool space_prefix, std::vector<int32_t>& out,
@@ -121,7 +146,11 @@ Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
     attrs[size_t(i)] = attr_of(vocab.type_of(i));
   }
   derive_attributes();
+  apply_harmony_rules();
 
+  const PreTokenizerSpec* spec =
+      vocab.type == VocabType::kBpe ? &pre_tokenizer_spec(vocab.pre) : nullptr;
+  spm_spelling = !spec || spec->spm_style;
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   for (int b = 0; b < 256; ++b) {
     if (vocab.type == VocabType::kSpm) {
@@ -131,6 +160,11 @@ Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
       // As llama.cpp: without <0xNN>, the byte may exist as a one-byte token.
       if (id == kNoToken) id = token_to_id.find(std::string(1, char(b)));
       byte_tokens[size_t(b)] = id;
+    } else if (spm_spelling) {
+      // As llama.cpp: only <0xNN> (a piece with neither becomes UNK here).
+      char hex[7];
+      std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+      byte_tokens[size_t(b)] = token_to_id.find(hex);
     } else {
       byte_tokens[size_t(b)] = token_to_id.find(alphabet.spelling(uint8_t(b)));
     }
@@ -139,11 +173,10 @@ Tokenizer::State::State(Vocab v) : vocab(std::move(v)) {
   if (vocab.type == VocabType::kSpm) {
     spm_words_independent = SpmEncoder::vocab_has_no_inner_space(vocab.tokens);
   }
-  if (vocab.type == VocabType::kBpe) {
-    const PreTokenizerSpec& spec = pre_tokenizer_spec(vocab.pre);
-    pre_name = spec.name;
-    pre.emplace(spec.patterns);
-    ignore_merges = spec.ignore_merges;
+  if (spec) {
+    pre_name = spec->name;
+    pre.emplace(spec->patterns);
+    ignore_merges = spec->ignore_merges;
     merges.emplace(vocab.merges, token_to_id);
     // BpeMerges holds them from here on, as ids: the texts would be a second
     // copy (the largest table of a 128K-token vocabulary).
@@ -202,6 +235,24 @@ void Tokenizer::State::derive_attributes() {
   }
 }
 
+// gpt-oss: with <|return|> and <|call|> ending the generation, <|end|> only
+// ends a message, so llama.cpp takes it off the end-of-generation list and
+// makes it user-defined (eot() still names it, as in llama.cpp). The
+// message-structure tokens become user-defined too.
+void Tokenizer::State::apply_harmony_rules() {
+  for (std::string_view t : kHarmonyUserTexts) {
+    if (const int32_t id = token_to_id.find(t); id != kNoToken)
+      attrs[size_t(id)] = kAttrUserDefined;
+  }
+  const int32_t end = token_to_id.find("<|end|>");
+  const int32_t ret = token_to_id.find("<|return|>");
+  const int32_t call = token_to_id.find("<|call|>");
+  if (end == kNoToken || ret == kNoToken || call == kNoToken) return;
+  is_eog[size_t(end)] = false;
+  eog.erase(std::remove(eog.begin(), eog.end(), end), eog.end());
+  attrs[size_t(end)] = kAttrUserDefined;
+}
+
 void Tokenizer::State::build_pieces() {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   pieces.resize(vocab.tokens.size());
@@ -212,7 +263,7 @@ void Tokenizer::State::build_pieces() {
     if (a & (kAttrControl | kAttrUnknown | kAttrUserDefined)) {
       piece = text;  // special tokens render as their text
     } else if (a & kAttrNormal) {
-      if (vocab.type == VocabType::kSpm) {
+      if (spm_spelling) {
         // U+2581 back to spaces.
         for (size_t p = 0; p < text.size();) {
           if (text.compare(p, 3, "\xE2\x96\x81") == 0) {
@@ -239,7 +290,7 @@ void Tokenizer::State::build_pieces() {
           }
         }
       }
-    } else if ((a & kAttrByte) && vocab.type == VocabType::kSpm) {
+    } else if ((a & kAttrByte) && spm_spelling) {
       // validate() guarantees the <0xNN> spelling.
       piece = char(std::stoi(text.substr(3, 2), nullptr, 16));
     }
@@ -267,20 +318,22 @@ void Tokenizer::State::encode_fragment(std::string_view text, bool space_prefix,
                                        BpeEncoder::Session* session) const {
   if (vocab.type == VocabType::kSpm) {
     std::string escaped;
-    escaped.reserve(text.size() + text.size() / 4 + 3);
-    if (space_prefix) escaped += "\xE2\x96\x81";
-    for (char c : text) {
-      if (c == ' ') {
-        escaped += "\xE2\x96\x81";
-      } else {
-        escaped += c;
-      }
-    }
+    if (space_prefix) escaped = kSpace;
+    escape_spaces(text, escaped);
     SpmEncoder(token_to_id, vocab.scores, byte_tokens, vocab.unk, spm_words_independent)
         .encode(escaped, out);
     return;
   }
-  const BpeEncoder encoder(token_to_id, *merges, byte_tokens, ignore_merges, vocab.unk);
+  if (spm_spelling) {
+    // Gemma 4: spaces become U+2581 before the split (llama.cpp's
+    // escape_whitespaces). The session keeps the escaped text, which its
+    // word cache points into.
+    std::string& escaped = session->texts.emplace_back();
+    escape_spaces(text, escaped);
+    text = escaped;
+  }
+  const BpeEncoder encoder(token_to_id, *merges, byte_tokens, ignore_merges, spm_spelling,
+                           vocab.unk);
   size_t begin = 0;
   for (size_t end : pre->split(text)) {
     encoder.encode_word(text.substr(begin, end - begin), *session, out);

@@ -3,7 +3,9 @@
 //  - SPM (tokenizer.ggml.model = "llama"): spaces become U+2581, an optional
 //    leading space is added, score-driven merges, byte fallback <0xNN>;
 //  - BPE (tokenizer.ggml.model = "gpt2"): regex pre-tokenizer chosen by
-//    tokenizer.ggml.pre, GPT-2 byte-level alphabet, ranked merges.
+//    tokenizer.ggml.pre, GPT-2 byte-level alphabet, ranked merges;
+//    "gemma4": the same merges over SentencePiece spellings (spaces as
+//    U+2581, raw UTF-8, <0xNN> byte fallback).
 // Special tokens (control, user-defined, unknown) are cut out of the text
 // first: user-defined ones always, control and unknown ones only when
 // parse_special is set (otherwise their text is tokenized as plain text).

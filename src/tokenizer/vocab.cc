@@ -52,12 +52,18 @@ void Vocab::validate() const {
   if (!types.empty() && types.size() != n) {
     fail(kTokenType, " has ", types.size(), " entries, expected one per token (", n, ")");
   }
+  // SPM and SentencePiece-style BPE (Gemma 4) spell byte tokens <0xNN>.
+  int hex_bytes = -1;  // decided at the first byte token
   for (size_t i = 0; i < types.size(); ++i) {
     const auto t = int32_t(types[i]);
     if (t < 0 || t > int32_t(TokenType::kByte)) {
       fail(kTokenType, "[", i, "] = ", t, " is not a token type (0..6)");
     }
-    if (type == VocabType::kSpm && types[i] == TokenType::kByte && !is_byte_spelling(tokens[i])) {
+    if (types[i] != TokenType::kByte) continue;
+    if (hex_bytes < 0) {
+      hex_bytes = type == VocabType::kSpm || pre_tokenizer_spec(pre).spm_style;
+    }
+    if (hex_bytes && !is_byte_spelling(tokens[i])) {
       fail(kTokenType, "[", i, "] marks '", escape_bytes(tokens[i]),
            "' as a byte token, which must be spelled <0xNN>");
     }
@@ -91,11 +97,14 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file) {
       v.type = VocabType::kSpm;
     } else if (*model == "gpt2") {
       v.type = VocabType::kBpe;
+    } else if (*model == "gemma4") {
+      v.type = VocabType::kBpe;  // with the gemma4 pre-tokenizer, whatever the file says
     } else {
       fail(kModel, " '", *model,
-           "' is not supported (supported: 'llama' = SentencePiece, 'gpt2' = byte-level BPE)");
+           "' is not supported (supported: 'llama' = SentencePiece, 'gpt2' = byte-level BPE, "
+           "'gemma4' = SentencePiece-style BPE)");
     }
-    v.pre = file.get_string(kPre).value_or("");
+    v.pre = *model == "gemma4" ? "gemma4" : file.get_string(kPre).value_or("");
     v.model_name = file.get_string("general.name").value_or("");
 
     const std::vector<std::string>* tokens = file.get_strings(kTokens);
@@ -146,6 +155,8 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file) {
     if (v.bos == kNoToken) v.add_bos = false;
     if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
     if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
+    // llama.cpp always adds Gemma 4's BOS (its files may say otherwise).
+    if (v.type == VocabType::kBpe && pre_tokenizer_spec(v.pre).spm_style) v.add_bos = true;
     if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
     v.chat_template = file.get_string("tokenizer.chat_template").value_or("");
     v.validate();

@@ -19,7 +19,9 @@ namespace tkv::tok {
 inline constexpr int32_t kNoToken = -1;
 
 // tokenizer.ggml.model: "llama" is SentencePiece (scores-driven merges, byte
-// fallback), "gpt2" is byte-level BPE (ranked merges, regex pre-tokenizer).
+// fallback), "gpt2" is byte-level BPE (ranked merges, regex pre-tokenizer),
+// "gemma4" is BPE over SentencePiece spellings (kBpe with the "gemma4"
+// pre-tokenizer, see PreTokenizerSpec::spm_style).
 enum class VocabType { kSpm, kBpe };
 std::string_view vocab_type_name(VocabType type);  // "llama" / "gpt2"
 
@@ -63,14 +65,16 @@ struct Vocab {
 
   // Reads the tokenizer.ggml.* keys. Defaults for absent keys follow
   // llama.cpp: SPM has BOS 1, EOS 2, UNK 0, adds BOS and a space prefix; BPE
-  // adds BOS only for the Llama-3 pre-tokenizer family. Ids stored as
+  // adds BOS only for the Llama-3 pre-tokenizer family, and Gemma 4 always
+  // (whatever tokenizer.ggml.add_bos_token says). Ids stored as
   // 0xFFFFFFFF or -1 (what converters write for "none") count as absent.
   // Errors (tkv::Error) name the file and the key.
   static Vocab from_gguf(const gguf::GgufFile& file);
 
   // Throws tkv::Error naming the offending key when lengths or ids are
   // inconsistent: scores/token_type length != tokens, empty token list,
-  // special ids out of range, BPE without merges, byte tokens not spelled <0xNN>.
+  // special ids out of range, BPE without merges, SPM or Gemma 4 byte tokens
+  // not spelled <0xNN>.
   void validate() const;
 
   int32_t n_tokens() const { return int32_t(tokens.size()); }

@@ -81,6 +81,90 @@ TEST(Spm, SpacesBecomeU2581AndPrefixIsOptional) {
   EXPECT_EQ(no_prefix.decode(no_prefix.encode(" a", false, false)), " a");
 }
 
+// Gemma 3: SentencePiece with tokenizer.ggml.add_space_prefix = false and
+// turn markers as control tokens. llama.cpp then adds no U+2581 at the start
+// of the text nor after a special token; spaces in the text still become
+// U+2581, and decoding keeps every space.
+TEST(Spm, Gemma3StyleWithoutSpacePrefix) {
+  Vocab v = spm_vocab(
+      {kSp, kSp + kSp, "a", "b", kSp + "a", kSp + "b", "\n", "<start_of_turn>", "<end_of_turn>"},
+      {0, -1, 0, 0, -2, -2, 0, 0, 0});
+  const int32_t sot = v.n_tokens() - 2, eot = v.n_tokens() - 1;
+  v.types[size_t(sot)] = v.types[size_t(eot)] = TokenType::kControl;
+  v.add_space_prefix = false;
+  const Tokenizer t(v);
+  EXPECT_FALSE(t.add_space_prefix());
+  EXPECT_EQ(texts(t, t.encode("a b", false, false)), (Strings{"a", kSp + "b"}));
+  EXPECT_EQ(texts(t, t.encode(" a", false, false)), (Strings{kSp + "a"}));
+  // "▁▁" outscores "▁a": two leading spaces stay together.
+  EXPECT_EQ(texts(t, t.encode("  a", false, false)), (Strings{kSp + kSp, "a"}));
+  EXPECT_EQ(texts(t, t.encode("<start_of_turn>a b\n<end_of_turn>", true, true)),
+            (Strings{"<s>", "<start_of_turn>", "a", kSp + "b", "\n", "<end_of_turn>"}));
+  for (const std::string s : {"a b", " a", "  a b ", "\na  b\n"}) {
+    EXPECT_EQ(t.decode(t.encode(s, true, false)), s);
+  }
+  // The same vocabulary with the prefix: a U+2581 at the start and after
+  // each special token.
+  v.add_space_prefix = true;
+  const Tokenizer with_prefix(std::move(v));
+  EXPECT_EQ(texts(with_prefix, with_prefix.encode("<start_of_turn>a<end_of_turn>b", false, true)),
+            (Strings{"<start_of_turn>", kSp + "a", "<end_of_turn>", kSp + "b"}));
+}
+
+// Gemma 4: BPE over SentencePiece spellings. Spaces become U+2581, words are
+// the runs between newlines (so merges cross spaces), symbols are whole
+// UTF-8 characters, and a piece that is not a token falls back to <0xNN>.
+Vocab gemma4_vocab(std::vector<std::string> merges) {
+  Vocab v;
+  v.type = VocabType::kBpe;
+  v.pre = "gemma4";
+  v.tokens = {"<pad>", "<eos>", "<bos>"};
+  v.types = {TokenType::kControl, TokenType::kControl, TokenType::kControl};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    v.tokens.push_back(name);
+    v.types.push_back(TokenType::kByte);
+  }
+  for (std::string t :
+       {kSp, std::string("a"), std::string("b"), kSp + "a", std::string("ab"), "a" + kSp,
+        std::string("\n"), std::string("\n\n\n"), std::string("\xC3\xA9")}) {
+    v.tokens.push_back(t);
+    v.types.push_back(TokenType::kNormal);
+  }
+  v.merges = std::move(merges);
+  v.bos = 2;
+  v.eos = 1;
+  v.add_bos = true;
+  return v;
+}
+
+TEST(Bpe, Gemma4StyleMergesRawCharactersAcrossSpaces) {
+  const std::string sp_a = kSp + "a", a_sp = "a" + kSp;
+  const Tokenizer sp_first(gemma4_vocab({kSp + " a", "a b"}));
+  EXPECT_EQ(sp_first.pre_tokenizer(), "gemma4");
+  EXPECT_EQ(texts(sp_first, sp_first.encode("a ab", true, false)),
+            (Strings{"<bos>", "a", sp_a, "b"}));
+  const Tokenizer ab_first(gemma4_vocab({"a b", kSp + " a"}));
+  EXPECT_EQ(texts(ab_first, ab_first.encode("a ab", false, false)), (Strings{"a", kSp, "ab"}));
+  // "a▁" is a merge across the space, which a byte-level BPE never sees.
+  const Tokenizer across(gemma4_vocab({"a " + kSp, "a b"}));
+  EXPECT_EQ(texts(across, across.encode("a ab", false, false)), (Strings{a_sp, "ab"}));
+  // "é" is one symbol (a token); "ü" is not a token: its bytes.
+  EXPECT_EQ(texts(across, across.encode("\xC3\xA9\xC3\xBC", false, false)),
+            (Strings{"\xC3\xA9", "<0xC3>", "<0xBC>"}));
+  for (const std::string s : {"a ab", " a\n\n\nb  ", "\xC3\xA9\xC3\xBC x", "\xFF\xC3"}) {
+    EXPECT_EQ(across.decode(across.encode(s, true, false)), s);
+  }
+}
+
+TEST(Bpe, Gemma4StyleNewlineRunsThatAreTokensAreTakenWhole) {
+  const Tokenizer t(gemma4_vocab({"a b"}));
+  // No merges build "\n\n\n", but it is a token; "\n\n" is not.
+  EXPECT_EQ(texts(t, t.encode("a\n\n\nb", false, false)), (Strings{"a", "\n\n\n", "b"}));
+  EXPECT_EQ(texts(t, t.encode("\n\n", false, false)), (Strings{"\n", "\n"}));
+}
+
 TEST(Spm, UnknownCharactersFallBackToBytes) {
   const Tokenizer t(spm_vocab({kSp, "a"}, {0, 0}));
   // "é" is not a token: its two UTF-8 bytes become <0xC3> <0xA9>.

@@ -14,8 +14,8 @@ namespace tkv::tok::test {
 
 // The vocabularies llama.cpp ships test vectors for (ggml-vocab-X.gguf).
 inline const std::vector<std::string>& vocab_names() {
-  static const std::vector<std::string> names = {"llama-spm", "phi-3", "llama-bpe",
-                                                 "qwen2",     "gpt-2", "deepseek-llm"};
+  static const std::vector<std::string> names = {
+      "llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "gemma-4", "qwen35"};
   return names;
 }
 
@@ -27,8 +27,9 @@ struct VectorCase {
   std::string text;
   std::vector<int32_t> ids;
 };
-// X.gguf.inp: texts separated by "\n__ggml_vocab_test__\n"; X.gguf.out: one
-// line of ids per text. Throws std::runtime_error on a malformed pair.
+// X.gguf.inp: texts each followed by "\n__ggml_vocab_test__\n" (the last
+// one may lack it); X.gguf.out: one line of ids per text. Throws
+// std::runtime_error when the counts differ.
 std::vector<VectorCase> read_vectors(const std::string& inp_path, const std::string& out_path);
 
 std::string ids_to_string(const std::vector<int32_t>& ids);

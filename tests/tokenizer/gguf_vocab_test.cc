@@ -95,6 +95,44 @@ TEST(GgufVocab, KeysOverrideDefaults) {
   EXPECT_TRUE(ChatTemplate::for_tokenizer(t).warning().empty());
 }
 
+// tokenizer.ggml.model = "gemma4": SentencePiece-style BPE with the gemma4
+// pre-tokenizer whatever tokenizer.ggml.pre says, and BOS always added (as
+// llama.cpp does, overriding tokenizer.ggml.add_bos_token = false).
+TEST(GgufVocab, Gemma4ModelImpliesItsPreTokenizerAndBos) {
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gemma4");
+  w.set_string("tokenizer.ggml.pre", "gpt-2");
+  w.set("tokenizer.ggml.tokens",
+        Value::make_strings({"<pad>", "<eos>", "<bos>", "\xE2\x96\x81", "a",
+                             "\xE2\x96\x81"
+                             "a"}));
+  w.set("tokenizer.ggml.token_type", Value::make_i32s({3, 3, 3, 1, 1, 1}));
+  w.set("tokenizer.ggml.merges", Value::make_strings({"\xE2\x96\x81 a"}));
+  w.set_u32("tokenizer.ggml.bos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eos_token_id", 1);
+  w.set("tokenizer.ggml.add_bos_token", Value::make_bool(false));
+  w.set("tokenizer.ggml.add_space_prefix", Value::make_bool(false));
+  const Loaded l = parse(w);
+  const Tokenizer t = Tokenizer::from_gguf(*l.file);
+  EXPECT_EQ(t.type(), VocabType::kBpe);
+  EXPECT_EQ(t.pre_tokenizer(), "gemma4");
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.encode("a a", true, false), (std::vector<int32_t>{2, 4, 5}));
+  EXPECT_EQ(t.decode(t.encode("a a", true, false)), "a a");
+  EXPECT_TRUE(t.is_eog(1));
+
+  // Byte tokens of such a vocabulary must be spelled <0xNN>, as in SPM.
+  w.set("tokenizer.ggml.token_type", Value::make_i32s({3, 3, 3, 1, 6, 1}));
+  const Loaded bad = parse(w);
+  try {
+    Tokenizer::from_gguf(*bad.file);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.token_type[4]"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GgufVocab, NoBosMeansNoDefaultBos) {
   GgufWriter w;
   add_spm_keys(w);

@@ -91,6 +91,90 @@ TEST(PreTokenizer, DefaultSplitsPunctuationFirst) {
   EXPECT_EQ(split("starcoder", "x12"), (Pieces{"x", "1", "2"}));
 }
 
+// GPT-4o / o200k (gpt-oss). Expected pieces follow from llama.cpp's regex:
+// [^\r\n\p{L}\p{N}]? U* L+ C? | [^\r\n\p{L}\p{N}]? U+ L* C? | \p{N}{1,3} |
+// ' '?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+, with U a letter
+// other than a-z, L a letter other than A-Z, C a contraction.
+TEST(PreTokenizer, Gpt4oCaseRuns) {
+  EXPECT_EQ(split("gpt-4o", "Hello World"), (Pieces{"Hello", " World"}));
+  EXPECT_EQ(split("gpt-4o", "camelCase"), (Pieces{"camel", "Case"}));
+  // Capitals then lower case letters are one word; capitals alone are one too.
+  EXPECT_EQ(split("gpt-4o", "HTTPServer ALLCAPS word"),
+            (Pieces{"HTTPServer", " ALLCAPS", " word"}));
+  // Only ASCII letters have a case (llama.cpp's rewrite of the case
+  // classes): a non-ASCII capital counts as lower case too, so "É" ends a
+  // word on its own before the ASCII capitals.
+  EXPECT_EQ(split("gpt-4o",
+                  "\xC3\x89"
+                  "COLE"),
+            (Pieces{"\xC3\x89", "COLE"}));
+  EXPECT_EQ(split("gpt-4o", "\xC3\xA9t\xC3\xA9"), (Pieces{"\xC3\xA9t\xC3\xA9"}));
+  // A combining mark is not part of a word: it starts the next one.
+  EXPECT_EQ(split("gpt-4o",
+                  "e\xCC\x81"
+                  "x"),
+            (Pieces{"e",
+                    "\xCC\x81"
+                    "x"}));
+}
+
+TEST(PreTokenizer, Gpt4oContractionsStayWithTheirWord) {
+  EXPECT_EQ(split("gpt-4o", "don't I'm DON'T we'Ve"),
+            (Pieces{"don't", " I'm", " DON'T", " we'Ve"}));
+  // A quote not followed by a contraction is the prefix of the next word.
+  EXPECT_EQ(split("gpt-4o", "'sup 'x"), (Pieces{"'sup", " '", "x"}));
+}
+
+TEST(PreTokenizer, Gpt4oDigitsCjkAndPunctuation) {
+  EXPECT_EQ(split("gpt-4o", "1234567"), (Pieces{"123", "456", "7"}));
+  EXPECT_EQ(split("gpt-4o", "x1234 12"), (Pieces{"x", "123", "4", " ", "12"}));
+  // CJK ideographs are letters of both "cases": one word, glued to Latin.
+  EXPECT_EQ(split("gpt-4o", "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C"),
+            (Pieces{"\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C"}));
+  EXPECT_EQ(split("gpt-4o", "Hello\xE4\xB8\x96\xE7\x95\x8C \xE4\xBD\xA0\xE5\xA5\xBD"),
+            (Pieces{"Hello\xE4\xB8\x96\xE7\x95\x8C", " \xE4\xBD\xA0\xE5\xA5\xBD"}));
+  // Punctuation keeps trailing newlines and slashes; "/b" is a word.
+  EXPECT_EQ(split("gpt-4o", "x!!\n\ny"), (Pieces{"x", "!!\n\n", "y"}));
+  EXPECT_EQ(split("gpt-4o", "https://a/b"), (Pieces{"https", "://", "a", "/b"}));
+}
+
+TEST(PreTokenizer, Gpt4oWhitespace) {
+  EXPECT_EQ(split("gpt-4o", "a   b"), (Pieces{"a", "  ", " b"}));
+  EXPECT_EQ(split("gpt-4o", "a\n\nb"), (Pieces{"a", "\n\n", "b"}));
+  EXPECT_EQ(split("gpt-4o", "a \n b"), (Pieces{"a", " \n", " b"}));
+  EXPECT_EQ(split("gpt-4o", "a\t\t"), (Pieces{"a", "\t\t"}));
+  EXPECT_EQ(split("llama4", "a  b"), split("gpt-4o", "a  b"));
+}
+
+TEST(PreTokenizer, Qwen35KeepsCombiningMarksInWords) {
+  // Qwen2 cuts a word at a combining mark; Qwen3.5 keeps it.
+  EXPECT_EQ(split("qwen2",
+                  "e\xCC\x81"
+                  "x"),
+            (Pieces{"e",
+                    "\xCC\x81"
+                    "x"}));
+  EXPECT_EQ(split("qwen35",
+                  "e\xCC\x81"
+                  "x"),
+            (Pieces{"e\xCC\x81"
+                    "x"}));
+  // Devanagari "namaste": the virama and the vowel sign are marks.
+  const std::string namaste =
+      "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87";
+  EXPECT_EQ(split("qwen35", namaste + " x"), (Pieces{namaste, " x"}));
+  EXPECT_EQ(split("qwen2", namaste).size(), 3u);
+  // Otherwise as Qwen2: single digits, contractions.
+  EXPECT_EQ(split("qwen35", "it's 123"), (Pieces{"it", "'s", " ", "1", "2", "3"}));
+}
+
+TEST(PreTokenizer, Gemma4SplitsOnlyAtNewlines) {
+  EXPECT_EQ(split("gemma4", "ab cd, 12\n\nx\r\n"), (Pieces{"ab cd, 12", "\n\n", "x\r", "\n"}));
+  EXPECT_EQ(split("gemma4", "\n"), (Pieces{"\n"}));
+  EXPECT_TRUE(pre_tokenizer_spec("gemma4").spm_style);
+  EXPECT_FALSE(pre_tokenizer_spec("gpt-4o").spm_style);
+}
+
 TEST(PreTokenizer, PiecesAlwaysCoverTheText) {
   std::mt19937 rng(5);
   for (const std::string& pre : supported_pre_tokenizers()) {
@@ -110,11 +194,16 @@ TEST(PreTokenizer, PiecesAlwaysCoverTheText) {
 
 TEST(PreTokenizer, LongRunsDoNotExhaustTheRegexStack) {
   const std::string spaces(200000, ' '), letters(200000, 'x'), digits(200000, '7');
-  for (const char* pre : {"gpt-2", "llama3", "qwen2", "deepseek-llm"}) {
+  for (const char* pre : {"gpt-2", "llama3", "qwen2", "deepseek-llm", "qwen35", "gpt-4o"}) {
     EXPECT_EQ(split(pre, spaces + "y").back(), " y") << pre;
     EXPECT_EQ(split(pre, letters).size(), 1u) << pre;
     EXPECT_FALSE(split(pre, digits).empty()) << pre;
   }
+  // GPT-4o's case classes are repeated lookahead groups.
+  const std::string capitals(200000, 'X');
+  EXPECT_EQ(split("gpt-4o", capitals + "y").size(), 1u);
+  EXPECT_EQ(split("gpt-4o", capitals + " ").size(), 2u);
+  EXPECT_EQ(split("gemma4", letters + "\n" + spaces).size(), 3u);
 }
 
 TEST(PreTokenizer, UnknownNameIsAnError) {
@@ -125,6 +214,8 @@ TEST(PreTokenizer, UnknownNameIsAnError) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.pre 'not-a-tokenizer'"),
               std::string::npos);
     EXPECT_NE(std::string(e.what()).find("llama-bpe"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gpt-4o"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
   }
 }
 

@@ -70,6 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
                       "vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen2.gguf",
                       "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
+                      "vocab/ggml-vocab-gemma-4.gguf", "vocab/ggml-vocab-qwen35.gguf",
                       "stories260K.gguf", "tkv-test-23M.gguf"),
     [](const auto& info) {
       std::string n = info.param;
@@ -121,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
     ByteCapableVocabs, InvalidUtf8RoundTrip,
     ::testing::Values("vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
                       "vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen2.gguf",
-                      "vocab/ggml-vocab-gpt-2.gguf", "stories260K.gguf", "tkv-test-23M.gguf"),
+                      "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-gemma-4.gguf",
+                      "vocab/ggml-vocab-qwen35.gguf", "stories260K.gguf", "tkv-test-23M.gguf"),
     [](const auto& info) {
       std::string n = info.param;
       std::string out;

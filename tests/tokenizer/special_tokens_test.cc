@@ -123,6 +123,67 @@ TEST(SpecialTokens, EndOfGeneration) {
   EXPECT_TRUE(phi3->is_eog(32000));  // EOS <|endoftext|>
 }
 
+// gpt-oss (o200k_harmony): <|return|> and <|call|> end the generation, so
+// <|end|> (end of a message) does not, and becomes user-defined like the
+// message-structure tokens, which are then cut out of plain text and always
+// rendered (llama.cpp's rules for this vocabulary).
+TEST(SpecialTokens, HarmonyTokens) {
+  Vocab v;
+  v.type = VocabType::kBpe;
+  v.pre = "gpt-4o";
+  v.tokens = {"a",       "b",          "<|start|>", "<|channel|>",  "<|message|>",
+              "<|end|>", "<|return|>", "<|call|>",  "<|endoftext|>"};
+  v.types.assign(v.tokens.size(), TokenType::kControl);
+  v.types[0] = v.types[1] = TokenType::kNormal;
+  v.merges = {"a b"};
+  const Tokenizer t(v);
+  EXPECT_TRUE(t.is_eog(6));
+  EXPECT_TRUE(t.is_eog(7));
+  EXPECT_TRUE(t.is_eog(8));
+  EXPECT_FALSE(t.is_eog(5));
+  EXPECT_EQ(t.eog_ids(), (std::vector<int32_t>{6, 7, 8}));
+  for (int32_t id : {2, 3, 4, 5}) EXPECT_FALSE(t.is_control(id)) << id;
+  EXPECT_TRUE(t.is_control(6));
+  const std::vector<int32_t> ids = t.encode("<|start|>a<|channel|>b<|message|>ab<|end|>", false,
+                                            /*parse_special=*/false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 0, 3, 1, 4, 0, 1, 5}));
+  EXPECT_EQ(t.decode(ids), "<|start|>a<|channel|>b<|message|>ab<|end|>");
+  EXPECT_EQ(t.decode(std::vector<int32_t>{0, 6}), "a");
+
+  // Without <|return|> and <|call|> (Phi-3), <|end|> stays an end of generation.
+  v.tokens[6] = "x";
+  v.tokens[7] = "y";
+  const Tokenizer no_harmony(std::move(v));
+  EXPECT_TRUE(no_harmony.is_eog(5));
+  EXPECT_TRUE(no_harmony.is_control(5));
+}
+
+TEST(SpecialTokens, Gemma4) {
+  TKV_REQUIRE_TOKENIZER(tok, "vocab/ggml-vocab-gemma-4.gguf");
+  EXPECT_EQ(tok->pre_tokenizer(), "gemma4");
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_space_prefix());
+  EXPECT_EQ(tok->encode("Hi", true, false).front(), 2);  // <bos>
+  const int32_t turn_open = tok->find_token("<|turn>"), turn_close = tok->find_token("<turn|>");
+  const int32_t tool_response = tok->find_token("<|tool_response>");
+  ASSERT_EQ(turn_close, 106);
+  EXPECT_TRUE(tok->is_eog(1));  // <eos>
+  EXPECT_TRUE(tok->is_eog(turn_close));
+  EXPECT_TRUE(tok->is_eog(tool_response));
+  EXPECT_FALSE(tok->is_eog(turn_open));
+  EXPECT_FALSE(tok->is_eog(tok->find_token("</s>")));
+  // <|tool_response> is user-defined in the file but, as an end of
+  // generation, control: plain text never produces it.
+  EXPECT_TRUE(tok->is_control(tool_response));
+  const std::vector<int32_t> plain = tok->encode("<|tool_response>", false, false);
+  EXPECT_GT(plain.size(), 1u);
+  EXPECT_EQ(tok->encode("<|tool_response>", false, true), std::vector<int32_t>{tool_response});
+  const std::vector<int32_t> turn = tok->encode("<|turn>user\nHi<turn|>", false, true);
+  EXPECT_EQ(turn.front(), turn_open);
+  EXPECT_EQ(turn.back(), turn_close);
+  EXPECT_EQ(tok->decode(turn, true), "<|turn>user\nHi<turn|>");
+}
+
 TEST(SpecialTokens, BadIdsAreErrors) {
   TKV_REQUIRE_TOKENIZER(tok, "vocab/ggml-vocab-gpt-2.gguf");
   EXPECT_THROW(tok->token_to_piece(-1), Error);
