@@ -19,11 +19,16 @@ std::string_view arch_name(Arch a) {
       return "qwen3";
     case Arch::Qwen3Moe:
       return "qwen3moe";
+    case Arch::Gemma3:
+      return "gemma3";
+    case Arch::GptOss:
+      return "gpt-oss";
   }
   return "?";
 }
 
-// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens -> NEOX.
+// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens, GEMMA3 and
+// OPENAI_MOE -> NEOX.
 RopeStyle rope_style_of(Arch a) {
   return a == Arch::Llama ? RopeStyle::Normal : RopeStyle::Neox;
 }
@@ -83,6 +88,8 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "qwen3moe") return Arch::Qwen3Moe;
+  if (name == "gemma3") return Arch::Gemma3;
+  if (name == "gpt-oss") return Arch::GptOss;
   // Architectures whose FFN the forward runs but whose attention it does not
   // yet: say what is missing.
   struct Missing {
@@ -90,19 +97,17 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
     const char* what;
   };
   static constexpr Missing kMissing[] = {
-      {"gpt-oss", "sliding-window layers and learned attention sinks"},
       {"qwen35moe", "Gated DeltaNet (recurrent) layers and gated attention"},
       {"qwen35", "Gated DeltaNet (recurrent) layers and gated attention"},
       {"qwen3next", "Gated DeltaNet (recurrent) layers and gated attention"},
-      {"gemma4", "sliding-window layers, shared-KV layers and per-layer embeddings"},
-      {"gemma3", "sliding-window layers"},
+      {"gemma4", "shared-KV layers, V from K and per-layer embeddings"},
   };
   for (const Missing& m : kMissing)
     if (name == m.arch)
       fail(f.path(), ": architecture '", name, "' is not supported yet: its attention needs ",
            m.what);
   fail(f.path(), ": unsupported architecture '", gguf::escape(name),
-       "' (supported: llama, qwen2, qwen3, qwen3moe)");
+       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)");
 }
 
 // Heads and head dims; per layer where the file has arrays.
@@ -154,9 +159,9 @@ void read_rope(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
   const std::string scaling = f.get_string(a + "rope.scaling.type").value_or("linear");
   if (scaling == "none") {
     factor = 0.0;
-  } else if (scaling != "linear") {
+  } else if (scaling != "linear" && scaling != "yarn") {
     fail(f.path(), ": rope scaling type '", gguf::escape(scaling),
-         "' is not supported (none, linear)");
+         "' is not supported (none, linear, yarn)");
   }
   if (factor != 0.0 && factor != 1.0) {
     if (!(factor > 0.0) || !std::isfinite(factor)) {
@@ -166,6 +171,20 @@ void read_rope(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
     c.rope_freq_scale = float(1.0 / factor);
   }
   c.rope_orig_ctx = int_param(f, a + "rope.scaling.original_context_length", 0, 0, 1 << 26);
+  const double attn_factor = f.get_float(a + "rope.scaling.attn_factor").value_or(1.0);
+  if (!(attn_factor > 0.0) || !std::isfinite(attn_factor))
+    fail(f.path(), ": rope.scaling.attn_factor ", attn_factor, " is not positive");
+  c.rope_attn_factor = float(attn_factor);
+  if (scaling == "yarn") {
+    // llama_context's YaRN set-up: ext_factor 1 and an attention factor of
+    // get_mscale(factor) / (1 + 0.1 ln factor) (rope_yarn multiplies the
+    // second back in), times rope.scaling.attn_factor. The rope scales even
+    // at factor 1 (ext_factor 1 with freq_scale 1 is the identity blend).
+    c.rope_scaling = RopeScalingType::Yarn;
+    const float fac = 1.0f / c.rope_freq_scale;
+    const float mscale = fac <= 1.0f ? 1.0f : 0.1f * std::log(fac) + 1.0f;
+    c.rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(fac))) * float(attn_factor);
+  }
 }
 
 // Vocabulary size: the token list is the authority (llama.cpp requires the
@@ -199,7 +218,7 @@ MoeSpec read_moe(const gguf::GgufFile& f, const std::string& a) {
   if (m.n_experts == 0) return m;
   m.n_used = int_param(f, a + "expert_used_count", std::nullopt, 1, m.n_experts);
   m.gating = MoeGating::Softmax;
-  m.activation = MoeActivation::SwiGlu;
+  m.activation = GatedActivation::SwiGlu;
   m.normalize = true;
   const double scale = f.get_float(a + "expert_weights_scale").value_or(0.0);
   if (!std::isfinite(scale) || scale < 0.0)
@@ -231,8 +250,14 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   const int64_t shared_kv = f.get_int(a + "attention.shared_kv_layers").value_or(0);
   const int64_t recurrent_every = f.get_int(a + "full_attention_interval").value_or(0);
   // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
-  // set_swa_pattern: every n-th layer has full attention).
+  // set_swa_pattern: every n-th layer has full attention), by default 6 for
+  // gemma3 (with a window) and 2 for gpt-oss.
   std::vector<bool> windowed(size_t(L), false);
+  int64_t default_period = 0;
+  if (c.arch == Arch::Gemma3 && c.sliding_window > 0) default_period = 6;
+  if (c.arch == Arch::GptOss) default_period = 2;
+  if (default_period > 0)
+    for (int l = 0; l < L; ++l) windowed[size_t(l)] = l % default_period < default_period - 1;
   if (const gguf::Value* p = f.find(a + "attention.sliding_window_pattern")) {
     if (p->is_array() && !p->bools.empty()) {
       for (size_t l = 0; l < p->bools.size() && l < windowed.size(); ++l) windowed[l] = p->bools[l];
@@ -276,6 +301,57 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   }
 }
 
+// What gemma3 and gpt-oss compute beyond the llama layer, as llama.cpp's
+// src/models/gemma3.cpp and openai-moe.cpp do: window layers' own RoPE,
+// norms, activations, biases, scales and the MoE variant.
+void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (c.arch != Arch::Gemma3 && c.arch != Arch::GptOss) return;
+  // Window layers rotate with rope.freq_base_swa (gemma3: 10000 unless
+  // given, unscaled; gpt-oss: the model's base and scaling unless given).
+  const bool gemma = c.arch == Arch::Gemma3;
+  const double base_swa =
+      f.get_float(a + "rope.freq_base_swa").value_or(gemma ? 10000.0 : double(c.rope_base));
+  if (!(base_swa > 1.0) || !std::isfinite(base_swa))
+    fail(f.path(), ": rope.freq_base_swa ", base_swa, " is not a valid base");
+  // Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd / n_heads),
+  // the others by 1/sqrt(head_dim) (llama.cpp keys it on the layer count).
+  const float gemma_scale = c.n_layers == 62 ? 1.0f / std::sqrt(float(c.n_embd / c.n_heads))
+                                             : 1.0f / std::sqrt(float(c.head_dim));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerSpec& s = c.layers[size_t(l)];
+    AttentionSpec& at = s.attention;
+    const std::string p = str("blk.", l, ".");
+    if (at.kind == AttentionKind::Window) {
+      at.rope.base = float(base_swa);
+      if (gemma) at.rope.freq_scale = 1.0f;
+    }
+    at.qkv_bias = f.find_tensor(p + "attn_q.bias") != nullptr;
+    at.out_bias = f.find_tensor(p + "attn_output.bias") != nullptr;
+    if (gemma) {
+      at.qk_norm = true;
+      at.post_norm = true;
+      at.scale = gemma_scale;
+      s.ffn.activation = GatedActivation::GeGlu;
+      s.ffn.post_norm = true;
+    } else if (s.ffn.kind == FfnKind::Moe) {
+      MoeSpec& m = s.ffn.moe;
+      m.gating = MoeGating::SoftmaxChosen;
+      m.activation = GatedActivation::SwiGluOai;
+      m.normalize = false;
+      m.router_bias = f.find_tensor(p + "ffn_gate_inp.bias") != nullptr;
+      m.expert_bias = f.find_tensor(p + "ffn_gate_exps.bias") != nullptr;
+    }
+  }
+  if (gemma) {
+    c.qk_norm = true;
+    c.embed_scale = std::sqrt(float(c.n_embd));
+    const double cap = f.get_float(a + "final_logit_softcapping").value_or(0.0);
+    if (!(cap >= 0.0) || !std::isfinite(cap))
+      fail(f.path(), ": final_logit_softcapping ", cap, " is invalid");
+    c.final_softcap = float(cap);
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -304,7 +380,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = c.arch == Arch::Qwen2 ||
-               (c.arch == Arch::Llama && f.find_tensor("blk.0.attn_q.bias") != nullptr);
+               ((c.arch == Arch::Llama || c.arch == Arch::GptOss) &&
+                f.find_tensor("blk.0.attn_q.bias") != nullptr);
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe;
 
   // Every layer: full attention and a dense SwiGLU FFN of its geometry.
@@ -321,6 +398,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     s.ffn.n_ff = ff[size_t(l)];
   }
   read_layer_kinds(f, a, c);
+  read_arch_specifics(f, a, c);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string why = unsupported_reason(c.layers[size_t(l)], l);
     if (!why.empty()) fail(f.path(), ": ", why);
@@ -335,6 +413,11 @@ RopeSpec ModelConfig::rope_spec(bool freq_factors) const {
   r.style = rope_style;
   r.freq_scale = rope_freq_scale;
   r.freq_factors = freq_factors;
+  r.attn_factor = rope_attn_factor;
+  if (rope_scaling == RopeScalingType::Yarn) {
+    r.ext_factor = 1.0f;
+    r.orig_ctx = rope_orig_ctx > 0 ? rope_orig_ctx : n_ctx_train;
+  }
   return r;
 }
 
@@ -372,6 +455,7 @@ std::string ModelConfig::describe() const {
      << " rope " << (rope_style == RopeStyle::Neox ? "neox" : "normal") << " base " << rope_base;
   if (n_rot != head_dim) os << " n_rot " << n_rot;
   if (rope_scaling == RopeScalingType::Linear) os << " linear-scale " << 1.0f / rope_freq_scale;
+  if (rope_scaling == RopeScalingType::Yarn) os << " yarn " << 1.0f / rope_freq_scale;
   if (sliding_window > 0) os << " swa " << sliding_window;
   if (qkv_bias) os << " qkv-bias";
   if (qk_norm) os << " qk-norm";

@@ -8,6 +8,13 @@
 //   qwen2 : Qwen2/2.5, biases on the Q, K and V projections, NEOX rope.
 //   qwen3 : Qwen3, per-head RMSNorm of Q and K before RoPE, NEOX rope.
 //   qwen3moe : Qwen3 attention with a mixture-of-experts FFN in every layer.
+//   gemma3 : Gemma 3. Five of every six layers attend to a sliding window
+//           (with their own RoPE base, unscaled); QK norm; RMSNorm after the
+//           attention and after the FFN; GeGLU; embeddings scaled by
+//           sqrt(n_embd); NEOX rope.
+//   gpt-oss : every other layer a sliding window; a learned sink logit per
+//           head; biases on Q, K, V and the output; YaRN rope; a
+//           mixture-of-experts FFN (top-k then softmax, clamped SwiGLU).
 // llama with expert_count is Mixtral (a mixture-of-experts FFN). Anything
 // else is rejected with an error naming the architecture (and, for the
 // architectures whose attention is not supported yet, what is missing).
@@ -32,9 +39,9 @@ class GgufFile;
 
 namespace tkv::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, GptOss };
 
-enum class RopeScalingType { None, Linear };
+enum class RopeScalingType { None, Linear, Yarn };
 
 struct ModelConfig {
   std::string arch_name;  // general.architecture, e.g. "llama"
@@ -57,8 +64,9 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   RopeStyle rope_style = RopeStyle::Normal;
   RopeScalingType rope_scaling = RopeScalingType::None;
-  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN)
   int rope_orig_ctx = 0;         // rope.scaling.original_context_length, 0 if absent
+  float rope_attn_factor = 1.0f;  // cos/sin scale (YaRN's, times rope.scaling.attn_factor)
 
   float rms_eps = 1e-5f;
   // Mistral v0.1-style sliding-window attention (attention.sliding_window), 0
@@ -69,6 +77,8 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2 (required); llama (when the tensors are present)
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // no output.weight: logits use token_embd
+  float embed_scale = 1.0f;    // token embeddings times this (gemma: sqrt(n_embd))
+  float final_softcap = 0.0f;  // logits become c tanh(logits / c); 0 = none
 
   // One entry per layer, top to bottom (layer_spec.h).
   std::vector<LayerSpec> layers;

@@ -162,8 +162,9 @@ bool Forward::admit(size_t i, LiveItem& live) {
   return true;
 }
 
-// Embedding lookup (row `token` of token_embd, dequantized), or the rows an
-// earlier part of the chunk left in its carry.
+// Embedding lookup (row `token` of token_embd, dequantized, times the
+// model's embedding scale), or the rows an earlier part of the chunk left
+// in its carry.
 void Forward::embed_rows() {
   const size_t E = size_t(c_.n_embd);
   for (const auto& live : ctx_.live_) {
@@ -175,6 +176,8 @@ void Forward::embed_rows() {
     }
     for (int t = 0; t < live.n_rows; ++t)
       weight_row(m_.weights_.token_embd, it.tokens[size_t(t)], x + size_t(t) * E);
+    if (c_.embed_scale != 1.0f)  // gemma: embeddings times sqrt(n_embd)
+      for (size_t i = 0; i < size_t(live.n_rows) * E; ++i) x[i] *= c_.embed_scale;
   }
 }
 

@@ -1,6 +1,7 @@
 // The attention half of a layer (model/forward.h): one function per
 // attention kind (layer_spec.h), then the output projection.
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "model/forward.h"
@@ -13,9 +14,9 @@ namespace tkv::model {
 void Forward::attention_layer(int l) {
   switch (c_.layers[size_t(l)].attention.kind) {
     case AttentionKind::Full:
+    case AttentionKind::Window:  // the sequence's layer knows its window (kv::KvLayerShape)
       full_attention(l);
       break;
-    case AttentionKind::Window:
     case AttentionKind::SharedKv:
     case AttentionKind::Recurrent:
       // ModelConfig::from_gguf rejects these (unsupported_reason).
@@ -26,8 +27,9 @@ void Forward::attention_layer(int l) {
   attention_output(l);
 }
 
-// Causal attention over the whole sequence: each item's K/V go into its
-// sequence, and its queries attend over that sequence's pages.
+// Causal attention over the sequence (a window layer's over its window):
+// each item's K/V go into its sequence, and its queries attend over that
+// sequence's pages.
 void Forward::full_attention(int l) {
   qkv_rows(l);
   attend_items(l, ctx_.q_.data(), ctx_.k_.data(), ctx_.v_.data());
@@ -67,12 +69,21 @@ void Forward::qkv_rows(int l) {
     ops::rope_apply(rope, q + size_t(t) * at.q_width(), at.n_heads, at.k_dim, cos_row, sin_row);
     ops::rope_apply(rope, k + size_t(t) * at.k_width(), at.n_kv_heads, at.k_dim, cos_row, sin_row);
   }
+  // A set score scale s (gemma) scales the queries, as llama.cpp does, by
+  // s sqrt(k_dim): the cache scores q.k / sqrt(k_dim).
+  const float default_scale = 1.0f / std::sqrt(float(at.k_dim));
+  if (at.scale != 0.0f && at.scale != default_scale) {
+    const float f = at.scale * std::sqrt(float(at.k_dim));
+    float* end = q + size_t(T) * at.q_width();
+    for (float* p = q; p != end; ++p) *p *= f;
+  }
 }
 
 // Each item's K/V rows go into its sequence (layer l) and its queries
 // attend over that sequence; the result lands in att_.
 void Forward::attend_items(int l, const float* q, const float* k, const float* v) {
   const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const float* sinks = at.sink ? m_.weights_.layers[size_t(l)].sinks.data() : nullptr;
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
   check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
   check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
@@ -88,9 +99,9 @@ void Forward::attend_items(int l, const float* q, const float* k, const float* v
     try {
       seq.write(l, k + r * at.k_width(), v + r * at.v_width(), &pool_);
       if (ctx_.sequence_scratch_) {
-        seq.attend(l, q + r * at.q_width(), out, pool_);
+        seq.attend(l, q + r * at.q_width(), out, pool_, sinks);
       } else {
-        seq.attend(l, q + r * at.q_width(), out, pool_, ctx_.attention_);
+        seq.attend(l, q + r * at.q_width(), out, pool_, ctx_.attention_, sinks);
       }
       continue;
     } catch (const kv::KvSpillError& e) {
@@ -146,11 +157,17 @@ void Forward::keep_logit_rows() {
   n_rows_ = rows;
 }
 
-// x += att Wo for layer l (att: the attention's output, n_heads x v_dim per row).
+// x += att Wo (+ bias) for layer l (att: the attention's output, n_heads x
+// v_dim per row), RMS-normed first where the layer has a post norm.
 void Forward::attention_output(int l) {
-  const WeightMatrix& wo = m_.weights_.layers[size_t(l)].wo;
-  project(wo, ctx_.att_.data(), n_exact_, n_rows_, ctx_.xb_.data(), pool_);
-  ops::add(ctx_.x_.data(), ctx_.xb_.data(), int64_t(n_rows_) * c_.n_embd);
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const LayerWeights& L = m_.weights_.layers[size_t(l)];
+  const int E = c_.n_embd;
+  float* y = ctx_.xb_.data();
+  project(L.wo, ctx_.att_.data(), n_exact_, n_rows_, y, pool_);
+  if (at.out_bias) ops::add_bias_rows(y, L.bo.data(), n_rows_, E);
+  if (at.post_norm) ops::rmsnorm_rows(y, L.attn_post_norm.data(), y, n_rows_, E, c_.rms_eps, pool_);
+  ops::add(ctx_.x_.data(), y, int64_t(n_rows_) * E);
 }
 
 }  // namespace tkv::model

@@ -21,10 +21,12 @@ void Forward::ffn_layer(int l) {
   }
 }
 
-// x += W_down (silu(W_gate h) * W_up h), h = RMSNorm(x), for layer l.
+// x += W_down act(W_gate h, W_up h), h = RMSNorm(x), for layer l (act:
+// SwiGLU or GeGLU), the sum RMS-normed first where the layer has a post norm.
 void Forward::dense_ffn(int l) {
   const LayerWeights& L = m_.weights_.layers[size_t(l)];
-  const int E = c_.n_embd, n_ff = c_.layers[size_t(l)].ffn.n_ff;
+  const FfnSpec& ffn = c_.layers[size_t(l)].ffn;
+  const int E = c_.n_embd, n_ff = ffn.n_ff;
   float* gate = ctx_.gate_.data();
   float* up = ctx_.up_.data();
 
@@ -41,17 +43,13 @@ void Forward::dense_ffn(int l) {
     // Row by row: the kernel's vector body and its scalar tail may round
     // exp() differently, so where a row is split must not depend on its
     // neighbours in the batch.
-    const size_t F = size_t(n_ff);
-    if (rows == 1) {
-      ops::silu_mul(gate, up, n_ff);
-    } else {
-      pool_.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) ops::silu_mul(gate + r * F, up + r * F, n_ff);
-      });
-    }
+    ops::gated_activation_rows(ffn.activation, gate, up, rows, n_ff, pool_);
     product(L.w_down, gate, rows, h, exact, pool_);
     t0 += rows;
   }
+  if (ffn.post_norm)
+    ops::rmsnorm_rows(ctx_.xb_.data(), L.ffn_post_norm.data(), ctx_.xb_.data(), n_rows_, E,
+                      c_.rms_eps, pool_);
   ops::add(ctx_.x_.data(), ctx_.xb_.data(), int64_t(n_rows_) * E);
 }
 

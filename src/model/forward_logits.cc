@@ -1,6 +1,7 @@
 // The end of the forward pass (model/forward.h): final RMSNorm and the
 // output projection for the rows the items want.
 #include <algorithm>
+#include <cmath>
 
 #include "model/forward.h"
 
@@ -61,6 +62,10 @@ void Forward::emit_logits(const BatchLogitsSink& sink) {
     size_t g = 1;
     while (g < size_t(kLogitsRows) && r0 + g < wanted.size() && wanted[r0 + g].exact == exact) ++g;
     product(w.output, ctx_.xb_.data() + r0 * E, int(g), ctx_.logits_.data(), exact, pool_);
+    if (c_.final_softcap > 0.0f) {  // gemma 2/3: c tanh(logits / c)
+      const float cap = c_.final_softcap, inv = 1.0f / cap;
+      for (size_t i = 0; i < g * V; ++i) ctx_.logits_[i] = cap * std::tanh(ctx_.logits_[i] * inv);
+    }
     for (size_t i = 0; i < g; ++i) {
       const Wanted& row = wanted[r0 + i];
       const std::span<const float> logits(ctx_.logits_.data() + i * V, V);

@@ -40,16 +40,17 @@ std::string unsupported_reason(const LayerSpec& s, int l) {
     case AttentionKind::Full:
       break;
     case AttentionKind::Window:
-      return no(attention_kind_name(at.kind), "attention.sliding_window_pattern");
+      if (at.window <= 0)
+        return str("layer ", l, ": sliding-window attention without a window size ",
+                   "(attention.sliding_window is missing or 0)");
+      break;
     case AttentionKind::SharedKv:
       return no(attention_kind_name(at.kind), "attention.shared_kv_layers");
     case AttentionKind::Recurrent:
       return no(attention_kind_name(at.kind), "full_attention_interval");
   }
-  if (at.sink) return no("a learned attention sink", str("tensor blk.", l, ".attn_sinks.weight"));
   if (at.v_from_k)
     return no("V taken from the K projection", str("no tensor blk.", l, ".attn_v.weight"));
-  if (at.scale != 0.0f) return no("a set attention scale", "attention.scale");
   if (at.softcap != 0.0f) return no("an attention logit soft-cap", "attn_logit_softcapping");
   if (s.ffn.kind == FfnKind::MoePlusDense)
     return no(ffn_kind_name(s.ffn.kind), "expert_count with a dense FFN");

@@ -7,9 +7,10 @@
 //                      keys and values live)
 //   x += ffn(x)        per its FfnSpec
 // with, optionally, a per-layer input (a token embedding of its own) mixed
-// in. Today's supported models are stacks of full-attention layers with a
-// dense SwiGLU FFN (llama, qwen2, qwen3) or a mixture-of-experts FFN
-// (qwen3moe, Mixtral as llama with experts); the other kinds are
+// in. Today's supported models are stacks of full-attention and
+// sliding-window layers with a dense FFN (llama, qwen2, qwen3, gemma3) or a
+// mixture-of-experts FFN (qwen3moe, Mixtral as llama with experts,
+// gpt-oss); the other kinds are
 // declared so that the models that need them fill in their compute (one
 // function per kind in the forward, model/forward_*.cc) without reshaping
 // this description. ModelConfig::from_gguf rejects, with one line naming
@@ -59,8 +60,15 @@ struct RopeSpec {
   int n_rot = 0;
   float base = 10000.0f;
   RopeStyle style = RopeStyle::Normal;
-  float freq_scale = 1.0f;    // 1 / linear scaling factor
+  float freq_scale = 1.0f;    // 1 / the scaling factor (linear or YaRN)
   bool freq_factors = false;  // divide by the rope_freqs tensor's factors
+  // YaRN (rope.scaling.type yarn; gpt-oss), as ggml's rope_yarn: pair i's
+  // speed blends the scaled and unscaled ones by a ramp between the
+  // correction dims of orig_ctx (betas 32 and 1), and cos/sin are scaled by
+  // attn_factor (1 + 0.1 ln(1 / freq_scale)). ext_factor 0 = plain scaling.
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;  // llama.cpp's yarn_attn_factor (1 for linear scaling)
+  int orig_ctx = 0;          // rope.scaling.original_context_length (or the training context)
   bool operator==(const RopeSpec&) const = default;
 };
 
@@ -79,14 +87,16 @@ struct AttentionSpec {
   int k_dim = 0;       // head dim of Q and K
   int v_dim = 0;       // head dim of V (and of each head's attention output)
   RopeSpec rope;
-  float scale = 0.0f;     // score scale; 0 = 1/sqrt(k_dim)
-  float softcap = 0.0f;   // logit soft-cap; 0 = none
-  int window = 0;         // Window: positions each query sees (its own included)
-  int kv_source = -1;     // SharedKv: the layer whose K/V it reads
-  bool sink = false;      // a learned sink logit per query head (attn_sinks)
-  bool v_from_k = false;  // V is the K projection (no attn_v)
-  bool qkv_bias = false;  // biases on Q, K, V (qwen2; llama when present)
-  bool qk_norm = false;   // RMSNorm of each Q and K head before RoPE (qwen3)
+  float scale = 0.0f;      // score scale; 0 = 1/sqrt(k_dim)
+  float softcap = 0.0f;    // logit soft-cap; 0 = none
+  int window = 0;          // Window: positions each query sees (its own included)
+  int kv_source = -1;      // SharedKv: the layer whose K/V it reads
+  bool sink = false;       // a learned sink logit per query head (attn_sinks)
+  bool v_from_k = false;   // V is the K projection (no attn_v)
+  bool qkv_bias = false;   // biases on Q, K, V (qwen2; llama, gpt-oss when present)
+  bool qk_norm = false;    // RMSNorm of each Q and K head before RoPE (qwen3, gemma3)
+  bool out_bias = false;   // a bias on the output projection (gpt-oss)
+  bool post_norm = false;  // RMSNorm of the output before the residual add (gemma)
   // Recurrent: the state's geometry (ssm.conv_kernel, ssm.state_size,
   // ssm.inner_size, ssm.group_count); 0 elsewhere.
   int conv_kernel = 0, state_size = 0, inner_size = 0, n_groups = 0;
@@ -98,7 +108,7 @@ struct AttentionSpec {
 };
 
 enum class FfnKind {
-  Dense,         // SwiGLU: W_down (silu(W_gate h) * W_up h)
+  Dense,         // W_down act(W_gate h, W_up h): SwiGLU, or GeGLU (gemma)
   Moe,           // mixture of experts: a router picks n_used of n_experts per row
   MoePlusDense,  // experts beside a dense FFN, each with its own norms (Gemma 4)
 };
@@ -110,8 +120,8 @@ enum class MoeGating {
   SoftmaxChosen,  // the n_used largest logits, then a softmax over those (gpt-oss)
 };
 
-// The gated activation of an expert's (gate, up) pair.
-enum class MoeActivation {
+// The gated activation of an FFN's or an expert's (gate, up) pair.
+enum class GatedActivation {
   SwiGlu,     // silu(g) * u
   SwiGluOai,  // gpt-oss: g' = min(g, 7), u' = clamp(u, -7, 7), g' sigmoid(1.702 g') (u' + 1)
   GeGlu,      // gelu(g) * u (tanh approximation, as ggml's gelu)
@@ -127,7 +137,7 @@ struct MoeSpec {
   int n_experts = 0, n_used = 0;
   int n_ff = 0;  // each expert's hidden width
   MoeGating gating = MoeGating::Softmax;
-  MoeActivation activation = MoeActivation::SwiGlu;
+  GatedActivation activation = GatedActivation::SwiGlu;
   bool normalize = false;      // weights / max(sum of the chosen, 2^-14)
   float weights_scale = 1.0f;  // expert_weights_scale (0 in a file means 1)
   bool router_bias = false;    // ffn_gate_inp.bias (gpt-oss)
@@ -139,7 +149,9 @@ struct MoeSpec {
 struct FfnSpec {
   FfnKind kind = FfnKind::Dense;
   int n_ff = 0;  // the dense FFN's hidden width (Dense, MoePlusDense); 0 for Moe
-  MoeSpec moe;   // Moe, MoePlusDense
+  GatedActivation activation = GatedActivation::SwiGlu;  // the dense FFN's
+  bool post_norm = false;  // RMSNorm of the output before the residual add (gemma)
+  MoeSpec moe;             // Moe, MoePlusDense
 };
 
 struct LayerSpec {
@@ -154,9 +166,9 @@ const char* attention_kind_name(AttentionKind k);
 const char* ffn_kind_name(FfnKind k);
 
 // Why the forward cannot run `layer` (index `l`) yet, as a phrase naming
-// the kind and what asked for it ("layer 3: sliding-window attention
-// (attention.sliding_window_pattern) is not supported yet"); empty when it
-// can.
+// the kind and what asked for it ("layer 3: attention over another
+// layer's KV (attention.shared_kv_layers) is not supported yet"); empty
+// when it can.
 std::string unsupported_reason(const LayerSpec& layer, int l);
 
 }  // namespace tkv::model

@@ -140,13 +140,19 @@ void Model::make_ropes() {
   }
 }
 
+namespace {
+// What a sequence holds for a layer of this attention: its geometry and,
+// for a window layer, the window its queries see.
+kv::KvLayerShape kv_layer_of(const AttentionSpec& a) {
+  return {a.n_heads, a.n_kv_heads, a.k_dim, a.v_dim,
+          a.kind == AttentionKind::Window ? a.window : 0};
+}
+}  // namespace
+
 kv::KvShape Model::kv_shape(int ctx) const {
   const int max_tokens = ctx > 0 ? ctx : config_.n_ctx_train;
   std::vector<kv::KvLayerShape> layers;
-  for (const LayerSpec& s : config_.layers) {
-    const AttentionSpec& a = s.attention;
-    layers.push_back({a.n_heads, a.n_kv_heads, a.k_dim, a.v_dim});
-  }
+  for (const LayerSpec& s : config_.layers) layers.push_back(kv_layer_of(s.attention));
   kv::KvShape shape = kv::KvShape::of_layers(std::move(layers), max_tokens);
   // Every layer alike: the short form (what session files of such a model hold).
   if (shape.uniform()) shape.layers.clear();
@@ -163,8 +169,7 @@ void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens
   const kv::KvShape& shape = cache.shape();
   bool same = shape.n_layers == c.n_layers;
   for (int l = 0; same && l < c.n_layers; ++l) {
-    const AttentionSpec& a = c.layers[size_t(l)].attention;
-    same = shape.layer(l) == kv::KvLayerShape{a.n_heads, a.n_kv_heads, a.k_dim, a.v_dim};
+    same = shape.layer(l) == kv_layer_of(c.layers[size_t(l)].attention);
   }
   if (!same) {
     fail("KV cache shape (", shape.n_layers, " layers, ", shape.n_heads, "/", shape.n_kv_heads,

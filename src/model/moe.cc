@@ -28,39 +28,6 @@ void top_k(const float* score, std::vector<int32_t>& idx, int k, int32_t* out) {
   std::copy(idx.begin(), idx.begin() + k, out);
 }
 
-// The activation of `rows` hidden rows: gate[r] = act(gate[r], up[r]).
-void activate(MoeActivation act, float* gate, const float* up, int rows, int n_ff,
-              ThreadPool& pool) {
-  const auto row = [&](int64_t r) {
-    float* g = gate + size_t(r) * size_t(n_ff);
-    const float* u = up + size_t(r) * size_t(n_ff);
-    switch (act) {
-      case MoeActivation::SwiGlu:
-        ops::silu_mul(g, u, n_ff);
-        break;
-      case MoeActivation::SwiGluOai:  // ggml_swiglu_oai, alpha 1.702, limit 7
-        for (int i = 0; i < n_ff; ++i) {
-          const float x = std::min(g[i], 7.0f);
-          const float y = std::clamp(u[i], -7.0f, 7.0f);
-          g[i] = x / (1.0f + std::exp(1.702f * -x)) * (y + 1.0f);
-        }
-        break;
-      case MoeActivation::GeGlu:  // ggml_gelu (tanh form) times up
-        for (int i = 0; i < n_ff; ++i) {
-          const float x = g[i];
-          g[i] =
-              0.5f * x * (1.0f + std::tanh(0.7978845608f * x * (1.0f + 0.044715f * x * x))) * u[i];
-        }
-        break;
-    }
-  };
-  // Row by row (a row's bits must not depend on how rows are split).
-  if (rows == 1) return row(0);
-  pool.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t r = b; r < e; ++r) row(r);
-  });
-}
-
 // Adds bias row `e` (width values) to each of `rows` rows.
 void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, int64_t width) {
   if (bias.empty()) return;
@@ -79,7 +46,7 @@ void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, i
   both(w.up[size_t(e)], s.in.data(), s.up.data());
   add_expert_bias(w.gate_bias, e, s.gate.data(), rows, F);
   add_expert_bias(w.up_bias, e, s.up.data(), rows, F);
-  activate(spec.activation, s.gate.data(), s.up.data(), rows, int(F), pool);
+  ops::gated_activation_rows(spec.activation, s.gate.data(), s.up.data(), rows, int(F), pool);
   both(w.down[size_t(e)], s.gate.data(), s.out.data());
   if (!w.down_scale.empty()) {
     const float sc = w.down_scale[size_t(e)];
@@ -103,7 +70,7 @@ void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int
     const float* in = h + size_t(r0) * size_t(E);
     product(w.shared_gate, in, rows, s.gate.data(), exact, pool);
     product(w.shared_up, in, rows, s.up.data(), exact, pool);
-    activate(MoeActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F), pool);
+    ops::gated_activation_rows(GatedActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F), pool);
     product(w.shared_down, s.gate.data(), rows, s.out.data(), exact, pool);
     for (int r = 0; r < rows; ++r) {
       float* out = s.out.data() + size_t(r) * size_t(E);

@@ -1,5 +1,6 @@
 #include "model/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -128,6 +129,38 @@ void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) add(y + r * n, bias, n);
 }
 
+void gated_activation_rows(GatedActivation act, float* gate, const float* up, int rows, int n_ff,
+              ThreadPool& pool) {
+  const auto row = [&](int64_t r) {
+    float* g = gate + size_t(r) * size_t(n_ff);
+    const float* u = up + size_t(r) * size_t(n_ff);
+    switch (act) {
+      case GatedActivation::SwiGlu:
+        ops::silu_mul(g, u, n_ff);
+        break;
+      case GatedActivation::SwiGluOai:  // ggml_swiglu_oai, alpha 1.702, limit 7
+        for (int i = 0; i < n_ff; ++i) {
+          const float x = std::min(g[i], 7.0f);
+          const float y = std::clamp(u[i], -7.0f, 7.0f);
+          g[i] = x / (1.0f + std::exp(1.702f * -x)) * (y + 1.0f);
+        }
+        break;
+      case GatedActivation::GeGlu:  // ggml_gelu (tanh form) times up
+        for (int i = 0; i < n_ff; ++i) {
+          const float x = g[i];
+          g[i] =
+              0.5f * x * (1.0f + std::tanh(0.7978845608f * x * (1.0f + 0.044715f * x * x))) * u[i];
+        }
+        break;
+    }
+  };
+  // Row by row (a row's bits must not depend on how rows are split).
+  if (rows == 1) return row(0);
+  pool.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) row(r);
+  });
+}
+
 RopeFrequencies RopeFrequencies::make(const RopeSpec& spec, std::span<const float> freq_factors) {
   RopeFrequencies r;
   r.style = spec.style;
@@ -135,10 +168,30 @@ RopeFrequencies RopeFrequencies::make(const RopeSpec& spec, std::span<const floa
   const int pairs = spec.n_rot / 2;
   TKV_CHECK(freq_factors.empty() || int(freq_factors.size()) == pairs);
   r.inv_freq.resize(pairs);
+  r.mscale = spec.attn_factor;
+  // YaRN's correction dims, in float as ggml_rope_yarn_corr_dims (their
+  // floor and ceil decide which pairs blend).
+  float corr_lo = 0.0f, corr_hi = 0.0f;
+  if (spec.ext_factor != 0.0f) {
+    const auto corr_dim = [&](float beta) {
+      return float(spec.n_rot) *
+             std::log(float(spec.orig_ctx) / (beta * 2.0f * float(3.14159265358979323846))) /
+             (2.0f * std::log(spec.base));
+    };
+    corr_lo = std::max(0.0f, std::floor(corr_dim(32.0f)));
+    corr_hi = std::min(float(spec.n_rot - 1), std::ceil(corr_dim(1.0f)));
+    r.mscale *= 1.0f + 0.1f * std::log(1.0f / spec.freq_scale);
+  }
   for (int i = 0; i < pairs; ++i) {
-    double f = double(spec.freq_scale) * std::pow(double(spec.base), -2.0 * i / double(spec.n_rot));
+    double f = std::pow(double(spec.base), -2.0 * i / double(spec.n_rot));
     if (!freq_factors.empty()) f /= double(freq_factors[i]);
-    r.inv_freq[i] = f;
+    double scale = double(spec.freq_scale);
+    if (spec.ext_factor != 0.0f) {  // rope_yarn_ramp: 1 below corr_lo, 0 above corr_hi
+      const float y = (float(i) - corr_lo) / std::max(0.001f, corr_hi - corr_lo);
+      const double ramp = double((1.0f - std::min(1.0f, std::max(0.0f, y))) * spec.ext_factor);
+      scale = scale * (1.0 - ramp) + ramp;
+    }
+    r.inv_freq[i] = f * scale;
   }
   return r;
 }
@@ -155,8 +208,8 @@ void rope_angles(const RopeFrequencies& rope, int64_t pos0, int64_t T, float* co
     const double pos = double(pos0 + t);
     for (int64_t i = 0; i < pairs; ++i) {
       const double angle = pos * rope.inv_freq[i];
-      cos_out[t * pairs + i] = float(std::cos(angle));
-      sin_out[t * pairs + i] = float(std::sin(angle));
+      cos_out[t * pairs + i] = float(std::cos(angle)) * rope.mscale;
+      sin_out[t * pairs + i] = float(std::sin(angle)) * rope.mscale;
     }
   }
 }

@@ -29,6 +29,11 @@ void rmsnorm_rows(const float* x, const float* w, float* y, int64_t rows, int64_
 // gate[i] = silu(gate[i]) * up[i] with silu(x) = x / (1 + e^-x), i < n.
 void silu_mul(float* gate, const float* up, int64_t n);
 
+// gate[r] = act(gate[r], up[r]) for `rows` rows of n_ff values, rows in
+// parallel (each row's bits independent of the others).
+void gated_activation_rows(GatedActivation act, float* gate, const float* up, int rows, int n_ff,
+                           ThreadPool& pool);
+
 // y[i] += x[i], i < n.
 void add(float* y, const float* x, int64_t n);
 
@@ -39,7 +44,9 @@ void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n);
 struct RopeFrequencies {
   RopeStyle style = RopeStyle::Normal;
   int n_rot = 0;
-  std::vector<double> inv_freq;  // freq_scale * base^(-2i/n_rot) / freq_factor[i]
+  // freq_scale * base^(-2i/n_rot) / freq_factor[i] (YaRN: the blended scale)
+  std::vector<double> inv_freq;
+  float mscale = 1.0f;  // cos and sin are scaled by it (YaRN; 1 otherwise)
 
   // `freq_factors`: n_rot/2 divisors (Llama 3's rope_freqs tensor, for a
   // spec with freq_factors set), or empty.

@@ -210,8 +210,14 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
       L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
     }
     L.wo = b.matrix(p + "attn_output.weight", at.out_width(), c.n_embd);
-    L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+    if (at.out_bias) L.bo = b.vector(p + "attn_output.bias", c.n_embd);
+    if (at.sink) L.sinks = b.vector(p + "attn_sinks.weight", at.n_heads);
+    if (at.post_norm) L.attn_post_norm = b.vector(p + "post_attention_norm.weight", c.n_embd);
+    // gpt-oss names the FFN's input norm attn_post_norm (post_attention_layernorm).
+    L.ffn_norm = b.vector(
+        p + (c.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     const FfnSpec& ffn = c.layers[size_t(l)].ffn;
+    if (ffn.post_norm) L.ffn_post_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
     if (ffn.kind == FfnKind::Moe) {
       L.moe = bind_moe(b, p, c.n_embd, ffn.moe);
       w.expert_bytes += L.moe.expert_bytes();

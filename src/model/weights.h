@@ -9,13 +9,17 @@
 //   blk.N.attn_q.weight      [E, Q]   (+ attn_q.bias [Q] for qwen2)
 //   blk.N.attn_k.weight      [E, K]   (+ attn_k.bias [K])
 //   blk.N.attn_v.weight      [E, KV]  (+ attn_v.bias [KV])
-//   blk.N.attn_q_norm.weight [k_dim]  qwen3 only
-//   blk.N.attn_k_norm.weight [k_dim]  qwen3 only
-//   blk.N.attn_output.weight [O, E]
-//   blk.N.ffn_norm.weight    [E]
+//   blk.N.attn_q_norm.weight [k_dim]  qwen3, gemma3
+//   blk.N.attn_k_norm.weight [k_dim]  qwen3, gemma3
+//   blk.N.attn_output.weight [O, E]   (+ attn_output.bias [E] for gpt-oss)
+//   blk.N.attn_sinks.weight  [n_heads] gpt-oss: a learned sink logit per head
+//   blk.N.post_attention_norm.weight [E]  gemma3: RMSNorm of the attention
+//                                     output (gpt-oss: the FFN's input norm)
+//   blk.N.ffn_norm.weight    [E]      (absent in gpt-oss)
 //   blk.N.ffn_gate.weight    [E, F]
 //   blk.N.ffn_up.weight      [E, F]
 //   blk.N.ffn_down.weight    [F, E]
+//   blk.N.post_ffw_norm.weight [E]   gemma3: RMSNorm of the FFN output
 // or, in a mixture-of-experts layer (X = n_experts, G = each expert's
 // width; model/moe.h):
 //   blk.N.ffn_gate_inp.weight   [E, X]     the router
@@ -48,7 +52,11 @@ struct LayerWeights {
   WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;      // empty unless the layer's qkv_bias
   std::vector<float> q_norm, k_norm;  // k_dim each, empty unless the layer's qk_norm
+  std::vector<float> bo;              // n_embd, empty unless the layer's out_bias
+  std::vector<float> sinks;           // n_heads, empty unless the layer's sink
+  std::vector<float> attn_post_norm;  // n_embd, empty unless the attention's post_norm
   std::vector<float> ffn_norm;        // n_embd
+  std::vector<float> ffn_post_norm;   // n_embd, empty unless the FFN's post_norm
   WeightMatrix w_gate, w_up, w_down;  // dense FFN (rows 0 in a MoE layer)
   MoeWeights moe;                     // mixture-of-experts FFN (FfnKind::Moe)
 

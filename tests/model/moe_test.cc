@@ -83,15 +83,15 @@ struct Layer {
   }
 };
 
-double act(MoeActivation a, double g, double u) {
+double act(GatedActivation a, double g, double u) {
   switch (a) {
-    case MoeActivation::SwiGlu:
+    case GatedActivation::SwiGlu:
       return g / (1 + std::exp(-g)) * u;
-    case MoeActivation::SwiGluOai: {
+    case GatedActivation::SwiGluOai: {
       const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
       return x / (1 + std::exp(-1.702 * x)) * (y + 1);
     }
-    case MoeActivation::GeGlu:
+    case GatedActivation::GeGlu:
       return 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * g * (1 + 0.044715 * g * g))) * u;
   }
   return 0;
@@ -142,7 +142,7 @@ std::vector<double> reference(const Layer& L, const std::vector<double>& h) {
   }
   if (s.n_ff_shared > 0) {
     std::vector<double> g = L.of(w.shared_gate).mul(h), u = L.of(w.shared_up).mul(h);
-    for (size_t i = 0; i < g.size(); ++i) g[i] = act(MoeActivation::SwiGlu, g[i], u[i]);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = act(GatedActivation::SwiGlu, g[i], u[i]);
     std::vector<double> d = L.of(w.shared_down).mul(g);
     const double gate = s.shared_gate ? 1 / (1 + std::exp(-L.of(w.shared_router).dot(0, h))) : 1;
     for (size_t i = 0; i < d.size(); ++i) out[i] += gate * d[i];
@@ -199,7 +199,7 @@ TEST(Moe, GptOssExpertsMatchLlamaCpp) {  // top-k of the logits, softmax over th
   std::mt19937 rng(3);
   MoeSpec s = spec(8, 4, 32);
   s.gating = MoeGating::SoftmaxChosen;
-  s.activation = MoeActivation::SwiGluOai;
+  s.activation = GatedActivation::SwiGluOai;
   s.router_bias = s.expert_bias = true;
   Layer L(s, rng);
   // Inputs large enough that the clamps at +-7 bite.
@@ -211,7 +211,7 @@ TEST(Moe, GptOssExpertsMatchLlamaCpp) {  // top-k of the logits, softmax over th
 TEST(Moe, GeluExpertsWithPerExpertScales) {  // Gemma 4's experts
   std::mt19937 rng(4);
   MoeSpec s = spec(8, 2, 32);
-  s.activation = MoeActivation::GeGlu;
+  s.activation = GatedActivation::GeGlu;
   s.normalize = true;
   Layer L(s, rng);
   L.w.down_scale = random_values(8, rng, 2.0f);
