@@ -77,44 +77,8 @@ SynthSpec gemma4(SynthSpec s, int window, int period, int kv_swa) {
   return s;
 }
 
-// The shapes of the real models' config.json.
-std::vector<SynthSpec> all_presets() {
-  std::vector<SynthSpec> p;
-  p.push_back(make_spec("tiny", "llama", 256, 2, 4, 2, 64, 768, 512, 2048, 10000.0f, 1e-5f, false));
-  p.push_back(with_llama3_rope(make_spec("llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256,
-                                         131072, 500000.0f, 1e-5f, true),
-                               32.0f));
-  p.push_back(with_llama3_rope(make_spec("llama-3.2-3b", "llama", 3072, 28, 24, 8, 128, 8192,
-                                         128256, 131072, 500000.0f, 1e-5f, true),
-                               32.0f));
-  p.push_back(with_llama3_rope(make_spec("llama-3.1-8b", "llama", 4096, 32, 32, 8, 128, 14336,
-                                         128256, 131072, 500000.0f, 1e-5f, false),
-                               8.0f));
-  p.push_back(make_spec("qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768, 1e6f,
-                        1e-6f, true));
-  p.push_back(make_spec("qwen2.5-7b", "qwen2", 3584, 28, 28, 4, 128, 18944, 152064, 32768, 1e6f,
-                        1e-6f, false));
-  p.push_back(make_spec("qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f,
-                        1e-6f, false));
-  p.push_back(make_spec("mistral-7b", "llama", 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6f,
-                        1e-5f, false));
-  p.push_back(with_experts(make_spec("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144,
-                                     151936, 40960, 1e6f, 1e-6f, false),
-                           128, 8, 768));
-  SynthSpec oss = with_experts(make_spec("gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 64, 2880,
-                                         201088, 131072, 150000.0f, 1e-5f, false),
-                               32, 4, 2880);
-  oss.sliding_window = 128;
-  oss.yarn_factor = 32.0f;
-  oss.yarn_orig_ctx = 4096;
-  p.push_back(oss);
-  p.push_back(with_experts(
-      make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false), 8, 2,
-      128));
-  SynthSpec v01 = make_spec("mistral-7b-v0.1", "llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768,
-                            10000.0f, 1e-5f, false);
-  v01.sliding_window = 4096;
-  p.push_back(v01);
+// Gemma 3 and Gemma 4 (their configs' text_config).
+void add_gemma_presets(std::vector<SynthSpec>& p) {
   // Gemma 3: window layers of 1024 tokens (rope base 10000), every sixth
   // layer global (rope base 1e6, linearly scaled by 8).
   p.push_back(with_gemma3_attention(make_spec("gemma-3-12b", "gemma3", 3840, 48, 16, 8, 256, 15360,
@@ -157,6 +121,47 @@ std::vector<SynthSpec> all_presets() {
                                  4, 2, 256);
   tiny4.head_dim_swa = 32;
   p.push_back(tiny4);
+}
+
+// The shapes of the real models' config.json.
+std::vector<SynthSpec> all_presets() {
+  std::vector<SynthSpec> p;
+  p.push_back(make_spec("tiny", "llama", 256, 2, 4, 2, 64, 768, 512, 2048, 10000.0f, 1e-5f, false));
+  p.push_back(with_llama3_rope(make_spec("llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256,
+                                         131072, 500000.0f, 1e-5f, true),
+                               32.0f));
+  p.push_back(with_llama3_rope(make_spec("llama-3.2-3b", "llama", 3072, 28, 24, 8, 128, 8192,
+                                         128256, 131072, 500000.0f, 1e-5f, true),
+                               32.0f));
+  p.push_back(with_llama3_rope(make_spec("llama-3.1-8b", "llama", 4096, 32, 32, 8, 128, 14336,
+                                         128256, 131072, 500000.0f, 1e-5f, false),
+                               8.0f));
+  p.push_back(make_spec("qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768, 1e6f,
+                        1e-6f, true));
+  p.push_back(make_spec("qwen2.5-7b", "qwen2", 3584, 28, 28, 4, 128, 18944, 152064, 32768, 1e6f,
+                        1e-6f, false));
+  p.push_back(make_spec("qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6f,
+                        1e-6f, false));
+  p.push_back(make_spec("mistral-7b", "llama", 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6f,
+                        1e-5f, false));
+  p.push_back(with_experts(make_spec("qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144,
+                                     151936, 40960, 1e6f, 1e-6f, false),
+                           128, 8, 768));
+  SynthSpec oss = with_experts(make_spec("gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 64, 2880,
+                                         201088, 131072, 150000.0f, 1e-5f, false),
+                               32, 4, 2880);
+  oss.sliding_window = 128;
+  oss.yarn_factor = 32.0f;
+  oss.yarn_orig_ctx = 4096;
+  p.push_back(oss);
+  p.push_back(with_experts(
+      make_spec("tiny-moe", "qwen3moe", 256, 2, 4, 2, 64, 768, 512, 2048, 1e6f, 1e-6f, false), 8, 2,
+      128));
+  SynthSpec v01 = make_spec("mistral-7b-v0.1", "llama", 4096, 32, 32, 8, 128, 14336, 32000, 32768,
+                            10000.0f, 1e-5f, false);
+  v01.sliding_window = 4096;
+  p.push_back(v01);
+  add_gemma_presets(p);
   return p;
 }
 

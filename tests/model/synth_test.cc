@@ -571,6 +571,14 @@ TEST(Synth, Gemma4PerLayerEmbeddingsAndSharedKv) {
   EXPECT_EQ(f.require_tensor("blk.11.post_norm.weight").shape, Shape{256});
   EXPECT_NE(f.find_tensor("blk.5.attn_v.weight"), nullptr);  // E4B's V is not K
 
+  // Every Gemma preset at full size passes validation (metadata and plan
+  // only; nothing is generated).
+  for (const char* name : {"gemma-3-12b", "gemma-3-27b", "gemma-4-e2b", "gemma-4-e4b",
+                           "gemma-4-31b", "gemma-4-26b-a4b"}) {
+    gguf::GgufWriter w;
+    EXPECT_NO_THROW(build_synth_model(synth_preset(name), {}, w)) << name;
+  }
+
   o.layers = 4;  // fewer than a period: every layer has its own K/V
   EXPECT_EQ(write_synth_model(s, o, path).spec.n_kv_shared_layers, 0);
   s.n_kv_shared_layers = 11;  // 1 layer left with its own K/V
