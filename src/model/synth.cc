@@ -106,11 +106,11 @@ void add_gemma_presets(std::vector<SynthSpec>& p) {
   e4b.n_kv_shared_layers = 18;
   e4b.n_embd_per_layer = 256;
   p.push_back(e4b);
-  p.push_back(gemma4(make_spec("gemma-4-31b", "gemma4", 5376, 60, 32, 4, 512, 21504, 262144, 131072,
+  p.push_back(gemma4(make_spec("gemma-4-31b", "gemma4", 5376, 60, 32, 4, 512, 21504, 262144, 262144,
                                1e6f, 1e-6f, true),
                      1024, 6, 16));
   p.push_back(with_experts(gemma4(make_spec("gemma-4-26b-a4b", "gemma4", 2816, 30, 16, 2, 512, 2112,
-                                            262144, 131072, 1e6f, 1e-6f, true),
+                                            262144, 262144, 1e6f, 1e-6f, true),
                                   1024, 6, 8),
                            128, 8, 704));
   // Test-sized: 6 layers of 256 (5 window layers of head size 32, then a
