@@ -53,6 +53,76 @@ SynthSpec with_experts(SynthSpec s, int n, int used, int ff) {
   return s;
 }
 
+SynthSpec with_gemma3_attention(SynthSpec s, int window) {
+  s.sliding_window = window;
+  s.swa_period = 6;
+  s.rope_base_swa = 10000.0f;
+  s.rope_linear_factor = 8.0f;
+  return s;
+}
+
+// Gemma 4's attention: window layers of head size 256 (rope base 10000),
+// the global layers' head_dim with a quarter rotated (rope base 1e6);
+// kv_swa > 0: the window layers' KV heads differ and the global layers' V is
+// K (attention_k_eq_v).
+SynthSpec gemma4(SynthSpec s, int window, int period, int kv_swa) {
+  s.sliding_window = window;
+  s.swa_period = period;
+  s.rope_base_swa = 10000.0f;
+  s.head_dim_swa = 256;
+  s.rope_partial_global = 0.25f;
+  s.final_logit_softcap = 30.0f;
+  s.n_kv_heads_swa = kv_swa;
+  s.global_v_from_k = kv_swa > 0;
+  return s;
+}
+
+// Gemma 3 and Gemma 4 (their configs' text_config).
+void add_gemma_presets(std::vector<SynthSpec>& p) {
+  // Gemma 3: window layers of 1024 tokens (rope base 10000), every sixth
+  // layer global (rope base 1e6, linearly scaled by 8).
+  p.push_back(with_gemma3_attention(make_spec("gemma-3-12b", "gemma3", 3840, 48, 16, 8, 256, 15360,
+                                              262208, 131072, 1e6f, 1e-6f, true),
+                                    1024));
+  p.push_back(with_gemma3_attention(make_spec("gemma-3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504,
+                                              262208, 131072, 1e6f, 1e-6f, true),
+                                    1024));
+  p.push_back(with_gemma3_attention(
+      make_spec("tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 768, 512, 4096, 1e6f, 1e-6f, true), 16));
+  // Gemma 4: window layers of head size 256, global layers of 512 with a
+  // quarter of each head rotated; logits softcapped at 30. The E models add
+  // per-layer embeddings and KV-shared layers; 31B and 26B-A4B have fewer KV
+  // heads on the global layers, whose V is K.
+  SynthSpec e2b = gemma4(make_spec("gemma-4-e2b", "gemma4", 1536, 35, 8, 1, 512, 6144, 262144,
+                                   131072, 1e6f, 1e-6f, true),
+                         512, 5, 0);
+  e2b.n_kv_shared_layers = 20;
+  e2b.n_embd_per_layer = 256;
+  e2b.double_wide_kv_shared_ff = true;
+  p.push_back(e2b);
+  SynthSpec e4b = gemma4(make_spec("gemma-4-e4b", "gemma4", 2560, 42, 8, 2, 512, 10240, 262144,
+                                   131072, 1e6f, 1e-6f, true),
+                         512, 6, 0);
+  e4b.n_kv_shared_layers = 18;
+  e4b.n_embd_per_layer = 256;
+  p.push_back(e4b);
+  p.push_back(gemma4(make_spec("gemma-4-31b", "gemma4", 5376, 60, 32, 4, 512, 21504, 262144, 262144,
+                               1e6f, 1e-6f, true),
+                     1024, 6, 16));
+  p.push_back(with_experts(gemma4(make_spec("gemma-4-26b-a4b", "gemma4", 2816, 30, 16, 2, 512, 2112,
+                                            262144, 262144, 1e6f, 1e-6f, true),
+                                  1024, 6, 8),
+                           128, 8, 704));
+  // Test-sized: 6 layers of 256 (5 window layers of head size 32, then a
+  // global one of 64), window 16, 2 experts of 4 chosen beside the FFN.
+  SynthSpec tiny4 = with_experts(gemma4(make_spec("tiny-gemma4", "gemma4", 256, 6, 4, 1, 64, 512,
+                                                  512, 4096, 1e6f, 1e-6f, true),
+                                        16, 6, 2),
+                                 4, 2, 256);
+  tiny4.head_dim_swa = 32;
+  p.push_back(tiny4);
+}
+
 // The shapes of the real models' config.json.
 std::vector<SynthSpec> all_presets() {
   std::vector<SynthSpec> p;
@@ -91,6 +161,7 @@ std::vector<SynthSpec> all_presets() {
                             10000.0f, 1e-5f, false);
   v01.sliding_window = 4096;
   p.push_back(v01);
+  add_gemma_presets(p);
   return p;
 }
 
@@ -234,12 +305,21 @@ struct TypePlan {
 };
 
 void validate(const SynthSpec& s) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" &&
-      s.arch != "gpt-oss") {
-    fail("synth: unsupported architecture '", s.arch, "' (llama, qwen2, qwen3, qwen3moe, gpt-oss)");
+  static constexpr std::string_view kArchs[] = {"llama",   "qwen2",  "qwen3", "qwen3moe",
+                                                "gpt-oss", "gemma3", "gemma4"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), s.arch) == std::end(kArchs)) {
+    fail("synth: unsupported architecture '", s.arch,
+         "' (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3, gemma4)");
   }
-  if ((s.arch == "qwen3moe" || s.arch == "gpt-oss") != (s.n_experts > 0))
-    fail("synth: ", s.preset, ": experts go with the qwen3moe and gpt-oss architectures");
+  if (s.swa_period < 0 || (s.swa_period > 0 && s.sliding_window < 1))
+    fail("synth: ", s.preset, ": a window-layer period needs a positive sliding window");
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  if ((moe_arch && s.n_experts == 0) || (!moe_arch && s.arch != "gemma4" && s.n_experts > 0))
+    fail("synth: ", s.preset, ": experts go with the qwen3moe, gpt-oss and gemma4 architectures");
+  if (s.n_kv_shared_layers < 0 ||
+      (s.n_kv_shared_layers > 0 && (s.arch != "gemma4" || s.n_layers - s.n_kv_shared_layers < 2)))
+    fail("synth: ", s.preset, ": ", s.n_kv_shared_layers, " KV-shared layers of ", s.n_layers,
+         " (gemma4 only, and at least two layers must have their own K/V)");
   if (s.n_experts > 0 &&
       (s.n_experts_used < 1 || s.n_experts_used > s.n_experts || s.n_ff_expert < 1))
     fail("synth: ", s.preset, ": ", s.n_experts_used, " of ", s.n_experts, " experts of width ",
@@ -254,6 +334,10 @@ void validate(const SynthSpec& s) {
   for (const auto* a : {&s.layer_kv_heads, &s.layer_ff})
     if (!a->empty() && int(a->size()) != s.n_layers)
       fail("synth: ", a->size(), " per-layer values for ", s.n_layers, " layers");
+  if (s.n_kv_heads_swa < 0 || (s.n_kv_heads_swa > 0 && s.n_heads % s.n_kv_heads_swa != 0))
+    fail("synth: ", s.n_heads, " heads are not a multiple of ", s.n_kv_heads_swa, " KV heads");
+  if (s.head_dim_swa < 0 || s.head_dim_swa % 2 != 0)
+    fail("synth: ", s.preset, ": the window layers' head_dim must be even");
   for (int kv : s.layer_kv_heads)
     if (kv < 1 || s.n_heads % kv != 0)
       fail("synth: ", s.n_heads, " heads are not a multiple of ", kv, " KV heads");
@@ -261,11 +345,35 @@ void validate(const SynthSpec& s) {
     if (ff < 1) fail("synth: a layer's FFN width ", ff, " is not positive");
 }
 
+bool is_gemma(const SynthSpec& s) {
+  return s.arch == "gemma3" || s.arch == "gemma4";
+}
+
+// A window layer (Gemma's 5 window layers, then 1 global).
+bool is_swa(const SynthSpec& s, int l) {
+  return s.swa_period > 0 && (l + 1) % s.swa_period != 0;
+}
+
+// The first of the layers that reuse earlier layers' K/V (gemma4).
+int first_kv_shared(const SynthSpec& s) {
+  return s.n_layers - s.n_kv_shared_layers;
+}
+
+int head_dim_swa(const SynthSpec& s) {
+  return s.head_dim_swa > 0 ? s.head_dim_swa : s.head_dim;
+}
+
+int head_dim_of(const SynthSpec& s, int l) {
+  return is_swa(s, l) ? head_dim_swa(s) : s.head_dim;
+}
+
 int kv_heads_of(const SynthSpec& s, int l) {
+  if (s.n_kv_heads_swa > 0 && is_swa(s, l)) return s.n_kv_heads_swa;
   return s.layer_kv_heads.empty() ? s.n_kv_heads : s.layer_kv_heads[size_t(l)];
 }
 
 int ff_of(const SynthSpec& s, int l) {
+  if (s.double_wide_kv_shared_ff && l >= first_kv_shared(s)) return 2 * s.n_ff;
   return s.layer_ff.empty() ? s.n_ff : s.layer_ff[size_t(l)];
 }
 
@@ -313,6 +421,11 @@ class Planner {
     }
     vec("output_norm.weight", E, Fill::Norm);
     if (!s_.tied_output) matrix("output.weight", "output", 0, E, s_.n_vocab);
+    if (is_gemma(s_)) {
+      gemma_globals();
+      for (int l = 0; l < s_.n_layers; ++l) gemma_layer(l);
+      return std::move(plan_);
+    }
     for (int l = 0; l < s_.n_layers; ++l) {
       attention(l);
       ffn(l);
@@ -387,31 +500,131 @@ class Planner {
     }
   }
 
+  // gemma4: the global layers' rope_freqs (proportional rope: the pairs past
+  // the rotated fraction get a divisor of 1e30, i.e. no rotation) and the
+  // per-layer embeddings' tables.
+  void gemma_globals() {
+    bool any_global = false;
+    for (int l = 0; l < s_.n_layers; ++l) any_global = any_global || !is_swa(s_, l);
+    // Only the global layers use it, and llama.cpp rejects a tensor no layer
+    // uses (a cut of window layers only).
+    if (s_.rope_partial_global > 0.0f && any_global) {
+      const int pairs = s_.head_dim / 2;
+      const int rotated = int(float(s_.head_dim) * s_.rope_partial_global / 2.0f);
+      std::vector<float> f(size_t(pairs), 1e30f);
+      std::fill(f.begin(), f.begin() + rotated, 1.0f);
+      plan_.push_back({"rope_freqs.weight", DType::F32, pairs, 1, Fill::Constant, std::move(f)});
+    }
+    if (s_.n_embd_per_layer > 0) {
+      const int64_t PL = int64_t(s_.n_embd_per_layer) * s_.n_layers;
+      matrix("per_layer_token_embd.weight", "per_layer_token_embd", 0, PL, s_.n_vocab);
+      matrix("per_layer_model_proj.weight", "per_layer_model_proj", 0, s_.n_embd, PL);
+      vec("per_layer_proj_norm.weight", s_.n_embd_per_layer, Fill::Norm);
+    }
+  }
+
+  // A Gemma 3 / Gemma 4 layer: QK norms, norms after the attention and after
+  // the FFN; gemma4 adds global layers whose V is K, experts beside the dense
+  // FFN, per-layer inputs and an output scale. The KV-shared layers keep
+  // their K/V weights: the checkpoints hold them and the converter writes
+  // them (llama.cpp loads them and does not use them).
+  void gemma_layer(int l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const int64_t E = s_.n_embd, D = head_dim_of(s_, l);
+    const int64_t Q = int64_t(s_.n_heads) * D, K = int64_t(kv_heads_of(s_, l)) * D;
+    vec(p + "attn_norm.weight", E, Fill::Norm);
+    matrix(p + "attn_q.weight", "attn_q", l, E, Q);
+    matrix(p + "attn_k.weight", "attn_k", l, E, K);
+    if (!(s_.global_v_from_k && !is_swa(s_, l))) matrix(p + "attn_v.weight", "attn_v", l, E, K);
+    vec(p + "attn_q_norm.weight", D, Fill::Norm);
+    vec(p + "attn_k_norm.weight", D, Fill::Norm);
+    matrix(p + "attn_output.weight", "attn_output", l, Q, E);
+    vec(p + "post_attention_norm.weight", E, Fill::Norm);
+    const int64_t F = ff_of(s_, l);
+    vec(p + "ffn_norm.weight", E, Fill::Norm);
+    matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
+    matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
+    matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
+    vec(p + "post_ffw_norm.weight", E, Fill::Norm);
+    if (s_.n_experts > 0) gemma_experts(p, l);
+    if (s_.n_embd_per_layer > 0) {
+      matrix(p + "inp_gate.weight", "inp_gate", l, E, s_.n_embd_per_layer);
+      matrix(p + "proj.weight", "proj", l, s_.n_embd_per_layer, E);
+      vec(p + "post_norm.weight", E, Fill::Norm);
+    }
+    if (s_.arch == "gemma4") vec(p + "layer_output_scale.weight", 1, Fill::Norm);
+  }
+
+  // gemma4's experts beside the dense FFN (which then acts as a shared
+  // expert): each branch has its own norms, the router its input scale.
+  void gemma_experts(const std::string& p, int l) {
+    const int64_t E = s_.n_embd, X = s_.n_experts, G = s_.n_ff_expert;
+    plan_.push_back({p + "ffn_gate_inp.weight", DType::F32, E, X, Fill::Matrix, {}, 1});
+    vec(p + "ffn_gate_inp.scale", E, Fill::Norm);
+    vec(p + "pre_ffw_norm_2.weight", E, Fill::Norm);
+    vec(p + "post_ffw_norm_1.weight", E, Fill::Norm);
+    vec(p + "post_ffw_norm_2.weight", E, Fill::Norm);
+    matrix(p + "ffn_gate_up_exps.weight", "ffn_gate_up_exps", l, E, 2 * G, X);
+    matrix(p + "ffn_down_exps.weight", "ffn_down_exps", l, G, E, X);
+    vec(p + "ffn_down_exps.scale", X, Fill::Norm);
+  }
+
   const SynthSpec& s_;
   const TypePlan& types_;
   std::vector<TensorPlan> plan_;
 };
 
-}  // namespace
+// The KV-shared layers of a model cut to `layers`: the same share of the
+// layers, rounded so that the layers with their own K/V are whole periods
+// (llama.cpp's shared layers reuse the last window and the last global layer
+// before them) and at least one period.
+int cut_kv_shared_layers(const SynthSpec& s, int layers) {
+  if (s.n_kv_shared_layers == 0 || s.n_layers < 1) return 0;
+  const int period = std::max(s.swa_period, 1);
+  int own = int(int64_t(layers) * (s.n_layers - s.n_kv_shared_layers) / s.n_layers);
+  own = std::max(period, own / period * period);
+  return std::max(0, layers - own);
+}
 
-SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts,
-                              gguf::GgufWriter& w) {
-  SynthResult result;
-  SynthSpec s = spec_in;
-  if (opts.layers > 0) s.n_layers = opts.layers;
-  if (opts.experts > 0) s.n_experts = opts.experts;
-  if (opts.experts_used > 0) s.n_experts_used = opts.experts_used;
-  if (opts.expert_ff > 0) s.n_ff_expert = opts.expert_ff;
-  validate(s);
-  const TypePlan types = TypePlan::parse(opts.type);
-
-  // Vocabulary first: a copied one decides n_vocab.
-  if (!opts.vocab_from.empty()) {
-    s.n_vocab = copy_vocab(w, opts.vocab_from);
-  } else {
-    add_invented_vocab(w, s.n_vocab);
+// Gemma's window layers, rope bases and scaling, logit softcap; for gemma4
+// also the window layers' head shapes, the KV-shared layers and the
+// per-layer embeddings' width (keys llama.cpp's gemma4 loader requires).
+void add_gemma_metadata(const SynthSpec& s, gguf::GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.rope_base_swa > 0.0f) w.set_f32(a + "rope.freq_base_swa", s.rope_base_swa);
+  if (s.rope_linear_factor > 0.0f) {
+    w.set_string(a + "rope.scaling.type", "linear");
+    w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
   }
+  if (s.final_logit_softcap > 0.0f) w.set_f32(a + "final_logit_softcapping", s.final_logit_softcap);
+  if (s.arch == "gemma3") {
+    if (s.swa_period > 0) w.set_u32(a + "attention.sliding_window_pattern", uint32_t(s.swa_period));
+    return;
+  }
+  std::vector<bool> swa(size_t(s.n_layers));
+  for (int l = 0; l < s.n_layers; ++l) swa[size_t(l)] = is_swa(s, l);
+  w.set(a + "attention.sliding_window_pattern", gguf::Value::make_bools(swa));
+  const int hd_swa = head_dim_swa(s);
+  w.set_u32(a + "attention.key_length_swa", uint32_t(hd_swa));
+  w.set_u32(a + "attention.value_length_swa", uint32_t(hd_swa));
+  w.set_u32(a + "rope.dimension_count_swa", uint32_t(hd_swa));
+  w.set_u32(a + "attention.shared_kv_layers", uint32_t(s.n_kv_shared_layers));
+  w.set_u32(a + "embedding_length_per_layer_input", uint32_t(s.n_embd_per_layer));
+  if (s.n_kv_heads_swa > 0) {
+    std::vector<int> kv(size_t(s.n_layers));
+    for (int l = 0; l < s.n_layers; ++l) kv[size_t(l)] = kv_heads_of(s, l);
+    w.set(a + "attention.head_count_kv", gguf::Value::make_i32s(kv));
+  }
+  if (s.double_wide_kv_shared_ff) {
+    std::vector<int> ff(size_t(s.n_layers));
+    for (int l = 0; l < s.n_layers; ++l) ff[size_t(l)] = ff_of(s, l);
+    w.set(a + "feed_forward_length", gguf::Value::make_i32s(ff));
+  }
+}
 
+// The model's metadata keys, as llama.cpp's converter writes them.
+void write_metadata(const SynthSpec& s, const SynthOptions& opts, gguf::GgufWriter& w) {
   const std::string a = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", "turbokv synth " + s.preset);
@@ -446,9 +659,36 @@ SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts
     w.set_u32(a + "expert_used_count", uint32_t(s.n_experts_used));
     w.set_u32(a + "expert_feed_forward_length", uint32_t(s.n_ff_expert));
   }
+  if (is_gemma(s)) add_gemma_metadata(s, w);
   w.set_string("turbokv.synth.preset", s.preset);
   w.set_string("turbokv.synth.type", opts.type);
   w.set("turbokv.synth.seed", gguf::Value::make_u64(opts.seed));
+}
+
+}  // namespace
+
+SynthResult build_synth_model(const SynthSpec& spec_in, const SynthOptions& opts,
+                              gguf::GgufWriter& w) {
+  SynthResult result;
+  SynthSpec s = spec_in;
+  if (opts.layers > 0) {
+    s.n_kv_shared_layers = cut_kv_shared_layers(s, opts.layers);
+    s.n_layers = opts.layers;
+  }
+  if (opts.experts > 0) s.n_experts = opts.experts;
+  if (opts.experts_used > 0) s.n_experts_used = opts.experts_used;
+  if (opts.expert_ff > 0) s.n_ff_expert = opts.expert_ff;
+  validate(s);
+  const TypePlan types = TypePlan::parse(opts.type);
+
+  // Vocabulary first: a copied one decides n_vocab.
+  if (!opts.vocab_from.empty()) {
+    s.n_vocab = copy_vocab(w, opts.vocab_from);
+  } else {
+    add_invented_vocab(w, s.n_vocab);
+  }
+
+  write_metadata(s, opts, w);
 
   std::vector<TensorPlan> plan = Planner(s, types).plan();
   for (const auto& t : plan) {

@@ -29,8 +29,8 @@ namespace tkv::model {
 struct SynthSpec {
   std::string preset;  // "llama-3.1-8b", ... (recorded in the file's metadata)
   // llama | qwen2 (QKV bias) | qwen3 (QK norm) | qwen3moe (qwen3 with
-  // experts) | gpt-oss (files llama.cpp runs; turbokv's forward does not
-  // run its attention yet: sliding windows, sinks)
+  // experts) | gpt-oss, gemma3, gemma4 (files llama.cpp runs; turbokv's
+  // forward may not run them yet: see config.cc)
   std::string arch = "llama";
   int n_embd = 256;
   int n_layers = 2;
@@ -59,18 +59,63 @@ struct SynthSpec {
   // YaRN rope scaling metadata (gpt-oss), factor 0 = none.
   float yarn_factor = 0.0f;
   int yarn_orig_ctx = 0;
+
+  // ---- Gemma 3 / Gemma 4 (arch "gemma3", "gemma4") ----
+  // Window layers: with sliding_window > 0 and swa_period > 0, layer l sees
+  // the last sliding_window tokens unless (l + 1) % swa_period == 0 (a global
+  // layer, which sees them all): Gemma's 5 window layers then 1 global.
+  // gemma3 writes the period (attention.sliding_window_pattern, u32; llama.cpp
+  // assumes 6 without it); gemma4 writes one flag per layer (bool array).
+  int swa_period = 0;
+  // rope.freq_base_swa: the window layers' rope base (rope_base is the global
+  // layers'); 0 = not written.
+  float rope_base_swa = 0.0f;
+  // Linear rope scaling of the global layers (rope.scaling.type "linear",
+  // rope.scaling.factor); 0 = none.
+  float rope_linear_factor = 0.0f;
+  // final_logit_softcapping: logits = c tanh(logits / c); 0 = none.
+  float final_logit_softcap = 0.0f;
+  // gemma4: the window layers' head size and KV heads (head_dim and
+  // n_kv_heads are the global layers'); 0 = the same as the global layers.
+  // Written as key_length_swa / value_length_swa and a per-layer
+  // head_count_kv array.
+  int head_dim_swa = 0;
+  int n_kv_heads_swa = 0;
+  // gemma4 "proportional" rope on the global layers: only this fraction of
+  // each head rotates; written as rope_freqs (1 for the rotated pairs, 1e30
+  // for the others), as llama.cpp's converter does. 0 = no rope_freqs.
+  float rope_partial_global = 0.0f;
+  // gemma4: the last n_kv_shared_layers layers reuse the K/V of the last
+  // earlier layer of their kind (window or global), so the layers before
+  // them should end with a global layer. Their K/V weights are still written
+  // (the checkpoints hold them; llama.cpp loads and ignores them). A cut
+  // (SynthOptions::layers) keeps the same share of shared layers, rounded so
+  // that the others are whole swa_periods.
+  int n_kv_shared_layers = 0;
+  // gemma4 (E2B/E4B): per-layer token embeddings of this width
+  // (per_layer_token_embd, per_layer_model_proj, and per layer inp_gate /
+  // proj / post_norm); 0 = none.
+  int n_embd_per_layer = 0;
+  // gemma4 attention_k_eq_v: the global layers have no attn_v (V is K).
+  bool global_v_from_k = false;
+  // gemma4 use_double_wide_mlp: the KV-shared layers' FFN is 2 n_ff wide.
+  bool double_wide_kv_shared_ff = false;
 };
 
 // Names of the presets: tiny, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,
 // qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b (v0.3), mistral-7b-v0.1,
 // qwen3-30b-a3b (qwen3moe: 128 experts of 768, top 8), gpt-oss-20b (32
-// experts of 2880, top 4), tiny-moe.
+// experts of 2880, top 4), tiny-moe, gemma-3-12b, gemma-3-27b, tiny-gemma3
+// (6 layers of 256, window 16: 5 window layers then 1 global), gemma-4-e2b,
+// gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b (128 experts of 704, top 8,
+// beside a dense FFN of 2112), tiny-gemma4 (tiny-gemma3's layout with Gemma
+// 4's head sizes, V from K on the global layer and 4 experts of 256, top 2).
 std::vector<std::string> synth_preset_names();
 // A preset by name; tkv::Error listing the known names otherwise.
 SynthSpec synth_preset(std::string_view name);
 
 struct SynthOptions {
-  int layers = 0;  // > 0: override the preset's layer count (shapes kept)
+  int layers = 0;  // > 0: override the preset's layer count (shapes kept; see n_kv_shared_layers)
   // > 0: override a MoE preset's expert count, experts used per token and
   // expert width (test-sized MoE models of a real model's other shapes).
   int experts = 0, experts_used = 0, expert_ff = 0;

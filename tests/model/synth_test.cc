@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 
 #include "common/atomic_file.h"
@@ -414,6 +415,175 @@ TEST(Synth, PresetsHaveRealShapes) {
   EXPECT_EQ(one_b.head_dim, 64);
   EXPECT_EQ(synth_preset("mistral-7b-v0.1").sliding_window, 4096);
   for (const auto& name : synth_preset_names()) EXPECT_EQ(synth_preset(name).preset, name);
+}
+
+// The shapes of every tensor of a file, by name.
+std::map<std::string, std::vector<int64_t>> tensor_shapes(const gguf::GgufFile& f) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& t : f.tensors()) out[t.name] = t.shape;
+  return out;
+}
+
+// A Gemma 3 file holds what llama.cpp's gemma3 loader reads: the window, its
+// period and both rope bases, the global layers' linear rope scaling, and per
+// layer the QK norms and the norms after the attention and after the FFN;
+// the output is tied to the embedding.
+TEST(Synth, Gemma3MetadataAndTensors) {
+  const std::string path = test::temp_dir() + "/gemma3.gguf";
+  SynthOptions o;
+  const auto r = write_synth_model(synth_preset("tiny-gemma3"), o, path);
+  const auto f = gguf::GgufFile::open(path);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(f.get_int("gemma3.block_count"), 6);
+  EXPECT_EQ(f.get_int("gemma3.attention.sliding_window"), 16);
+  EXPECT_EQ(f.get_int("gemma3.attention.sliding_window_pattern"), 6);
+  EXPECT_EQ(f.get_float("gemma3.rope.freq_base"), 1e6);
+  EXPECT_EQ(f.get_float("gemma3.rope.freq_base_swa"), 10000.0);
+  EXPECT_EQ(f.get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(f.get_float("gemma3.rope.scaling.factor"), 8.0);
+  EXPECT_EQ(f.get_int("gemma3.attention.key_length"), 64);
+  EXPECT_EQ(f.get_int("gemma3.attention.value_length"), 64);
+  EXPECT_EQ(f.get_int("gemma3.attention.head_count_kv"), 2);
+  EXPECT_NEAR(*f.get_float("gemma3.attention.layer_norm_rms_epsilon"), 1e-6, 1e-12);
+  EXPECT_EQ(f.find("gemma3.final_logit_softcapping"), nullptr);
+
+  const auto shapes = tensor_shapes(f);
+  using Shape = std::vector<int64_t>;
+  std::map<std::string, Shape> want = {{"token_embd.weight", Shape{256, 512}},
+                                       {"output_norm.weight", Shape{256}}};
+  for (int l = 0; l < 6; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* norm : {"attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"})
+      want[p + norm + ".weight"] = Shape{256};
+    want[p + "attn_q.weight"] = Shape{256, 4 * 64};
+    want[p + "attn_k.weight"] = Shape{256, 2 * 64};
+    want[p + "attn_v.weight"] = Shape{256, 2 * 64};
+    want[p + "attn_q_norm.weight"] = Shape{64};
+    want[p + "attn_k_norm.weight"] = Shape{64};
+    want[p + "attn_output.weight"] = Shape{4 * 64, 256};
+    want[p + "ffn_gate.weight"] = Shape{256, 768};
+    want[p + "ffn_up.weight"] = Shape{256, 768};
+    want[p + "ffn_down.weight"] = Shape{768, 256};
+  }
+  EXPECT_EQ(shapes, want);
+  EXPECT_EQ(r.n_tensors, want.size());
+  // Norm weights are stored with Gemma's +1 already added, as the converter
+  // writes them: around 1, not around 0.
+  const float* norm =
+      reinterpret_cast<const float*>(f.require_tensor("blk.0.post_ffw_norm.weight").data);
+  EXPECT_NEAR(norm[0], 1.0f, 0.1001f);
+
+  // The real models' shapes; a cut keeps them.
+  SynthOptions cut;
+  cut.layers = 4;
+  gguf::GgufWriter w;
+  const auto g12 = build_synth_model(synth_preset("gemma-3-12b"), cut, w);
+  EXPECT_EQ(g12.spec.n_layers, 4);
+  EXPECT_EQ(g12.spec.n_embd, 3840);
+  EXPECT_EQ(g12.spec.n_vocab, 262208);
+  const auto g27 = synth_preset("gemma-3-27b");
+  EXPECT_EQ(g27.n_heads * g27.head_dim, 4096);
+  EXPECT_EQ(g27.sliding_window, 1024);
+}
+
+// A Gemma 4 file: per-layer window flags, the window layers' smaller heads
+// and more KV heads, the global layers' partial rope (rope_freqs) and V from
+// K, experts beside the dense FFN, logit softcap.
+TEST(Synth, Gemma4MetadataAndTensors) {
+  const std::string path = test::temp_dir() + "/gemma4.gguf";
+  write_synth_model(synth_preset("tiny-gemma4"), {}, path);
+  const auto f = gguf::GgufFile::open(path);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma4");
+  const gguf::Value* pattern = f.find("gemma4.attention.sliding_window_pattern");
+  ASSERT_NE(pattern, nullptr);
+  EXPECT_EQ(pattern->bools, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(f.get_ints("gemma4.attention.head_count_kv"), (std::vector<int64_t>{2, 2, 2, 2, 2, 1}));
+  EXPECT_EQ(f.get_int("gemma4.attention.key_length"), 64);
+  EXPECT_EQ(f.get_int("gemma4.attention.key_length_swa"), 32);
+  EXPECT_EQ(f.get_int("gemma4.attention.value_length_swa"), 32);
+  EXPECT_EQ(f.get_int("gemma4.rope.dimension_count_swa"), 32);
+  EXPECT_EQ(f.get_int("gemma4.attention.shared_kv_layers"), 0);
+  EXPECT_EQ(f.get_int("gemma4.embedding_length_per_layer_input"), 0);
+  EXPECT_EQ(f.get_float("gemma4.final_logit_softcapping"), 30.0);
+  EXPECT_EQ(f.get_float("gemma4.rope.freq_base_swa"), 10000.0);
+  EXPECT_EQ(f.find("gemma4.rope.scaling.type"), nullptr);
+
+  // A quarter of the global heads' 32 pairs rotate; the rest are held still.
+  const auto& freqs = f.require_tensor("rope_freqs.weight");
+  ASSERT_EQ(freqs.shape, std::vector<int64_t>{32});
+  const float* fv = reinterpret_cast<const float*>(freqs.data);
+  EXPECT_EQ(fv[7], 1.0f);
+  EXPECT_EQ(fv[8], 1e30f);
+  using Shape = std::vector<int64_t>;
+  EXPECT_EQ(f.require_tensor("blk.0.attn_q.weight").shape, (Shape{256, 4 * 32}));
+  EXPECT_EQ(f.require_tensor("blk.0.attn_v.weight").shape, (Shape{256, 2 * 32}));
+  EXPECT_EQ(f.require_tensor("blk.0.attn_k_norm.weight").shape, Shape{32});
+  EXPECT_EQ(f.require_tensor("blk.5.attn_q.weight").shape, (Shape{256, 4 * 64}));
+  EXPECT_EQ(f.require_tensor("blk.5.attn_k.weight").shape, (Shape{256, 64}));
+  EXPECT_EQ(f.find_tensor("blk.5.attn_v.weight"), nullptr);  // V is K
+  EXPECT_EQ(f.require_tensor("blk.5.attn_output.weight").shape, (Shape{4 * 64, 256}));
+  EXPECT_EQ(f.require_tensor("blk.3.ffn_gate.weight").shape, (Shape{256, 512}));
+  EXPECT_EQ(f.require_tensor("blk.3.ffn_gate_up_exps.weight").shape, (Shape{256, 512, 4}));
+  EXPECT_EQ(f.require_tensor("blk.3.ffn_down_exps.weight").shape, (Shape{256, 256, 4}));
+  EXPECT_EQ(f.require_tensor("blk.3.ffn_gate_inp.weight").shape, (Shape{256, 4}));
+  for (const char* t : {"ffn_gate_inp.scale", "pre_ffw_norm_2.weight", "post_ffw_norm_1.weight",
+                        "post_ffw_norm_2.weight", "post_ffw_norm.weight"})
+    EXPECT_EQ(f.require_tensor(std::string("blk.3.") + t).shape, Shape{256}) << t;
+  EXPECT_EQ(f.require_tensor("blk.3.ffn_down_exps.scale").shape, Shape{4});
+  EXPECT_EQ(f.require_tensor("blk.3.layer_output_scale.weight").shape, Shape{1});
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("per_layer_token_embd.weight"), nullptr);
+
+  // A window-layers-only cut has no global layer, so no rope_freqs.
+  SynthOptions cut;
+  cut.layers = 4;
+  const std::string cut_path = test::temp_dir() + "/gemma4-cut.gguf";
+  write_synth_model(synth_preset("tiny-gemma4"), cut, cut_path);
+  EXPECT_EQ(gguf::GgufFile::open(cut_path).find_tensor("rope_freqs.weight"), nullptr);
+}
+
+// E4B's layout at test widths: per-layer embeddings, and KV-shared layers
+// that a cut keeps in proportion, the others ending with a global layer.
+TEST(Synth, Gemma4PerLayerEmbeddingsAndSharedKv) {
+  SynthSpec s = synth_preset("gemma-4-e4b");
+  EXPECT_EQ(s.n_kv_shared_layers, 18);
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.head_dim = 64;
+  s.head_dim_swa = 32;
+  s.n_vocab = 512;
+  s.n_embd_per_layer = 16;
+  SynthOptions o;
+  o.layers = 12;  // 12 * 24 / 42 = 6 layers with their own K/V, 6 shared
+  const std::string path = test::temp_dir() + "/gemma4-e4b.gguf";
+  const auto r = write_synth_model(s, o, path);
+  EXPECT_EQ(r.spec.n_kv_shared_layers, 6);
+  const auto f = gguf::GgufFile::open(path);
+  EXPECT_EQ(f.get_int("gemma4.attention.shared_kv_layers"), 6);
+  EXPECT_EQ(f.get_int("gemma4.embedding_length_per_layer_input"), 16);
+  EXPECT_EQ(f.get_int("gemma4.attention.head_count_kv"), 2);  // the same on every layer
+  using Shape = std::vector<int64_t>;
+  EXPECT_EQ(f.require_tensor("per_layer_token_embd.weight").shape, (Shape{16 * 12, 512}));
+  EXPECT_EQ(f.require_tensor("per_layer_model_proj.weight").shape, (Shape{256, 16 * 12}));
+  EXPECT_EQ(f.require_tensor("per_layer_proj_norm.weight").shape, Shape{16});
+  EXPECT_EQ(f.require_tensor("blk.11.inp_gate.weight").shape, (Shape{256, 16}));
+  EXPECT_EQ(f.require_tensor("blk.11.proj.weight").shape, (Shape{16, 256}));
+  EXPECT_EQ(f.require_tensor("blk.11.post_norm.weight").shape, Shape{256});
+  EXPECT_NE(f.find_tensor("blk.5.attn_v.weight"), nullptr);  // E4B's V is not K
+
+  // Every Gemma preset at full size passes validation (metadata and plan
+  // only; nothing is generated).
+  for (const char* name : {"gemma-3-12b", "gemma-3-27b", "gemma-4-e2b", "gemma-4-e4b",
+                           "gemma-4-31b", "gemma-4-26b-a4b"}) {
+    gguf::GgufWriter w;
+    EXPECT_NO_THROW(build_synth_model(synth_preset(name), {}, w)) << name;
+  }
+
+  o.layers = 4;  // fewer than a period: every layer has its own K/V
+  EXPECT_EQ(write_synth_model(s, o, path).spec.n_kv_shared_layers, 0);
+  s.n_kv_shared_layers = 11;  // 1 layer left with its own K/V
+  s.n_layers = 12;
+  EXPECT_THROW(write_synth_model(s, {}, path), Error);
 }
 
 }  // namespace
