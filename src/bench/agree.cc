@@ -79,7 +79,13 @@ class LlamaServer {
                                      "-c",
                                      std::to_string(ctx),
                                      "-np",
-                                     "1"};
+                                     "1",
+                                     // Its CPU flash attention sums V in f16,
+                                     // an error that grows with depth and
+                                     // flips clear steps after ~60 tokens;
+                                     // the plain path keeps f32 sums.
+                                     "-fa",
+                                     "off"};
     for (const std::string& a : split_words(o.llama_args)) argv.push_back(a);
     proc_ = std::make_unique<ServerProcess>(argv, 600.0, port_);
   }
