@@ -67,25 +67,14 @@ class LlamaServer {
     const std::string bin = (std::filesystem::path(o.llama_bin) / "llama-server").string();
     if (::access(bin.c_str(), X_OK) != 0)
       fail("bench agree: --llama-bin: no executable llama-server in ", o.llama_bin);
-    std::vector<std::string> argv = {bin,
-                                     "-m",
-                                     o.model,
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     std::to_string(port_),
-                                     "-t",
-                                     std::to_string(o.threads),
-                                     "-c",
-                                     std::to_string(ctx),
-                                     "-np",
-                                     "1",
+    std::vector<std::string> argv = {bin, "-m", o.model, "--host", "127.0.0.1", "--port",
+                                     std::to_string(port_), "-t", std::to_string(o.threads), "-c",
+                                     std::to_string(ctx), "-np", "1",
                                      // Its CPU flash attention sums V in f16,
                                      // an error that grows with depth and
                                      // flips clear steps after ~60 tokens;
                                      // the plain path keeps f32 sums.
-                                     "-fa",
-                                     "off"};
+                                     "-fa", "off"};
     for (const std::string& a : split_words(o.llama_args)) argv.push_back(a);
     proc_ = std::make_unique<ServerProcess>(argv, 600.0, port_);
   }

@@ -608,7 +608,8 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       const int t = t0 + r / G, g = r % G;
       float* dst = out + (size_t(t) * n_heads + size_t(h) * G + g) * vd;
       float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
-      if (sinks != nullptr && ts.l[r] > 0) inv = sink_normalizer(ts.m[r], ts.l[r], sinks[h * G + g]);
+      if (sinks != nullptr && ts.l[r] > 0)
+        inv = sink_normalizer(ts.m[r], ts.l[r], sinks[h * G + g]);
       const float* ap = ts.acc_p + size_t(r) * vd;
       for (int i = 0; i < vd; ++i) dst[i] = ap[i] * inv;
     }

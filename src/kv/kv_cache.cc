@@ -393,8 +393,7 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   c.layer_state[layer] = 1;
 }
 
-void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
-                     const float* sinks) {
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks) {
   attend(layer, q, out, pool, impl_->own_scratch, sinks);
 }
 

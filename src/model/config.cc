@@ -379,9 +379,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   read_vocab(f, a, c);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
-  c.qkv_bias = c.arch == Arch::Qwen2 ||
-               ((c.arch == Arch::Llama || c.arch == Arch::GptOss) &&
-                f.find_tensor("blk.0.attn_q.bias") != nullptr);
+  c.qkv_bias = c.arch == Arch::Qwen2 || ((c.arch == Arch::Llama || c.arch == Arch::GptOss) &&
+                                         f.find_tensor("blk.0.attn_q.bias") != nullptr);
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe;
 
   // Every layer: full attention and a dense SwiGLU FFN of its geometry.

@@ -64,8 +64,8 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   RopeStyle rope_style = RopeStyle::Normal;
   RopeScalingType rope_scaling = RopeScalingType::None;
-  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear or YaRN)
-  int rope_orig_ctx = 0;         // rope.scaling.original_context_length, 0 if absent
+  float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear or YaRN)
+  int rope_orig_ctx = 0;          // rope.scaling.original_context_length, 0 if absent
   float rope_attn_factor = 1.0f;  // cos/sin scale (YaRN's, times rope.scaling.attn_factor)
 
   float rms_eps = 1e-5f;
@@ -74,9 +74,9 @@ struct ModelConfig {
   // wants it maps it onto the KV cache's window policy.
   int sliding_window = 0;
 
-  bool qkv_bias = false;     // qwen2 (required); llama (when the tensors are present)
-  bool qk_norm = false;      // qwen3
-  bool tied_output = false;  // no output.weight: logits use token_embd
+  bool qkv_bias = false;       // qwen2 (required); llama (when the tensors are present)
+  bool qk_norm = false;        // qwen3
+  bool tied_output = false;    // no output.weight: logits use token_embd
   float embed_scale = 1.0f;    // token embeddings times this (gemma: sqrt(n_embd))
   float final_softcap = 0.0f;  // logits become c tanh(logits / c); 0 = none
 

@@ -70,7 +70,8 @@ void shared_expert(const MoeSpec& spec, const MoeWeights& w, const float* h, int
     const float* in = h + size_t(r0) * size_t(E);
     product(w.shared_gate, in, rows, s.gate.data(), exact, pool);
     product(w.shared_up, in, rows, s.up.data(), exact, pool);
-    ops::gated_activation_rows(GatedActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F), pool);
+    ops::gated_activation_rows(GatedActivation::SwiGlu, s.gate.data(), s.up.data(), rows, int(F),
+                               pool);
     product(w.shared_down, s.gate.data(), rows, s.out.data(), exact, pool);
     for (int r = 0; r < rows; ++r) {
       float* out = s.out.data() + size_t(r) * size_t(E);

@@ -130,7 +130,7 @@ void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t n) {
 }
 
 void gated_activation_rows(GatedActivation act, float* gate, const float* up, int rows, int n_ff,
-              ThreadPool& pool) {
+                           ThreadPool& pool) {
   const auto row = [&](int64_t r) {
     float* g = gate + size_t(r) * size_t(n_ff);
     const float* u = up + size_t(r) * size_t(n_ff);

@@ -68,8 +68,8 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
       result.outputs[l].insert(result.outputs[l].end(), out.begin(), out.end());
       if (!check) continue;
       for (int t = 0; t < n; ++t) {
-        const auto expect = ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows,
-                                       sinks);
+        const auto expect =
+            ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows, sinks);
         double err = 0, mag = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
           err = std::max(err, double(std::fabs(out[size_t(t) * o_stride + i] - expect[i])));

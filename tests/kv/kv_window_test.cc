@@ -57,7 +57,8 @@ TEST(KvWindow, AttentionMatchesTheReference) {
         if (sinks) s.sinks = sink_logits();
         const ScenarioResult r = run_scenario(s, in);
         EXPECT_EQ(r.queries, 268 * 3);
-        EXPECT_LT(r.max_rel_error, kTolerance) << kv << " threads " << threads << " sinks " << sinks;
+        EXPECT_LT(r.max_rel_error, kTolerance)
+            << kv << " threads " << threads << " sinks " << sinks;
       }
     }
   }
@@ -137,9 +138,9 @@ TEST(KvWindow, SessionFilesRecordTheWindows) {
   EXPECT_EQ(expect, got);
 
   // The same heads with another window are another shape.
-  kv::KvCache other(KvShape::of_layers({{8, 4, 64, 64}, {4, 2, 32, 48, 41}, {8, 1, 128, 128, 100}},
-                                       4096),
-                    config_of("k4v2"));
+  kv::KvCache other(
+      KvShape::of_layers({{8, 4, 64, 64}, {4, 2, 32, 48, 41}, {8, 1, 128, 128, 100}}, 4096),
+      config_of("k4v2"));
   std::string e;
   try {
     other.load(path, "model-W");

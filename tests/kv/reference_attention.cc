@@ -56,8 +56,7 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
 }
 
 std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q, int64_t p,
-                                              int64_t ring_lo,
-                                              const std::vector<int64_t>& rows,
+                                              int64_t ring_lo, const std::vector<int64_t>& rows,
                                               const float* sinks) const {
   const int kd = f.geom.k_dim, vd = f.geom.v_dim, n_kv = f.geom.n_kv_heads;
   const int G = f.geom.n_heads / n_kv;

@@ -54,7 +54,16 @@ class Batch : public ::testing::TestWithParam<const char*> {
       path_ = test::model_path("stories260K.gguf");
       if (path_.empty())
         TKV_MISSING_FIXTURE << "fixture stories260K.gguf not found under " << test::models_dir();
-      codecs_ = {"f16", "f32"};                // head_dim 8: no block or rotation codec fits
+      codecs_ = {"f16", "f32"};  // head_dim 8: no block or rotation codec fits
+    } else if (which.rfind("gemma3_", 0) == 0 || which.rfind("oss_", 0) == 0) {
+      // Sliding-window layers (8 tokens: the prompts span many windows),
+      // sinks and YaRN (gpt-oss), post norms and GeGLU (gemma3).
+      const bool gemma = which[0] == 'g';
+      model::SynthSpec spec = test::small_spec(gemma ? "tiny-gemma3" : "gpt-oss-20b");
+      spec.sliding_window = 8;
+      spec.swa_period = 2;  // a window layer, then a global one
+      path_ = test::write_model(spec, which.substr(which.find('_') + 1));
+      codecs_ = {"f16", "q8_0", "k4v2", "k8v4", "f32", "k3v2", "k4v4", "q8_0"};
     } else if (which.rfind("moe_", 0) == 0) {  // mixture of experts: qwen3moe
       path_ = test::write_model(test::small_spec("qwen3-30b-a3b"), which.substr(4));
       codecs_ = {"f16", "q8_0", "k4v2", "k8v4", "f32", "k3v2", "k4v4", "q8_0"};
@@ -499,7 +508,7 @@ TEST(BatchFfnRows, AContextFollowsTheRowsPerCallAsTheyGrow) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Batch,
                          ::testing::Values("q8_0", "q4_K_M", "f16", "stories", "moe_q4_K_M",
-                                           "moe_f16"),
+                                           "moe_f16", "gemma3_q8_0", "oss_f16"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -102,21 +102,55 @@ std::vector<Mat> load_experts(const gguf::GgufFile& f, const std::string& name) 
   return out;
 }
 
-// SwiGLU FFN: down(silu(gate h) * up h).
-Vec swiglu(const Mat& gate, const Mat& up, const Mat& down, const Vec& h) {
+enum class Act { SwiGlu, GeGlu, SwiGluOai };
+
+// act(g, u) as llama.cpp's ggml ops define them: SiLU, GELU (tanh form),
+// gpt-oss's clamped SwiGLU (alpha 1.702, limit 7).
+double activate(Act a, double g, double u) {
+  switch (a) {
+    case Act::SwiGlu:
+      return g / (1.0 + std::exp(-g)) * u;
+    case Act::GeGlu:
+      return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+    case Act::SwiGluOai: {
+      const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+      return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+    }
+  }
+  return 0;
+}
+
+void add_to(Vec& y, const Vec& b, size_t offset = 0) {
+  if (b.empty()) return;
+  for (size_t i = 0; i < y.size(); ++i) y[i] += b[offset + i];
+}
+
+// Gated FFN: down(act(gate h + gb, up h + ub)) + db (biases optional, at
+// `offset` within them: an expert's row of the experts' biases).
+Vec gated_ffn(Act a, const Mat& gate, const Mat& up, const Mat& down, const Vec& h,
+              const Vec& gb = {}, const Vec& ub = {}, const Vec& db = {}, size_t expert = 0) {
   Vec g = gate.mul(h);
-  const Vec u = up.mul(h);
-  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-  return down.mul(g);
+  Vec u = up.mul(h);
+  add_to(g, gb, expert * g.size());
+  add_to(u, ub, expert * u.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = activate(a, g[i], u[i]);
+  Vec y = down.mul(g);
+  add_to(y, db, expert * y.size());
+  return y;
 }
 
 struct Layer {
   Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+  Vec bo, sinks, post_attn_norm, post_ffn_norm;  // gemma3, gpt-oss (empty: none)
+  bool swa = false;                              // attends to the model's window only
   Mat wq, wk, wv, wo, gate, up, down;
   // Mixture of experts (qwen3moe, Mixtral): softmax over the router's
   // logits, the n_used most probable experts, their probabilities
   // renormalized to sum 1.
+  // gpt-oss: router and expert biases, the n_used largest logits then a
+  // softmax over those, clamped SwiGLU.
   Mat router;
+  Vec router_b, gate_exps_b, up_exps_b, down_exps_b;
   std::vector<Mat> gate_exps, up_exps, down_exps;
   int64_t n_used = 0;
   std::vector<Vec> keys, values;  // all past positions, kv_heads x head_dim each
@@ -131,6 +165,16 @@ struct ReferenceForward::Impl {
   int64_t embd = 0, n_layers = 0, heads = 0, head_dim = 0, n_rot = 0;
   double rope_base = 10000, eps = 1e-5;
   bool neox = false;
+  // gemma3 / gpt-oss (llama.cpp's gemma3.cpp, openai-moe.cpp, ggml's rope_yarn).
+  bool gemma = false, oss = false;
+  int64_t window = 0;
+  double rope_base_swa = 10000, freq_scale = 1, embed_scale = 1, softcap = 0, q_scale = 0;
+  bool yarn = false;
+  double yarn_orig_ctx = 0, mscale = 1;
+  Act act = Act::SwiGlu;
+  std::vector<bool> swa_flags;  // per layer: a window layer
+
+  bool swa_layer(int64_t l) const { return swa_flags[size_t(l)]; }
   Vec rope_factors;
   Mat token_embd, output;
   Vec output_norm;
@@ -141,13 +185,31 @@ struct ReferenceForward::Impl {
     return v ? *v : fallback;
   }
 
-  void rope(double* v, int64_t n_heads, int64_t pos) const {
+  void rope(double* v, int64_t n_heads, int64_t pos, bool swa) const {
+    // gemma3's window layers: their own base, unscaled; gpt-oss's: the same.
+    const double base = swa ? rope_base_swa : rope_base;
+    const double scale = swa && gemma ? 1.0 : freq_scale;
     for (int64_t h = 0; h < n_heads; ++h) {
       double* x = v + h * head_dim;
       for (int64_t i = 0; i < n_rot / 2; ++i) {
-        double theta = double(pos) * std::pow(rope_base, -2.0 * double(i) / double(n_rot));
+        double theta = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot));
         if (!rope_factors.empty()) theta /= rope_factors[size_t(i)];
-        const double c = std::cos(theta), s = std::sin(theta);
+        double mag = 1;
+        if (yarn) {  // blend scaled and unscaled speeds by the ramp between the correction dims
+          const auto corr = [&](double beta) {
+            return double(n_rot) * std::log(yarn_orig_ctx / (beta * 2 * M_PI)) /
+                   (2 * std::log(base));
+          };
+          const double lo = std::max(0.0, std::floor(corr(32)));
+          const double hi = std::min(double(n_rot - 1), std::ceil(corr(1)));
+          const double y = (double(i) - lo) / std::max(0.001, hi - lo);
+          const double ramp = 1.0 - std::clamp(y, 0.0, 1.0);
+          theta = theta * (scale * (1.0 - ramp) + ramp);
+          mag = mscale;
+        } else {
+          theta *= scale;
+        }
+        const double c = std::cos(theta) * mag, s = std::sin(theta) * mag;
         // llama: adjacent pairs; qwen (NEOX): dimension i with i + n_rot/2
         const int64_t a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = x[a], x1 = x[b];
@@ -155,6 +217,26 @@ struct ReferenceForward::Impl {
         x[b] = x0 * s + x1 * c;
       }
     }
+  }
+
+  // gpt-oss: the n_used largest logits, a softmax over them.
+  static Vec experts_oss(const Layer& L, const Vec& h) {
+    Vec p = L.router.mul(h);
+    add_to(p, L.router_b);
+    std::vector<size_t> idx(p.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+    const double mx = p[idx[0]];
+    double sum = 0;
+    for (int64_t k = 0; k < L.n_used; ++k) sum += std::exp(p[idx[size_t(k)]] - mx);
+    Vec out(h.size(), 0.0);
+    for (int64_t k = 0; k < L.n_used; ++k) {
+      const size_t e = idx[size_t(k)];
+      const Vec y = gated_ffn(Act::SwiGluOai, L.gate_exps[e], L.up_exps[e], L.down_exps[e], h,
+                              L.gate_exps_b, L.up_exps_b, L.down_exps_b, e);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += std::exp(p[e] - mx) / sum * y[i];
+    }
+    return out;
   }
 
   static Vec experts(const Layer& L, const Vec& h) {
@@ -170,7 +252,7 @@ struct ReferenceForward::Impl {
     Vec out(h.size(), 0.0);
     for (int64_t k = 0; k < L.n_used; ++k) {
       const size_t e = idx[size_t(k)];
-      const Vec y = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
+      const Vec y = gated_ffn(Act::SwiGlu, L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
       for (size_t i = 0; i < out.size(); ++i) out[i] += p[e] / chosen * y[i];
     }
     return out;
@@ -179,6 +261,7 @@ struct ReferenceForward::Impl {
   // One token at position `pos`; returns its logits.
   Vec step(int32_t token, int64_t pos) {
     Vec x(token_embd.w.begin() + token * embd, token_embd.w.begin() + (token + 1) * embd);
+    for (double& v : x) v *= embed_scale;
     for (auto& L : layers) {
       const int64_t kv_heads = L.kv_heads, group = heads / kv_heads;
       const Vec h = rmsnorm(x, L.attn_norm, eps);
@@ -200,49 +283,103 @@ struct ReferenceForward::Impl {
           std::copy(part.begin(), part.end(), k.begin() + hd * head_dim);
         }
       }
-      rope(q.data(), heads, pos);
-      rope(k.data(), kv_heads, pos);
+      rope(q.data(), heads, pos, L.swa);
+      rope(k.data(), kv_heads, pos, L.swa);
       L.keys.push_back(k);
       L.values.push_back(v);
+      // A window layer sees the newest `window` positions, its own included.
+      const size_t first = L.swa ? size_t(std::max<int64_t>(0, pos - window + 1)) : 0;
+      const double score_scale = q_scale > 0 ? q_scale : 1.0 / std::sqrt(double(head_dim));
 
       Vec att(size_t(heads * head_dim), 0.0);
       for (int64_t hd = 0; hd < heads; ++hd) {
         const int64_t kvh = hd / group;
         std::vector<double> scores;
-        double max_score = -INFINITY;
-        for (const Vec& key : L.keys) {
+        // A learned sink is one more logit in the softmax, with no value.
+        const double sink = L.sinks.empty() ? -INFINITY : L.sinks[size_t(hd)];
+        double max_score = sink;
+        for (size_t t = first; t < L.keys.size(); ++t) {
           double s = 0;
           for (int64_t i = 0; i < head_dim; ++i)
-            s += q[size_t(hd * head_dim + i)] * key[size_t(kvh * head_dim + i)];
-          s /= std::sqrt(double(head_dim));
+            s += q[size_t(hd * head_dim + i)] * L.keys[t][size_t(kvh * head_dim + i)];
+          s *= score_scale;
           scores.push_back(s);
           max_score = std::max(max_score, s);
         }
-        double sum = 0;
+        double sum = L.sinks.empty() ? 0.0 : std::exp(sink - max_score);
         for (double& s : scores) sum += (s = std::exp(s - max_score));
         for (size_t t = 0; t < scores.size(); ++t) {
           for (int64_t i = 0; i < head_dim; ++i) {
             att[size_t(hd * head_dim + i)] +=
-                scores[t] / sum * L.values[t][size_t(kvh * head_dim + i)];
+                scores[t] / sum * L.values[first + t][size_t(kvh * head_dim + i)];
           }
         }
       }
-      const Vec o = L.wo.mul(att);
+      Vec o = L.wo.mul(att);
+      add_to(o, L.bo);
+      if (!L.post_attn_norm.empty()) o = rmsnorm(o, L.post_attn_norm, eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
       const Vec h2 = rmsnorm(x, L.ffn_norm, eps);
-      const Vec d = L.n_used > 0 ? experts(L, h2) : swiglu(L.gate, L.up, L.down, h2);
+      Vec d = L.n_used > 0 ? (oss ? experts_oss(L, h2) : experts(L, h2))
+                           : gated_ffn(act, L.gate, L.up, L.down, h2);
+      if (!L.post_ffn_norm.empty()) d = rmsnorm(d, L.post_ffn_norm, eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
-    return output.mul(rmsnorm(x, output_norm, eps));
+    Vec logits = output.mul(rmsnorm(x, output_norm, eps));
+    if (softcap > 0)
+      for (double& v : logits) v = softcap * std::tanh(v / softcap);
+    return logits;
   }
+
+  void read_window_and_rope();
 };
+
+// Window layers (attention.sliding_window_pattern: a period with every n-th
+// layer global, or one flag per layer; by default 6 for gemma3, 2 for
+// gpt-oss) and RoPE scaling (linear, or YaRN with its magnitude 1 + 0.1 ln
+// factor), gemma3's scales and GeGLU.
+void ReferenceForward::Impl::read_window_and_rope() {
+  window = meta_int("attention.sliding_window", 0);
+  swa_flags.assign(size_t(n_layers), false);
+  int64_t period = gemma ? 6 : oss ? 2 : 0;
+  const std::string pattern = arch + ".attention.sliding_window_pattern";
+  const gguf::Value* p = file.find(pattern);
+  if (p && p->is_array()) {
+    const auto ints = p->bools.empty() ? file.get_ints(pattern) : std::nullopt;
+    for (int64_t l = 0; l < n_layers; ++l)
+      swa_flags[size_t(l)] = ints ? (*ints)[size_t(l)] != 0 : bool(p->bools[size_t(l)]);
+  } else {
+    if (p) period = *file.get_int(pattern);
+    for (int64_t l = 0; l < n_layers; ++l)
+      swa_flags[size_t(l)] = period > 0 && l % period < period - 1;
+  }
+  rope_base_swa =
+      file.get_float(arch + ".rope.freq_base_swa").value_or(gemma ? 10000.0 : rope_base);
+  const double factor = file.get_float(arch + ".rope.scaling.factor").value_or(0.0);
+  if (factor > 0 && factor != 1) freq_scale = 1.0 / factor;
+  yarn = file.get_string(arch + ".rope.scaling.type").value_or("") == "yarn";
+  if (yarn) {
+    yarn_orig_ctx =
+        double(meta_int("rope.scaling.original_context_length", meta_int("context_length", 0)));
+    mscale = 1.0 + 0.1 * std::log(1.0 / freq_scale);
+  }
+  if (gemma) {
+    embed_scale = std::sqrt(double(embd));
+    q_scale =
+        n_layers == 62 ? 1.0 / std::sqrt(double(embd / heads)) : 1.0 / std::sqrt(double(head_dim));
+    act = Act::GeGlu;
+    softcap = file.get_float(arch + ".final_logit_softcapping").value_or(0.0);
+  }
+}
 
 ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.file = gguf::GgufFile::open(path);
   m.arch = m.file.require_string("general.architecture");
-  m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe";
+  m.gemma = m.arch == "gemma3";
+  m.oss = m.arch == "gpt-oss";
+  m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe" || m.gemma || m.oss;
   m.embd = m.meta_int("embedding_length", 0);
   m.n_layers = m.meta_int("block_count", 0);
   m.heads = m.meta_int("attention.head_count", 0);
@@ -253,6 +390,7 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
   if (m.file.find_tensor("rope_freqs.weight"))
     m.rope_factors = load_vec(m.file, "rope_freqs.weight");
 
+  m.read_window_and_rope();
   m.token_embd = load_mat(m.file, "token_embd.weight");
   m.output_norm = load_vec(m.file, "output_norm.weight");
   m.output = m.file.find_tensor("output.weight") ? load_mat(m.file, "output.weight") : m.token_embd;
@@ -260,7 +398,16 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
     const std::string p = "blk." + std::to_string(l) + ".";
     Layer L;
     L.attn_norm = load_vec(m.file, p + "attn_norm.weight");
-    L.ffn_norm = load_vec(m.file, p + "ffn_norm.weight");
+    // gpt-oss's FFN input norm is its "post-attention" norm; gemma3 has both.
+    L.ffn_norm = load_vec(m.file, p + (m.oss ? "post_attention_norm.weight" : "ffn_norm.weight"));
+    if (m.gemma) {
+      L.post_attn_norm = load_vec(m.file, p + "post_attention_norm.weight");
+      L.post_ffn_norm = load_vec(m.file, p + "post_ffw_norm.weight");
+    }
+    if (m.file.find_tensor(p + "attn_output.bias")) L.bo = load_vec(m.file, p + "attn_output.bias");
+    if (m.file.find_tensor(p + "attn_sinks.weight"))
+      L.sinks = load_vec(m.file, p + "attn_sinks.weight");
+    L.swa = m.window > 0 && m.swa_layer(l);
     L.wq = load_mat(m.file, p + "attn_q.weight");
     L.wk = load_mat(m.file, p + "attn_k.weight");
     L.kv_heads = L.wk.rows / m.head_dim;
@@ -272,6 +419,12 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
       L.up_exps = load_experts(m.file, p + "ffn_up_exps.weight");
       L.down_exps = load_experts(m.file, p + "ffn_down_exps.weight");
       L.n_used = m.meta_int("expert_used_count", 0);
+      if (m.oss) {
+        L.router_b = load_vec(m.file, p + "ffn_gate_inp.bias");
+        L.gate_exps_b = load_vec(m.file, p + "ffn_gate_exps.bias");
+        L.up_exps_b = load_vec(m.file, p + "ffn_up_exps.bias");
+        L.down_exps_b = load_vec(m.file, p + "ffn_down_exps.bias");
+      }
     } else {
       L.gate = load_mat(m.file, p + "ffn_gate.weight");
       L.up = load_mat(m.file, p + "ffn_up.weight");
