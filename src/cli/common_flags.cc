@@ -166,6 +166,11 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
                      : "keep only the sinks and the newest N tokens (StreamingLLM; 0 = keep all);\n"
                        "memory stays flat and the sequence may run past -c",
                 &window, 0, 1 << 30);
+  flags.add_string({"--kv-swa"}, "MODE",
+                   "window layers (Gemma, gpt-oss): 'full' (default) keeps their whole history,\n"
+                   "compressed, so prompts are reused and branched at any position; 'window'\n"
+                   "keeps only what their window still sees (least memory)",
+                   &swa);
   flags.add_int({"--kv-select"}, "N",
                 list ? "page selection for configurations without one (tokens; 0 = dense)"
                      : "at decode each query reads its best pages up to N tokens, chosen by\n"
@@ -247,6 +252,10 @@ kv::KvConfig KvFlags::config() const {
       fail("--kv-select-prefill '", select_prefill, "': must be 'select' or 'dense'");
     c.select_prefill = select_prefill == "select";
   }
+  if (!swa.empty()) {
+    if (swa != "full" && swa != "window") fail("--kv-swa '", swa, "': must be 'full' or 'window'");
+    c.swa_window_only = swa == "window";
+  }
   if (form_ == Form::kList) return c;
   if (!shorthand.empty()) c = parse_kv_spec(shorthand, c).config;
   if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);
@@ -297,6 +306,8 @@ std::string KvFlags::apply_model_window(int sliding_window, kv::KvConfig& config
 
 std::string KvFlags::adapt_to(const model::Model& model, kv::KvConfig& config) const {
   check_layers(config, model.config().n_layers);
+  for (const model::LayerSpec& s : model.config().layers)
+    if (s.attention.kind == model::AttentionKind::Window) return "";
   return apply_model_window(model.config().sliding_window, config);
 }
 

@@ -118,6 +118,7 @@ struct KvFlags {
   int sinks = -1, residual = -1, window = 0, page = 64;
   int select = 0;              // --kv-select N (0 = dense)
   std::string select_prefill;  // --kv-select-prefill select|dense ("" = select)
+  std::string swa;             // --kv-swa full|window ("" = full)
   std::vector<std::string> layer_overrides;
   std::string budget;
   std::string spill_dir;  // --kv-spill-dir DIR (kOne form only; needs --kv-budget)
@@ -150,7 +151,9 @@ struct KvFlags {
   // sinks) themselves. Returns the note to print, or "" when nothing changed.
   std::string apply_model_window(int sliding_window, kv::KvConfig& config) const;
   // What a command does once the model is loaded: check_layers, then
-  // apply_model_window. Returns the note to print, or "".
+  // apply_model_window for a model whose sliding window is not a layer
+  // kind of its own (Mistral v0.1; Gemma and gpt-oss window their layers
+  // themselves, kv::KvLayerShape::window). Returns the note to print, or "".
   std::string adapt_to(const model::Model& model, kv::KvConfig& config) const;
 
  private:

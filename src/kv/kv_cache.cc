@@ -433,16 +433,18 @@ void KvCache::end_chunk() {
   c.n_tokens += c.chunk_n;
   c.in_chunk = false;
   c.chunk_n = 0;
-  // Window: drop pages no future query can see.
-  if (c.W > 0) {
-    const int64_t visible_lo = c.window_lo(c.n_tokens);
-    for (auto& L : c.layers) {
-      while (!L.pages.empty() && c.S + (L.first_page + 1) * c.P <= visible_lo) {
-        c.pool->release(L.pages.front(), L.page_bytes);
-        L.pages.pop_front();
-        if (!L.summaries.empty()) L.summaries.pop_front();
-        ++L.first_page;
-      }
+  // Window policy (or a window layer keeping only its window): drop pages
+  // no future query can see.
+  for (auto& L : c.layers) {
+    if (!c.evicts(L)) continue;
+    // Only whole encoded pages: a window shorter than the residual ring
+    // leaves tokens still to be encoded into the page after them.
+    const int64_t visible_lo = std::min(c.kept_from(L, c.n_tokens), c.S + L.encoded);
+    while (!L.pages.empty() && c.S + (L.first_page + 1) * c.P <= visible_lo) {
+      c.pool->release(L.pages.front(), L.page_bytes);
+      L.pages.pop_front();
+      if (!L.summaries.empty()) L.summaries.pop_front();
+      ++L.first_page;
     }
   }
 }
@@ -453,13 +455,16 @@ void KvCache::truncate(int64_t n) {
   if (n < 0 || n > c.n_tokens)
     fail("KV cache: cannot truncate to ", n, " tokens: the sequence holds ", c.n_tokens);
   if (n == c.n_tokens) return;
-  if (c.W > 0 && !c.layers.empty() && c.layers[0].first_page > 0) {
-    // The next query (at n) must see [max(S, n - W + 1), n]: none of it may
-    // have been evicted.
-    const int64_t kept_lo = c.S + c.layers[0].first_page * c.P;
-    if (std::max<int64_t>(c.S, c.window_lo(n)) < kept_lo)
-      fail("KV cache: cannot truncate to ", n,
-           " tokens: the window policy already dropped positions [", c.S, ", ", kept_lo, ")");
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerKv& L = c.layers[l];
+    if (L.first_page == 0) continue;
+    // The next query (at n) must see [max(S, kept_from(n)), n]: none of it
+    // may have been evicted.
+    const int64_t kept_lo = c.S + L.first_page * c.P;
+    if (std::max<int64_t>(c.S, c.kept_from(L, n)) < kept_lo)
+      fail("KV cache: cannot truncate to ", n, " tokens: ",
+           c.W > 0 ? "the window policy" : str("window layer ", l, " (--kv-swa window)"),
+           " already dropped positions [", c.S, ", ", kept_lo, ")");
   }
   for (auto& L : c.layers) {
     // Pages keep positions below n: their slots at or beyond n are stale and

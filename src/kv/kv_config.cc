@@ -66,6 +66,7 @@ std::string KvConfig::describe_storage() const {
   std::string s =
       str("k=", k.name(), " v=", v.name(), " sinks=", effective_sinks(),
           " residual=", effective_residual(), " window=", window, " page=", page_tokens);
+  if (swa_window_only) s += " swa=window";
   for (const auto& o : overrides) s += str(" layer", o.layer, "=k:", o.k.name(), "/v:", o.v.name());
   return s;
 }

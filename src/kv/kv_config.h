@@ -26,6 +26,12 @@ struct KvConfig {
   int sinks = -1;
   int residual = -1;
   int window = 0;  // 0 = keep every token; else keep sinks + the newest `window` tokens
+  // Layers with the model's own window (KvLayerShape::window): false keeps
+  // their whole history in pages (reuse, fork and truncate at any position);
+  // true keeps only the pages their window still reaches, the least memory,
+  // but such a sequence can then only be truncated to a point whose window
+  // it still holds.
+  bool swa_window_only = false;
   std::vector<LayerOverride> overrides;
   int page_tokens = 64;       // tokens per page (multiple of 16)
   uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly

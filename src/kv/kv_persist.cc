@@ -219,7 +219,7 @@ std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, i
     if (d.encoded < std::max<int64_t>(0, non_sink - c.R) || d.encoded > non_sink ||
         d.encoded != loaded[0].encoded)
       r.bad(str("layer ", l, " encoded ", d.encoded, " tokens of ", n_tokens));
-    if (d.first_page < 0 || n_pages < 0 || (c.W == 0 && d.first_page != 0) ||
+    if (d.first_page < 0 || n_pages < 0 || (!c.evicts(L) && d.first_page != 0) ||
         d.first_page + n_pages != (d.encoded + c.P - 1) / c.P)
       r.bad(str("layer ", l, " page table does not match ", n_tokens, " tokens"));
     d.sinks = r.tensor_bytes(str("blk.", l, ".sinks"), L.sinks.total_bytes());

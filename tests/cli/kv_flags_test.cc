@@ -45,6 +45,25 @@ TEST(KvFlagsModelWindow, UserWindowAndSinksWin) {
   EXPECT_EQ(d.effective_sinks(), 4);  // asked for explicitly
 }
 
+TEST(KvFlagsSwa, WindowLayersKeepTheirHistoryUnlessAsked) {
+  KvFlags flags;
+  EXPECT_FALSE(flags.config().swa_window_only);
+  flags.swa = "window";
+  EXPECT_TRUE(flags.config().swa_window_only);
+  EXPECT_NE(flags.config().describe_storage().find(" swa=window"), std::string::npos);
+  flags.swa = "full";
+  EXPECT_FALSE(flags.config().swa_window_only);
+  flags.swa = "some";
+  try {
+    flags.config();
+    ADD_FAILURE() << "--kv-swa some was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-swa 'some': must be 'full' or 'window'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 std::string config_error(KvFlags flags) {
   try {
     flags.config();

@@ -154,6 +154,61 @@ TEST(KvWindow, SessionFilesRecordTheWindows) {
   std::filesystem::remove(path);
 }
 
+// swa_window_only: a window layer drops the pages its window left behind;
+// what queries see is unchanged, so attention still matches the reference.
+TEST(KvWindow, WindowOnlyDropsWhatTheWindowLeft) {
+  const KvShape shape = window_shape();
+  const RandomInputs in(shape, 700, 12);
+  for (const char* kv : {"f16", "k4v2"}) {
+    Scenario s;
+    s.shape = shape;
+    s.config = config_of(kv);
+    s.config.swa_window_only = true;
+    s.chunks = {300, 1, 1, 130, 1, 64, 1};
+    s.sinks = sink_logits();
+    EXPECT_LT(run_scenario(s, in).max_rel_error, kTolerance) << kv;
+  }
+  ThreadPool pool(1);
+  kv::KvConfig only = config_of("k4v2");
+  only.swa_window_only = true;
+  kv::KvCache windowed(shape, only), full(shape, config_of("k4v2"));
+  feed_chunk(windowed, in, pool, 0, 600);
+  feed_chunk(full, in, pool, 0, 600);
+  // Layer 0 keeps all 600 tokens either way; layers 1 and 2 keep a page or
+  // three: well under two thirds of the full history's pages.
+  EXPECT_LT(windowed.stats().page_bytes * 3, full.stats().page_bytes * 2);
+  EXPECT_LT(windowed.stats().pages_allocated, full.stats().pages_allocated);
+
+  // A branch inside the windows it still holds works; one older is refused
+  // in one line, the sequence unchanged.
+  std::string e;
+  try {
+    windowed.truncate(100);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("cannot truncate to 100 tokens: window layer 1 (--kv-swa window) already "
+                   "dropped positions"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(windowed.n_tokens(), 600);
+  windowed.truncate(590);
+  EXPECT_EQ(windowed.n_tokens(), 590);
+
+  // Session files keep the dropped layers' page tables.
+  const std::string path = temp_dir() + "/window-only.tkvs";
+  windowed.save(path, "model-W");
+  kv::KvCache loaded(shape, only);
+  loaded.load(path, "model-W");
+  std::vector<float> expect, got;
+  feed_chunk(windowed, in, pool, 600, 1, &expect);
+  feed_chunk(loaded, in, pool, 600, 1, &got);
+  EXPECT_EQ(expect, got);
+  kv::KvCache other_setting(shape, config_of("k4v2"));
+  EXPECT_THROW(other_setting.load(path, "model-W"), Error);
+  std::filesystem::remove(path);
+}
+
 TEST(KvWindow, NegativeWindowIsRefused) {
   std::string e;
   try {
