@@ -565,6 +565,7 @@ int run_bench(const std::string& sub, const std::vector<std::string>& args,
     pass("--kv-sinks", std::to_string(f.kv.sinks));
     pass("--kv-residual", std::to_string(f.kv.residual));
     pass("--kv-window", std::to_string(f.kv.window));
+    pass("--kv-swa", f.kv.swa);
     pass("--kv-page", std::to_string(f.kv.page));
     pass("--kv-select", std::to_string(f.kv.select));
     pass("--kv-select-prefill", f.kv.select_prefill);

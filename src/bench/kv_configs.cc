@@ -25,6 +25,7 @@ Json kv_config_to_json(const kv::KvConfig& c) {
   j["sinks"] = c.sinks;
   j["residual"] = c.residual;
   j["window"] = c.window;
+  j["swa_window_only"] = c.swa_window_only;
   j["page_tokens"] = c.page_tokens;
   j["budget_bytes"] = c.budget_bytes;
   j["seed"] = c.seed;
@@ -45,6 +46,7 @@ kv::KvConfig kv_config_from_json(const Json& j) {
   c.sinks = j.at("sinks").get<int>();
   c.residual = j.at("residual").get<int>();
   c.window = j.at("window").get<int>();
+  c.swa_window_only = j.value("swa_window_only", false);
   c.page_tokens = j.at("page_tokens").get<int>();
   c.budget_bytes = j.at("budget_bytes").get<uint64_t>();
   c.seed = j.at("seed").get<uint64_t>();
@@ -114,6 +116,7 @@ std::string policy_label(const kv::KvConfig& c) {
   const int s = c.effective_sinks(), r = c.effective_residual();
   std::string out = (s == 0 && r == 0) ? "none" : str(s, "+", r);
   if (c.window > 0) out += str(" w", c.window);
+  if (c.swa_window_only) out += " swa-window";
   if (c.select > 0) out += str(" sel", c.select, c.select_prefill ? "" : " dense-prefill");
   return out;
 }

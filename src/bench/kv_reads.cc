@@ -25,24 +25,20 @@ void fill_values(std::vector<float>& v, uint64_t seed) {
 
 KvReadCounters kv_read_counters(const kv::KvCache& cache) {
   const kv::KvStats s = cache.stats();
-  return {s.select_page_reads, s.select_dense_page_reads, cache.pool()->stats().spill_reads};
+  return {s.select_page_reads, s.select_dense_page_reads, cache.pool()->stats().spill_reads,
+          s.page_bytes_read};
 }
 
 Json kv_reads_per_token(const kv::KvCache& cache, const KvReadCounters& before, int64_t tokens) {
   const kv::KvStats s = cache.stats();
   const KvReadCounters now = kv_read_counters(cache);
   const double n = double(std::max<int64_t>(tokens, 1));
-  const int layers = cache.shape().n_layers;
-  const kv::KvConfig& c = cache.config();
-  // Layers that select read that fraction of their page tiles; the others
-  // (and every layer without selection) read all of them.
+  // The pages attention read (a window layer its window's, a selecting
+  // layer its choice), per step.
   const int64_t sel = now.select_page_reads - before.select_page_reads;
   const int64_t dense = now.select_dense_page_reads - before.select_dense_page_reads;
-  const int selecting = c.select > 0 ? std::max(0, layers - c.select_dense_layers) : 0;
   const double fraction = dense > 0 ? double(sel) / double(dense) : 1.0;
-  const double layer_share =
-      layers > 0 ? (double(layers - selecting) + double(selecting) * fraction) / layers : 1.0;
-  const double page_reads = double(s.page_bytes) * layer_share;
+  const double page_reads = double(now.page_bytes_read - before.page_bytes_read) / n;
   const double kv_bytes = page_reads + double(s.f16_bytes) + double(s.summary_bytes);
   const double avg_page = s.pages_allocated > 0 ? double(s.page_bytes) / s.pages_allocated : 0;
   const int64_t back = now.spill_reads - before.spill_reads;

@@ -21,6 +21,7 @@ namespace tkv::bench {
 
 struct KvReadCounters {
   int64_t select_page_reads = 0, select_dense_page_reads = 0, spill_reads = 0;
+  uint64_t page_bytes_read = 0;
 };
 KvReadCounters kv_read_counters(const kv::KvCache& cache);
 

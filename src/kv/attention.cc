@@ -423,6 +423,7 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
       if (sources[s].kind == Kind::Recent) rank[s] = int64_t(read_pages.size());
   }
   const int64_t n_read = int64_t(read_pages.size());
+  c.page_bytes_read += uint64_t(n_read) * L.page_bytes;
   if (selecting) c.layers[size_t(layer)].last_read = read_pages;
 
   // Runs the tasks over the tiles of ranks [lo, hi); the first round

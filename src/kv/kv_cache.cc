@@ -558,6 +558,7 @@ KvStats KvCache::stats() const {
   s.persistent_bytes = s.page_bytes + s.f16_bytes + s.summary_bytes;
   s.exclusive_bytes = s.persistent_bytes - s.shared_bytes;
   s.select_page_reads = c.select_page_reads;
+  s.page_bytes_read = c.page_bytes_read;
   s.select_dense_page_reads = c.select_dense_page_reads;
   s.scratch_bytes = c.scratch_bytes();
   s.peak_scratch_bytes = std::max(c.peak_scratch, s.scratch_bytes);

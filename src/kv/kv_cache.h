@@ -118,6 +118,10 @@ struct KvStats {
   // Their ratio is the fraction of the pages' bytes attention read.
   int64_t select_page_reads = 0;
   int64_t select_dense_page_reads = 0;
+  // Bytes of pages attention has read since construction, every layer (a
+  // page counted once per layer and chunk): what a window layer's window or
+  // a selecting layer's choice left of its pages.
+  uint64_t page_bytes_read = 0;
   double k_bytes_per_token_head = 0;  // of the main codec (layer 0)
   double v_bytes_per_token_head = 0;
 };

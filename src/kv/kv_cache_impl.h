@@ -110,6 +110,7 @@ struct KvCache::Impl {
 
   // Page selection counters (KvStats::select_page_reads, ...).
   int64_t select_page_reads = 0, select_dense_page_reads = 0;
+  uint64_t page_bytes_read = 0;  // KvStats::page_bytes_read
 
   explicit Impl(std::shared_ptr<PagePool> p) : pool(std::move(p)) {}
   // Returns every page and f16 area to the pool (also when construction

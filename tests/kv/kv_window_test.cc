@@ -93,6 +93,27 @@ TEST(KvWindow, WindowLayersKeepTheirHistoryInPages) {
   EXPECT_EQ(windowed.stats().pages_allocated, full.stats().pages_allocated);
 }
 
+// A decode step of a window layer reads the pages its window reaches,
+// however deep the sequence (KvStats::page_bytes_read); a global layer's
+// reads grow with the depth.
+TEST(KvWindow, DecodeReadsOnlyTheWindowsPages) {
+  ThreadPool pool(1);
+  const auto step_reads = [&](const KvShape& shape, int64_t depth) {
+    const RandomInputs in(shape, depth + 1, 2);
+    kv::KvCache c(shape, config_of("k4v2"));
+    feed_chunk(c, in, pool, 0, int(depth));
+    const uint64_t before = c.stats().page_bytes_read;
+    feed_chunk(c, in, pool, depth, 1);
+    return c.stats().page_bytes_read - before;
+  };
+  const KvShape windowed = KvShape::of_layers({{4, 2, 64, 64, 40}, {4, 2, 64, 64, 100}}, 4096);
+  const KvShape global = KvShape::of_layers({{4, 2, 64, 64}, {4, 2, 64, 64}}, 4096);
+  const uint64_t shallow = step_reads(windowed, 400), deep = step_reads(windowed, 1500);
+  EXPECT_GT(shallow, 0u);
+  EXPECT_EQ(shallow, deep);
+  EXPECT_GT(step_reads(global, 1500), 3 * step_reads(global, 400));
+}
+
 // Selection reads a subset of the pages of the layers that keep summaries;
 // a window layer keeps none and reads its window as without selection.
 TEST(KvWindow, SelectionLeavesWindowLayersDense) {
