@@ -136,8 +136,11 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     attention_per_key = 2.0 * c.n_heads * c.head_dim / matrices;
   }
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
+  // A checkpoint serves its grid prefixes too when truncating it loses
+  // nothing: no residual ring, and no window layer that dropped its pages.
   const ReuseRule rule{.grid = options.prefill_chunk,
-                       .truncatable = options.kv.effective_residual() == 0};
+                       .truncatable = options.kv.effective_residual() == 0 &&
+                                      !options.kv.swa_window_only};
   if (cacheable && !options.cache_dir.empty()) {
     // Everything that decides a prefill's bits: a file made under another
     // grid or thread count would not give this server's cold logits.
