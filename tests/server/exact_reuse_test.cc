@@ -1,15 +1,18 @@
 // A cached prefix never changes an answer (server/prefix_cache.h): a prompt
 // that reuses a cached prefix, from memory or from the cache dir, gets the
 // logits a cold prefill gives it, bit for bit, whatever the cached sequence
-// did after that point; and a KV budget within a page of a cached prefix's
-// size answers every request (it once spun forever reading the prefix
-// back from disk).
+// did after that point, on stories260K and on a Gemma 3 model whose window
+// layers see 16 tokens (their history kept, or only their windows); and a
+// KV budget within a page of a cached prefix's size answers every request
+// (it once spun forever reading the prefix back from disk).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "model/synth.h"
 #include "scheduler_test_util.h"
 #include "server/scheduler.h"
 
@@ -26,6 +29,7 @@ struct KvCase {
   const char* kv;  // shorthand; "f16" keeps no residual ring
   int sinks = -1;
   int select = 0;
+  bool swa_window_only = false;  // window layers keep only their windows
 };
 
 // Pages of 32 tokens on a prefill grid of 16: with 4 sinks no reuse point
@@ -41,34 +45,35 @@ SchedulerOptions options(const KvCase& c, const std::string& dir = {}) {
   EXPECT_TRUE(kv::parse_kv_shorthand(c.kv, o.kv.k, o.kv.v)) << c.kv;
   o.kv.sinks = c.sinks;
   o.kv.select = c.select;
+  o.kv.swa_window_only = c.swa_window_only;
   o.threads = 2;
   o.cache_dir = dir;
   o.on_warning = [](const std::string& m) { ADD_FAILURE() << "unexpected warning: " << m; };
   return o;
 }
 
-class ExactReuse : public test::StoriesFixture<::testing::TestWithParam<KvCase>> {
- protected:
-  // The first tokens of a greedy reply with every token's logprob: equal
-  // logprobs over the whole vocabulary are equal logits.
-  Job probe(std::vector<int32_t> ids) const {
-    Job job = greedy_job(std::move(ids), 3);
-    job.top_logprobs = m_->tokenizer->n_vocab();
-    return job;
-  }
-  static void expect_same_bits(const Outcome& got, const Outcome& cold, const std::string& what) {
-    ASSERT_EQ(got.generated.size(), cold.generated.size()) << what;
-    for (size_t t = 0; t < got.generated.size(); ++t) {
-      const GeneratedToken &a = got.generated[t], &b = cold.generated[t];
-      ASSERT_EQ(a.token, b.token) << what << " token " << t;
-      ASSERT_EQ(a.top.size(), b.top.size()) << what;
-      for (size_t i = 0; i < a.top.size(); ++i) {
-        ASSERT_EQ(a.top[i].token, b.top[i].token) << what << " token " << t << " rank " << i;
-        ASSERT_EQ(a.top[i].logprob, b.top[i].logprob) << what << " token " << t << " rank " << i;
-      }
+// The first tokens of a greedy reply with every token's logprob: equal
+// logprobs over the whole vocabulary are equal logits.
+Job probe(const test::LoadedModel& m, std::vector<int32_t> ids) {
+  Job job = greedy_job(std::move(ids), 3);
+  job.top_logprobs = m.tokenizer->n_vocab();
+  return job;
+}
+
+void expect_same_bits(const Outcome& got, const Outcome& cold, const std::string& what) {
+  ASSERT_EQ(got.generated.size(), cold.generated.size()) << what;
+  for (size_t t = 0; t < got.generated.size(); ++t) {
+    const GeneratedToken &a = got.generated[t], &b = cold.generated[t];
+    ASSERT_EQ(a.token, b.token) << what << " token " << t;
+    ASSERT_EQ(a.top.size(), b.top.size()) << what;
+    for (size_t i = 0; i < a.top.size(); ++i) {
+      ASSERT_EQ(a.top[i].token, b.top[i].token) << what << " token " << t << " rank " << i;
+      ASSERT_EQ(a.top[i].logprob, b.top[i].logprob) << what << " token " << t << " rank " << i;
     }
   }
-};
+}
+
+using PromptFn = std::function<std::vector<int32_t>(size_t n, size_t offset)>;
 
 // P is served first and decodes 60 tokens past its prompt (its residual
 // ring moves on); Q = P + other text reuses P's checkpoint at P's last grid
@@ -76,30 +81,34 @@ class ExactReuse : public test::StoriesFixture<::testing::TestWithParam<KvCase>>
 // the cache dir. With a
 // truncatable cache (f16) a prompt that parts from P earlier reuses a
 // truncated checkpoint too.
-TEST_P(ExactReuse, ReusedPrefixGivesTheColdLogitsBitForBit) {
-  const KvCase& c = GetParam();
+void reused_prefix_gives_cold_bits(const test::LoadedModel& m, const KvCase& c,
+                                   const PromptFn& prompt) {
+  const auto probe = [&](std::vector<int32_t> ids) {
+    return tkv::server::probe(m, std::move(ids));
+  };
+  const std::unique_ptr<model::Model>& m_model = m.model;
   for (const size_t p_len : {129u, 145u}) {
     const std::string what = std::string(c.name) + ", P of " + std::to_string(p_len);
-    const std::vector<int32_t> p = prompt(p_len);
+    const std::vector<int32_t> p = prompt(p_len, 0);
     std::vector<int32_t> q = p;
     for (int32_t id : prompt(60, 40)) q.push_back(id);
     const int64_t reuse = int64_t(p_len - 1) / 16 * 16;
     SchedulerOptions cold_options = options(c);
     cold_options.prefix_cache = false;
-    Scheduler cold_server(*m_->model, *m_->tokenizer, cold_options);
+    Scheduler cold_server(*m_model, *m.tokenizer, cold_options);
     const Outcome cold = run_one(cold_server, probe(q));
     ASSERT_EQ(cold.done.finish, JobFinish::kLength) << cold.done.error;
 
     const std::string dir = tkv::test::temp_dir() + "/cache";
     {
-      Scheduler s(*m_->model, *m_->tokenizer, options(c, dir));
+      Scheduler s(*m_model, *m.tokenizer, options(c, dir));
       EXPECT_EQ(run_one(s, greedy_job(p, 60)).done.completion_tokens, 60) << what;
       const Outcome warm = run_one(s, probe(q));
       EXPECT_EQ(warm.done.cached_tokens, reuse) << what;
       expect_same_bits(warm, cold, what + ", from memory");
       s.drain(std::chrono::seconds(0));
     }
-    Scheduler s(*m_->model, *m_->tokenizer, options(c, dir));
+    Scheduler s(*m_model, *m.tokenizer, options(c, dir));
     const Outcome restarted = run_one(s, probe(q));
     // Q left its own checkpoint at its last grid boundary.
     EXPECT_EQ(restarted.done.cached_tokens, int64_t(q.size() - 1) / 16 * 16) << what;
@@ -111,11 +120,48 @@ TEST_P(ExactReuse, ReusedPrefixGivesTheColdLogitsBitForBit) {
     for (int32_t id : prompt(40, 80)) r.push_back(id);
     const Outcome r_cold = run_one(cold_server, probe(r));
     const Outcome r_warm = run_one(s, probe(r));
-    const bool truncatable = std::string(c.kv) == "f16";
+    const bool truncatable = std::string(c.kv) == "f16" && !c.swa_window_only;
     EXPECT_EQ(r_warm.done.cached_tokens, truncatable ? int64_t(p_len - 20) / 16 * 16 : 0) << what;
     expect_same_bits(r_warm, r_cold, what + ", parting earlier");
   }
 }
+
+class ExactReuse : public test::StoriesFixture<::testing::TestWithParam<KvCase>> {};
+
+TEST_P(ExactReuse, ReusedPrefixGivesTheColdLogitsBitForBit) {
+  reused_prefix_gives_cold_bits(*m_, GetParam(),
+                                [&](size_t n, size_t offset) { return prompt(n, offset); });
+}
+
+// tiny-gemma3 (five window layers of six) with 16-token windows: prompts
+// of 129-205 tokens span a dozen windows.
+class ExactReuseWindow : public ::testing::TestWithParam<KvCase> {
+ protected:
+  static void SetUpTestSuite() {
+    model::SynthOptions o;
+    o.type = "f32";
+    const std::string path = tkv::test::temp_dir() + "/tiny-gemma3.gguf";
+    model::write_synth_model(model::synth_preset("tiny-gemma3"), o, path);
+    m_ = new test::LoadedModel(test::load_model(path));
+  }
+  static void TearDownTestSuite() {
+    delete m_;
+    m_ = nullptr;
+  }
+  static inline test::LoadedModel* m_ = nullptr;
+};
+
+TEST_P(ExactReuseWindow, ReusedPrefixGivesTheColdLogitsBitForBit) {
+  reused_prefix_gives_cold_bits(*m_, GetParam(), [&](size_t n, size_t offset) {
+    return test::prompt_of(*m_->tokenizer, test::story_text(), n, offset);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ExactReuseWindow,
+                         ::testing::Values(KvCase{"k4v2", "k4v2"}, KvCase{"f16", "f16"},
+                                           KvCase{"f16_window_only", "f16", -1, 0, true},
+                                           KvCase{"k4v2_window_only", "k4v2", -1, 0, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(Policies, ExactReuse,
                          ::testing::Values(KvCase{"k4v2", "k4v2"},
