@@ -27,7 +27,9 @@
 // Accuracy contract, integer path (every quantized type: matvec and kAuto
 // matmul where integer_matmul_active, and matmul under kInteger). Each token
 // is quantized per block of K = 32 values (K = 256 for the K-quants) to
-// int8: d = amax / 127, q_k = round(x_k / d), so |x_k - d q_k| <= d / 2.
+// int8: q_k = round(x_k * 127 / amax), d = amax / 127 (rounded to f16 for
+// K = 32, as ggml's q8_0: kernels::act_scale32), so |x_k - d q_k| <= d / 2
+// (+ 127 times the f16 rounding of d for K = 32).
 // Weight quants times q are summed exactly in integers per block; then the
 // block scales d_w * d are applied in f32 (FMA into an 8-lane accumulator,
 // one horizontal sum at the end). Hence

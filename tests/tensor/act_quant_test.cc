@@ -4,6 +4,7 @@
 // signs, huge and tiny magnitudes, rounding ties, infinities, NaN).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -88,6 +89,35 @@ TEST(ActQuant, SimdEqualsTheScalarReferenceOnEveryTarget) {
         ASSERT_EQ(got, want) << "case " << c << " format " << int(f) << " on " << target;
       });
     }
+  }
+}
+
+// The 32-value blocks carry ggml's q8_0 scale: amax / 127 rounded to f16
+// (subnormal f16 included), q from the unrounded 127 / amax; the 256-value
+// blocks keep q8_K's f32 amax / 127. A scale past the f16 range stays f32.
+TEST(ActQuant, ScalesAreGgmlsF16ForQ8x32AndF32ForQ8x256) {
+  const float amaxes[] = {1.0f, 3.3f, 2.0e-5f, 1.0e-3f, 7.0e6f, 1.0e9f};
+  for (const float amax : amaxes) {
+    std::vector<float> x = test::gaussian(256, 7, amax / 4.0f);
+    for (float& v : x) v = std::clamp(v, -amax / 2.0f, amax / 2.0f);
+    for (size_t b = 0; b < x.size(); b += 32) x[b + 3] = b % 64 ? amax : -amax;
+    const float step = amax / 127.0f;
+    const float want32 = step <= 65504.0f ? f16_to_f32(f32_to_f16(step)) : step;
+    if (amax == 3.3f || amax == 2.0e-5f) {
+      ASSERT_NE(want32, step);  // the rounding is visible
+    }
+    test::for_each_simd_target([&](const std::string& target) {
+      std::vector<uint8_t> b32(kernels::act_row_bytes(ActFormat::kQ8x32, 256));
+      kernels::quantize_act(ActFormat::kQ8x32, x.data(), 256, b32.data());
+      const auto* blk = reinterpret_cast<const kernels::ActBlock32*>(b32.data());
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(blk[i].d, want32) << "amax " << amax << " on " << target;
+        ASSERT_EQ(std::abs(blk[i].q[3]), 127);  // q uses 127 / amax, not 1 / d
+      }
+      std::vector<uint8_t> b256(kernels::act_row_bytes(ActFormat::kQ8x256, 256));
+      kernels::quantize_act(ActFormat::kQ8x256, x.data(), 256, b256.data());
+      EXPECT_EQ(reinterpret_cast<const kernels::ActBlock256*>(b256.data())->d, step) << target;
+    });
   }
 }
 

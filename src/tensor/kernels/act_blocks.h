@@ -2,19 +2,36 @@
 // quantized to int8, block by block, as ggml's q8_0 / q8_K do, so that a
 // weight block times an activation block is an integer dot product.
 //
-// Per block of K values: amax = max |x_k|, d = amax / 127 (f32),
-// q_k = round(x_k * 127 / amax) in [-127, 127] (0 when amax is 0). Hence
-// |x_k - d q_k| <= d / 2 (up to one f32 rounding of the reciprocal, a
-// relative 2^-23 of a quant step). The block sums of q serve the types whose
-// weights carry an offset or a min (sum_k (a q_k + b) x_k needs sum_k x_k).
+// Per block of K values: amax = max |x_k|, q_k = round(x_k * 127 / amax) in
+// [-127, 127] (0 when amax is 0), and the scale d: amax / 127 in f32 for the
+// 256-value blocks (ggml's q8_K keeps a float), rounded to f16 for the
+// 32-value blocks (act_scale32: ggml's q8_0 stores an f16 d). Hence
+// |x_k - d q_k| <= d / 2 plus, for the 32-value blocks, 127 times the f16
+// rounding of d (a relative 2^-11 of d for a normal f16). The block sums of
+// q serve the types whose weights carry an offset or a min (sum_k (a q_k +
+// b) x_k needs sum_k x_k).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "common/f16.h"
 #include "tensor/dtype.h"
 
 namespace tkv::kernels {
+
+// d of a 32-value block of largest magnitude amax: amax / 127 rounded to f16
+// (subnormals included), as ggml's q8_0 activations carry it, so that the
+// integer-dot products of the 32-value weight types (whose weights llama.cpp
+// multiplies with q8_0 activations) give ggml's values. The rounding is not
+// noise to be neglected: int8 activations turn any difference of the scale
+// into flipped roundings downstream, and a mixture of experts' router turns
+// those into other experts. A scale beyond the f16 range keeps its f32
+// value (ggml's would be infinite).
+inline float act_scale32(float amax) {
+  const float d = amax / 127.0f;
+  return d <= 65504.0f ? round_f16(d) : d;
+}
 
 // q8_0-style block for the 32-value weight types.
 struct ActBlock32 {

@@ -59,7 +59,7 @@ int quantize_block(const float* x, float* d, int8_t* q) {
     }
     amax = std::max(amax, std::fabs(x[k]));
   }
-  *d = amax / 127.0f;
+  *d = K == 32 ? act_scale32(amax) : amax / 127.0f;
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
   // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to the nearest integer,
   // ties to even; |x * inv| <= 127 up to one rounding, then clamped. An

@@ -72,7 +72,7 @@ HWY_INLINE int QuantizeBlock(const float* HWY_RESTRICT x, float* d, int8_t* HWY_
     if (bsums) std::memset(bsums, 0, 16 * sizeof(int16_t));
     return 0;
   }
-  *d = amax / 127.0f;
+  *d = K == 32 ? kernels::act_scale32(amax) : amax / 127.0f;
   const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
   if (bsums == nullptr) {
     auto sum = hn::Zero(di);
