@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -40,6 +41,39 @@ void provide(httplib::Response& res, bool close_delimited, const char* type,
     res.set_chunked_content_provider(type, std::move(provider));
 }
 
+// As `turbokv run` and `turbokv chat` do: BOS when the vocabulary asks for
+// it, special-token text (template markers) as their tokens.
+std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string& text) {
+  std::vector<int32_t> ids;
+  if (tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken) ids.push_back(tokenizer.bos());
+  for (int32_t id : tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true))
+    ids.push_back(id);
+  return ids;
+}
+
+// Where a chat's last message starts in its prompt `ids`: the rendering of
+// the messages before it, when its tokens begin the prompt's. The next
+// conversation with the same system prompt, or this one with its last
+// message edited, parts there (Job::checkpoint_hints); none when the
+// template renders the earlier messages otherwise on their own.
+std::vector<int64_t> last_message_start(const GenerationRequest& request,
+                                        const ServedModel& model,
+                                        const std::vector<int32_t>& ids) {
+  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2) return {};
+  std::vector<tok::ChatMessage> earlier(request.messages.begin(), request.messages.end() - 1);
+  std::vector<int32_t> prefix;
+  try {
+    prefix = text_ids(*model.tokenizer,
+                      model.chat_template.apply(earlier, /*add_generation_prompt=*/false));
+  } catch (const Error&) {
+    return {};
+  }
+  if (prefix.empty() || prefix.size() >= ids.size() ||
+      !std::equal(prefix.begin(), prefix.end(), ids.begin()))
+    return {};
+  return {int64_t(prefix.size())};
+}
+
 // The prompt of a request as token ids, or the 400 that says why not.
 std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest& request,
                                                         const ServedModel& model) {
@@ -60,11 +94,7 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
                                 ") cannot render these messages: ", e.what()),
                             param);
     }
-    // As `turbokv run` and `turbokv chat` do: BOS when the vocabulary asks
-    // for it, special-token text (template markers) as their tokens.
-    if (tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken) ids.push_back(tokenizer.bos());
-    for (int32_t id : tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true))
-      ids.push_back(id);
+    ids = text_ids(tokenizer, text);
   }
   // At least one token must fit after the prompt.
   using Problem = runtime::PromptVerdict::Problem;
@@ -95,6 +125,7 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
 Job make_job(const GenerationRequest& request, const ServedModel& model, std::vector<int32_t> ids) {
   Job job;
   const int64_t room = model.windowed ? -1 : model.context - int64_t(ids.size());
+  job.checkpoint_hints = last_message_start(request, model, ids);
   job.prompt = std::move(ids);
   job.sampling = sampler_config(request, random_u64());
   // max_tokens capped by the room the context leaves; left out: the room.

@@ -164,17 +164,28 @@ uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
   return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
 }
 
-std::vector<int64_t> Scheduler::Impl::checkpoints(int64_t prompt_len,
+std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,
                                                   const PrefixCache::Hit& hit) const {
   // The prompt's last grid boundary (the next turn of a conversation, a
   // regenerated reply, the same request again start there), and without a
   // truncatable cache the boundary where it parted from a cached prompt
-  // (a system prompt the next conversations share).
-  const int64_t last = prefixes->rule().boundary(prompt_len, prompt_len);
+  // (a system prompt the next conversations share) and those at or before
+  // the job's hints (where its last message starts: the next conversation
+  // parts there on its first visit).
+  const int64_t prompt_len = int64_t(job.prompt.size());
+  const ReuseRule& rule = prefixes->rule();
+  const int64_t last = rule.boundary(prompt_len, prompt_len);
   std::vector<int64_t> at;
-  if (!prefixes->rule().truncatable && hit.shared > hit.reuse && hit.shared < last)
-    at.push_back(hit.shared);
+  if (!rule.truncatable) {
+    if (hit.shared > hit.reuse && hit.shared < last) at.push_back(hit.shared);
+    for (int64_t h : job.checkpoint_hints) {
+      const int64_t b = h > 0 && h < prompt_len ? rule.boundary(h, prompt_len) : 0;
+      if (b > hit.reuse && b < last) at.push_back(b);
+    }
+  }
   if (last > hit.reuse) at.push_back(last);
+  std::sort(at.begin(), at.end());
+  at.erase(std::unique(at.begin(), at.end()), at.end());
   return at;
 }
 
@@ -419,10 +430,9 @@ void Scheduler::Impl::admit() {
 
 void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
                             const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
-  const int64_t prompt_len = int64_t(p.job.prompt.size());
   auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
   a->reserved_bytes = need;
-  if (prefixes && on_grid) a->checkpoints = checkpoints(prompt_len, hit);
+  if (prefixes && on_grid) a->checkpoints = checkpoints(a->pending.job, hit);
   if (hit.reuse > 0) {
     ++figures.prefix_hits;
     figures.prefix_tokens_reused += uint64_t(hit.reuse);

@@ -184,6 +184,12 @@ struct Job {
   // likely tokens of the model's distribution (log-softmax of the logits,
   // before temperature and filters).
   int top_logprobs = -1;
+  // Prompt positions where later prompts are likely to part from this one
+  // (a chat's last message starts there: the next conversation with the
+  // same system prompt, an edited or regenerated last turn). A prompt on
+  // the grid leaves a checkpoint at the last grid boundary at or before
+  // each, as it does at its own last boundary.
+  std::vector<int64_t> checkpoint_hints;
 };
 
 struct TopToken {

@@ -168,7 +168,7 @@ struct Scheduler::Impl {
   // (else as one chunk from where its prefill starts: whole_prompt_tokens).
   bool prefilled_on_grid(int64_t prompt_len) const;
   // Where a job of this prompt leaves checkpoints in the prefix cache.
-  std::vector<int64_t> checkpoints(int64_t prompt_len, const PrefixCache::Hit& hit) const;
+  std::vector<int64_t> checkpoints(const Job& job, const PrefixCache::Hit& hit) const;
   // Forks `a` into the prefix cache when its next chunk starts at its next
   // checkpoint (a fork the budget cannot hold is skipped).
   void take_checkpoint(Active& a);

@@ -170,6 +170,29 @@ INSTANTIATE_TEST_SUITE_P(Policies, ExactReuse,
                                            KvCase{"f16", "f16"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A job's checkpoint hint (where a chat's last message starts) leaves a
+// checkpoint at the grid boundary before it: a prompt parting there on its
+// first visit reuses it, with a cold prefill's bits, also for a cache that
+// cannot cut a checkpoint shorter.
+TEST_F(ExactReuse, HintsLeaveCheckpointsWherePromptsPart) {
+  for (const KvCase& c : {KvCase{"k4v2", "k4v2"}, KvCase{"f16", "f16"}}) {
+    const std::vector<int32_t> p = prompt(300);
+    std::vector<int32_t> q(p.begin(), p.begin() + 150);
+    for (int32_t id : prompt(80, 60)) q.push_back(id);
+    SchedulerOptions cold_options = options(c);
+    cold_options.prefix_cache = false;
+    Scheduler cold_server(*m_->model, *m_->tokenizer, cold_options);
+    const Outcome cold = run_one(cold_server, probe(*m_, q));
+    Scheduler s(*m_->model, *m_->tokenizer, options(c));
+    Job first = greedy_job(p, 4);
+    first.checkpoint_hints = {150};
+    run_one(s, std::move(first));
+    const Outcome warm = run_one(s, probe(*m_, q));
+    EXPECT_EQ(warm.done.cached_tokens, 144) << c.name;  // the grid boundary at or before 150
+    expect_same_bits(warm, cold, std::string(c.name) + ", parting at a hint");
+  }
+}
+
 // A budget a little over one cached prefix: four prompts leave their
 // checkpoints, and six prompts that start with them are each answered,
 // reused or refused. In memory (a budget for two prefixes, so that a job

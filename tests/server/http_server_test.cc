@@ -38,6 +38,9 @@ struct Options {
   int read_timeout_seconds = 5;
   int keep_alive_seconds = 5;
   int http_threads = 0;  // 0: the server's default
+  int context = 256;
+  int whole_prompt_tokens = 256;
+  const char* kv = "f16";
 };
 
 // A server on a free port with its own scheduler; stopped at the end.
@@ -45,7 +48,9 @@ class LiveServer {
  public:
   LiveServer(const test::LoadedModel& m, Options o = {}) {
     SchedulerOptions s;
-    s.context = 256;
+    s.context = o.context;
+    s.whole_prompt_tokens = o.whole_prompt_tokens;
+    EXPECT_TRUE(kv::parse_kv_shorthand(o.kv, s.kv.k, s.kv.v)) << o.kv;
     s.parallel = o.parallel;
     s.queue_capacity = o.queue;
     s.threads = 1;
@@ -747,6 +752,44 @@ TEST_F(HttpServerTest, ChatUsesTheTemplate) {
   const std::string rendered =
       tok::ChatTemplate::by_name("chatml").apply({{"user", "Hi"}}, /*add_generation_prompt=*/true);
   EXPECT_EQ(body["usage"]["prompt_tokens"], 1 + t.encode(rendered, false, true).size());
+}
+
+// Two chats with one system prompt: the first leaves a checkpoint where its
+// last message starts, so the second reuses the system prompt on its first
+// visit, also with a residual ring (k4v2: a checkpoint is never cut shorter).
+TEST_F(HttpServerTest, ChatsSharingASystemPromptReuseIt) {
+  Options o;
+  o.context = 1024;
+  o.whole_prompt_tokens = 0;
+  o.kv = "k4v2";
+  LiveServer server(*model_, o);
+  httplib::Client c = server.client();
+  std::string system = "You tell short stories.";
+  for (int i = 0; i < 40; ++i) system += " Lily had a red ball and a big dog.";
+  int64_t cached[2] = {-1, -1};
+  int64_t prompt_tokens = 0;
+  for (int i = 0; i < 2; ++i) {
+    const Json request = {
+        {"messages",
+         {{{"role", "system"}, {"content", system}},
+          {{"role", "user"}, {"content", i == 0 ? "Tell me one." : "Another, please, about a cat."}}}},
+        {"max_tokens", 2}};
+    auto r = c.Post("/v1/chat/completions", auth(), request.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const Json usage = Json::parse(r->body)["usage"];
+    cached[i] = usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    if (i == 0) prompt_tokens = usage["prompt_tokens"].get<int64_t>();
+  }
+  const tok::Tokenizer& t = *model_->tokenizer;
+  const int64_t system_tokens =
+      1 + int64_t(t.encode(tok::ChatTemplate::by_name("chatml").apply({{"system", system}}, false),
+                           false, true)
+                      .size());
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_GT(prompt_tokens, system_tokens);
+  EXPECT_GE(cached[1], system_tokens - 15);  // the grid boundary (16) at or before its end
+  EXPECT_LE(cached[1], system_tokens);
 }
 
 TEST_F(HttpServerSlowTest, ClientThatLeavesCancelsItsJob) {
