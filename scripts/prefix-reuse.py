@@ -16,7 +16,7 @@ turbokv's reuse is usage.prompt_tokens_details.cached_tokens, llama-server's
 is prompt tokens minus timings.prompt_n (the tokens it processed).
 
 Usage: scripts/prefix-reuse.py -m MODEL.gguf [--turbokv BIN] [--llama-bin DIR]
-                                [--system-tokens N] [-t N] [--out FILE.md]
+                                [--system-tokens N] [--turn-words N] [-t N] [--out FILE.md]
 Python 3 standard library only.
 """
 import argparse
@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 
@@ -75,7 +76,12 @@ class Server:
                                      {"Content-Type": "application/json"})
         t0 = time.time()
         ttft, text, usage, timings = None, "", None, None
-        with urllib.request.urlopen(req, timeout=600) as r:
+        try:
+            r = urllib.request.urlopen(req, timeout=600)
+        except urllib.error.HTTPError as e:
+            self.stop()
+            sys.exit(f"prefix-reuse: {self.name} answered {e.code}: {e.read().decode()[:300]}")
+        with r:
             for raw in r:
                 line = raw.decode().strip()
                 if not line.startswith("data:") or line == "data: [DONE]":
@@ -112,12 +118,14 @@ def system_prompt(n_words):
         f"{WORDS[i % len(WORDS)]}-{i}" for i in range(n_words))
 
 
-def conversation_a(srv, system, rows):
+def conversation_a(srv, system, rows, turn_words):
     msgs = [{"role": "system", "content": system}]
     turns = []
     before = 0
     for turn in range(6):
-        msgs.append({"role": "user", "content": f"Turn {turn + 1}: describe item {turn * 7}."})
+        filler = " ".join(f"{WORDS[(turn * 3 + i) % len(WORDS)]}{i}" for i in range(turn_words))
+        msgs.append({"role": "user",
+                     "content": f"Turn {turn + 1}: describe item {turn * 7}. Notes: {filler}"})
         r = srv.chat(msgs, 16)
         rows.append((srv.name, "a", f"turn {turn + 1}", r, before))
         msgs.append({"role": "assistant", "content": r["text"]})
@@ -142,11 +150,11 @@ def conversation_b(srv, system, rows, tag, label_suffix=""):
         rows.append((srv.name, tag, f"{who} chat{label_suffix}", r, None))
 
 
-def run_engine(name, argv_of, cache_dir, system, rows):
+def run_engine(name, argv_of, system, rows, turn_words):
     port = free_port()
     srv = Server(argv_of(port), port, name)
     try:
-        turns = conversation_a(srv, system, rows)
+        turns = conversation_a(srv, system, rows, turn_words)
         conversation_c(srv, turns, rows)
         conversation_b(srv, system.replace("careful", "patient"), rows, "b")
     finally:
@@ -174,6 +182,8 @@ def main():
     ap.add_argument("--llama-args", default="", help="more llama-server arguments")
     ap.add_argument("--system-tokens", type=int, default=3000,
                     help="about this many tokens of shared system prompt (default 3000)")
+    ap.add_argument("--turn-words", type=int, default=0,
+                    help="filler words in each turn's message (long turns put turn 3 far back)")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -187,7 +197,7 @@ def main():
         run_engine("turbokv", lambda port: [a.turbokv, "serve", "-m", a.model, "--port", str(port),
                                             "-t", str(a.threads), "--cache-dir", tk_cache,
                                             "-c", "16384"],
-                   tk_cache, system, rows)
+                   system, rows, a.turn_words)
         if a.llama_bin:
             slots = os.path.join(work, "llama-slots")
             os.makedirs(slots)
@@ -196,7 +206,7 @@ def main():
                                      "--port", str(port), "-t", str(a.threads), "-np", "1",
                                      "-c", "16384", "--slot-save-path", slots]
                        + a.llama_args.split(),
-                       slots, system, rows)
+                       system, rows, a.turn_words)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
