@@ -20,10 +20,7 @@ constexpr double kTolerance = 1e-4;
 const kv::KvShape kShape{2, 4, 2, 64, 2048};
 
 kv::KvConfig config_of(const char* kv, int sinks = -1, int residual = -1) {
-  kv::KvConfig c;
-  EXPECT_TRUE(kv::parse_kv_shorthand(kv, c.k, c.v)) << kv;
-  c.sinks = sinks;
-  c.residual = residual;
+  kv::KvConfig c = kv_config(kv, sinks, residual);
   c.page_tokens = 32;
   return c;
 }

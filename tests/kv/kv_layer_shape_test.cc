@@ -26,14 +26,6 @@ KvShape mixed_shape(int max_tokens = 4096) {
   return KvShape::of_layers({{8, 4, 64, 64}, {4, 2, 32, 48}, {8, 1, 128, 128}}, max_tokens);
 }
 
-kv::KvConfig config_of(const char* kv, int sinks = -1, int residual = -1) {
-  kv::KvConfig c;
-  EXPECT_TRUE(kv::parse_kv_shorthand(kv, c.k, c.v)) << kv;
-  c.sinks = sinks;
-  c.residual = residual;
-  return c;
-}
-
 TEST(KvLayerShape, OfLayersKeepsTheWidestAndEachLayer) {
   const KvShape s = mixed_shape();
   EXPECT_EQ(s.n_layers, 3);
@@ -58,7 +50,7 @@ TEST(KvLayerShape, AttentionMatchesTheReference) {
     for (int threads : {1, 3}) {
       Scenario s;
       s.shape = shape;
-      s.config = config_of(kv);
+      s.config = kv_config(kv);
       s.chunks = {70, 1, 1, 100, 1, 64};
       s.threads = threads;
       const ScenarioResult r = run_scenario(s, in);
@@ -74,7 +66,7 @@ TEST(KvLayerShape, TruncateAndReappendMatchTheReference) {
   for (const char* kv : {"f16", "k4v2"}) {
     Scenario s;
     s.shape = shape;
-    s.config = config_of(kv);
+    s.config = kv_config(kv);
     s.chunks = {150, 1, 1, 40, 1, 30};
     s.truncations = {{3, 100}, {5, 60}};
     EXPECT_LT(run_scenario(s, in).max_rel_error, kTolerance) << kv;
@@ -89,7 +81,7 @@ TEST(KvLayerShape, EachLayerIsTheUniformCacheOfItsGeometry) {
   const RandomInputs in(shape, 200, 3);
   ThreadPool pool(2);
   for (const char* kv : {"f16", "k4v2"}) {
-    const kv::KvConfig config = config_of(kv);
+    const kv::KvConfig config = kv_config(kv);
     kv::KvCache mixed(shape, config);
     std::vector<float> mixed_out;
     feed_chunk(mixed, in, pool, 0, 130, &mixed_out);
@@ -140,7 +132,7 @@ TEST(KvLayerShape, ForkContinuesIdentically) {
   const RandomInputs in(shape, 260, 4);
   ThreadPool pool(2);
   for (const char* kv : {"f16", "k4v2"}) {
-    kv::KvCache a(shape, config_of(kv));
+    kv::KvCache a(shape, kv_config(kv));
     feed_chunk(a, in, pool, 0, 150, nullptr);
     auto b = a.fork();
     EXPECT_GT(b->stats().shared_bytes, 0u);
@@ -159,7 +151,7 @@ TEST(KvLayerShape, SaveLoadContinuesIdentically) {
   ThreadPool pool(2);
   const std::string path = temp_dir() + "/mixed.tkvs";
   for (const char* kv : {"f16", "k4v2"}) {
-    const kv::KvConfig config = config_of(kv);
+    const kv::KvConfig config = kv_config(kv);
     kv::KvCache a(shape, config);
     feed_chunk(a, in, pool, 0, 200, nullptr);
     a.save(path, "model-M");
@@ -200,10 +192,10 @@ TEST(KvLayerShape, UniformShapeSpelledPerLayerReadsOldFiles) {
   const RandomInputs in(plain, 80, 2);
   ThreadPool pool(1);
   const std::string path = temp_dir() + "/plain.tkvs";
-  kv::KvCache a(plain, config_of("k4v2"));
+  kv::KvCache a(plain, kv_config("k4v2"));
   feed_chunk(a, in, pool, 0, 70, nullptr);
   a.save(path, "model-P");
-  kv::KvCache b(spelled, config_of("k4v2"));
+  kv::KvCache b(spelled, kv_config("k4v2"));
   b.load(path, "model-P");
   std::vector<float> expect, got;
   feed_chunk(a, in, pool, 70, 1, &expect);
@@ -214,7 +206,7 @@ TEST(KvLayerShape, UniformShapeSpelledPerLayerReadsOldFiles) {
 
 TEST(KvLayerShape, SyntheticFillUsesEachLayersWidths) {
   const KvShape shape = mixed_shape();
-  kv::KvCache c(shape, config_of("k4v2"));
+  kv::KvCache c(shape, kv_config("k4v2"));
   c.fill_synthetic(300, 11);
   EXPECT_EQ(c.n_tokens(), 300);
   ThreadPool pool(1);

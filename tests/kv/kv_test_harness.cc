@@ -1,5 +1,7 @@
 #include "kv_test_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -26,6 +28,14 @@ RandomInputs::RandomInputs(const kv::KvShape& shape, int64_t n_tokens, uint64_t 
     for (auto& x : ql) x = normal(rng);
     q.push_back(std::move(ql));
   }
+}
+
+kv::KvConfig kv_config(const char* kv, int sinks, int residual) {
+  kv::KvConfig c;
+  EXPECT_TRUE(kv::parse_kv_shorthand(kv, c.k, c.v)) << kv;
+  c.sinks = sinks;
+  c.residual = residual;
+  return c;
 }
 
 ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool check) {

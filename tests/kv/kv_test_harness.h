@@ -48,6 +48,10 @@ class RandomInputs {
 void feed_chunk(kv::KvCache& cache, const RandomInputs& in, ThreadPool& pool, int64_t from, int n,
                 std::vector<float>* outs = nullptr);
 
+// A KvConfig of the `--kv` shorthand `kv` (a gtest failure when it is not
+// one) with these sinks and residual (-1: the defaults).
+kv::KvConfig kv_config(const char* kv, int sinks = -1, int residual = -1);
+
 // Runs the scenario; when `check` is set, compares with the reference.
 // `in` needs as many rows as tokens are written in all.
 ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool check = true);

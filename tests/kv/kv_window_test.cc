@@ -30,12 +30,6 @@ KvShape window_shape(int max_tokens = 4096) {
                             max_tokens);
 }
 
-kv::KvConfig config_of(const char* kv) {
-  kv::KvConfig c;
-  EXPECT_TRUE(kv::parse_kv_shorthand(kv, c.k, c.v)) << kv;
-  return c;
-}
-
 // Sink logits per layer: none on layer 0, moderate ones on layer 1, and on
 // layer 2 values from far below to far above any score (exp of them would
 // overflow a float without the max shift).
@@ -51,7 +45,7 @@ TEST(KvWindow, AttentionMatchesTheReference) {
       for (bool sinks : {false, true}) {
         Scenario s;
         s.shape = shape;
-        s.config = config_of(kv);
+        s.config = kv_config(kv);
         s.chunks = {70, 1, 1, 130, 1, 64, 1};  // prefill chunks longer than the windows
         s.threads = threads;
         if (sinks) s.sinks = sink_logits();
@@ -72,7 +66,7 @@ TEST(KvWindow, TruncateAnywhereMatchesTheReference) {
   for (const char* kv : {"f16", "k4v2"}) {
     Scenario s;
     s.shape = shape;
-    s.config = config_of(kv);
+    s.config = kv_config(kv);
     s.chunks = {300, 1, 1, 50, 1, 120, 1};
     s.truncations = {{3, 250}, {5, 10}};
     s.sinks = sink_logits();
@@ -83,9 +77,9 @@ TEST(KvWindow, TruncateAnywhereMatchesTheReference) {
 TEST(KvWindow, WindowLayersKeepTheirHistoryInPages) {
   const RandomInputs in(window_shape(), 600, 3);
   ThreadPool pool(1);
-  kv::KvCache windowed(window_shape(), config_of("k4v2"));
+  kv::KvCache windowed(window_shape(), kv_config("k4v2"));
   kv::KvCache full(KvShape::of_layers({{8, 4, 64, 64}, {4, 2, 32, 48}, {8, 1, 128, 128}}, 4096),
-                   config_of("k4v2"));
+                   kv_config("k4v2"));
   feed_chunk(windowed, in, pool, 0, 600);
   feed_chunk(full, in, pool, 0, 600);
   EXPECT_GT(windowed.stats().page_bytes, 0u);
@@ -100,7 +94,7 @@ TEST(KvWindow, DecodeReadsOnlyTheWindowsPages) {
   ThreadPool pool(1);
   const auto step_reads = [&](const KvShape& shape, int64_t depth) {
     const RandomInputs in(shape, depth + 1, 2);
-    kv::KvCache c(shape, config_of("k4v2"));
+    kv::KvCache c(shape, kv_config("k4v2"));
     feed_chunk(c, in, pool, 0, int(depth));
     const uint64_t before = c.stats().page_bytes_read;
     feed_chunk(c, in, pool, depth, 1);
@@ -121,7 +115,7 @@ TEST(KvWindow, SelectionLeavesWindowLayersDense) {
   const RandomInputs in(shape, 700, 6);
   Scenario dense;
   dense.shape = shape;
-  dense.config = config_of("k4v2");
+  dense.config = kv_config("k4v2");
   dense.chunks = {600, 1, 1, 1};
   dense.sinks = sink_logits();
   Scenario selecting = dense;
@@ -148,12 +142,12 @@ TEST(KvWindow, SessionFilesRecordTheWindows) {
   const RandomInputs in(shape, 260, 8);
   ThreadPool pool(2);
   const std::string path = temp_dir() + "/window.tkvs";
-  kv::KvCache a(shape, config_of("k4v2"));
+  kv::KvCache a(shape, kv_config("k4v2"));
   feed_chunk(a, in, pool, 0, 200);
   a.save(path, "model-W");
   std::vector<float> expect, got;
   for (int t = 200; t < 210; ++t) feed_chunk(a, in, pool, t, 1, &expect);
-  kv::KvCache b(shape, config_of("k4v2"));
+  kv::KvCache b(shape, kv_config("k4v2"));
   b.load(path, "model-W");
   for (int t = 200; t < 210; ++t) feed_chunk(b, in, pool, t, 1, &got);
   EXPECT_EQ(expect, got);
@@ -161,7 +155,7 @@ TEST(KvWindow, SessionFilesRecordTheWindows) {
   // The same heads with another window are another shape.
   kv::KvCache other(
       KvShape::of_layers({{8, 4, 64, 64}, {4, 2, 32, 48, 41}, {8, 1, 128, 128, 100}}, 4096),
-      config_of("k4v2"));
+      kv_config("k4v2"));
   std::string e;
   try {
     other.load(path, "model-W");
@@ -183,16 +177,16 @@ TEST(KvWindow, WindowOnlyDropsWhatTheWindowLeft) {
   for (const char* kv : {"f16", "k4v2"}) {
     Scenario s;
     s.shape = shape;
-    s.config = config_of(kv);
+    s.config = kv_config(kv);
     s.config.swa_window_only = true;
     s.chunks = {300, 1, 1, 130, 1, 64, 1};
     s.sinks = sink_logits();
     EXPECT_LT(run_scenario(s, in).max_rel_error, kTolerance) << kv;
   }
   ThreadPool pool(1);
-  kv::KvConfig only = config_of("k4v2");
+  kv::KvConfig only = kv_config("k4v2");
   only.swa_window_only = true;
-  kv::KvCache windowed(shape, only), full(shape, config_of("k4v2"));
+  kv::KvCache windowed(shape, only), full(shape, kv_config("k4v2"));
   feed_chunk(windowed, in, pool, 0, 600);
   feed_chunk(full, in, pool, 0, 600);
   // Layer 0 keeps all 600 tokens either way; layers 1 and 2 keep a page or
@@ -225,7 +219,7 @@ TEST(KvWindow, WindowOnlyDropsWhatTheWindowLeft) {
   feed_chunk(windowed, in, pool, 600, 1, &expect);
   feed_chunk(loaded, in, pool, 600, 1, &got);
   EXPECT_EQ(expect, got);
-  kv::KvCache other_setting(shape, config_of("k4v2"));
+  kv::KvCache other_setting(shape, kv_config("k4v2"));
   EXPECT_THROW(other_setting.load(path, "model-W"), Error);
   std::filesystem::remove(path);
 }
