@@ -128,16 +128,18 @@ struct KvCache::Impl {
   void commit_recent(int layer);
   // First position a query at `pos` may see outside the sinks (window policy).
   int64_t window_lo(int64_t pos) const { return W > 0 ? pos - W + 1 : 0; }
-  // Whether `L` drops pages its queries can no longer see: under the window
-  // policy, or for a layer with the model's window under swa_window_only.
-  bool evicts(const LayerKv& L) const {
-    return W > 0 || (config.swa_window_only && L.geom.window > 0);
+  // A layer with the model's window that keeps only that window
+  // (KvConfig::swa_window_only).
+  bool keeps_window_only(const LayerKv& L) const {
+    return config.swa_window_only && L.geom.window > 0;
   }
+  // Whether `L` drops pages its queries can no longer see: under the window
+  // policy, or keeping only its own window.
+  bool evicts(const LayerKv& L) const { return W > 0 || keeps_window_only(L); }
   // The first position a query at `pos` sees in L's pages (0 = all).
   int64_t kept_from(const LayerKv& L, int64_t pos) const {
-    int64_t lo = window_lo(pos);
-    if (config.swa_window_only && L.geom.window > 0) lo = std::max(lo, pos - L.geom.window + 1);
-    return lo;
+    const int64_t lo = window_lo(pos);
+    return keeps_window_only(L) ? std::max(lo, pos - L.geom.window + 1) : lo;
   }
 };
 
