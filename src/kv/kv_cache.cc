@@ -66,6 +66,9 @@ void validate(const KvShape& s, const KvConfig& c) {
     fail("KV cache: ", s.n_heads, " query heads is not a multiple of ", s.n_kv_heads, " KV heads");
   if (!s.layers.empty()) validate_layers(s);
   if (s.max_tokens <= 0) fail("KV cache: context length must be positive");
+  for (int64_t n : s.recurrent)
+    if (n <= 0 || n > (int64_t(1) << 32))
+      fail("KV cache: a recurrent layer's state of ", n, " floats");
   if (s.head_dim > kMaxHeadDim) fail("KV cache: head_dim ", s.head_dim, " above ", kMaxHeadDim);
   if (c.page_tokens < 16 || c.page_tokens % 16 != 0 || c.page_tokens > 4096)
     fail("KV cache: page size ", c.page_tokens, ": must be a multiple of 16 in [16, 4096]");
@@ -201,7 +204,8 @@ bool KvShape::uniform() const {
 }
 
 bool KvShape::operator==(const KvShape& o) const {
-  if (n_layers != o.n_layers || max_tokens != o.max_tokens) return false;
+  if (n_layers != o.n_layers || max_tokens != o.max_tokens || recurrent != o.recurrent)
+    return false;
   for (int l = 0; l < n_layers; ++l)
     if (!(layer(l) == o.layer(l))) return false;
   return true;
@@ -255,6 +259,7 @@ KvCache::KvCache(const KvShape& shape, const KvConfig& config, std::shared_ptr<P
     L.sinks = make_area(*c.pool, L, c.S);
     L.ring = make_area(*c.pool, L, c.R);
   }
+  c.states.init(c.pool, shape.recurrent);
   c.layer_state.assign(shape.n_layers, 0);
 }
 
@@ -302,6 +307,9 @@ void KvCache::begin_chunk(int n_new) {
     c.chunk.data = c.chunk_buffer.reserve(bytes);
     c.note_scratch();
   }
+  // Recurrent states a fork shares are copied first (the copies stand even
+  // if the pages below do not fit: same bytes, the sequence unchanged).
+  c.states.make_private();
   // Every page this chunk will fill, and a private copy of a shared page it
   // will write into (copy-on-write), is allocated here, before anything
   // changes, so running out of budget leaves the cache exactly as it was.
@@ -449,12 +457,37 @@ void KvCache::end_chunk() {
   }
 }
 
+float* KvCache::state(int r) {
+  TKV_CHECK(r >= 0 && r < impl_->states.count());
+  return impl_->states.data(r);
+}
+
+const float* KvCache::state(int r) const {
+  TKV_CHECK(r >= 0 && r < impl_->states.count());
+  return impl_->states.data(r);
+}
+
+bool KvCache::can_truncate(int64_t n) const {
+  const Impl& c = *impl_;
+  if (n < 0 || n > c.n_tokens) return false;
+  if (n == c.n_tokens || n == 0) return true;
+  if (c.states.count() > 0) return false;
+  for (const LayerKv& L : c.layers)
+    if (L.first_page > 0 && std::max<int64_t>(c.S, c.kept_from(L, n)) < c.S + L.first_page * c.P)
+      return false;
+  return true;
+}
+
 void KvCache::truncate(int64_t n) {
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
   if (n < 0 || n > c.n_tokens)
     fail("KV cache: cannot truncate to ", n, " tokens: the sequence holds ", c.n_tokens);
   if (n == c.n_tokens) return;
+  if (n == 0) return clear();
+  if (c.states.count() > 0)
+    fail("KV cache: cannot truncate to ", n, " tokens: the recurrent layers' state holds position ",
+         c.n_tokens, " only (a hybrid model's sequence goes back by a fork made there)");
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerKv& L = c.layers[l];
     if (L.first_page == 0) continue;
@@ -493,8 +526,12 @@ std::unique_ptr<KvCache> KvCache::fork() const {
   TKV_CHECK(!c.in_chunk);
   // The new sequence's sinks and ring come from the pool (may throw
   // KvBudgetExceeded; this sequence is not touched either way).
-  auto f = std::make_unique<KvCache>(c.shape, c.config, c.pool);
+  // The recurrent states are shared below, not allocated anew.
+  KvShape bare = c.shape;
+  bare.recurrent.clear();
+  auto f = std::make_unique<KvCache>(bare, c.config, c.pool);
   Impl& d = *f->impl_;
+  d.shape.recurrent = c.shape.recurrent;
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerKv& from = c.layers[l];
     LayerKv& to = d.layers[l];
@@ -508,6 +545,7 @@ std::unique_ptr<KvCache> KvCache::fork() const {
     to.first_page = from.first_page;
     to.encoded = from.encoded;
   }
+  d.states.share(c.states);
   d.n_tokens = c.n_tokens;
   return f;
 }
@@ -523,6 +561,7 @@ void KvCache::clear() {
     L.first_page = 0;
     L.encoded = 0;
   }
+  c.states.reset();
   if (c.private_pool) c.pool->trim();
   c.n_tokens = 0;
 }
@@ -555,7 +594,9 @@ KvStats KvCache::stats() const {
     s.layer_bytes.push_back(pages + f16 + summaries);
     s.pages_allocated += int64_t(L.pages.size());
   }
-  s.persistent_bytes = s.page_bytes + s.f16_bytes + s.summary_bytes;
+  s.state_bytes = c.states.total_bytes();
+  s.shared_bytes += c.states.shared_bytes();
+  s.persistent_bytes = s.page_bytes + s.f16_bytes + s.summary_bytes + s.state_bytes;
   s.exclusive_bytes = s.persistent_bytes - s.shared_bytes;
   s.select_page_reads = c.select_page_reads;
   s.page_bytes_read = c.page_bytes_read;

@@ -73,6 +73,11 @@ struct KvShape {
   // Empty: every layer is {n_heads, n_kv_heads, head_dim, head_dim}; else
   // n_layers entries.
   std::vector<KvLayerShape> layers;
+  // Recurrent layers (a hybrid model's Gated DeltaNet layers; they keep no
+  // K/V and are not among the n_layers above): the floats of each one's
+  // state, in the model's layer order (recurrent_state.h). Empty for models
+  // of attention layers only.
+  std::vector<int64_t> recurrent;
 
   KvShape() = default;
   KvShape(int n_layers_, int n_heads_, int n_kv_heads_, int head_dim_, int max_tokens_)
@@ -99,6 +104,7 @@ struct KvStats {
   uint64_t page_bytes = 0;        // of which pages
   uint64_t f16_bytes = 0;         // of which sinks + residual
   uint64_t summary_bytes = 0;     // of which page summaries (only with page selection)
+  uint64_t state_bytes = 0;       // of which recurrent layers' states (KvShape::recurrent)
   // Of page_bytes, what is on disk now and not in RAM (the pool's disk tier).
   uint64_t page_bytes_on_disk = 0;
   // persistent_bytes split by ownership: pages this sequence shares with
@@ -186,9 +192,16 @@ class KvCache {
               const float* sinks = nullptr);
   void end_chunk();
 
+  // Recurrent layer r's state (KvShape::recurrent[r] floats, laid out as the
+  // model's layer defines it). The model reads and updates it in place
+  // between begin_chunk and end_chunk (begin_chunk has made it private when
+  // a fork shared it); outside a chunk it is read-only by convention.
+  float* state(int r);
+  const float* state(int r) const;
+
   // A new sequence in the same pool holding the same tokens: it shares every
-  // page (refcounted, nothing copied) and has its own copy of the sinks and
-  // residual ring. Either sequence may then go on with different tokens: a
+  // page and recurrent state (refcounted, nothing copied) and has its own
+  // copy of the sinks and residual ring. Either sequence may then go on with different tokens: a
   // shared page about to be written (the partly filled last one) is copied
   // first, in begin_chunk (copy-on-write). Throws KvBudgetExceeded (this
   // sequence unchanged) when the pool cannot hold the new sinks and ring.
@@ -200,7 +213,11 @@ class KvCache {
   // those it still held); new tokens then enter the ring as usual. Under a
   // window policy, truncating to a point whose window reaches evicted
   // positions is an error (nothing changes). n > n_tokens() is an error.
+  // With recurrent layers only n_tokens() (nothing to do) and 0 (the empty
+  // sequence) are possible: their state holds no earlier position.
   void truncate(int64_t n);
+  // Whether truncate(n) is possible (the checks above).
+  bool can_truncate(int64_t n) const;
   void clear();  // back to an empty sequence, pages returned
   // After write() or attend() threw (the disk tier's KvSpillError, or
   // KvBudgetExceeded when a step's pages do not fit at once): ends the lost

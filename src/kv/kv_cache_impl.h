@@ -11,6 +11,7 @@
 #include "kv/codec/codec.h"
 #include "kv/kv_cache.h"
 #include "kv/page_pool.h"
+#include "kv/recurrent_state.h"
 #include "kv/summary_store.h"
 
 namespace tkv::kv {
@@ -86,6 +87,7 @@ struct KvCache::Impl {
   int S = 0, R = 0, W = 0, P = 64;  // sinks, residual, window, page tokens
   std::shared_ptr<PagePool> pool;   // shared with every sequence made from it
   std::vector<LayerKv> layers;
+  RecurrentStates states;  // shape.recurrent
   int64_t n_tokens = 0;
 
   // The chunk in flight (begin_chunk .. end_chunk).

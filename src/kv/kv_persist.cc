@@ -78,16 +78,24 @@ std::string hex(uint64_t v) {
 // "layers x heads x kv_heads x head_dim" for a uniform shape (what every
 // file had before shapes were per layer); else that of the widest layer,
 // then each layer's "heads/kv_heads/k_dim/v_dim" (and "/wN" for a layer
-// with the model's window N), e.g. "3x8x4x64:8/4/64/64,4/2/32/48/w512,8/1/64/64".
+// with the model's window N), e.g. "3x8x4x64:8/4/64/64,4/2/32/48/w512,8/1/64/64";
+// then, with recurrent layers, " r" and each one's state floats
+// ("... r98304,98304,98304").
 std::string shape_string(const KvShape& s) {
   std::string out = str(s.n_layers, "x", s.n_heads, "x", s.n_kv_heads, "x", s.head_dim);
-  if (s.uniform()) return out;
-  for (int l = 0; l < s.n_layers; ++l) {
-    const KvLayerShape g = s.layer(l);
-    out += str(l == 0 ? ":" : ",", g.n_heads, "/", g.n_kv_heads, "/", g.k_dim, "/", g.v_dim);
-    if (g.window > 0) out += str("/w", g.window);
+  if (!s.uniform()) {
+    for (int l = 0; l < s.n_layers; ++l) {
+      const KvLayerShape g = s.layer(l);
+      out += str(l == 0 ? ":" : ",", g.n_heads, "/", g.n_kv_heads, "/", g.k_dim, "/", g.v_dim);
+      if (g.window > 0) out += str("/w", g.window);
+    }
   }
+  for (size_t r = 0; r < s.recurrent.size(); ++r) out += str(r == 0 ? " r" : ",", s.recurrent[r]);
   return out;
+}
+
+std::string state_tensor(int r) {
+  return str("rec.", r, ".state");
 }
 
 // Patches the checksum tensor of the GGUF file at `path` (written by
@@ -201,6 +209,14 @@ struct LoadedLayer {
   int64_t first_page, encoded;
 };
 
+// The recurrent layers' states (version 2 files of hybrid models).
+std::vector<const uint8_t*> read_states(SessionReader& r, const KvCache::Impl& c) {
+  std::vector<const uint8_t*> out;
+  for (int i = 0; i < c.states.count(); ++i)
+    out.push_back(r.tensor_bytes(state_tensor(i), c.states.bytes(i)));
+  return out;
+}
+
 // Every layer's page table and tensors, then that the file holds nothing
 // else (version 2) or its checksum (version 1).
 std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, int64_t n_tokens) {
@@ -234,7 +250,8 @@ std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, i
     total_pages += d.pages.size();
   }
   if (v2) {
-    if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 -
+    if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 +
+                                  size_t(c.states.count()) -
                                   (c.S == 0 ? c.shape.n_layers : 0) -
                                   (c.R == 0 ? c.shape.n_layers : 0))
       r.bad("unexpected tensors");
@@ -346,6 +363,8 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
     for (size_t i = 0; i < L.pages.size(); ++i)
       add(str("blk.", l, ".page.", i), L.pages[i], L.page_bytes);
   }
+  for (int i = 0; i < c.states.count(); ++i)
+    add(state_tensor(i), reinterpret_cast<const uint8_t*>(c.states.data(i)), c.states.bytes(i));
   w.add_tensor(kChecksumTensor, DType::I8, {8},
                [](uint8_t* dst, size_t n) { std::memset(dst, 0, n); });
   const std::string staging = str(path, ".staging.", ::getpid());
@@ -369,9 +388,19 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   const int64_t n_tokens = check_session_header(r, c, model_fingerprint);
   SessionMeta meta = read_caller_meta(r);
   const std::vector<LoadedLayer> loaded = read_layers(r, c, n_tokens);
+  const std::vector<const uint8_t*> states = read_states(r, c);
   StagedPages staged = stage_pages(c, loaded);
+  try {
+    c.states.make_private();  // so that clear() below allocates nothing
+  } catch (...) {
+    for (int l = 0; l < c.shape.n_layers; ++l)
+      for (uint8_t* p : staged.fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
+    throw;
+  }
   // Nothing below can fail: the sequence changes only now.
   clear();
+  for (int i = 0; i < c.states.count(); ++i)
+    std::memcpy(c.states.data(i), states[size_t(i)], c.states.bytes(i));
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];
     const LoadedLayer& d = loaded[l];

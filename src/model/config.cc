@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
 
@@ -23,6 +24,10 @@ std::string_view arch_name(Arch a) {
       return "gemma3";
     case Arch::GptOss:
       return "gpt-oss";
+    case Arch::Qwen35:
+      return "qwen35";
+    case Arch::Qwen35Moe:
+      return "qwen35moe";
   }
   return "?";
 }
@@ -90,6 +95,8 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "qwen3moe") return Arch::Qwen3Moe;
   if (name == "gemma3") return Arch::Gemma3;
   if (name == "gpt-oss") return Arch::GptOss;
+  if (name == "qwen35") return Arch::Qwen35;
+  if (name == "qwen35moe") return Arch::Qwen35Moe;
   // Architectures whose FFN the forward runs but whose attention it does not
   // yet: say what is missing.
   struct Missing {
@@ -97,9 +104,7 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
     const char* what;
   };
   static constexpr Missing kMissing[] = {
-      {"qwen35moe", "Gated DeltaNet (recurrent) layers and gated attention"},
-      {"qwen35", "Gated DeltaNet (recurrent) layers and gated attention"},
-      {"qwen3next", "Gated DeltaNet (recurrent) layers and gated attention"},
+      {"qwen3next", "its fused Gated DeltaNet projections (ssm_in, ssm_ba)"},
       {"gemma4", "shared-KV layers, V from K and per-layer embeddings"},
   };
   for (const Missing& m : kMissing)
@@ -107,7 +112,7 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
       fail(f.path(), ": architecture '", name, "' is not supported yet: its attention needs ",
            m.what);
   fail(f.path(), ": unsupported architecture '", gguf::escape(name),
-       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)");
+       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, qwen35, qwen35moe)");
 }
 
 // Heads and head dims; per layer where the file has arrays.
@@ -238,6 +243,36 @@ std::vector<int> read_expert_ff(const gguf::GgufFile& f, const std::string& a, c
   return std::vector<int>(size_t(c.n_layers), std::max(1, c.n_ff / moe.n_used));
 }
 
+bool is_hybrid(Arch a) {
+  return a == Arch::Qwen35 || a == Arch::Qwen35Moe;
+}
+
+// Which layers are recurrent: attention.recurrent_layers (one flag per
+// block, MTP blocks included), else every layer but each
+// full_attention_interval-th (default 4 for qwen35, none elsewhere).
+std::vector<bool> read_recurrent_layers(const gguf::GgufFile& f, const std::string& a,
+                                        const ModelConfig& c) {
+  const int L = c.n_layers;
+  std::vector<bool> out(size_t(L), false);
+  if (const gguf::Value* v = f.find(a + "attention.recurrent_layers"); v && v->is_array()) {
+    std::vector<int64_t> flags;
+    if (!v->bools.empty()) {
+      flags.assign(v->bools.begin(), v->bools.end());
+    } else if (auto ints = f.get_ints(a + "attention.recurrent_layers")) {
+      flags = *ints;
+    }
+    if (int64_t(flags.size()) < L)
+      fail(f.path(), ": metadata ", a, "attention.recurrent_layers has ", flags.size(),
+           " entries, the model has ", L, " layers");
+    for (int l = 0; l < L; ++l) out[size_t(l)] = flags[size_t(l)] != 0;
+    return out;
+  }
+  const int every =
+      int_param(f, a + "full_attention_interval", is_hybrid(c.arch) ? 4 : 0, 0, 1 << 16);
+  for (int l = 0; l < L; ++l) out[size_t(l)] = every > 0 && (l + 1) % every != 0;
+  return out;
+}
+
 // The kinds llama.cpp's metadata and tensors give each layer beyond full
 // attention + a dense FFN (layer_spec.h lists the keys): mixture-of-experts
 // FFNs, which the forward runs, and the attention kinds it does not run yet,
@@ -248,7 +283,7 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   const MoeSpec moe = read_moe(f, a);
   const std::vector<int> expert_ff = read_expert_ff(f, a, c, moe);
   const int64_t shared_kv = f.get_int(a + "attention.shared_kv_layers").value_or(0);
-  const int64_t recurrent_every = f.get_int(a + "full_attention_interval").value_or(0);
+  const std::vector<bool> recurrent = read_recurrent_layers(f, a, c);
   // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
   // set_swa_pattern: every n-th layer has full attention), by default 6 for
   // gemma3 (with a window) and 2 for gpt-oss.
@@ -285,7 +320,7 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
       at.kind = AttentionKind::SharedKv;
       at.kv_source = int(std::max<int64_t>(0, L - shared_kv - 1));
     }
-    if (recurrent_every > 0 && (l + 1) % recurrent_every != 0) at.kind = AttentionKind::Recurrent;
+    if (recurrent[size_t(l)]) at.kind = AttentionKind::Recurrent;
     at.scale = float(scale);
     at.softcap = float(softcap);
     at.sink = f.find_tensor(p + "attn_sinks.weight") != nullptr;
@@ -352,6 +387,64 @@ void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelCon
   }
 }
 
+// A recurrent layer's geometry (ssm.*), checked as llama.cpp's delta-rule
+// kernel needs it: value heads as wide as the key heads, a whole number of
+// value heads per key head.
+AttentionSpec read_recurrent_spec(const gguf::GgufFile& f, const std::string& a) {
+  AttentionSpec at;
+  at.kind = AttentionKind::Recurrent;
+  at.conv_kernel = int_param(f, a + "ssm.conv_kernel", std::nullopt, 2, 64);
+  at.state_size = int_param(f, a + "ssm.state_size", std::nullopt, 1, 1024);
+  at.n_groups = int_param(f, a + "ssm.group_count", std::nullopt, 1, 4096);
+  at.n_v_heads = int_param(f, a + "ssm.time_step_rank", std::nullopt, 1, 4096);
+  at.inner_size = int_param(f, a + "ssm.inner_size", std::nullopt, 1, 1 << 20);
+  if (at.inner_size != at.n_v_heads * at.state_size)
+    fail(f.path(), ": ssm.inner_size ", at.inner_size, " is not ssm.time_step_rank ", at.n_v_heads,
+         " x ssm.state_size ", at.state_size, " (value heads must be as wide as key heads)");
+  if (at.n_v_heads % at.n_groups != 0)
+    fail(f.path(), ": ssm.time_step_rank ", at.n_v_heads, " is not a multiple of ssm.group_count ",
+         at.n_groups);
+  return at;
+}
+
+// qwen35 / qwen35moe as llama.cpp's src/models/qwen35*.cpp build them: the
+// recurrent layers' geometry; full layers with QK norm, the output gate
+// and interleaved M-RoPE (rope.dimension_sections); the gated shared expert.
+void read_hybrid(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (!is_hybrid(c.arch)) return;
+  const AttentionSpec recurrent = read_recurrent_spec(f, a);
+  std::array<int, 4> sections{};
+  if (const auto secs = f.get_ints(a + "rope.dimension_sections")) {
+    int sum = 0;
+    for (size_t i = 0; i < secs->size() && i < 4; ++i) {
+      if ((*secs)[i] < 0 || (*secs)[i] > 4096)
+        fail(f.path(), ": rope.dimension_sections[", i, "] = ", (*secs)[i], " is invalid");
+      sections[i] = int((*secs)[i]);
+      sum += sections[i];
+    }
+    if (sum == 0 || 2 * sum > c.head_dim)
+      fail(f.path(), ": rope.dimension_sections sum to ", sum, " pairs for heads of ", c.head_dim);
+  }
+  const double shared_ff = double(f.get_int(a + "expert_shared_feed_forward_length").value_or(0));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerSpec& s = c.layers[size_t(l)];
+    const std::string p = str("blk.", l, ".");
+    if (s.attention.kind == AttentionKind::Recurrent) {
+      s.attention = recurrent;
+    } else {
+      s.attention.qk_norm = true;
+      s.attention.output_gate = true;
+      s.attention.rope.sections = sections;
+      s.attention.rope.interleaved = true;
+    }
+    if (s.ffn.kind == FfnKind::Moe && f.find_tensor(p + "ffn_up_shexp.weight")) {
+      s.ffn.moe.n_ff_shared = shared_ff > 0 ? int(shared_ff) : std::max(c.n_ff, 1);
+      s.ffn.moe.shared_gate = f.find_tensor(p + "ffn_gate_inp_shexp.weight") != nullptr;
+    }
+  }
+  c.qk_norm = true;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -363,6 +456,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   c.n_embd = int_param(f, a + "embedding_length", std::nullopt, 1, 1 << 17);
   c.n_layers = int_param(f, a + "block_count", std::nullopt, 1, 4096);
+  // MTP blocks (a draft head) follow the trunk; the forward does not run them.
+  if (is_hybrid(c.arch))
+    c.n_layers -= int_param(f, a + "nextn_predict_layers", 0, 0, c.n_layers - 1);
   std::vector<int> heads, kv_heads;
   read_attention_dims(f, a, c, heads, kv_heads);
   const std::vector<int> ff = per_layer_param(f, a + "feed_forward_length", c.n_layers,
@@ -398,6 +494,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   read_layer_kinds(f, a, c);
   read_arch_specifics(f, a, c);
+  read_hybrid(f, a, c);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string why = unsupported_reason(c.layers[size_t(l)], l);
     if (!why.empty()) fail(f.path(), ": ", why);
@@ -443,6 +540,22 @@ int ModelConfig::max_out_width() const {
 int ModelConfig::max_ff() const {
   return widest(layers, [](const LayerSpec& s) { return s.ffn.n_ff; });
 }
+int ModelConfig::max_conv_channels() const {
+  return widest(layers, [](const LayerSpec& s) {
+    return s.attention.kind == AttentionKind::Recurrent ? s.attention.conv_channels() : 0;
+  });
+}
+int ModelConfig::max_recurrent_v() const {
+  return widest(layers, [](const LayerSpec& s) {
+    return s.attention.kind == AttentionKind::Recurrent ? s.attention.inner_size : 0;
+  });
+}
+int ModelConfig::n_recurrent() const {
+  return int(std::count_if(layers.begin(), layers.end(), [](const LayerSpec& s) {
+    return s.attention.kind == AttentionKind::Recurrent;
+  }));
+}
+
 int ModelConfig::max_rope_pairs() const {
   return widest(layers, [](const LayerSpec& s) { return s.attention.rope.n_rot / 2; });
 }

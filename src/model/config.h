@@ -15,6 +15,13 @@
 //   gpt-oss : every other layer a sliding window; a learned sink logit per
 //           head; biases on Q, K, V and the output; YaRN rope; a
 //           mixture-of-experts FFN (top-k then softmax, clamped SwiGLU).
+//   qwen35 : Qwen3.5/3.6, a hybrid: three of every four layers are Gated
+//           DeltaNet (recurrent state, no KV), the fourth full attention
+//           with QK norm, an output gate and partial interleaved M-RoPE;
+//           the FFN's input norm is post_attention_norm. MTP blocks at the
+//           end (nextn_predict_layers) are not run.
+//   qwen35moe : qwen35 with a mixture-of-experts FFN and a gated shared
+//           expert in every layer.
 // llama with expert_count is Mixtral (a mixture-of-experts FFN). Anything
 // else is rejected with an error naming the architecture (and, for the
 // architectures whose attention is not supported yet, what is missing).
@@ -39,7 +46,7 @@ class GgufFile;
 
 namespace tkv::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, GptOss };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, GptOss, Qwen35, Qwen35Moe };
 
 enum class RopeScalingType { None, Linear, Yarn };
 
@@ -49,7 +56,7 @@ struct ModelConfig {
   std::string name;  // general.name, may be empty
 
   int n_embd = 0;  // residual stream width
-  int n_layers = 0;
+  int n_layers = 0;      // the blocks the forward runs (block_count less any MTP blocks)
   int n_heads = 0;      // query heads
   int n_kv_heads = 0;   // key/value heads (GQA: n_heads % n_kv_heads == 0)
   int head_dim = 0;     // attention.key_length (== value_length), default n_embd / n_heads
@@ -92,6 +99,10 @@ struct ModelConfig {
   int max_out_width() const;
   int max_ff() const;  // of the dense FFNs (MoE scratch sizes itself: model/moe.h)
   int max_rope_pairs() const;
+  // Recurrent layers: the widest conv channels and v widths (0 without).
+  int max_conv_channels() const;
+  int max_recurrent_v() const;
+  int n_recurrent() const;  // how many layers are Recurrent
   // The model-wide RoPE (what every layer of today's models uses).
   RopeSpec rope_spec(bool freq_factors) const;
 

@@ -16,8 +16,8 @@ size_t total_floats(const V&... v) {
 }  // namespace
 
 uint64_t ExecutionContext::activation_bytes() const {
-  return total_floats(x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, last_logits_, rope_cos_,
-                      rope_sin_, x_all_) *
+  return total_floats(x_, xb_, q_, k_, v_, att_, attn_gate_, conv_rows_, z_rows_, beta_rows_,
+                      gate_rows_, gate_, up_, logits_, last_logits_, rope_cos_, rope_sin_, x_all_) *
              sizeof(float) +
          moe_.bytes();
 }
@@ -41,8 +41,9 @@ void ExecutionContext::reset_peak() {
 }
 
 void ExecutionContext::release() {
-  for (auto* b : {&x_, &xb_, &q_, &k_, &v_, &att_, &gate_, &up_, &logits_, &last_logits_,
-                  &rope_cos_, &rope_sin_, &x_all_}) {
+  for (auto* b : {&x_, &xb_, &q_, &k_, &v_, &att_, &attn_gate_, &conv_rows_, &z_rows_, &beta_rows_,
+                  &gate_rows_, &gate_, &up_, &logits_, &last_logits_, &rope_cos_, &rope_sin_,
+                  &x_all_}) {
     std::vector<float>().swap(*b);
   }
   attention_.release();
@@ -69,6 +70,17 @@ void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows, int
   k_.resize(T * c.max_kv_width());
   v_.resize(T * c.max_kv_width());
   att_.resize(T * c.max_out_width());
+  bool gated = false;
+  int v_heads = 0;
+  for (const LayerSpec& s : c.layers) {
+    gated = gated || s.attention.output_gate;
+    v_heads = std::max(v_heads, s.attention.n_v_heads);
+  }
+  attn_gate_.resize(gated ? T * c.max_out_width() : 0);
+  conv_rows_.resize(T * size_t(c.max_conv_channels()));
+  z_rows_.resize(T * size_t(c.max_recurrent_v()));
+  beta_rows_.resize(T * size_t(v_heads));
+  gate_rows_.resize(T * size_t(v_heads));
   rope_cos_.resize(T * size_t(rope_pairs));
   rope_sin_.resize(T * size_t(rope_pairs));
   capacity_ = rows;

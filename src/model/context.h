@@ -89,6 +89,10 @@ class ExecutionContext {
   std::vector<float> q_;            // rows x q width
   std::vector<float> k_, v_;        // rows x K (V) width
   std::vector<float> att_;          // attention output, rows x out width
+  std::vector<float> attn_gate_;    // output-gated layers: rows x out width
+  // Recurrent layers: rows x conv channels (q, k, v; conv output in place),
+  // rows x inner size (z), rows x value heads (beta; the decay).
+  std::vector<float> conv_rows_, z_rows_, beta_rows_, gate_rows_;
   std::vector<float> gate_, up_;    // min(rows, FFN chunk) x n_ff
   std::vector<float> logits_;       // a group of rows x n_vocab
   std::vector<float> last_logits_;  // one row per kLast item

@@ -5,7 +5,8 @@
 //                         loop (in phases when items run parts of their layers),
 //                         end the chunks, logits
 //   forward_attention.cc  attention_layer(): one function per attention kind
-//                         (today full_attention), the output projection, and
+//                         (full_attention; recurrent_layer in
+//                         forward_recurrent.cc), the output projection, and
 //                         keep_logit_rows for the last layer
 //   forward_ffn.cc        ffn_layer(): one function per FFN kind (dense_ffn,
 //                         moe_ffn_layer: model/moe.h)
@@ -60,6 +61,11 @@ class Forward {
   void full_attention(int l);
   void qkv_rows(int l);  // normed x -> q, k, v with biases, QK norms and RoPE
   void attend_items(int l, const float* q, const float* k, const float* v);
+  void split_output_gate(int l);  // q rows [q | gate] per head -> q_, attn_gate_
+  void gate_output(int l);        // att *= sigmoid(gate)
+  // forward_recurrent.cc: Gated DeltaNet.
+  void recurrent_layer(int l);
+  void recurrent_item(int l, const LiveItem& live);
   void keep_logit_rows();
   void attention_output(int l);
 

@@ -17,9 +17,11 @@ void Forward::attention_layer(int l) {
     case AttentionKind::Window:  // the sequence's layer knows its window (kv::KvLayerShape)
       full_attention(l);
       break;
-    case AttentionKind::SharedKv:
     case AttentionKind::Recurrent:
-      // ModelConfig::from_gguf rejects these (unsupported_reason).
+      recurrent_layer(l);
+      break;
+    case AttentionKind::SharedKv:
+      // ModelConfig::from_gguf rejects it (unsupported_reason).
       fail("layer ", l, ": ", attention_kind_name(c_.layers[size_t(l)].attention.kind),
            " is not supported yet");
   }
@@ -33,6 +35,33 @@ void Forward::attention_layer(int l) {
 void Forward::full_attention(int l) {
   qkv_rows(l);
   attend_items(l, ctx_.q_.data(), ctx_.k_.data(), ctx_.v_.data());
+  if (c_.layers[size_t(l)].attention.output_gate) gate_output(l);
+}
+
+// qwen35: the Q projection holds per head k_dim queries then k_dim gate
+// values. The gates go to attn_gate_ and the queries close up in q_ (each
+// moves only towards the front, so in place).
+void Forward::split_output_gate(int l) {
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const size_t D = size_t(at.k_dim), H = size_t(at.n_heads);
+  float* q = ctx_.q_.data();
+  float* gate = ctx_.attn_gate_.data();
+  for (size_t t = 0; t < size_t(n_rows_); ++t) {
+    for (size_t h = 0; h < H; ++h) {
+      const float* src = q + (t * H + h) * 2 * D;
+      std::copy_n(src + D, D, gate + (t * H + h) * D);
+      std::copy(src, src + D, q + (t * H + h) * D);
+    }
+  }
+}
+
+// att *= sigmoid(gate), element by element (the gate has the output's shape).
+void Forward::gate_output(int l) {
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const int64_t n = int64_t(n_rows_) * at.out_width();
+  float* att = ctx_.att_.data();
+  const float* gate = ctx_.attn_gate_.data();
+  for (int64_t i = 0; i < n; ++i) att[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
 }
 
 // q, k, v of every row: RMSNorm(x) times Wq, Wk, Wv (+ biases), each Q and
@@ -54,6 +83,8 @@ void Forward::qkv_rows(int l) {
     ops::add_bias_rows(k, L.bk.data(), T, at.k_width());
     ops::add_bias_rows(v, L.bv.data(), T, at.v_width());
   }
+  if (at.output_gate) split_output_gate(l);
+  const int qw = at.query_width();
   if (at.qk_norm) {  // qwen3: every head of q and k RMS-normalized on its own, before RoPE
     ops::rmsnorm_rows(q, L.q_norm.data(), q, int64_t(T) * at.n_heads, at.k_dim, c_.rms_eps, pool_);
     ops::rmsnorm_rows(k, L.k_norm.data(), k, int64_t(T) * at.n_kv_heads, at.k_dim, c_.rms_eps,
@@ -66,7 +97,7 @@ void Forward::qkv_rows(int l) {
   for (int t = 0; t < T; ++t) {
     const float* cos_row = ctx_.rope_cos_.data() + table + t * pairs;
     const float* sin_row = ctx_.rope_sin_.data() + table + t * pairs;
-    ops::rope_apply(rope, q + size_t(t) * at.q_width(), at.n_heads, at.k_dim, cos_row, sin_row);
+    ops::rope_apply(rope, q + size_t(t) * qw, at.n_heads, at.k_dim, cos_row, sin_row);
     ops::rope_apply(rope, k + size_t(t) * at.k_width(), at.n_kv_heads, at.k_dim, cos_row, sin_row);
   }
   // A set score scale s (gemma) scales the queries, as llama.cpp does, by
@@ -74,7 +105,7 @@ void Forward::qkv_rows(int l) {
   const float default_scale = 1.0f / std::sqrt(float(at.k_dim));
   if (at.scale != 0.0f && at.scale != default_scale) {
     const float f = at.scale * std::sqrt(float(at.k_dim));
-    float* end = q + size_t(T) * at.q_width();
+    float* end = q + size_t(T) * qw;
     for (float* p = q; p != end; ++p) *p *= f;
   }
 }
@@ -84,6 +115,8 @@ void Forward::qkv_rows(int l) {
 void Forward::attend_items(int l, const float* q, const float* k, const float* v) {
   const AttentionSpec& at = c_.layers[size_t(l)].attention;
   const float* sinks = at.sink ? m_.weights_.layers[size_t(l)].sinks.data() : nullptr;
+  const int kv_layer = m_.cache_index_[size_t(l)];
+  const int qw = at.query_width();
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
   check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
   check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
@@ -97,11 +130,11 @@ void Forward::attend_items(int l, const float* q, const float* k, const float* v
     // item only. Its rows stay in the batch (their kernels do not depend on
     // the other rows) with zero attention, and it leaves the later layers.
     try {
-      seq.write(l, k + r * at.k_width(), v + r * at.v_width(), &pool_);
+      seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
       if (ctx_.sequence_scratch_) {
-        seq.attend(l, q + r * at.q_width(), out, pool_, sinks);
+        seq.attend(kv_layer, q + r * qw, out, pool_, sinks);
       } else {
-        seq.attend(l, q + r * at.q_width(), out, pool_, ctx_.attention_, sinks);
+        seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks);
       }
       continue;
     } catch (const kv::KvSpillError& e) {

@@ -47,7 +47,10 @@ std::string unsupported_reason(const LayerSpec& s, int l) {
     case AttentionKind::SharedKv:
       return no(attention_kind_name(at.kind), "attention.shared_kv_layers");
     case AttentionKind::Recurrent:
-      return no(attention_kind_name(at.kind), "full_attention_interval");
+      // The geometry comes with the architectures that have such layers
+      // (ModelConfig::from_gguf: qwen35, qwen35moe).
+      if (at.state_size <= 0) return no(attention_kind_name(at.kind), "full_attention_interval");
+      break;
   }
   if (at.v_from_k)
     return no("V taken from the K projection", str("no tensor blk.", l, ".attn_v.weight"));

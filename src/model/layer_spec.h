@@ -43,6 +43,8 @@
 // query head), no blk.N.attn_v.weight (V taken from the K projection).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 namespace tkv::model {
@@ -69,6 +71,13 @@ struct RopeSpec {
   float ext_factor = 0.0f;
   float attn_factor = 1.0f;  // llama.cpp's yarn_attn_factor (1 for linear scaling)
   int orig_ctx = 0;          // rope.scaling.original_context_length (or the training context)
+  // M-RoPE (rope.dimension_sections; qwen35's interleaved form when
+  // `interleaved`): pair i belongs to one of four sections, each rotated by
+  // its own position component. For text the first three components are
+  // the token's position and the fourth is 0, so pairs of the fourth
+  // section do not rotate; all zero = no sections.
+  std::array<int, 4> sections{};
+  bool interleaved = false;
   bool operator==(const RopeSpec&) const = default;
 };
 
@@ -97,14 +106,31 @@ struct AttentionSpec {
   bool qk_norm = false;    // RMSNorm of each Q and K head before RoPE (qwen3, gemma3)
   bool out_bias = false;   // a bias on the output projection (gpt-oss)
   bool post_norm = false;  // RMSNorm of the output before the residual add (gemma)
-  // Recurrent: the state's geometry (ssm.conv_kernel, ssm.state_size,
-  // ssm.inner_size, ssm.group_count); 0 elsewhere.
-  int conv_kernel = 0, state_size = 0, inner_size = 0, n_groups = 0;
+  // The Q projection holds, per head, k_dim query values then k_dim gate
+  // values; the attention output is multiplied by sigmoid(gate) (qwen35).
+  bool output_gate = false;
+  // Recurrent (Gated DeltaNet, model/forward_recurrent.cc): ssm.conv_kernel
+  // (the causal conv's width), ssm.state_size (head dim of q, k and v),
+  // ssm.group_count (q and k heads), ssm.time_step_rank (v heads),
+  // ssm.inner_size (v heads x state size); 0 elsewhere.
+  int conv_kernel = 0, state_size = 0, inner_size = 0, n_groups = 0, n_v_heads = 0;
 
-  int q_width() const { return n_heads * k_dim; }     // rows of Wq
-  int k_width() const { return n_kv_heads * k_dim; }  // rows of Wk
-  int v_width() const { return n_kv_heads * v_dim; }  // rows of Wv
-  int out_width() const { return n_heads * v_dim; }   // columns of Wo
+  // Recurrent: channels of the conv (q, k and v side by side), and the
+  // floats of one sequence's state: the conv's last conv_kernel - 1 inputs
+  // per channel, then a state_size x state_size matrix per v head.
+  int conv_channels() const { return 2 * n_groups * state_size + inner_size; }
+  int64_t conv_state_floats() const { return int64_t(conv_kernel - 1) * conv_channels(); }
+  int64_t state_floats() const {
+    return conv_state_floats() + int64_t(n_v_heads) * state_size * state_size;
+  }
+
+  int q_width() const { return n_heads * k_dim * (output_gate ? 2 : 1); }  // rows of Wq
+  int query_width() const { return n_heads * k_dim; }  // a row's queries (without the gate)
+  int k_width() const { return n_kv_heads * k_dim; }   // rows of Wk
+  int v_width() const { return n_kv_heads * v_dim; }   // rows of Wv
+  // Columns of Wo: the attention's output per row (a recurrent layer's
+  // value heads).
+  int out_width() const { return kind == AttentionKind::Recurrent ? inner_size : n_heads * v_dim; }
 };
 
 enum class FfnKind {

@@ -76,6 +76,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory)
   m->weights_ = ModelWeights::bind(m->file_, m->config_);
   if (how == FileMemory::kCopy) m->reorder_weights();
   m->make_ropes();
+  int attention = 0, recurrent = 0;
+  for (const LayerSpec& s : m->config_.layers)
+    m->cache_index_.push_back(s.attention.kind == AttentionKind::Recurrent ? recurrent++
+                                                                           : attention++);
   m->fingerprint_ = compute_fingerprint(m->file_);
   return m;
 }
@@ -152,8 +156,16 @@ kv::KvLayerShape kv_layer_of(const AttentionSpec& a) {
 kv::KvShape Model::kv_shape(int ctx) const {
   const int max_tokens = ctx > 0 ? ctx : config_.n_ctx_train;
   std::vector<kv::KvLayerShape> layers;
-  for (const LayerSpec& s : config_.layers) layers.push_back(kv_layer_of(s.attention));
+  std::vector<int64_t> recurrent;
+  for (const LayerSpec& s : config_.layers) {
+    if (s.attention.kind == AttentionKind::Recurrent) {
+      recurrent.push_back(s.attention.state_floats());
+    } else {
+      layers.push_back(kv_layer_of(s.attention));
+    }
+  }
   kv::KvShape shape = kv::KvShape::of_layers(std::move(layers), max_tokens);
+  shape.recurrent = std::move(recurrent);
   // Every layer alike: the short form (what session files of such a model hold).
   if (shape.uniform()) shape.layers.clear();
   return shape;
@@ -167,11 +179,8 @@ uint64_t Model::scratch_bytes() const {
 void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const {
   const ModelConfig& c = config_;
   const kv::KvShape& shape = cache.shape();
-  bool same = shape.n_layers == c.n_layers;
-  for (int l = 0; same && l < c.n_layers; ++l) {
-    same = shape.layer(l) == kv_layer_of(c.layers[size_t(l)].attention);
-  }
-  if (!same) {
+  kv::KvShape want = kv_shape(shape.max_tokens);
+  if (!(shape == want)) {
     fail("KV cache shape (", shape.n_layers, " layers, ", shape.n_heads, "/", shape.n_kv_heads,
          " heads x ", shape.head_dim, ") does not match the model (", c.n_layers, " layers, ",
          c.n_heads, "/", c.n_kv_heads, " heads x ", c.head_dim, ")");

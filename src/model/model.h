@@ -282,6 +282,9 @@ class Model {
   std::vector<int> layer_rope_;
   std::vector<size_t> rope_offsets_;
   int rope_pairs_ = 0;
+  // Layer l's index in the sequence's memory: among the attention layers
+  // (kv::KvCache layers), or among the recurrent ones (KvCache::state).
+  std::vector<int> cache_index_;
   std::string fingerprint_;
 
   mutable std::mutex mu_;  // guards context_ (one eval() at a time)

@@ -161,6 +161,20 @@ void gated_activation_rows(GatedActivation act, float* gate, const float* up, in
   });
 }
 
+namespace {
+// M-RoPE: whether pair i rotates by the fourth position component, which
+// is 0 for text (ggml_mrope_cache_init's choice of theta_e).
+bool fourth_section(const RopeSpec& s, int i) {
+  const auto& n = s.sections;
+  const int total = n[0] + n[1] + n[2] + n[3];
+  if (total == 0) return false;
+  const int sector = i % total;
+  if (!s.interleaved) return sector >= n[0] + n[1] + n[2];
+  return !((sector % 3 == 1 && sector < 3 * n[1]) || (sector % 3 == 2 && sector < 3 * n[2]) ||
+           (sector % 3 == 0 && sector < 3 * n[0]));
+}
+}  // namespace
+
 RopeFrequencies RopeFrequencies::make(const RopeSpec& spec, std::span<const float> freq_factors) {
   RopeFrequencies r;
   r.style = spec.style;
@@ -191,7 +205,7 @@ RopeFrequencies RopeFrequencies::make(const RopeSpec& spec, std::span<const floa
       const double ramp = double((1.0f - std::min(1.0f, std::max(0.0f, y))) * spec.ext_factor);
       scale = scale * (1.0 - ramp) + ramp;
     }
-    r.inv_freq[i] = f * scale;
+    r.inv_freq[i] = fourth_section(spec, i) ? 0.0 : f * scale;
   }
   return r;
 }

@@ -159,8 +159,9 @@ ActiveWeights active_weights(const gguf::GgufFile& file) {
 }
 
 std::vector<const WeightMatrix*> LayerWeights::matrices() const {
-  std::vector<const WeightMatrix*> out = {&wq, &wk, &wv, &wo};
-  for (const WeightMatrix* m : {&w_gate, &w_up, &w_down, &moe.router})
+  std::vector<const WeightMatrix*> out;
+  for (const WeightMatrix* m :
+       {&wq, &wk, &wv, &w_qkv, &w_z, &w_beta, &w_alpha, &wo, &w_gate, &w_up, &w_down, &moe.router})
     if (m->rows > 0) out.push_back(m);
   for (size_t e = 0; e < moe.gate.size(); ++e)
     for (const WeightMatrix* m : {&moe.gate[e], &moe.up[e], &moe.down[e]}) out.push_back(m);
@@ -176,6 +177,46 @@ std::vector<WeightMatrix*> LayerWeights::matrices() {
     out.push_back(const_cast<WeightMatrix*>(m));
   return out;
 }
+
+namespace {
+
+// A Gated DeltaNet layer's tensors (weights.h lists them).
+void bind_recurrent(Binder& b, const std::string& p, int n_embd, const AttentionSpec& at,
+                    LayerWeights& L) {
+  const int C = at.conv_channels(), I = at.inner_size, Hv = at.n_v_heads;
+  L.w_qkv = b.matrix(p + "attn_qkv.weight", n_embd, C);
+  L.w_z = b.matrix(p + "attn_gate.weight", n_embd, I);
+  L.conv = b.values(p + "ssm_conv1d.weight", {at.conv_kernel, C});
+  L.dt_bias = b.vector(p + "ssm_dt.bias", Hv);
+  L.ssm_a = b.vector(p + "ssm_a", Hv);
+  L.w_beta = b.matrix(p + "ssm_beta.weight", n_embd, Hv);
+  L.w_alpha = b.matrix(p + "ssm_alpha.weight", n_embd, Hv);
+  L.ssm_norm = b.vector(p + "ssm_norm.weight", at.state_size);
+  L.wo = b.matrix(p + "ssm_out.weight", I, n_embd);
+}
+
+// An attention layer's tensors.
+void bind_attention(Binder& b, const std::string& p, int n_embd, const AttentionSpec& at,
+                    LayerWeights& L) {
+  L.wq = b.matrix(p + "attn_q.weight", n_embd, at.q_width());
+  L.wk = b.matrix(p + "attn_k.weight", n_embd, at.k_width());
+  L.wv = b.matrix(p + "attn_v.weight", n_embd, at.v_width());
+  if (at.qkv_bias) {
+    L.bq = b.vector(p + "attn_q.bias", at.q_width());
+    L.bk = b.vector(p + "attn_k.bias", at.k_width());
+    L.bv = b.vector(p + "attn_v.bias", at.v_width());
+  }
+  if (at.qk_norm) {
+    L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
+    L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
+  }
+  L.wo = b.matrix(p + "attn_output.weight", at.out_width(), n_embd);
+  if (at.out_bias) L.bo = b.vector(p + "attn_output.bias", n_embd);
+  if (at.sink) L.sinks = b.vector(p + "attn_sinks.weight", at.n_heads);
+  if (at.post_norm) L.attn_post_norm = b.vector(p + "post_attention_norm.weight", n_embd);
+}
+
+}  // namespace
 
 ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c) {
   Binder b(file);
@@ -197,25 +238,17 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
     const int ff = c.layers[size_t(l)].ffn.n_ff;
     const std::string p = "blk." + std::to_string(l) + ".";
     L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
-    L.wq = b.matrix(p + "attn_q.weight", c.n_embd, at.q_width());
-    L.wk = b.matrix(p + "attn_k.weight", c.n_embd, at.k_width());
-    L.wv = b.matrix(p + "attn_v.weight", c.n_embd, at.v_width());
-    if (at.qkv_bias) {
-      L.bq = b.vector(p + "attn_q.bias", at.q_width());
-      L.bk = b.vector(p + "attn_k.bias", at.k_width());
-      L.bv = b.vector(p + "attn_v.bias", at.v_width());
+    if (at.kind == AttentionKind::Recurrent) {
+      bind_recurrent(b, p, c.n_embd, at, L);
+    } else {
+      bind_attention(b, p, c.n_embd, at, L);
     }
-    if (at.qk_norm) {
-      L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
-      L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
-    }
-    L.wo = b.matrix(p + "attn_output.weight", at.out_width(), c.n_embd);
-    if (at.out_bias) L.bo = b.vector(p + "attn_output.bias", c.n_embd);
-    if (at.sink) L.sinks = b.vector(p + "attn_sinks.weight", at.n_heads);
-    if (at.post_norm) L.attn_post_norm = b.vector(p + "post_attention_norm.weight", c.n_embd);
-    // gpt-oss names the FFN's input norm attn_post_norm (post_attention_layernorm).
-    L.ffn_norm = b.vector(
-        p + (c.arch == Arch::GptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
+    // gpt-oss and qwen35 name the FFN's input norm attn_post_norm
+    // (post_attention_layernorm).
+    const bool post_named = c.arch == Arch::GptOss || c.arch == Arch::Qwen35 ||
+                            c.arch == Arch::Qwen35Moe;
+    L.ffn_norm =
+        b.vector(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     const FfnSpec& ffn = c.layers[size_t(l)].ffn;
     if (ffn.post_norm) L.ffn_post_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
     if (ffn.kind == FfnKind::Moe) {

@@ -26,6 +26,18 @@
 //   blk.N.ffn_gate_exps.weight  [E, G, X]  (or ffn_gate_up_exps [E, 2G, X])
 //   blk.N.ffn_up_exps.weight    [E, G, X]
 //   blk.N.ffn_down_exps.weight  [G, E, X]
+// or, in a recurrent (Gated DeltaNet) layer of qwen35 (C = the conv's
+// channels, 2 x group_count x state_size + inner_size; I = inner_size;
+// Hv = time_step_rank; K = conv_kernel):
+//   blk.N.attn_qkv.weight    [E, C]   q, k and v before the conv
+//   blk.N.attn_gate.weight   [E, I]   z, the output norm's gate
+//   blk.N.ssm_conv1d.weight  [K, C]
+//   blk.N.ssm_dt.bias        [Hv]     ssm_a [Hv] (-exp(A_log))
+//   blk.N.ssm_beta.weight    [E, Hv]  ssm_alpha.weight [E, Hv]
+//   blk.N.ssm_norm.weight    [state_size]
+//   blk.N.ssm_out.weight     [I, E]
+// (qwen35's full layers: attn_q [E, 2Q], queries and gates per head; its
+// FFN's input norm is post_attention_norm, as gpt-oss's)
 //   output_norm.weight       [E]
 //   output.weight            [E, V]   (absent: tied to token_embd)
 //   rope_freqs.weight        [n_rot/2] optional (Llama 3 rope scaling)
@@ -57,7 +69,12 @@ struct LayerWeights {
   std::vector<float> attn_post_norm;  // n_embd, empty unless the attention's post_norm
   std::vector<float> ffn_norm;        // n_embd
   std::vector<float> ffn_post_norm;   // n_embd, empty unless the FFN's post_norm
-  WeightMatrix w_gate, w_up, w_down;  // dense FFN (rows 0 in a MoE layer)
+  // Recurrent layers (AttentionKind::Recurrent; wo is ssm_out there).
+  WeightMatrix w_qkv, w_z, w_beta, w_alpha;  // attn_qkv, attn_gate, ssm_beta, ssm_alpha
+  std::vector<float> conv;                   // conv_channels x conv_kernel taps
+  std::vector<float> dt_bias, ssm_a;         // n_v_heads each
+  std::vector<float> ssm_norm;               // state_size
+  WeightMatrix w_gate, w_up, w_down;         // dense FFN (rows 0 in a MoE layer)
   MoeWeights moe;                     // mixture-of-experts FFN (FfnKind::Moe)
 
   // The layer's matrices, in the order the forward pass reads them (each
