@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "model/synth_plan.h"
 #include "tensor/dtype.h"
 #include "tensor/matmul.h"
 
@@ -162,6 +163,7 @@ std::vector<SynthSpec> all_presets() {
   v01.sliding_window = 4096;
   p.push_back(v01);
   add_gemma_presets(p);
+  synth_detail::add_qwen35_presets(p);
   return p;
 }
 
@@ -240,82 +242,102 @@ void uniform_row(uint64_t seed, float* out, int64_t n) {
   if (i < n) out[i] = float(splitmix64(state) >> 40) * kScale - 1.0f;
 }
 
-// What a generated tensor holds.
-enum class Fill { Matrix, Norm, Bias, Constant };
+}  // namespace
 
-struct TensorPlan {
-  std::string name;
-  DType type;
-  int64_t cols, rows;  // a vector: rows == 1
-  Fill fill;
-  std::vector<float> constant;  // Fill::Constant (rope_freqs)
-  int64_t mats = 1;             // > 1: a 3-D tensor of `mats` matrices (experts)
-};
+// ---- the tensor plan ---------------------------------------------------------
 
-// The weight type plan: one type for every matrix, or one of llama.cpp's
-// mixes: Q4_K_M, or MXFP4_MOE (expert tensors MXFP4, every other matrix
-// Q8_0, as gpt-oss is published).
-struct TypePlan {
-  DType base = DType::F16;
-  bool q4_k_m = false;
-  bool mxfp4_moe = false;
+namespace synth_detail {
 
-  static TypePlan parse(const std::string& name) {
-    TypePlan p;
-    std::string lower = name;
-    for (auto& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    if (lower == "q4_k_m") {
-      p.base = DType::Q4_K;
-      p.q4_k_m = true;
-      return p;
-    }
-    if (lower == "mxfp4_moe") {
-      p.base = DType::Q8_0;
-      p.mxfp4_moe = true;
-      if (!traits(DType::MXFP4).supported) fail("synth: weight type mxfp4 is not supported");
-      return p;
-    }
-    const auto t = parse_dtype(name);
-    if (!t) fail("synth: unknown weight type '", name, "' (f32, f16, bf16, q8_0, q4_0, q4_K, ...)");
-    if (!traits(*t).supported) fail("synth: weight type ", dtype_name(*t), " is not supported");
-    p.base = *t;
+TypePlan TypePlan::parse(const std::string& name) {
+  TypePlan p;
+  std::string lower = name;
+  for (auto& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == "q4_k_m") {
+    p.base = DType::Q4_K;
+    p.q4_k_m = true;
     return p;
   }
-
-  // llama.cpp's use_more_bits(): the first and last eighth of the layers and
-  // every third one between get more bits in the _M mixes.
-  static bool use_more_bits(int i, int n) {
-    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+  if (lower == "mxfp4_moe") {
+    p.base = DType::Q8_0;
+    p.mxfp4_moe = true;
+    if (!traits(DType::MXFP4).supported) fail("synth: weight type mxfp4 is not supported");
+    return p;
   }
+  const auto t = parse_dtype(name);
+  if (!t) fail("synth: unknown weight type '", name, "' (f32, f16, bf16, q8_0, q4_0, q4_K, ...)");
+  if (!traits(*t).supported) fail("synth: weight type ", dtype_name(*t), " is not supported");
+  p.base = *t;
+  return p;
+}
 
-  // kind: the tensor's name without "blk.N." and ".weight" ("output",
-  // "attn_v", "ffn_down_exps", ...).
-  DType pick(std::string_view kind, int layer, int n_layers, int64_t cols) const {
-    DType t = base;
-    if (q4_k_m) {
-      if (kind == "output") t = DType::Q6_K;
-      if ((kind == "attn_v" || kind.rfind("ffn_down", 0) == 0) && use_more_bits(layer, n_layers)) {
-        t = DType::Q6_K;
-      }
+namespace {
+
+// llama.cpp's use_more_bits(): the first and last eighth of the layers and
+// every third one between get more bits in the _M mixes.
+bool use_more_bits(int i, int n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+}  // namespace
+
+DType TypePlan::pick(std::string_view kind, int layer, int n_layers, int64_t cols) const {
+  DType t = base;
+  if (q4_k_m) {
+    if (kind == "output") t = DType::Q6_K;
+    if ((kind == "attn_v" || kind.rfind("ffn_down", 0) == 0) && use_more_bits(layer, n_layers)) {
+      t = DType::Q6_K;
     }
-    if (mxfp4_moe && kind.find("_exps") != std::string_view::npos) t = DType::MXFP4;
-    if (cols % traits(t).block_size != 0) t = DType::F16;  // as llama.cpp falls back
-    return t;
   }
-};
+  if (mxfp4_moe && kind.find("_exps") != std::string_view::npos) t = DType::MXFP4;
+  if (cols % traits(t).block_size != 0) t = DType::F16;  // as llama.cpp falls back
+  return t;
+}
+
+void PlanBuilder::matrix(std::string name, std::string_view kind, int layer, int64_t cols,
+                         int64_t rows, int64_t mats) {
+  plan.push_back({std::move(name),
+                  types.pick(kind, layer, s.n_layers, cols),
+                  cols,
+                  rows,
+                  Fill::Matrix,
+                  {},
+                  mats});
+}
+
+void PlanBuilder::vec(std::string name, int64_t cols, Fill fill, int64_t rows) {
+  plan.push_back({std::move(name), DType::F32, cols, rows, fill, {}, 1});
+}
+
+void PlanBuilder::f32_matrix(std::string name, int64_t cols, int64_t rows) {
+  plan.push_back({std::move(name), DType::F32, cols, rows, Fill::Matrix, {}, 1});
+}
+
+void PlanBuilder::uniform(std::string name, int64_t cols, float center, float amplitude) {
+  plan.push_back({std::move(name), DType::F32, cols, 1, Fill::Uniform, {}, 1, center, amplitude});
+}
+
+}  // namespace synth_detail
+
+namespace {
+
+using synth_detail::Fill;
+using synth_detail::PlanBuilder;
+using synth_detail::TensorPlan;
+using synth_detail::TypePlan;
 
 void validate(const SynthSpec& s) {
-  static constexpr std::string_view kArchs[] = {"llama",   "qwen2",  "qwen3", "qwen3moe",
-                                                "gpt-oss", "gemma3", "gemma4"};
+  static constexpr std::string_view kArchs[] = {"llama",  "qwen2",  "qwen3",  "qwen3moe", "gpt-oss",
+                                                "gemma3", "gemma4", "qwen35", "qwen35moe"};
   if (std::find(std::begin(kArchs), std::end(kArchs), s.arch) == std::end(kArchs)) {
     fail("synth: unsupported architecture '", s.arch,
-         "' (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3, gemma4)");
+         "' (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3, gemma4, qwen35, qwen35moe)");
   }
   if (s.swa_period < 0 || (s.swa_period > 0 && s.sliding_window < 1))
     fail("synth: ", s.preset, ": a window-layer period needs a positive sliding window");
-  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "qwen35moe";
   if ((moe_arch && s.n_experts == 0) || (!moe_arch && s.arch != "gemma4" && s.n_experts > 0))
-    fail("synth: ", s.preset, ": experts go with the qwen3moe, gpt-oss and gemma4 architectures");
+    fail("synth: ", s.preset,
+         ": experts go with the qwen3moe, gpt-oss, gemma4 and qwen35moe architectures");
   if (s.n_kv_shared_layers < 0 ||
       (s.n_kv_shared_layers > 0 && (s.arch != "gemma4" || s.n_layers - s.n_kv_shared_layers < 2)))
     fail("synth: ", s.preset, ": ", s.n_kv_shared_layers, " KV-shared layers of ", s.n_layers,
@@ -343,6 +365,9 @@ void validate(const SynthSpec& s) {
       fail("synth: ", s.n_heads, " heads are not a multiple of ", kv, " KV heads");
   for (int ff : s.layer_ff)
     if (ff < 1) fail("synth: a layer's FFN width ", ff, " is not positive");
+  if (s.rope_dims < 0 || s.rope_dims > s.head_dim || s.rope_dims % 2 != 0)
+    fail("synth: ", s.preset, ": ", s.rope_dims, " rotated dims of a head of ", s.head_dim);
+  synth_detail::validate_hybrid(s);
 }
 
 bool is_gemma(const SynthSpec& s) {
@@ -383,7 +408,10 @@ void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool
   const uint64_t tensor_seed = seed ^ name_hash(t.name);
   const int64_t n_rows = t.rows * t.mats;
   // Matrices: uniform with variance 1/fan_in; norms 1 +- 0.1; biases +- 0.1.
-  const float amplitude = t.fill == Fill::Matrix ? std::sqrt(3.0f / float(t.cols)) : 0.1f;
+  const float amplitude = t.fill == Fill::Matrix    ? std::sqrt(3.0f / float(t.cols))
+                          : t.fill == Fill::Uniform ? t.amplitude
+                                                    : 0.1f;
+  const float center = t.fill == Fill::Norm ? 1.0f : t.fill == Fill::Uniform ? t.center : 0.0f;
   auto rows = [&](int64_t begin, int64_t end) {
     std::vector<float> buf(size_t(t.cols));
     for (int64_t r = begin; r < end; ++r) {
@@ -392,7 +420,7 @@ void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool
       } else {
         uint64_t row_seed = tensor_seed + uint64_t(r) * 0xd1b54a32d192ed03ull;
         uniform_row(splitmix64(row_seed), buf.data(), t.cols);
-        for (auto& v : buf) v = (t.fill == Fill::Norm ? 1.0f : 0.0f) + amplitude * v;
+        for (auto& v : buf) v = center + amplitude * v;
       }
       quantize_row(t.type, buf.data(), dst + size_t(r) * rb, t.cols);
     }
@@ -407,7 +435,7 @@ void generate(const TensorPlan& t, uint64_t seed, uint8_t* dst, ThreadPool* pool
 // The tensors of a spec, in the order llama.cpp's converter writes them.
 class Planner {
  public:
-  Planner(const SynthSpec& s, const TypePlan& types) : s_(s), types_(types) {}
+  Planner(const SynthSpec& s, const TypePlan& types) : s_(s), b_{s, types, {}} {}
 
   std::vector<TensorPlan> plan() {
     const int64_t E = s_.n_embd;
@@ -416,37 +444,32 @@ class Planner {
       auto factors = llama3_rope_freq_factors(s_.head_dim, s_.rope_base, s_.llama3_factor,
                                               s_.llama3_low_freq_factor, s_.llama3_high_freq_factor,
                                               s_.llama3_orig_ctx);
-      plan_.push_back({"rope_freqs.weight", DType::F32, int64_t(factors.size()), 1, Fill::Constant,
-                       std::move(factors)});
+      b_.plan.push_back({"rope_freqs.weight", DType::F32, int64_t(factors.size()), 1,
+                         Fill::Constant, std::move(factors)});
     }
     vec("output_norm.weight", E, Fill::Norm);
     if (!s_.tied_output) matrix("output.weight", "output", 0, E, s_.n_vocab);
     if (is_gemma(s_)) {
       gemma_globals();
       for (int l = 0; l < s_.n_layers; ++l) gemma_layer(l);
-      return std::move(plan_);
+    } else if (synth_detail::is_hybrid(s_)) {
+      synth_detail::plan_hybrid_layers(b_);
+    } else {
+      for (int l = 0; l < s_.n_layers; ++l) {
+        attention(l);
+        ffn(l);
+      }
     }
-    for (int l = 0; l < s_.n_layers; ++l) {
-      attention(l);
-      ffn(l);
-    }
-    return std::move(plan_);
+    return std::move(b_.plan);
   }
 
  private:
   void matrix(std::string name, std::string_view kind, int layer, int64_t cols, int64_t rows,
               int64_t mats = 1) {
-    plan_.push_back({std::move(name),
-                     types_.pick(kind, layer, s_.n_layers, cols),
-                     cols,
-                     rows,
-                     Fill::Matrix,
-                     {},
-                     mats});
+    b_.matrix(std::move(name), kind, layer, cols, rows, mats);
   }
-  // A float tensor of rows x cols values (a vector when rows == 1).
   void vec(std::string name, int64_t cols, Fill fill, int64_t rows = 1) {
-    plan_.push_back({std::move(name), DType::F32, cols, rows, fill, {}, 1});
+    b_.vec(std::move(name), cols, fill, rows);
   }
 
   void attention(int l) {
@@ -488,7 +511,7 @@ class Planner {
     }
     // The router stays f32 (llama-quantize leaves ffn_gate_inp alone).
     const int64_t X = s_.n_experts, G = s_.n_ff_expert;
-    plan_.push_back({p + "ffn_gate_inp.weight", DType::F32, E, X, Fill::Matrix, {}, 1});
+    b_.f32_matrix(p + "ffn_gate_inp.weight", E, X);
     matrix(p + "ffn_gate_exps.weight", "ffn_gate_exps", l, E, G, X);
     matrix(p + "ffn_up_exps.weight", "ffn_up_exps", l, E, G, X);
     matrix(p + "ffn_down_exps.weight", "ffn_down_exps", l, G, E, X);
@@ -513,7 +536,7 @@ class Planner {
       const int rotated = int(float(s_.head_dim) * s_.rope_partial_global / 2.0f);
       std::vector<float> f(size_t(pairs), 1e30f);
       std::fill(f.begin(), f.begin() + rotated, 1.0f);
-      plan_.push_back({"rope_freqs.weight", DType::F32, pairs, 1, Fill::Constant, std::move(f)});
+      b_.plan.push_back({"rope_freqs.weight", DType::F32, pairs, 1, Fill::Constant, std::move(f)});
     }
     if (s_.n_embd_per_layer > 0) {
       const int64_t PL = int64_t(s_.n_embd_per_layer) * s_.n_layers;
@@ -559,7 +582,7 @@ class Planner {
   // expert): each branch has its own norms, the router its input scale.
   void gemma_experts(const std::string& p, int l) {
     const int64_t E = s_.n_embd, X = s_.n_experts, G = s_.n_ff_expert;
-    plan_.push_back({p + "ffn_gate_inp.weight", DType::F32, E, X, Fill::Matrix, {}, 1});
+    b_.f32_matrix(p + "ffn_gate_inp.weight", E, X);
     vec(p + "ffn_gate_inp.scale", E, Fill::Norm);
     vec(p + "pre_ffw_norm_2.weight", E, Fill::Norm);
     vec(p + "post_ffw_norm_1.weight", E, Fill::Norm);
@@ -570,8 +593,7 @@ class Planner {
   }
 
   const SynthSpec& s_;
-  const TypePlan& types_;
-  std::vector<TensorPlan> plan_;
+  PlanBuilder b_;
 };
 
 // The KV-shared layers of a model cut to `layers`: the same share of the
@@ -630,7 +652,7 @@ void write_metadata(const SynthSpec& s, const SynthOptions& opts, gguf::GgufWrit
   w.set_string("general.name", "turbokv synth " + s.preset);
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "embedding_length", uint32_t(s.n_embd));
-  w.set_u32(a + "block_count", uint32_t(s.n_layers));
+  w.set_u32(a + "block_count", uint32_t(s.n_layers + s.n_nextn_layers));
   if (s.layer_ff.empty()) {
     w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
   } else {
@@ -644,7 +666,7 @@ void write_metadata(const SynthSpec& s, const SynthOptions& opts, gguf::GgufWrit
   }
   w.set_u32(a + "attention.key_length", uint32_t(s.head_dim));
   w.set_u32(a + "attention.value_length", uint32_t(s.head_dim));
-  w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
+  w.set_u32(a + "rope.dimension_count", uint32_t(s.rope_dims > 0 ? s.rope_dims : s.head_dim));
   w.set_f32(a + "rope.freq_base", s.rope_base);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
@@ -660,6 +682,7 @@ void write_metadata(const SynthSpec& s, const SynthOptions& opts, gguf::GgufWrit
     w.set_u32(a + "expert_feed_forward_length", uint32_t(s.n_ff_expert));
   }
   if (is_gemma(s)) add_gemma_metadata(s, w);
+  if (synth_detail::is_hybrid(s)) synth_detail::add_hybrid_metadata(s, w);
   w.set_string("turbokv.synth.preset", s.preset);
   w.set_string("turbokv.synth.type", opts.type);
   w.set("turbokv.synth.seed", gguf::Value::make_u64(opts.seed));

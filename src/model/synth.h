@@ -29,8 +29,8 @@ namespace tkv::model {
 struct SynthSpec {
   std::string preset;  // "llama-3.1-8b", ... (recorded in the file's metadata)
   // llama | qwen2 (QKV bias) | qwen3 (QK norm) | qwen3moe (qwen3 with
-  // experts) | gpt-oss, gemma3, gemma4 (files llama.cpp runs; turbokv's
-  // forward may not run them yet: see config.cc)
+  // experts) | gpt-oss, gemma3, gemma4, qwen35, qwen35moe (files llama.cpp
+  // runs; turbokv's forward may not run them yet: see config.cc)
   std::string arch = "llama";
   int n_embd = 256;
   int n_layers = 2;
@@ -100,6 +100,31 @@ struct SynthSpec {
   bool global_v_from_k = false;
   // gemma4 use_double_wide_mlp: the KV-shared layers' FFN is 2 n_ff wide.
   bool double_wide_kv_shared_ff = false;
+
+  // ---- Qwen3.5 / Qwen3.6 hybrids (arch "qwen35", "qwen35moe") ----
+  // Layer l is a Gated DeltaNet linear-attention layer unless
+  // (l + 1) % full_attention_interval == 0 (a gated full-attention layer:
+  // its Q projection is 2 n_heads x head_dim, queries and output gates
+  // interleaved per head). 0: not a hybrid.
+  int full_attention_interval = 0;
+  // The linear layers: ssm_group_count q/k heads and ssm_time_step_rank v
+  // heads, all of ssm_state_size (the state of a v head is its square), a
+  // causal conv of ssm_conv_kernel taps over q, k and v.
+  int ssm_conv_kernel = 4;
+  int ssm_state_size = 128;
+  int ssm_group_count = 16;
+  int ssm_time_step_rank = 32;
+  // rope.dimension_count: the rotated dims of a head (0 = head_dim) and the
+  // multi-axis rope sections (rope.dimension_sections; empty = none).
+  int rope_dims = 0;
+  std::vector<int> rope_sections;
+  // qwen35moe: a shared expert of this width beside the routed ones, scaled
+  // by a sigmoid gate of its own (0 = none).
+  int n_ff_shared_expert = 0;
+  // Multi-token-prediction layers after the trunk (nextn_predict_layers):
+  // each a full-attention layer plus its nextn projections. A --layers cut
+  // keeps them.
+  int n_nextn_layers = 0;
 };
 
 // Names of the presets: tiny, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,
@@ -109,7 +134,10 @@ struct SynthSpec {
 // (6 layers of 256, window 16: 5 window layers then 1 global), gemma-4-e2b,
 // gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b (128 experts of 704, top 8,
 // beside a dense FFN of 2112), tiny-gemma4 (tiny-gemma3's layout with Gemma
-// 4's head sizes, V from K on the global layer and 4 experts of 256, top 2).
+// 4's head sizes, V from K on the global layer and 4 experts of 256, top 2),
+// qwen3.5-9b, qwen3.6-27b (qwen35: 3 Gated DeltaNet layers, then 1 gated
+// full-attention layer), qwen3.6-35b-a3b (qwen35moe: 256 experts of 512, top
+// 8, and a shared expert), tiny-qwen35, tiny-qwen35moe (4 layers of 128).
 std::vector<std::string> synth_preset_names();
 // A preset by name; tkv::Error listing the known names otherwise.
 SynthSpec synth_preset(std::string_view name);
