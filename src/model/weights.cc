@@ -27,10 +27,13 @@ class Binder {
     return *t;
   }
 
-  // A matrix of `rows` outputs by `cols` inputs: ggml shape [cols, rows].
+  // A matrix of `rows` outputs by `cols` inputs: ggml shape [cols, rows]
+  // (a single row may be stored as a vector [cols], as llama.cpp's
+  // qwen35moe shared-expert gate is).
   WeightMatrix matrix(const std::string& name, int64_t cols, int64_t rows) {
     const gguf::TensorInfo& t = require(name);
-    if (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows) {
+    const bool row_vector = rows == 1 && t.shape.size() == 1 && t.shape[0] == cols;
+    if (!row_vector && (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows)) {
       fail(file_.path(), ": tensor ", name, " has shape ", shape_string(t.shape), ", expected ",
            shape_string({cols, rows}));
     }

@@ -137,10 +137,12 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
   }
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
   // A checkpoint serves its grid prefixes too when truncating it loses
-  // nothing: no residual ring, and no window layer that dropped its pages.
+  // nothing: no residual ring, no window layer that dropped its pages, and
+  // no recurrent layer (its state holds the checkpoint's position only).
   const ReuseRule rule{.grid = options.prefill_chunk,
                        .truncatable = options.kv.effective_residual() == 0 &&
-                                      !options.kv.swa_window_only};
+                                      !options.kv.swa_window_only &&
+                                      model.kv_shape(options.context).recurrent.empty()};
   if (cacheable && !options.cache_dir.empty()) {
     // Everything that decides a prefill's bits: a file made under another
     // grid or thread count would not give this server's cold logits.
