@@ -136,6 +136,8 @@ Json memory_cell(const Json& req) {
   r["peak_rss_minus_model_bytes"] = peak > model_resident ? peak - model_resident : 0;
   r["kv_persistent_bytes"] = decode_stats.persistent_bytes;
   r["kv_page_bytes"] = decode_stats.page_bytes;
+  r["kv_state_bytes"] = decode_stats.state_bytes;
+  r["kv_snapshot_bytes"] = decode_stats.snapshot_bytes;
   r["kv_f16_bytes"] = decode_stats.f16_bytes;
   r["kv_layer_bytes"] = decode_stats.layer_bytes;
   r["kv_pages"] = decode_stats.pages_allocated;
@@ -212,6 +214,20 @@ bool spilled(const Json& row) {
 
 }  // namespace
 
+namespace {
+// KV persistent bytes; with recurrent layers, what of them is their state
+// and its snapshots (the rest is K/V).
+std::string kv_persistent_cell(const Json& r) {
+  std::string cell = fmt_bytes(r["kv_persistent_bytes"]);
+  const uint64_t state = r.value("kv_state_bytes", uint64_t(0));
+  if (state == 0) return cell;
+  const uint64_t snaps = r.value("kv_snapshot_bytes", uint64_t(0));
+  const uint64_t total = r["kv_persistent_bytes"].get<uint64_t>();
+  return cell + " = K/V " + fmt_bytes(Json(total - state - snaps)) + " + state " +
+         fmt_bytes(Json(state)) + " + snapshots " + fmt_bytes(Json(snaps));
+}
+}  // namespace
+
 std::string memory_markdown(const Json& section) {
   Table t({"KV", "policy", "ctx", "status", "peak RSS", "model resident", "peak - model",
            "peak - model vs f16 (lower is better)", "KV persistent", "of which on disk",
@@ -232,7 +248,7 @@ std::string memory_markdown(const Json& section) {
            fmt_bytes(r["peak_rss_bytes"]), fmt_bytes(r["model_resident_bytes"]),
            fmt_bytes(r["peak_rss_minus_model_bytes"]),
            head[i].contains("ratio_to_f16") ? fmt_fixed(head[i]["ratio_to_f16"], 3) + "x" : "",
-           fmt_bytes(r["kv_persistent_bytes"]),
+           kv_persistent_cell(r),
            spilled(r) ? Cell(fmt_bytes(r["kv_page_bytes_on_disk"])) : Cell(""),
            fmt_fixed(r["k_bytes_per_token_head"], 1) + " / " +
                fmt_fixed(r["v_bytes_per_token_head"], 1),

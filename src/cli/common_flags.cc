@@ -171,6 +171,10 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
                    "compressed, so prompts are reused and branched at any position; 'window'\n"
                    "keeps only what their window still sees (least memory)",
                    &swa);
+  flags.add_int({"--kv-snapshots"}, "N",
+                "recurrent layers (Qwen3.5): states kept at prompt starts and ends, so a\n"
+                "sequence goes back there and feeds only the tokens since (default 4)",
+                &snapshots, 0, 1024);
   flags.add_int({"--kv-select"}, "N",
                 list ? "page selection for configurations without one (tokens; 0 = dense)"
                      : "at decode each query reads its best pages up to N tokens, chosen by\n"
@@ -256,6 +260,7 @@ kv::KvConfig KvFlags::config() const {
     if (swa != "full" && swa != "window") fail("--kv-swa '", swa, "': must be 'full' or 'window'");
     c.swa_window_only = swa == "window";
   }
+  if (snapshots >= 0) c.state_snapshots = snapshots;
   if (form_ == Form::kList) return c;
   if (!shorthand.empty()) c = parse_kv_spec(shorthand, c).config;
   if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);

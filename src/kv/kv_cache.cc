@@ -153,6 +153,13 @@ void encode_page_head(const KvCache::Impl& c, LayerKv& L, const float* k, const 
                         int(je - (S + index * c.P)), last);
 }
 
+// "12, 40" (or "none"), for messages.
+std::string snapshot_positions(const KvCache::Impl& c) {
+  std::string out;
+  for (const auto& snap : c.snapshots) out += str(out.empty() ? "" : ", ", snap.position);
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 void LayerKv::summarize(size_t i, int h, int page_tokens, int filled) {
@@ -467,11 +474,41 @@ const float* KvCache::state(int r) const {
   return impl_->states.data(r);
 }
 
+uint64_t KvCache::Impl::snapshot_bytes() const {
+  uint64_t s = 0;
+  for (const Snapshot& snap : snapshots) s += snap.states->bytes_apart_from(states);
+  return s;
+}
+
+void KvCache::snapshot() {
+  Impl& c = *impl_;
+  TKV_CHECK(!c.in_chunk);
+  if (c.states.count() == 0 || c.config.state_snapshots <= 0 || c.n_tokens == 0) return;
+  if (!c.snapshots.empty() && c.snapshots.back().position == c.n_tokens) return;
+  auto s = std::make_unique<RecurrentStates>();
+  s->share(c.states);
+  c.snapshots.push_back({c.n_tokens, std::move(s)});
+  if (int(c.snapshots.size()) > c.config.state_snapshots) c.snapshots.erase(c.snapshots.begin());
+}
+
+int64_t KvCache::restore_point(int64_t n) const {
+  const Impl& c = *impl_;
+  n = std::clamp<int64_t>(n, 0, c.n_tokens);
+  if (can_truncate(n)) return n;
+  int64_t best = 0;
+  for (const Impl::Snapshot& s : c.snapshots)
+    if (s.position <= n) best = std::max(best, s.position);
+  return best;
+}
+
 bool KvCache::can_truncate(int64_t n) const {
   const Impl& c = *impl_;
   if (n < 0 || n > c.n_tokens) return false;
   if (n == c.n_tokens || n == 0) return true;
-  if (c.states.count() > 0) return false;
+  if (c.states.count() > 0 &&
+      std::none_of(c.snapshots.begin(), c.snapshots.end(),
+                   [&](const Impl::Snapshot& s) { return s.position == n; }))
+    return false;
   for (const LayerKv& L : c.layers)
     if (L.first_page > 0 && std::max<int64_t>(c.S, c.kept_from(L, n)) < c.S + L.first_page * c.P)
       return false;
@@ -485,9 +522,10 @@ void KvCache::truncate(int64_t n) {
     fail("KV cache: cannot truncate to ", n, " tokens: the sequence holds ", c.n_tokens);
   if (n == c.n_tokens) return;
   if (n == 0) return clear();
-  if (c.states.count() > 0)
+  if (c.states.count() > 0 && !can_truncate(n))
     fail("KV cache: cannot truncate to ", n, " tokens: the recurrent layers' state holds position ",
-         c.n_tokens, " only (a hybrid model's sequence goes back by a fork made there)");
+         c.n_tokens, " and snapshots at ", snapshot_positions(c), " only (restore_point() says ",
+         "where truncate can go)");
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerKv& L = c.layers[l];
     if (L.first_page == 0) continue;
@@ -518,6 +556,10 @@ void KvCache::truncate(int64_t n) {
       L.summarize_page(L.pages.size() - 1, L.geom.n_kv_heads, c.P, int(last_filled));
     }
   }
+  if (c.states.count() > 0) {  // back to the snapshot at n; later ones no longer apply
+    std::erase_if(c.snapshots, [&](const Impl::Snapshot& snap) { return snap.position > n; });
+    c.states.share(*c.snapshots.back().states);
+  }
   c.n_tokens = n;
 }
 
@@ -546,6 +588,11 @@ std::unique_ptr<KvCache> KvCache::fork() const {
     to.encoded = from.encoded;
   }
   d.states.share(c.states);
+  for (const Impl::Snapshot& s : c.snapshots) {
+    auto copy = std::make_unique<RecurrentStates>();
+    copy->share(*s.states);
+    d.snapshots.push_back({s.position, std::move(copy)});
+  }
   d.n_tokens = c.n_tokens;
   return f;
 }
@@ -561,6 +608,7 @@ void KvCache::clear() {
     L.first_page = 0;
     L.encoded = 0;
   }
+  c.snapshots.clear();
   c.states.reset();
   if (c.private_pool) c.pool->trim();
   c.n_tokens = 0;
@@ -596,7 +644,10 @@ KvStats KvCache::stats() const {
   }
   s.state_bytes = c.states.total_bytes();
   s.shared_bytes += c.states.shared_bytes();
-  s.persistent_bytes = s.page_bytes + s.f16_bytes + s.summary_bytes + s.state_bytes;
+  s.snapshot_bytes = c.snapshot_bytes();
+  s.snapshots = int(c.snapshots.size());
+  s.persistent_bytes =
+      s.page_bytes + s.f16_bytes + s.summary_bytes + s.state_bytes + s.snapshot_bytes;
   s.exclusive_bytes = s.persistent_bytes - s.shared_bytes;
   s.select_page_reads = c.select_page_reads;
   s.page_bytes_read = c.page_bytes_read;

@@ -105,6 +105,8 @@ struct KvStats {
   uint64_t f16_bytes = 0;         // of which sinks + residual
   uint64_t summary_bytes = 0;     // of which page summaries (only with page selection)
   uint64_t state_bytes = 0;       // of which recurrent layers' states (KvShape::recurrent)
+  uint64_t snapshot_bytes = 0;    // of which their snapshots (KvCache::snapshot)
+  int snapshots = 0;              // snapshots held
   // Of page_bytes, what is on disk now and not in RAM (the pool's disk tier).
   uint64_t page_bytes_on_disk = 0;
   // persistent_bytes split by ownership: pages this sequence shares with
@@ -198,6 +200,16 @@ class KvCache {
   // a fork shared it); outside a chunk it is read-only by convention.
   float* state(int r);
   const float* state(int r) const;
+  // Keeps the recurrent states as they are now (at n_tokens()) so that
+  // truncate() can come back here: the newest KvConfig::state_snapshots are
+  // kept. It shares the states (nothing copied until the next chunk updates
+  // them, copy-on-write), so taking one costs a state's bytes once the
+  // sequence goes on. No-op without recurrent layers, or with one here already.
+  void snapshot();
+  // The largest position <= n that truncate() can reach: n itself where the
+  // cache can be cut anywhere (can_truncate), else the newest snapshot at or
+  // before n (recurrent layers), else 0.
+  int64_t restore_point(int64_t n) const;
 
   // A new sequence in the same pool holding the same tokens: it shares every
   // page and recurrent state (refcounted, nothing copied) and has its own
@@ -213,8 +225,9 @@ class KvCache {
   // those it still held); new tokens then enter the ring as usual. Under a
   // window policy, truncating to a point whose window reaches evicted
   // positions is an error (nothing changes). n > n_tokens() is an error.
-  // With recurrent layers only n_tokens() (nothing to do) and 0 (the empty
-  // sequence) are possible: their state holds no earlier position.
+  // With recurrent layers only n_tokens() (nothing to do), 0 (the empty
+  // sequence) and a snapshot's position (its states restored; later
+  // snapshots dropped) are possible: a state holds no other position.
   void truncate(int64_t n);
   // Whether truncate(n) is possible (the checks above).
   bool can_truncate(int64_t n) const;

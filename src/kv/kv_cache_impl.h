@@ -88,6 +88,13 @@ struct KvCache::Impl {
   std::shared_ptr<PagePool> pool;   // shared with every sequence made from it
   std::vector<LayerKv> layers;
   RecurrentStates states;  // shape.recurrent
+  // Earlier states (KvCache::snapshot), oldest first, each at its position.
+  struct Snapshot {
+    int64_t position = 0;
+    std::unique_ptr<RecurrentStates> states;
+  };
+  std::vector<Snapshot> snapshots;
+  uint64_t snapshot_bytes() const;  // what the snapshots hold apart from `states`
   int64_t n_tokens = 0;
 
   // The chunk in flight (begin_chunk .. end_chunk).

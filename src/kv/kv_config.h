@@ -32,6 +32,10 @@ struct KvConfig {
   // but such a sequence can then only be truncated to a point whose window
   // it still holds.
   bool swa_window_only = false;
+  // Recurrent layers (KvShape::recurrent): how many snapshots of their state
+  // a sequence keeps (KvCache::snapshot; the newest). truncate() goes back to
+  // a snapshot's position; each costs one state (a Qwen3.5-9B's is ~50 MiB).
+  int state_snapshots = 4;
   std::vector<LayerOverride> overrides;
   int page_tokens = 64;       // tokens per page (multiple of 16)
   uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly

@@ -98,6 +98,10 @@ std::string state_tensor(int r) {
   return str("rec.", r, ".state");
 }
 
+std::string snapshot_tensor(int r, size_t i) {
+  return str("rec.", r, ".snap.", i);
+}
+
 // Patches the checksum tensor of the GGUF file at `path` (written by
 // GgufWriter, checksum bytes zero) and fsyncs it.
 void seal(const std::string& path) {
@@ -209,11 +213,36 @@ struct LoadedLayer {
   int64_t first_page, encoded;
 };
 
-// The recurrent layers' states (version 2 files of hybrid models).
-std::vector<const uint8_t*> read_states(SessionReader& r, const KvCache::Impl& c) {
-  std::vector<const uint8_t*> out;
-  for (int i = 0; i < c.states.count(); ++i)
-    out.push_back(r.tensor_bytes(state_tensor(i), c.states.bytes(i)));
+// The recurrent layers' states and their snapshots (version 2 files of
+// hybrid models), staged: the snapshots' states are allocated here.
+struct LoadedStates {
+  std::vector<const uint8_t*> now;
+  std::vector<KvCache::Impl::Snapshot> snapshots;
+};
+
+LoadedStates read_states(SessionReader& r, const KvCache::Impl& c, int64_t n_tokens) {
+  LoadedStates out;
+  const int R = c.states.count();
+  for (int i = 0; i < R; ++i) out.now.push_back(r.tensor_bytes(state_tensor(i), c.states.bytes(i)));
+  const auto positions = r.f.get_ints("turbokv.session.snapshots");
+  if (!positions) return out;
+  if (R == 0) r.bad("snapshots of a model without recurrent layers");
+  int64_t last = -1;
+  for (size_t i = 0; i < positions->size(); ++i) {
+    const int64_t p = (*positions)[i];
+    if (p <= last || p > n_tokens) r.bad(str("snapshot ", i, " at position ", p));
+    last = p;
+    std::vector<const uint8_t*> bytes;
+    std::vector<int64_t> floats;
+    for (int k = 0; k < R; ++k) {
+      bytes.push_back(r.tensor_bytes(snapshot_tensor(k, i), c.states.bytes(k)));
+      floats.push_back(int64_t(c.states.bytes(k) / sizeof(float)));
+    }
+    auto states = std::make_unique<RecurrentStates>();
+    states->init(c.pool, floats);  // KvBudgetExceeded: nothing changed yet
+    for (int k = 0; k < R; ++k) std::memcpy(states->data(k), bytes[size_t(k)], states->bytes(k));
+    out.snapshots.push_back({p, std::move(states)});
+  }
   return out;
 }
 
@@ -250,8 +279,10 @@ std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, i
     total_pages += d.pages.size();
   }
   if (v2) {
+    const size_t snapshots = f.get_ints("turbokv.session.snapshots").value_or(
+                                 std::vector<int64_t>{}).size();
     if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 +
-                                  size_t(c.states.count()) -
+                                  size_t(c.states.count()) * (1 + snapshots) -
                                   (c.S == 0 ? c.shape.n_layers : 0) -
                                   (c.R == 0 ? c.shape.n_layers : 0))
       r.bad("unexpected tensors");
@@ -365,6 +396,16 @@ void KvCache::save(const std::string& path, const std::string& model_fingerprint
   }
   for (int i = 0; i < c.states.count(); ++i)
     add(state_tensor(i), reinterpret_cast<const uint8_t*>(c.states.data(i)), c.states.bytes(i));
+  if (!c.snapshots.empty()) {
+    std::vector<int32_t> positions;
+    for (size_t k = 0; k < c.snapshots.size(); ++k) {
+      positions.push_back(int32_t(c.snapshots[k].position));
+      const RecurrentStates& st = *c.snapshots[k].states;
+      for (int i = 0; i < st.count(); ++i)
+        add(snapshot_tensor(i, k), reinterpret_cast<const uint8_t*>(st.data(i)), st.bytes(i));
+    }
+    w.set("turbokv.session.snapshots", gguf::Value::make_i32s(positions));
+  }
   w.add_tensor(kChecksumTensor, DType::I8, {8},
                [](uint8_t* dst, size_t n) { std::memset(dst, 0, n); });
   const std::string staging = str(path, ".staging.", ::getpid());
@@ -388,7 +429,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   const int64_t n_tokens = check_session_header(r, c, model_fingerprint);
   SessionMeta meta = read_caller_meta(r);
   const std::vector<LoadedLayer> loaded = read_layers(r, c, n_tokens);
-  const std::vector<const uint8_t*> states = read_states(r, c);
+  LoadedStates states = read_states(r, c, n_tokens);
   StagedPages staged = stage_pages(c, loaded);
   try {
     c.states.make_private();  // so that clear() below allocates nothing
@@ -400,7 +441,8 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   // Nothing below can fail: the sequence changes only now.
   clear();
   for (int i = 0; i < c.states.count(); ++i)
-    std::memcpy(c.states.data(i), states[size_t(i)], c.states.bytes(i));
+    std::memcpy(c.states.data(i), states.now[size_t(i)], c.states.bytes(i));
+  c.snapshots = std::move(states.snapshots);
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];
     const LoadedLayer& d = loaded[l];

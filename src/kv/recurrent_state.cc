@@ -82,6 +82,13 @@ uint64_t RecurrentStates::total_bytes() const {
   return s;
 }
 
+uint64_t RecurrentStates::bytes_apart_from(const RecurrentStates& other) const {
+  uint64_t s = 0;
+  for (size_t r = 0; r < data_.size(); ++r)
+    if (r >= other.data_.size() || data_[r] != other.data_[r]) s += bytes_[r];
+  return s;
+}
+
 uint64_t RecurrentStates::shared_bytes() const {
   uint64_t s = 0;
   for (size_t r = 0; r < data_.size(); ++r)

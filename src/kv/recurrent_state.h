@@ -46,6 +46,8 @@ class RecurrentStates {
   size_t bytes(int r) const { return bytes_[size_t(r)]; }
   uint64_t total_bytes() const;
   uint64_t shared_bytes() const;  // of total_bytes, states another sequence holds too
+  // Bytes of the states that are not `other`'s same allocation.
+  uint64_t bytes_apart_from(const RecurrentStates& other) const;
 
  private:
   void release_all();

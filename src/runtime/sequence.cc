@@ -66,10 +66,18 @@ void Sequence::truncate(int64_t n) {
   if (n < 0 || n > int64_t(tokens_.size()))
     fail("truncate: ", n, " is outside [0, ", tokens_.size(), "]");
   TKV_CHECK(parts_.layers_done() == 0);
-  cache_->truncate(n);
-  tokens_.resize(size_t(n));
+  // A hybrid model's cache goes back to its nearest snapshot; the tokens
+  // from there to n are fed again.
+  const int64_t at = cache_->restore_point(n);
+  const std::vector<int32_t> again(tokens_.begin() + at, tokens_.begin() + n);
+  cache_->truncate(at);
+  tokens_.resize(size_t(at));
   logits_.clear();
   queue_.clear();
+  if (!again.empty()) {
+    feed(again);
+    logits_.clear();
+  }
 }
 
 int64_t Sequence::room() const {
@@ -90,6 +98,11 @@ void Sequence::feed(std::span<const int32_t> tokens) {
   // Decode steps (one token) are never observed; a prompt is.
   std::function<void(int64_t)> on_chunk;
   if (observer_ && tokens.size() > 1) on_chunk = observer_(int64_t(tokens.size()));
+  // A prompt's start and end are where a conversation is cut back to (an
+  // edited message, a regenerated reply): recurrent layers keep their state
+  // there (KvCache::snapshot; no-op for other models). Not per decode token.
+  const bool prompt = tokens.size() > 1;
+  if (prompt) cache_->snapshot();
   if (on_chunk) options.on_chunk = [&](int64_t done, int64_t) { on_chunk(done); };
   try {
     model_.eval(
@@ -111,6 +124,7 @@ void Sequence::feed(std::span<const int32_t> tokens) {
     throw;
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  if (prompt) cache_->snapshot();
 }
 
 void Sequence::queue(std::span<const int32_t> tokens) {

@@ -139,6 +139,9 @@ class Sequence {
   // when the pool cannot hold the new sinks and ring.
   std::unique_ptr<Sequence> fork() const;
   // Keeps the first n tokens (KvCache::truncate); the logits are cleared.
+  // A hybrid model's cache goes back to its newest snapshot at or before n
+  // (KvCache::restore_point: feed() takes them at each prompt's start and
+  // end) and the tokens from there to n are fed again.
   void truncate(int64_t n);
   // Writes the sequence to a session file (session_state.h: its format,
   // atomicity, and `strings`, the caller's named byte strings).
