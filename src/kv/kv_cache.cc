@@ -553,6 +553,9 @@ std::unique_ptr<KvCache> KvCache::fork() const {
 void KvCache::clear() {
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
+  // First: a fork's shared states are replaced by fresh ones, which may not
+  // fit the budget (KvBudgetExceeded), and then nothing may have changed.
+  c.states.reset();
   for (auto& L : c.layers) {
     for (uint8_t* p : L.pages) c.pool->release(p, L.page_bytes);
     L.pages.clear();
@@ -561,7 +564,6 @@ void KvCache::clear() {
     L.first_page = 0;
     L.encoded = 0;
   }
-  c.states.reset();
   if (c.private_pool) c.pool->trim();
   c.n_tokens = 0;
 }
