@@ -600,6 +600,11 @@ std::unique_ptr<KvCache> KvCache::fork() const {
 void KvCache::clear() {
   Impl& c = *impl_;
   TKV_CHECK(!c.in_chunk);
+  // First: a fork's shared states are replaced by fresh ones, which may not
+  // fit the budget (KvBudgetExceeded), and then nothing but the snapshots
+  // (which would share the states and make them look shared) may have changed.
+  c.snapshots.clear();
+  c.states.reset();
   for (auto& L : c.layers) {
     for (uint8_t* p : L.pages) c.pool->release(p, L.page_bytes);
     L.pages.clear();
@@ -608,8 +613,6 @@ void KvCache::clear() {
     L.first_page = 0;
     L.encoded = 0;
   }
-  c.snapshots.clear();
-  c.states.reset();
   if (c.private_pool) c.pool->trim();
   c.n_tokens = 0;
 }

@@ -296,7 +296,7 @@ TEST(ModelConfig, ExpertsMakeMixtureOfExpertsLayers) {
 // Architectures whose attention is not in yet are refused in one line that
 // says what is missing.
 TEST(ModelConfig, KnownArchitecturesSayWhatIsMissing) {
-  for (const char* arch : {"qwen35", "qwen35moe", "gemma4"}) {
+  for (const char* arch : {"qwen3next", "gemma4"}) {
     gguf::GgufWriter w;
     w.set_string("general.architecture", arch);
     const std::string e = error_of(w);

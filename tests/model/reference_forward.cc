@@ -4,52 +4,36 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/f16.h"
 #include "gguf/gguf.h"
+#include "reference_recurrent.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
 
 namespace tkv::test {
 
+namespace ref {
+
 namespace {
 
-using Vec = std::vector<double>;
-
 // x as the integer-dot kernels see it (tensor/matmul.h): each block of
-// `block` values rounded to d * q, d = amax / 127, q an integer in
-// [-127, 127]. The kernels quantize their f32 activations; this reference
-// quantizes its double ones, so a value within float rounding of a
-// rounding boundary may land one step apart (rare: the tolerance covers it).
+// `block` values rounded to d * q with q = round(x * 127 / amax) in
+// [-127, 127] and d = amax / 127, itself rounded to f16 for 32-value blocks
+// (as ggml's q8_0 stores it). The kernels quantize their f32 activations;
+// this reference quantizes its double ones, so a value within float
+// rounding of a rounding boundary may land one step apart (rare: the
+// tolerance covers it).
 Vec quantize_activations(const Vec& x, int64_t block) {
   Vec out(x.size());
   for (size_t b0 = 0; b0 < x.size(); b0 += size_t(block)) {
     double amax = 0;
     for (size_t i = b0; i < b0 + size_t(block); ++i) amax = std::max(amax, std::fabs(x[i]));
-    const double d = amax / 127.0;
+    const double d = block == 32 ? double(round_f16(float(amax / 127.0))) : amax / 127.0;
     for (size_t i = b0; i < b0 + size_t(block); ++i)
-      out[i] = amax > 0 ? d * std::nearbyint(x[i] / d) : 0.0;
+      out[i] = amax > 0 ? d * std::nearbyint(x[i] * 127.0 / amax) : 0.0;
   }
   return out;
 }
-
-// A dense matrix, row-major: rows x cols.
-struct Mat {
-  int64_t rows = 0, cols = 0;
-  Vec w;
-  // > 0: the forward pass multiplies this matrix on the integer path, with
-  // activations quantized per block of this many values.
-  int64_t act_block = 0;
-  // y = W x
-  Vec mul(const Vec& x_in) const {
-    const Vec x = act_block > 0 ? quantize_activations(x_in, act_block) : x_in;
-    Vec y(size_t(rows), 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += w[size_t(r * cols + c)] * x[size_t(c)];
-      y[size_t(r)] = s;
-    }
-    return y;
-  }
-};
 
 const gguf::TensorInfo& tensor(const gguf::GgufFile& f, const std::string& name) {
   const gguf::TensorInfo* t = f.find_tensor(name);
@@ -63,11 +47,24 @@ Vec load_values(const gguf::TensorInfo& t) {
   return Vec(tmp.begin(), tmp.end());
 }
 
+}  // namespace
+
+Vec Mat::mul(const Vec& x_in) const {
+  const Vec x = act_block > 0 ? quantize_activations(x_in, act_block) : x_in;
+  Vec y(size_t(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += w[size_t(r * cols + c)] * x[size_t(c)];
+    y[size_t(r)] = s;
+  }
+  return y;
+}
+
 Mat load_mat(const gguf::GgufFile& f, const std::string& name) {
   const auto& t = tensor(f, name);
   Mat m;
   m.cols = t.shape.at(0);
-  m.rows = t.shape.at(1);
+  m.rows = t.shape.size() > 1 ? t.shape[1] : 1;
   m.w = load_values(t);
   if (integer_path_active(t.type)) m.act_block = int64_t(traits(t.type).block_size);
   return m;
@@ -86,10 +83,20 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
+}  // namespace ref
+
+namespace {
+
+using ref::load_mat;
+using ref::load_vec;
+using ref::Mat;
+using ref::rmsnorm;
+using ref::Vec;
+
 // Each expert's matrix of a 3-D expert tensor ([cols, rows, n_experts]).
 std::vector<Mat> load_experts(const gguf::GgufFile& f, const std::string& name) {
-  const auto& t = tensor(f, name);
-  const Vec all = load_values(t);
+  const Vec all = load_vec(f, name);
+  const gguf::TensorInfo& t = *f.find_tensor(name);
   std::vector<Mat> out(size_t(t.shape.at(2)));
   for (size_t e = 0; e < out.size(); ++e) {
     Mat& m = out[e];
@@ -153,8 +160,15 @@ struct Layer {
   Vec router_b, gate_exps_b, up_exps_b, down_exps_b;
   std::vector<Mat> gate_exps, up_exps, down_exps;
   int64_t n_used = 0;
+  // qwen35moe: a shared expert next to the routed ones, its output times
+  // sigmoid(shexp_router . h) (one scalar per token).
+  Mat shexp_router, shexp_gate, shexp_up, shexp_down;
   std::vector<Vec> keys, values;  // all past positions, kv_heads x head_dim each
   int64_t kv_heads = 0;           // this layer's (attn_k's rows / head_dim)
+  // qwen35: attn_q holds per head head_dim queries then head_dim gate
+  // values; the attention output is multiplied by sigmoid(gate).
+  bool output_gate = false;
+  std::unique_ptr<ref::DeltaNet> delta;  // qwen35's recurrent layers (no attention)
 };
 
 }  // namespace
@@ -174,6 +188,10 @@ struct ReferenceForward::Impl {
   Act act = Act::SwiGlu;
   std::vector<bool> swa_flags;  // per layer: a window layer
 
+  // qwen35 / qwen35moe: recurrent and gated attention layers, M-RoPE.
+  bool hybrid = false;
+  std::vector<int64_t> sections;  // rope.dimension_sections (empty: plain RoPE)
+
   bool swa_layer(int64_t l) const { return swa_flags[size_t(l)]; }
   Vec rope_factors;
   Mat token_embd, output;
@@ -185,6 +203,19 @@ struct ReferenceForward::Impl {
     return v ? *v : fallback;
   }
 
+  // qwen35's interleaved M-RoPE (ggml_mrope_cache_init, is_imrope): pair i
+  // of n_rot / 2 falls in sector i % (sum of the sections); sectors cycle
+  // through the t, h, w components while each has pairs left, the rest take
+  // the fourth, e. For text t = h = w = the position and e = 0.
+  bool fourth_section(int64_t i) const {
+    if (sections.empty()) return false;
+    const int64_t sector = i % (sections[0] + sections[1] + sections[2] + sections[3]);
+    if (sector % 3 == 1 && sector < 3 * sections[1]) return false;
+    if (sector % 3 == 2 && sector < 3 * sections[2]) return false;
+    if (sector % 3 == 0 && sector < 3 * sections[0]) return false;
+    return true;
+  }
+
   void rope(double* v, int64_t n_heads, int64_t pos, bool swa) const {
     // gemma3's window layers: their own base, unscaled; gpt-oss's: the same.
     const double base = swa ? rope_base_swa : rope_base;
@@ -192,6 +223,7 @@ struct ReferenceForward::Impl {
     for (int64_t h = 0; h < n_heads; ++h) {
       double* x = v + h * head_dim;
       for (int64_t i = 0; i < n_rot / 2; ++i) {
+        if (fourth_section(i)) continue;  // rotated by position component 0
         double theta = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot));
         if (!rope_factors.empty()) theta /= rope_factors[size_t(i)];
         double mag = 1;
@@ -255,7 +287,84 @@ struct ReferenceForward::Impl {
       const Vec y = gated_ffn(Act::SwiGlu, L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
       for (size_t i = 0; i < out.size(); ++i) out[i] += p[e] / chosen * y[i];
     }
+    if (!L.shexp_up.w.empty()) {
+      const Vec y = gated_ffn(Act::SwiGlu, L.shexp_gate, L.shexp_up, L.shexp_down, h);
+      const double g = L.shexp_router.w.empty() ? 1.0 : ref::sigmoid(L.shexp_router.mul(h)[0]);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += g * y[i];
+    }
     return out;
+  }
+
+  // Layer L's attention for one token at `pos` (its K and V appended to
+  // the layer's history): the output projection's result, before the
+  // residual add.
+  Vec attention(Layer& L, const Vec& h, int64_t pos) const {
+    const int64_t kv_heads = L.kv_heads, group = heads / kv_heads;
+    Vec q = L.wq.mul(h), k = L.wk.mul(h), v = L.wv.mul(h), gate;
+    if (L.output_gate) {
+      Vec qq(size_t(heads * head_dim));
+      gate.resize(qq.size());
+      for (int64_t i = 0; i < heads * head_dim; ++i) {
+        const int64_t hd = i / head_dim, j = i % head_dim;
+        qq[size_t(i)] = q[size_t(hd * 2 * head_dim + j)];
+        gate[size_t(i)] = q[size_t(hd * 2 * head_dim + head_dim + j)];
+      }
+      q = std::move(qq);
+    }
+    if (!L.bq.empty()) {
+      for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
+      for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i];
+      for (size_t i = 0; i < v.size(); ++i) v[i] += L.bv[i];
+    }
+    if (!L.q_norm.empty()) {
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        Vec part(q.begin() + hd * head_dim, q.begin() + (hd + 1) * head_dim);
+        part = rmsnorm(part, L.q_norm, eps);
+        std::copy(part.begin(), part.end(), q.begin() + hd * head_dim);
+      }
+      for (int64_t hd = 0; hd < kv_heads; ++hd) {
+        Vec part(k.begin() + hd * head_dim, k.begin() + (hd + 1) * head_dim);
+        part = rmsnorm(part, L.k_norm, eps);
+        std::copy(part.begin(), part.end(), k.begin() + hd * head_dim);
+      }
+    }
+    rope(q.data(), heads, pos, L.swa);
+    rope(k.data(), kv_heads, pos, L.swa);
+    L.keys.push_back(k);
+    L.values.push_back(v);
+    // A window layer sees the newest `window` positions, its own included.
+    const size_t first = L.swa ? size_t(std::max<int64_t>(0, pos - window + 1)) : 0;
+    const double score_scale = q_scale > 0 ? q_scale : 1.0 / std::sqrt(double(head_dim));
+
+    Vec att(size_t(heads * head_dim), 0.0);
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      const int64_t kvh = hd / group;
+      std::vector<double> scores;
+      // A learned sink is one more logit in the softmax, with no value.
+      const double sink = L.sinks.empty() ? -INFINITY : L.sinks[size_t(hd)];
+      double max_score = sink;
+      for (size_t t = first; t < L.keys.size(); ++t) {
+        double s = 0;
+        for (int64_t i = 0; i < head_dim; ++i)
+          s += q[size_t(hd * head_dim + i)] * L.keys[t][size_t(kvh * head_dim + i)];
+        s *= score_scale;
+        scores.push_back(s);
+        max_score = std::max(max_score, s);
+      }
+      double sum = L.sinks.empty() ? 0.0 : std::exp(sink - max_score);
+      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      for (size_t t = 0; t < scores.size(); ++t) {
+        for (int64_t i = 0; i < head_dim; ++i) {
+          att[size_t(hd * head_dim + i)] +=
+              scores[t] / sum * L.values[first + t][size_t(kvh * head_dim + i)];
+        }
+      }
+    }
+    for (size_t i = 0; i < gate.size(); ++i) att[i] *= ref::sigmoid(gate[i]);
+    Vec o = L.wo.mul(att);
+    add_to(o, L.bo);
+    if (!L.post_attn_norm.empty()) o = rmsnorm(o, L.post_attn_norm, eps);
+    return o;
   }
 
   // One token at position `pos`; returns its logits.
@@ -263,61 +372,8 @@ struct ReferenceForward::Impl {
     Vec x(token_embd.w.begin() + token * embd, token_embd.w.begin() + (token + 1) * embd);
     for (double& v : x) v *= embed_scale;
     for (auto& L : layers) {
-      const int64_t kv_heads = L.kv_heads, group = heads / kv_heads;
       const Vec h = rmsnorm(x, L.attn_norm, eps);
-      Vec q = L.wq.mul(h), k = L.wk.mul(h), v = L.wv.mul(h);
-      if (!L.bq.empty()) {
-        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
-        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i];
-        for (size_t i = 0; i < v.size(); ++i) v[i] += L.bv[i];
-      }
-      if (!L.q_norm.empty()) {
-        for (int64_t hd = 0; hd < heads; ++hd) {
-          Vec part(q.begin() + hd * head_dim, q.begin() + (hd + 1) * head_dim);
-          part = rmsnorm(part, L.q_norm, eps);
-          std::copy(part.begin(), part.end(), q.begin() + hd * head_dim);
-        }
-        for (int64_t hd = 0; hd < kv_heads; ++hd) {
-          Vec part(k.begin() + hd * head_dim, k.begin() + (hd + 1) * head_dim);
-          part = rmsnorm(part, L.k_norm, eps);
-          std::copy(part.begin(), part.end(), k.begin() + hd * head_dim);
-        }
-      }
-      rope(q.data(), heads, pos, L.swa);
-      rope(k.data(), kv_heads, pos, L.swa);
-      L.keys.push_back(k);
-      L.values.push_back(v);
-      // A window layer sees the newest `window` positions, its own included.
-      const size_t first = L.swa ? size_t(std::max<int64_t>(0, pos - window + 1)) : 0;
-      const double score_scale = q_scale > 0 ? q_scale : 1.0 / std::sqrt(double(head_dim));
-
-      Vec att(size_t(heads * head_dim), 0.0);
-      for (int64_t hd = 0; hd < heads; ++hd) {
-        const int64_t kvh = hd / group;
-        std::vector<double> scores;
-        // A learned sink is one more logit in the softmax, with no value.
-        const double sink = L.sinks.empty() ? -INFINITY : L.sinks[size_t(hd)];
-        double max_score = sink;
-        for (size_t t = first; t < L.keys.size(); ++t) {
-          double s = 0;
-          for (int64_t i = 0; i < head_dim; ++i)
-            s += q[size_t(hd * head_dim + i)] * L.keys[t][size_t(kvh * head_dim + i)];
-          s *= score_scale;
-          scores.push_back(s);
-          max_score = std::max(max_score, s);
-        }
-        double sum = L.sinks.empty() ? 0.0 : std::exp(sink - max_score);
-        for (double& s : scores) sum += (s = std::exp(s - max_score));
-        for (size_t t = 0; t < scores.size(); ++t) {
-          for (int64_t i = 0; i < head_dim; ++i) {
-            att[size_t(hd * head_dim + i)] +=
-                scores[t] / sum * L.values[first + t][size_t(kvh * head_dim + i)];
-          }
-        }
-      }
-      Vec o = L.wo.mul(att);
-      add_to(o, L.bo);
-      if (!L.post_attn_norm.empty()) o = rmsnorm(o, L.post_attn_norm, eps);
+      const Vec o = L.delta ? L.delta->step(h) : attention(L, h, pos);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
       const Vec h2 = rmsnorm(x, L.ffn_norm, eps);
@@ -333,6 +389,8 @@ struct ReferenceForward::Impl {
   }
 
   void read_window_and_rope();
+  Layer load_layer(int64_t l);
+  void load_ffn(Layer& L, const std::string& prefix);
 };
 
 // Window layers (attention.sliding_window_pattern: a period with every n-th
@@ -373,15 +431,85 @@ void ReferenceForward::Impl::read_window_and_rope() {
   }
 }
 
+// Layer l's tensors: its norms, its attention (or, qwen35's recurrent
+// layers, the Gated DeltaNet), its FFN (load_ffn).
+Layer ReferenceForward::Impl::load_layer(int64_t l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  Layer L;
+  L.attn_norm = load_vec(file, p + "attn_norm.weight");
+  // gpt-oss's and qwen35's FFN input norm is their "post-attention" norm;
+  // gemma3 has both.
+  L.ffn_norm =
+      load_vec(file, p + (oss || hybrid ? "post_attention_norm.weight" : "ffn_norm.weight"));
+  if (gemma) {
+    L.post_attn_norm = load_vec(file, p + "post_attention_norm.weight");
+    L.post_ffn_norm = load_vec(file, p + "post_ffw_norm.weight");
+  }
+  load_ffn(L, p);
+  if (hybrid && file.find_tensor(p + "ssm_a")) {
+    L.delta = std::make_unique<ref::DeltaNet>(file, arch, p, eps);
+    return L;
+  }
+  if (file.find_tensor(p + "attn_output.bias")) L.bo = load_vec(file, p + "attn_output.bias");
+  if (file.find_tensor(p + "attn_sinks.weight")) L.sinks = load_vec(file, p + "attn_sinks.weight");
+  L.swa = window > 0 && swa_layer(l);
+  L.output_gate = hybrid;
+  L.wq = load_mat(file, p + "attn_q.weight");
+  L.wk = load_mat(file, p + "attn_k.weight");
+  L.kv_heads = L.wk.rows / head_dim;
+  L.wv = load_mat(file, p + "attn_v.weight");
+  L.wo = load_mat(file, p + "attn_output.weight");
+  if (file.find_tensor(p + "attn_q.bias")) {
+    L.bq = load_vec(file, p + "attn_q.bias");
+    L.bk = load_vec(file, p + "attn_k.bias");
+    L.bv = load_vec(file, p + "attn_v.bias");
+  }
+  if (file.find_tensor(p + "attn_q_norm.weight")) {
+    L.q_norm = load_vec(file, p + "attn_q_norm.weight");
+    L.k_norm = load_vec(file, p + "attn_k_norm.weight");
+  }
+  return L;
+}
+
+void ReferenceForward::Impl::load_ffn(Layer& L, const std::string& p) {
+  if (!file.find_tensor(p + "ffn_gate_inp.weight")) {
+    L.gate = load_mat(file, p + "ffn_gate.weight");
+    L.up = load_mat(file, p + "ffn_up.weight");
+    L.down = load_mat(file, p + "ffn_down.weight");
+    return;
+  }
+  L.router = load_mat(file, p + "ffn_gate_inp.weight");
+  L.gate_exps = load_experts(file, p + "ffn_gate_exps.weight");
+  L.up_exps = load_experts(file, p + "ffn_up_exps.weight");
+  L.down_exps = load_experts(file, p + "ffn_down_exps.weight");
+  L.n_used = meta_int("expert_used_count", 0);
+  if (oss) {
+    L.router_b = load_vec(file, p + "ffn_gate_inp.bias");
+    L.gate_exps_b = load_vec(file, p + "ffn_gate_exps.bias");
+    L.up_exps_b = load_vec(file, p + "ffn_up_exps.bias");
+    L.down_exps_b = load_vec(file, p + "ffn_down_exps.bias");
+  }
+  if (file.find_tensor(p + "ffn_up_shexp.weight")) {
+    if (file.find_tensor(p + "ffn_gate_inp_shexp.weight"))
+      L.shexp_router = load_mat(file, p + "ffn_gate_inp_shexp.weight");
+    L.shexp_gate = load_mat(file, p + "ffn_gate_shexp.weight");
+    L.shexp_up = load_mat(file, p + "ffn_up_shexp.weight");
+    L.shexp_down = load_mat(file, p + "ffn_down_shexp.weight");
+  }
+}
+
 ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.file = gguf::GgufFile::open(path);
   m.arch = m.file.require_string("general.architecture");
   m.gemma = m.arch == "gemma3";
   m.oss = m.arch == "gpt-oss";
-  m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe" || m.gemma || m.oss;
+  m.hybrid = m.arch == "qwen35" || m.arch == "qwen35moe";
+  m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe" || m.gemma || m.oss ||
+           m.hybrid;
   m.embd = m.meta_int("embedding_length", 0);
-  m.n_layers = m.meta_int("block_count", 0);
+  // qwen35's multi-token-prediction blocks follow the trunk and are not run.
+  m.n_layers = m.meta_int("block_count", 0) - m.meta_int("nextn_predict_layers", 0);
   m.heads = m.meta_int("attention.head_count", 0);
   m.head_dim = m.meta_int("attention.key_length", m.embd / m.heads);
   m.n_rot = m.meta_int("rope.dimension_count", m.head_dim);
@@ -389,58 +517,17 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
   m.eps = m.file.require_float(m.arch + ".attention.layer_norm_rms_epsilon");
   if (m.file.find_tensor("rope_freqs.weight"))
     m.rope_factors = load_vec(m.file, "rope_freqs.weight");
+  if (m.hybrid) {
+    m.sections =
+        m.file.get_ints(m.arch + ".rope.dimension_sections").value_or(std::vector<int64_t>{});
+    m.sections.resize(4, 0);
+  }
 
   m.read_window_and_rope();
   m.token_embd = load_mat(m.file, "token_embd.weight");
   m.output_norm = load_vec(m.file, "output_norm.weight");
   m.output = m.file.find_tensor("output.weight") ? load_mat(m.file, "output.weight") : m.token_embd;
-  for (int64_t l = 0; l < m.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    Layer L;
-    L.attn_norm = load_vec(m.file, p + "attn_norm.weight");
-    // gpt-oss's FFN input norm is its "post-attention" norm; gemma3 has both.
-    L.ffn_norm = load_vec(m.file, p + (m.oss ? "post_attention_norm.weight" : "ffn_norm.weight"));
-    if (m.gemma) {
-      L.post_attn_norm = load_vec(m.file, p + "post_attention_norm.weight");
-      L.post_ffn_norm = load_vec(m.file, p + "post_ffw_norm.weight");
-    }
-    if (m.file.find_tensor(p + "attn_output.bias")) L.bo = load_vec(m.file, p + "attn_output.bias");
-    if (m.file.find_tensor(p + "attn_sinks.weight"))
-      L.sinks = load_vec(m.file, p + "attn_sinks.weight");
-    L.swa = m.window > 0 && m.swa_layer(l);
-    L.wq = load_mat(m.file, p + "attn_q.weight");
-    L.wk = load_mat(m.file, p + "attn_k.weight");
-    L.kv_heads = L.wk.rows / m.head_dim;
-    L.wv = load_mat(m.file, p + "attn_v.weight");
-    L.wo = load_mat(m.file, p + "attn_output.weight");
-    if (m.file.find_tensor(p + "ffn_gate_inp.weight")) {
-      L.router = load_mat(m.file, p + "ffn_gate_inp.weight");
-      L.gate_exps = load_experts(m.file, p + "ffn_gate_exps.weight");
-      L.up_exps = load_experts(m.file, p + "ffn_up_exps.weight");
-      L.down_exps = load_experts(m.file, p + "ffn_down_exps.weight");
-      L.n_used = m.meta_int("expert_used_count", 0);
-      if (m.oss) {
-        L.router_b = load_vec(m.file, p + "ffn_gate_inp.bias");
-        L.gate_exps_b = load_vec(m.file, p + "ffn_gate_exps.bias");
-        L.up_exps_b = load_vec(m.file, p + "ffn_up_exps.bias");
-        L.down_exps_b = load_vec(m.file, p + "ffn_down_exps.bias");
-      }
-    } else {
-      L.gate = load_mat(m.file, p + "ffn_gate.weight");
-      L.up = load_mat(m.file, p + "ffn_up.weight");
-      L.down = load_mat(m.file, p + "ffn_down.weight");
-    }
-    if (m.file.find_tensor(p + "attn_q.bias")) {
-      L.bq = load_vec(m.file, p + "attn_q.bias");
-      L.bk = load_vec(m.file, p + "attn_k.bias");
-      L.bv = load_vec(m.file, p + "attn_v.bias");
-    }
-    if (m.file.find_tensor(p + "attn_q_norm.weight")) {
-      L.q_norm = load_vec(m.file, p + "attn_q_norm.weight");
-      L.k_norm = load_vec(m.file, p + "attn_k_norm.weight");
-    }
-    m.layers.push_back(std::move(L));
-  }
+  for (int64_t l = 0; l < m.n_layers; ++l) m.layers.push_back(m.load_layer(l));
 }
 
 ReferenceForward::~ReferenceForward() = default;
@@ -453,6 +540,7 @@ std::vector<std::vector<double>> ReferenceForward::run(const std::vector<int32_t
   for (auto& L : impl_->layers) {
     L.keys.clear();
     L.values.clear();
+    if (L.delta) L.delta->reset();
   }
   std::vector<std::vector<double>> out;
   for (size_t i = 0; i < tokens.size(); ++i) out.push_back(impl_->step(tokens[i], int64_t(i)));

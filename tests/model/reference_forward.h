@@ -2,8 +2,10 @@
 // itself (its own metadata parsing, its own tensor binding), dequantizes every
 // weight with the scalar reference (tensor/reference.h) into double, and runs
 // the network one token at a time in double with plain arrays holding all of
-// K and V. No SIMD, no KvCache, no code shared with src/model. Test-only: the
-// engine itself keeps K/V nowhere but in the paged cache.
+// K and V (qwen35's recurrent layers keep their own state:
+// reference_recurrent.h). No SIMD, no KvCache, no code shared with
+// src/model. Test-only: the engine itself keeps K/V nowhere but in the
+// paged cache.
 #pragma once
 
 #include <cstdint>
