@@ -279,8 +279,8 @@ std::vector<LoadedLayer> read_layers(SessionReader& r, const KvCache::Impl& c, i
     total_pages += d.pages.size();
   }
   if (v2) {
-    const size_t snapshots = f.get_ints("turbokv.session.snapshots").value_or(
-                                 std::vector<int64_t>{}).size();
+    const size_t snapshots =
+        f.get_ints("turbokv.session.snapshots").value_or(std::vector<int64_t>{}).size();
     if (f.tensors().size() != 2 * size_t(c.shape.n_layers) + total_pages + 1 +
                                   size_t(c.states.count()) * (1 + snapshots) -
                                   (c.S == 0 ? c.shape.n_layers : 0) -

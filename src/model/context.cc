@@ -41,9 +41,9 @@ void ExecutionContext::reset_peak() {
 }
 
 void ExecutionContext::release() {
-  for (auto* b : {&x_, &xb_, &q_, &k_, &v_, &att_, &attn_gate_, &conv_rows_, &z_rows_, &beta_rows_,
-                  &gate_rows_, &gate_, &up_, &logits_, &last_logits_, &rope_cos_, &rope_sin_,
-                  &x_all_}) {
+  for (auto* b :
+       {&x_, &xb_, &q_, &k_, &v_, &att_, &attn_gate_, &conv_rows_, &z_rows_, &beta_rows_,
+        &gate_rows_, &gate_, &up_, &logits_, &last_logits_, &rope_cos_, &rope_sin_, &x_all_}) {
     std::vector<float>().swap(*b);
   }
   attention_.release();

@@ -16,9 +16,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Per row j: scale by the decay and take the dot with k (one pass), then
 // add d_j k and take the dot with q (a second pass over the same row, in L1).
-void DeltaRuleToken(float* HWY_RESTRICT M, const float* HWY_RESTRICT q,
-                    const float* HWY_RESTRICT k, const float* HWY_RESTRICT v, float decay,
-                    float beta, float scale, float* HWY_RESTRICT o, int S) {
+void DeltaRuleToken(float* HWY_RESTRICT M, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k,
+                    const float* HWY_RESTRICT v, float decay, float beta, float scale,
+                    float* HWY_RESTRICT o, int S) {
   const hn::ScalableTag<float> d;
   const int N = int(hn::Lanes(d));
   const auto vg = hn::Set(d, decay);

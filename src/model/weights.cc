@@ -248,8 +248,8 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
     }
     // gpt-oss and qwen35 name the FFN's input norm attn_post_norm
     // (post_attention_layernorm).
-    const bool post_named = c.arch == Arch::GptOss || c.arch == Arch::Qwen35 ||
-                            c.arch == Arch::Qwen35Moe;
+    const bool post_named =
+        c.arch == Arch::GptOss || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
     L.ffn_norm =
         b.vector(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     const FfnSpec& ffn = c.layers[size_t(l)].ffn;

@@ -16,8 +16,10 @@
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/sequence.h"
 #include "test_models.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tkv::test {
 namespace {
@@ -292,6 +294,78 @@ TEST(HybridModels, StateBytesAreCounted) {
   EXPECT_EQ(child->stats().shared_bytes, 0u);
   EXPECT_EQ(child->stats().state_bytes, want);
   EXPECT_EQ(seq.stats().state_bytes, want);
+}
+
+// A snapshot brings the sequence back to its position: truncating there
+// and going on gives the bits of a sequence that stopped there (the same
+// chunks), later snapshots go, and the newest state_snapshots are kept.
+TEST(HybridModels, TruncateToASnapshotGoesOnExactly) {
+  auto m = model::Model::load(write_model(qwen35(), "f32"));
+  ThreadPool pool(2);
+  const auto a = random_tokens(12, m->config().n_vocab, 21);
+  const auto b = random_tokens(8, m->config().n_vocab, 22);
+  const auto c = random_tokens(8, m->config().n_vocab, 23);
+  kv::KvConfig config;
+  config.state_snapshots = 2;
+  kv::KvCache seq(m->kv_shape(64), config), alone(m->kv_shape(64), config);
+  feed(*m, seq, a, pool);
+  seq.snapshot();
+  feed(*m, alone, a, pool);
+  EXPECT_EQ(seq.stats().snapshot_bytes, 0u);  // shared with the state until a chunk runs
+  feed(*m, seq, b, pool);
+  EXPECT_EQ(seq.stats().snapshot_bytes, seq.stats().state_bytes);
+  EXPECT_EQ(seq.restore_point(17), 12);
+  EXPECT_EQ(seq.restore_point(11), 0);
+  EXPECT_TRUE(seq.can_truncate(12));
+  seq.truncate(12);
+  EXPECT_EQ(seq.n_tokens(), 12);
+  EXPECT_EQ(states_of(seq), states_of(alone));
+  EXPECT_TRUE(same_bits(feed(*m, seq, c, pool), feed(*m, alone, c, pool)));
+
+  // Three more snapshots: the oldest (12) goes.
+  for (uint64_t i = 0; i < 3; ++i) {
+    seq.snapshot();
+    feed(*m, seq, random_tokens(4, m->config().n_vocab, 30 + i), pool);
+  }
+  EXPECT_EQ(seq.stats().snapshots, 2);
+  EXPECT_EQ(seq.restore_point(25), 24);
+  EXPECT_FALSE(seq.can_truncate(12));
+  // Forks and session files keep them.
+  auto child = seq.fork();
+  EXPECT_EQ(child->restore_point(25), 24);
+  const std::string path = temp_dir() + "/snapshots.session";
+  seq.save(path, m->fingerprint());
+  kv::KvCache loaded(m->kv_shape(64), config);
+  loaded.load(path, m->fingerprint());
+  EXPECT_EQ(loaded.stats().snapshots, 2);
+  loaded.truncate(28);
+  child->truncate(28);
+  EXPECT_EQ(states_of(loaded), states_of(*child));
+}
+
+// runtime::Sequence snapshots each prompt's start and end: truncating into
+// the second prompt goes back to its start and feeds the rest again, so
+// the next logits are a fresh sequence's (fed in the same chunks).
+TEST(HybridModels, SequenceTruncateFeedsFromTheNearestSnapshot) {
+  auto m = model::Model::load(write_model(qwen35(), "f32"));
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(m->gguf());
+  const auto p1 = random_tokens(12, m->config().n_vocab, 41);
+  const auto p2 = random_tokens(10, m->config().n_vocab, 42);
+  const auto next = random_tokens(6, m->config().n_vocab, 43);
+  runtime::Sequence seq(*m, tokenizer, 128, kv::KvConfig{}, 2, 4);
+  seq.feed(p1);
+  seq.feed(p2);
+  EXPECT_EQ(seq.cache().stats().snapshots, 2);  // at 12 (p1's end, p2's start) and 22
+  seq.truncate(17);
+  EXPECT_EQ(seq.tokens().size(), 17u);
+  EXPECT_EQ(seq.cache().n_tokens(), 17);
+  seq.feed(next);
+
+  runtime::Sequence fresh(*m, tokenizer, 128, kv::KvConfig{}, 2, 4);
+  fresh.feed(p1);
+  fresh.feed(std::span<const int32_t>(p2.data(), 5));
+  fresh.feed(next);
+  EXPECT_TRUE(same_bits(seq.logits(), fresh.logits()));
 }
 
 }  // namespace
