@@ -20,11 +20,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 
 #include "server/api_request.h"
 #include "server/http_server.h"
+#include "server/scheduler.h"
 
 namespace httplib {
 struct Request;
@@ -38,6 +41,12 @@ void send_api_error(httplib::Response& res, const ApiError& error);
 // A 503 with Retry-After (a full queue, a drain).
 void send_unavailable(httplib::Response& res, const std::string& message);
 
+class ReplyFormat;
+
+// The response header that says a request field was accepted but had no
+// effect (reasoning_effort without template variables).
+inline constexpr const char* kWarningHeader = "X-Turbokv-Warning";
+
 class GenerationRoutes {
  public:
   GenerationRoutes(const ServedModel& model, Scheduler& scheduler, ServerMetrics& metrics);
@@ -47,6 +56,19 @@ class GenerationRoutes {
   // chunked (HTTP/1.0).
   void handle(Endpoint endpoint, const std::string& body, httplib::Response& res,
               bool close_delimited = false);
+
+  // Runs a parsed request (chat: its messages; completions: its prompts,
+  // each a job with request.n choices) and answers it in `format`'s shape
+  // (other routes convert their bodies into a GenerationRequest and bring
+  // their own format). Errors before the reply starts are `format`'s error
+  // objects.
+  void serve(const GenerationRequest& request, std::unique_ptr<ReplyFormat> format,
+             httplib::Response& res, bool close_delimited);
+  static void send_error(httplib::Response& res, ReplyFormat& format, const ApiError& error);
+  uint64_t next_id() { return next_id_.fetch_add(1); }
+  // The tokens of a chat request's rendered prompt (count_tokens), or the
+  // 400 its prompt would get.
+  std::variant<int64_t, ApiError> count_prompt_tokens(const GenerationRequest& request) const;
 
   void stop_admitting() { draining_.store(true); }
   bool draining() const { return draining_.load(); }

@@ -42,8 +42,12 @@ void check_accepted(const GenerationRequest& r) {
       FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant");
   } else {
     FUZZ_CHECK(r.messages.empty());
-    FUZZ_CHECK(r.prompt_is_tokens ? !r.prompt_tokens.empty() : r.prompt_tokens.empty());
-    for (int32_t t : r.prompt_tokens) FUZZ_CHECK(t >= 0);
+    FUZZ_CHECK(!r.prompts.empty());
+    FUZZ_CHECK(r.prompts.size() * size_t(r.n) <= size_t(tkv::server::kMaxChoices));
+    for (const auto& p : r.prompts) {
+      FUZZ_CHECK(p.is_tokens ? !p.tokens.empty() : p.tokens.empty());
+      for (int32_t t : p.tokens) FUZZ_CHECK(t >= 0);
+    }
   }
 }
 

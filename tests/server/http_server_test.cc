@@ -383,7 +383,7 @@ TEST_F(HttpServerTest, BadBodiesAre400s) {
   expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
                                                "tools": [{"type": "function"}]})"),
                400, "tools");
-  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 129})"), 400, "n");
   expect_error(post("/v1/completions", R"({"prompt": "x", "bogus": 1})"), 400, "bogus");
   // Token ids outside the vocabulary (512 tokens).
   expect_error(post("/v1/completions", R"({"prompt": [1, 512]})"), 400, "prompt");
@@ -772,7 +772,8 @@ TEST_F(HttpServerTest, ChatsSharingASystemPromptReuseIt) {
     const Json request = {
         {"messages",
          {{{"role", "system"}, {"content", system}},
-          {{"role", "user"}, {"content", i == 0 ? "Tell me one." : "Another, please, about a cat."}}}},
+          {{"role", "user"},
+           {"content", i == 0 ? "Tell me one." : "Another, please, about a cat."}}}},
         {"max_tokens", 2}};
     auto r = c.Post("/v1/chat/completions", auth(), request.dump(), "application/json");
     ASSERT_TRUE(r);
