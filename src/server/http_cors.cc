@@ -41,11 +41,12 @@ CorsPolicy CorsPolicy::parse(const std::string& spec) {
       p.any_ = true;
     } else if (item.empty()) {
       fail("--cors: an empty origin in '", spec, "'");
-    } else if (!is_origin(item)) {
-      fail("--cors: '", item,
-           "' is not an origin (scheme://host[:port], e.g. http://localhost:3000)");
     } else {
-      while (!item.empty() && item.back() == '/') item.pop_back();
+      // A browser's Origin has no trailing slash; one in the flag is forgiven.
+      if (item.size() > 1 && item.back() == '/') item.pop_back();
+      if (!is_origin(item))
+        fail("--cors: '", item,
+             "' is not an origin (scheme://host[:port], e.g. http://localhost:3000)");
       p.origins_.push_back(item);
     }
   }

@@ -166,14 +166,15 @@ class ResponsesFormat : public ReplyFormat {
         request_(request),
         created_(int64_t(std::time(nullptr))) {}
 
+  // Each event takes the next sequence number: appended one at a time.
   std::string open_choice(const ChoiceState&) override {
     Json item = message_item("in_progress", "");
     item["content"] = Json::array();
-    return event("response.created", {{"response", response_json("in_progress", {}, nullptr)}}) +
-           event("response.in_progress",
-                 {{"response", response_json("in_progress", {}, nullptr)}}) +
-           event("response.output_item.added", {{"output_index", 0}, {"item", item}}) +
-           event("response.content_part.added", part_event(text_part(""), "part"));
+    std::string out = event("response.created", {{"response", in_progress()}});
+    out += event("response.in_progress", {{"response", in_progress()}});
+    out += event("response.output_item.added", {{"output_index", 0}, {"item", item}});
+    out += event("response.content_part.added", part_event(text_part(""), "part"));
+    return out;
   }
   std::string piece(const StreamPiece& p) override {
     text_ += p.text;
@@ -187,10 +188,11 @@ class ResponsesFormat : public ReplyFormat {
     Json done = part_event(text_, "text");
     done["logprobs"] = Json::array();
     finish_ = p.finish_reason;
-    return out + event("response.output_text.done", std::move(done)) +
-           event("response.content_part.done", part_event(text_part(text_), "part")) +
-           event("response.output_item.done",
+    out += event("response.output_text.done", std::move(done));
+    out += event("response.content_part.done", part_event(text_part(text_), "part"));
+    out += event("response.output_item.done",
                  {{"output_index", 0}, {"item", message_item("completed", text_)}});
+    return out;
   }
   std::string close(const std::vector<ChoiceState>&, const Usage& usage) override {
     const bool cut = finish_ == FinishReason::kLength;
@@ -219,6 +221,7 @@ class ResponsesFormat : public ReplyFormat {
     j["sequence_number"] = sequence_++;
     return std::string("event: ") + type + "\n" + sse_event(j);
   }
+  Json in_progress() const { return response_json("in_progress", Json::array(), nullptr); }
   static Json text_part(const std::string& text) {
     return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
   }
