@@ -319,8 +319,16 @@ void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string err
 
 // ---- admission ----
 
-PrefixCache::Hit Scheduler::Impl::find_prefix(const Pending& p, bool on_grid) {
-  if (!prefixes || !on_grid || !p.job.cache_prompt) return {};
+PrefixCache::Hit Scheduler::Impl::find_prefix(const Pending& p, bool on_grid,
+                                              std::vector<float>& whole_logits) {
+  if (!prefixes || !p.job.cache_prompt) return {};
+  if (!on_grid) {
+    // A prompt prefilled whole: reused only whole (prefix_cache.h).
+    PrefixCache::WholeHit whole = prefixes->find_whole(p.job.prompt);
+    if (!whole.session) return {};
+    whole_logits = std::move(whole.logits);
+    return {.session = whole.session, .reuse = int64_t(p.job.prompt.size())};
+  }
   try {
     PrefixCache::Hit hit = prefixes->find(p.job.prompt, [&] { return new_sequence(); });
     if (hit.session) cache_changed = true;
@@ -375,9 +383,14 @@ Scheduler::Impl::Admission Scheduler::Impl::make_sequence(Pending& p, PrefixCach
     // evicts one at least and reads none back from disk (that would take
     // the pages just freed), so this ends.
     if (make_room(estimate_bytes(0))) {
-      if (on_grid && p.job.cache_prompt)
+      if (on_grid && p.job.cache_prompt) {
         hit = prefixes->find(
             p.job.prompt, [&] { return new_sequence(); }, false);
+      } else if (hit.session) {  // a whole prompt's entry, perhaps evicted just now
+        const PrefixCache::WholeHit whole = prefixes->find_whole(p.job.prompt);
+        hit = whole.session ? PrefixCache::Hit{.session = whole.session, .reuse = hit.reuse}
+                            : PrefixCache::Hit{};
+      }
       continue;
     }
     if (!active.empty()) return Admission::kBlocked;
@@ -418,7 +431,8 @@ void Scheduler::Impl::admit() {
     // A cold prefill of a prompt off the grid has no boundary a reuse could
     // start at.
     const bool on_grid = prefilled_on_grid(prompt_len);
-    PrefixCache::Hit hit = find_prefix(p, on_grid);
+    std::vector<float> whole_logits;  // a whole-prompt hit's: sampled at once
+    PrefixCache::Hit hit = find_prefix(p, on_grid, whole_logits);
     // The budget: the job's pages (beyond what it shares) next to the
     // running jobs' estimates; cached prefixes give way (evicted on demand).
     const int64_t planned = std::min<int64_t>(
@@ -449,14 +463,20 @@ void Scheduler::Impl::admit() {
       for (size_t i = 0; i < at; ++i)
         passed_enough |= ++queue[i].overtaken >= options.max_overtakes;
     }
-    start(std::move(p), std::move(sequence), hit, need, on_grid);
+    Active& a = start(std::move(p), std::move(sequence), hit, need, on_grid);
     slot.keep();  // counted by `active` from now on
+    if (!whole_logits.empty() && a.decoding()) {
+      // The prompt is all there: its reply starts from the kept logits.
+      const std::vector<Active*> more = fork_choices(a);
+      sample_reply(a, whole_logits);
+      for (Active* c : more) sample_reply(*c, whole_logits);
+    }
     if (passed_enough) return;
   }
 }
 
-void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
-                            const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
+Active& Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
+                               const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
   auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
   a->reserved_bytes = need;
   if (prefixes && on_grid) a->checkpoints = checkpoints(a->pending.job, hit);
@@ -465,6 +485,7 @@ void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequen
     figures.prefix_tokens_reused += uint64_t(hit.reuse);
   }
   active.push_back(std::move(a));
+  return *active.back();
 }
 
 // ---- the worker loop ----

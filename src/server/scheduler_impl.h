@@ -139,12 +139,14 @@ struct Scheduler::Impl {
   // prefix, the prefix itself, or a new one; cached prefixes give way), and
   // the job running.
   enum class Admission { kStart, kBlocked, kFailed };
-  PrefixCache::Hit find_prefix(const Pending& p, bool on_grid);
+  // A prompt off the grid is found only whole: its entry's logits go to
+  // `whole_logits`.
+  PrefixCache::Hit find_prefix(const Pending& p, bool on_grid, std::vector<float>& whole_logits);
   Admission check_budget(Pending& p, const PrefixCache::Hit& hit, uint64_t need);
   Admission make_sequence(Pending& p, PrefixCache::Hit& hit, bool on_grid,
                           std::unique_ptr<runtime::Sequence>& out);
-  void start(Pending p, std::unique_ptr<runtime::Sequence> sequence, const PrefixCache::Hit& hit,
-             uint64_t need, bool on_grid);
+  Active& start(Pending p, std::unique_ptr<runtime::Sequence> sequence, const PrefixCache::Hit& hit,
+                uint64_t need, bool on_grid);
   bool step();  // scheduler_step.cc: false when nothing ran
   // One step's batch: its items, the job of each, and what it carries.
   struct Batch {
@@ -186,6 +188,9 @@ struct Scheduler::Impl {
   // Forks `a` into the prefix cache when its next chunk starts at its next
   // checkpoint (a fork the budget cannot hold is skipped).
   void take_checkpoint(Active& a);
+  // A prompt prefilled whole just ended (`logits` after its last token):
+  // its sequence and logits go to the prefix cache (prefix_cache.h).
+  void keep_whole_prompt(Active& a, std::span<const float> logits);
   bool admitted_before(const Active& x, const Active& y) const;  // x earlier in `active`
   // Evicts the least recently used cached prefix, then more until the pool
   // has `bytes` free under its budget or none is left; false when there was

@@ -149,6 +149,22 @@ std::vector<Active*> Scheduler::Impl::fork_choices(Active& a) {
   return made;
 }
 
+void Scheduler::Impl::keep_whole_prompt(Active& a, std::span<const float> logits) {
+  if (!prefixes || prefilled_on_grid(int64_t(a.pending.job.prompt.size()))) return;
+  // Older prefixes give way to it (it is the newest), once.
+  for (bool retry = true;; retry = false) {
+    try {
+      prefixes->insert_whole(a.sequence->fork(), std::vector<float>(logits.begin(), logits.end()));
+      cache_changed = true;
+      return;
+    } catch (const kv::KvBudgetExceeded&) {
+      if (!retry || !make_room(estimate_bytes(0))) return;
+    } catch (const kv::KvOutOfMemory&) {
+      return;
+    }
+  }
+}
+
 bool Scheduler::Impl::admitted_before(const Active& x, const Active& y) const {
   for (const auto& a : active) {
     if (a.get() == &x) return true;
@@ -290,6 +306,7 @@ bool Scheduler::Impl::step() {
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;
+    if (a.generated() == 0 && !a.forked) keep_whole_prompt(a, ctx.logits(b));
     const std::vector<Active*> more = fork_choices(a);
     sample_reply(a, ctx.logits(b));
     for (Active* c : more) sample_reply(*c, ctx.logits(b));
