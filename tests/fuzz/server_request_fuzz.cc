@@ -14,6 +14,8 @@
 #include "fuzz_target.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/route_messages.h"
+#include "server/route_responses.h"
 
 namespace {
 
@@ -66,7 +68,8 @@ void check_rejected(const ApiError& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (const auto& parsed :
-       {tkv::server::parse_chat_request(body), tkv::server::parse_completion_request(body)}) {
+       {tkv::server::parse_chat_request(body), tkv::server::parse_completion_request(body),
+        tkv::server::parse_responses_request(body), tkv::server::parse_messages_request(body)}) {
     if (const ApiError* e = std::get_if<ApiError>(&parsed)) {
       check_rejected(*e);
     } else {
