@@ -62,6 +62,8 @@ bool CorsPolicy::allows(const std::string& origin) const {
 void CorsPolicy::decorate(const httplib::Request& req, httplib::Response& res) const {
   const std::string origin = req.get_header_value("Origin");
   if (!enabled() || !allows(origin)) return;
+  // Pages may read the header that says a field was ignored.
+  res.set_header("Access-Control-Expose-Headers", "X-Turbokv-Warning");
   if (any_) {
     res.set_header("Access-Control-Allow-Origin", "*");
     return;

@@ -5,7 +5,8 @@
 //     Origin, -Methods, -Headers and -Max-Age, before the API key is asked
 //     for (browsers send none on a preflight); from another origin, 403;
 //   - every response to an allowed origin carries Access-Control-Allow-
-//     Origin (and Vary: Origin), so a page can read it;
+//     Origin (and Vary: Origin), so a page can read it, and exposes
+//     X-Turbokv-Warning;
 //   - `*` allows any origin and is sent as `*`: credentials (cookies, HTTP
 //     auth) are then never allowed, as the Fetch standard requires; a named
 //     origin is echoed with Access-Control-Allow-Credentials: true.

@@ -140,7 +140,6 @@ void parse_options(const json& body, GenerationRequest& r) {
                   " (structured output is not implemented; {\"type\": \"text\"} is).");
   }
   parse_sampling(body, r);
-  if (r.n != 1) unrecognized("n");
 }
 
 GenerationRequest parse(std::string_view text) {

@@ -378,6 +378,7 @@ TEST_F(HttpServerTest, CorsPreflightAndHeaders) {
   ASSERT_TRUE(models);
   EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
   EXPECT_EQ(models->get_header_value("Vary"), "Origin");
+  EXPECT_EQ(models->get_header_value("Access-Control-Expose-Headers"), "X-Turbokv-Warning");
   const auto unauthorized = c.Get("/v1/models", {{"Origin", "http://localhost:3000"}});
   ASSERT_TRUE(unauthorized);
   EXPECT_EQ(unauthorized->status, 401);

@@ -95,11 +95,16 @@ main(async () => {
     const stream = await client.completions.create({
       model: 'm', prompt: text, max_tokens: 64, n, stream: true, seed: 1,
     });
-    let figures = null;
+    // The gauges are published after each step: the peaks over several
+    // reads while the choices decode.
+    const figures = { used: 0, shared: 0 };
+    let reads = 0;
     for await (const chunk of stream) {
-      if (!figures && chunk.choices.some((c) => c.text)) {
+      if (reads < 6 && chunk.choices.some((c) => c.text)) {
         const m = (await request(server, 'GET', '/metrics')).text;
-        figures = { used: metric(m, 'turbokv_kv_cache_used_bytes'), shared: metric(m, 'turbokv_kv_cache_shared_bytes') };
+        figures.used = Math.max(figures.used, metric(m, 'turbokv_kv_cache_used_bytes'));
+        figures.shared = Math.max(figures.shared, metric(m, 'turbokv_kv_cache_shared_bytes'));
+        reads++;
       }
     }
     return figures;
