@@ -93,7 +93,14 @@ void PrefixCache::insert_whole(std::unique_ptr<runtime::Sequence> session,
   const uint64_t id = next_id_++;
   whole_[prompt_hash(tokens)].push_back(id);
   entries_.emplace(id, Entry{std::move(session), ++clock_, std::move(logits)});
-  while (int(entries_.size()) > max_entries_) evict_lru();  // never the new one: it is the newest
+  // Their logits live outside the pool's budget: the oldest whole entries
+  // beyond kMaxWholeEntries go (never the new one: it is the newest).
+  std::vector<std::pair<uint64_t, uint64_t>> whole;  // (last use, id)
+  for (const auto& [eid, e] : entries_)
+    if (!e.logits.empty()) whole.emplace_back(e.last_use, eid);
+  std::sort(whole.begin(), whole.end());
+  for (size_t i = 0; i + kMaxWholeEntries < whole.size(); ++i) remove(whole[i].second);
+  while (int(entries_.size()) > max_entries_) evict_lru();
 }
 
 void PrefixCache::unindex(uint64_t id, const Entry& e) {

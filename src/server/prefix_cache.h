@@ -29,6 +29,8 @@
 // prompt again forks it and samples from those logits, prefilling nothing,
 // the bits of a cold prefill. Such an entry serves that prompt only; it
 // counts and is evicted like the others, but never goes to the disk tier.
+// Its logits (4 bytes a vocabulary entry) are outside the pool's budget:
+// at most kMaxWholeEntries are kept, the least recently used go first.
 //
 // Window-policy configs (KvConfig::window > 0) are never cached: their
 // sequences free the pages that leave the window, so a prefix of them no
@@ -54,6 +56,8 @@ namespace tkv::server {
 
 class PrefixCache {
  public:
+  static constexpr size_t kMaxWholeEntries = 64;
+
   using NewSession = std::function<std::unique_ptr<runtime::Sequence>()>;
   // `rule`: where an entry may be reused; at most `max_entries` are kept
   // (the least recently used go beyond it); `disk` may be null (no disk

@@ -280,6 +280,9 @@ void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
 }
 
 bool Scheduler::Impl::step() {
+  // Jobs that ended before the step (a reply sampled at admission from a
+  // whole prompt's kept logits may end at once) are gone from the batch.
+  std::erase_if(active, [](const auto& a) { return !a->sequence; });
   if (active.empty()) return false;
   const Batch batch = plan_step();
   if (batch.items.empty()) return false;

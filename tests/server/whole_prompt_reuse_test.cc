@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "scheduler_test_util.h"
+#include "server/prefix_cache.h"
 #include "server/scheduler.h"
 
 namespace tkv::server {
@@ -111,6 +112,23 @@ TEST_P(WholePromptReuseTest, SeveralChoicesFromAReusedPrompt) {
   EXPECT_EQ(got[0].done.cached_tokens, 30);
   expect_same_bits(cold, got[0]);
   EXPECT_EQ(got[1].done.finish, JobFinish::kLength);
+}
+
+TEST_P(WholePromptReuseTest, WholeEntriesAreBounded) {
+  // Their logits live outside the budget: at most kMaxWholeEntries, the
+  // least recently used dropped first.
+  Scheduler s(*m_->model, *m_->tokenizer, options(GetParam()));
+  const int n = int(PrefixCache::kMaxWholeEntries) + 3;
+  for (int i = 0; i < n; ++i) {
+    Job job = test::greedy_job(this->prompt(12, size_t(i)), 1);
+    test::run_one(s, job);
+  }
+  EXPECT_EQ(s.stats().cached_prefixes, int(PrefixCache::kMaxWholeEntries));
+  // The newest is still there, the first one is not.
+  EXPECT_EQ(
+      test::run_one(s, test::greedy_job(this->prompt(12, size_t(n - 1)), 1)).done.cached_tokens,
+      12);
+  EXPECT_EQ(test::run_one(s, test::greedy_job(this->prompt(12, 0), 1)).done.cached_tokens, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, WholePromptReuseTest, ::testing::Values("k4v2", "f16"));
