@@ -17,7 +17,9 @@
 //      chunk goes in the step whole (or what is left of it);
 //   4. sample each sequence from its logits, stream its text (TextStream:
 //      the same decoder + stop strings as `turbokv run`), finish the ones
-//      that stopped: their sequences go to the prefix cache.
+//      that stopped: their sequences go to the prefix cache. A job of
+//      several choices (Job::choices) forks its sequence once its prompt
+//      is in, one sequence per choice sharing the prompt's pages.
 //
 // Reproducibility: a greedy job gives the same tokens whether it runs alone
 // or with any others. Model::eval_batch is batch-invariant (model.h); what
