@@ -1,19 +1,25 @@
-// The two generation routes of the HTTP front end (http_server.h):
+// The generation routes of the HTTP front end (http_server.h):
 // POST /v1/chat/completions and POST /v1/completions, from the request body
-// to a scheduler job and from its events to the response, whole or streamed.
+// to scheduler jobs and from their events to the response, whole or
+// streamed; the Responses and Messages routes (route_*.h) convert their
+// bodies into the same GenerationRequest and run through serve().
 //
 // A request goes through:
 //   1. parse_chat_request / parse_completion_request (api_request.h): a
 //      typed request or a 400;
-//   2. the prompt's token ids: chat messages rendered with the chat
+//   2. the prompts' token ids: chat messages rendered with the chat
 //      template, then tokenized like `turbokv chat` does (BOS as the
 //      vocabulary asks, special-token text parsed); completion text like
 //      `turbokv run` does; completion ids as sent, checked against the
 //      vocabulary. A prompt that leaves no room in the context is a 400
-//      naming both numbers; max_tokens is capped by the room left;
-//   3. Scheduler::submit: QueueFull and draining are 503 with Retry-After;
-//   4. the events become chunks (streaming) or one body; the kDone event
-//      gives usage and finish_reason, and the metrics.
+//      naming both numbers; max_tokens is capped by the room left; a
+//      logit_bias id outside the vocabulary is a 400;
+//   3. one job per prompt, each with the request's n choices (job i's
+//      choice j is choice i * n + j and samples with seed + i * n + j),
+//      submitted together: QueueFull and draining are 503 with Retry-After;
+//   4. the events become chunks (streaming) or one body in the route's
+//      format (http_exchange.h); the kDone events give usage (each prompt
+//      counted once) and finish_reason, and the metrics.
 #pragma once
 
 #include <atomic>
