@@ -56,6 +56,7 @@ struct ServeFlags {
   std::string cache_dir, cache_dir_max;
   std::string chat_template;
   std::string max_body = "8M";
+  std::string cors;
   int timeout = server::HttpOptions{}.read_timeout_seconds;
   int drain_grace = 10;
   int prefill_step = server::SchedulerOptions{}.prefill_tokens_per_step;
@@ -134,6 +135,10 @@ void declare_flags(FlagParser& flags, ServeFlags& f, const server::SchedulerOpti
                    &f.api_key_file);
   flags.add_string({"--max-body"}, "SIZE", "largest request body (default 8M; larger: 413)",
                    &f.max_body);
+  flags.add_string({"--cors"}, "ORIGIN[,ORIGIN]",
+                   "answer browsers' cross-origin requests from these origins ('*': any,\n"
+                   "without credentials; default: off)",
+                   &f.cors);
   flags.add_int({"--timeout"}, "S",
                 "drop a client that sends or reads nothing for S seconds, or whose request headers "
                 "take longer (default 30; a body: S s plus 1 s per 64 KiB)",
@@ -199,6 +204,7 @@ ServePlan plan_of(const ServeFlags& f) {
   http.max_body_bytes = size_flag("--max-body", f.max_body);
   if (http.max_body_bytes == 0) fail("--max-body: must be larger than 0");
   http.read_timeout_seconds = http.write_timeout_seconds = f.timeout;
+  if (!f.cors.empty()) http.cors = server::CorsPolicy::parse(f.cors);
   server::SchedulerOptions& sched = plan.sched;
   sched.parallel = f.parallel;
   sched.queue_capacity = f.queue;

@@ -21,6 +21,21 @@ void validate(const SamplerConfig& c) {
     fail("sampler: repeat_penalty ", c.repeat_penalty, " must be a finite number > 0");
   if (c.repeat_last_n < -1)
     fail("sampler: repeat_last_n ", c.repeat_last_n, " must be >= -1 (-1: all, 0: off)");
+  if (!std::isfinite(c.presence_penalty))
+    fail("sampler: presence_penalty ", c.presence_penalty, " must be a finite number");
+  if (!std::isfinite(c.frequency_penalty))
+    fail("sampler: frequency_penalty ", c.frequency_penalty, " must be a finite number");
+  std::vector<int32_t> ids;
+  ids.reserve(c.logit_bias.size());
+  for (const auto& [id, value] : c.logit_bias) {
+    if (id < 0) fail("sampler: logit_bias token id ", id, " must be >= 0");
+    if (!std::isfinite(value))
+      fail("sampler: logit_bias for token ", id, " must be a finite number");
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (const auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end())
+    fail("sampler: logit_bias names token ", *twice, " twice");
 }
 
 Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.seed) {
@@ -28,6 +43,11 @@ Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.see
 }
 
 void Sampler::accept(int32_t token) {
+  accept_prompt(token);
+  if (config_.presence_penalty != 0 || config_.frequency_penalty != 0) ++reply_counts_[token];
+}
+
+void Sampler::accept_prompt(int32_t token) {
   if (token < 0) fail("sampler: cannot accept negative token id ", token);
   if (config_.repeat_last_n == 0) return;
   history_.push_back(token);
@@ -37,7 +57,39 @@ void Sampler::accept(int32_t token) {
 
 void Sampler::reset() {
   history_.clear();
+  reply_counts_.clear();
   rng_.seed(config_.seed);
+}
+
+bool Sampler::adjusts() const {
+  return !config_.logit_bias.empty() || (config_.repeat_penalty != 1.0f && !history_.empty()) ||
+         !reply_counts_.empty();
+}
+
+const float* Sampler::adjust(const float* logits, int n_vocab, std::vector<float>& work) const {
+  if (!adjusts()) return logits;
+  work.assign(logits, logits + n_vocab);
+  for (const auto& [id, value] : config_.logit_bias) {
+    if (id >= n_vocab)
+      fail("sampler: logit_bias token ", id, " is outside the vocabulary of ", n_vocab);
+    work[size_t(id)] += value;
+  }
+  if (config_.repeat_penalty != 1.0f && !history_.empty()) {
+    const std::vector<int32_t> recent(history_.begin(), history_.end());
+    for (int32_t t : recent)
+      if (t >= n_vocab)
+        fail("sampler: accepted token ", t, " is outside the vocabulary of ", n_vocab);
+    apply_repetition_penalty(work.data(), n_vocab, recent, config_.repeat_penalty);
+  }
+  for (const auto& [id, count] : reply_counts_) {
+    if (id >= n_vocab)
+      fail("sampler: accepted token ", id, " is outside the vocabulary of ", n_vocab);
+    work[size_t(id)] -= config_.presence_penalty + config_.frequency_penalty * float(count);
+  }
+  // A bias of -inf or a huge penalty may leave every logit -inf: the
+  // filters below need one candidate.
+  check_logits(work.data(), n_vocab);
+  return work.data();
 }
 
 int32_t Sampler::filter(const float* logits, int n_vocab, CandidateList& c,
@@ -45,15 +97,7 @@ int32_t Sampler::filter(const float* logits, int n_vocab, CandidateList& c,
   if (n_vocab <= 0) fail("sampler: vocabulary size ", n_vocab, " must be positive");
   if (!logits) fail("sampler: no logits");
   check_logits(logits, n_vocab);
-  if (config_.repeat_penalty != 1.0f && !history_.empty()) {
-    const std::vector<int32_t> recent(history_.begin(), history_.end());
-    for (int32_t t : recent)
-      if (t >= n_vocab)
-        fail("sampler: accepted token ", t, " is outside the vocabulary of ", n_vocab);
-    work.assign(logits, logits + n_vocab);
-    apply_repetition_penalty(work.data(), n_vocab, recent, config_.repeat_penalty);
-    logits = work.data();
-  }
+  logits = adjust(logits, n_vocab, work);
   // Greedy: the filters below never remove the top candidate, so skip them.
   if (config_.temperature <= 0) return int32_t(argmax(logits, n_vocab));
   if (config_.top_k > 0)

@@ -1,5 +1,15 @@
-// Token sampling: repetition penalty, top-k, top-p, min-p, temperature and a
-// seeded draw, in llama.cpp's order and with its semantics (see filters.h).
+// Token sampling: logit bias, repetition / presence / frequency penalties,
+// top-k, top-p, min-p, temperature and a seeded draw, in llama.cpp's order
+// and with its semantics (see filters.h).
+//
+// The logits pass through one adjustment step before the filters
+// (Sampler::adjust): the logit bias is added, then the repetition penalty
+// divides (positive logits) or multiplies (the others) the logits of the
+// distinct tokens among the last repeat_last_n accepted (prompt and reply,
+// llama.cpp's penalty), then presence and frequency penalties subtract
+// presence * [count > 0] + frequency * count, count being how often the
+// token occurs in the reply (tokens passed to accept(), not
+// accept_prompt(): OpenAI's definition, over generated tokens).
 //
 // Determinism: the random source is std::mt19937_64 (its output sequence is
 // fixed by the C++ standard) and the uniform number in [0, 1) is made here
@@ -10,7 +20,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "sample/filters.h"
@@ -24,6 +36,11 @@ struct SamplerConfig {
   float min_p = 0.05f;          // in [0, 1]; 0 turns it off
   float repeat_penalty = 1.0f;  // > 0; 1 turns it off
   int repeat_last_n = 64;       // >= -1; 0 turns it off, -1 means every accepted token
+  float presence_penalty = 0;   // finite; subtracted from a token's logit once it is in the reply
+  float frequency_penalty = 0;  // finite; subtracted once per occurrence in the reply
+  // (token id, value) pairs added to the logits; ids >= 0 and distinct,
+  // values finite (the server allows [-100, 100], OpenAI's range).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 };
 
@@ -45,10 +62,15 @@ class Sampler {
   // or +inf logit, all logits -inf, or an accepted token >= n_vocab.
   int32_t sample(const float* logits, int n_vocab);
 
-  // Records a token for the repetition penalty window.
+  // Records a token of the reply: the repetition penalty's window and the
+  // presence / frequency counts see it.
   void accept(int32_t token);
+  // Records a token of the prompt: only the repetition penalty's window
+  // sees it (presence and frequency count the reply alone).
+  void accept_prompt(int32_t token);
 
-  // Back to the state right after construction: empty history, RNG re-seeded.
+  // Back to the state right after construction: empty history and counts,
+  // RNG re-seeded.
   void reset();
 
   // The distribution sample() draws from for these logits: the tokens left
@@ -63,13 +85,20 @@ class Sampler {
 
  private:
   // Runs the filter chain into `c`. Returns the token for a greedy sampler,
-  // -1 otherwise. `work` holds the penalized logits when there is a penalty.
+  // -1 otherwise. `work` holds the adjusted logits when any adjustment applies.
   int32_t filter(const float* logits, int n_vocab, CandidateList& c,
                  std::vector<float>& work) const;
+  // The logits after the bias and the penalties: `logits` itself when none
+  // applies, else `work` filled with the adjusted copy.
+  const float* adjust(const float* logits, int n_vocab, std::vector<float>& work) const;
+  bool adjusts() const;
 
   SamplerConfig config_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens
+  // How often each token occurs in the reply (presence / frequency penalty),
+  // kept only when either penalty is on.
+  std::map<int32_t, int32_t> reply_counts_;
   // Reused across calls: no allocation per token.
   CandidateList candidates_;
   std::vector<float> work_;

@@ -11,151 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "common/escape.h"
+#include "server/api_json.h"
 
 namespace tkv::server {
 
 namespace {
 
 using nlohmann::json;
-
-// The parsers below report the first problem by throwing it; the public
-// functions catch it (and anything else) and return it, so no exception
-// ever leaves this file.
-struct RequestError {
-  ApiError error;
-};
-
-// At most this many bytes of a client's name (a field, a parameter path)
-// are quoted back in an error: a 6 MB key must not make an 11 MB answer.
-constexpr size_t kQuotedBytes = 64;
-
-// `text` cut to kQuotedBytes at a UTF-8 character boundary, "..." marking
-// the cut.
-std::string clipped(const std::string& text) {
-  if (text.size() <= kQuotedBytes) return text;
-  size_t end = kQuotedBytes;
-  while (end > 0 && (uint8_t(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
-  return text.substr(0, end) + "...";
-}
-
-[[noreturn]] void reject(std::string message, const std::string& param, std::string code) {
-  throw RequestError{make_api_error(400, std::move(message), clipped(param), std::move(code))};
-}
-
-struct TooDeep {};
-
-// "a string", "an integer", ... as OpenAI's messages name JSON types.
-const char* json_type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    default:
-      return "an unknown value";
-  }
-}
-
-[[noreturn]] void invalid_type(const std::string& param, const char* expected, const json& got) {
-  reject("Invalid type for '" + clipped(param) + "': expected " + expected + ", but got " +
-             json_type_name(got) + " instead.",
-         param, "invalid_type");
-}
-
-[[noreturn]] void invalid_value(const std::string& param, const std::string& detail) {
-  reject("Invalid value for '" + clipped(param) + "': " + detail, param, "invalid_value");
-}
-
-[[noreturn]] void missing(const std::string& param) {
-  reject("Missing required parameter: '" + clipped(param) + "'.", param,
-         "missing_required_parameter");
-}
-
-[[noreturn]] void unrecognized(const std::string& param) {
-  reject("Unrecognized request argument supplied: " + clipped(param), param, "unknown_parameter");
-}
-
-[[noreturn]] void unsupported(const std::string& param, const std::string& why) {
-  reject("Unsupported parameter: '" + clipped(param) + "' is not supported by turbokv" + why, param,
-         "unsupported_parameter");
-}
-
-// Shortest decimal form of a number for messages ("2", "0.5").
-std::string number_text(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "infinity" : "-infinity";
-  json j = v;
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) j = int64_t(v);
-  return j.dump();
-}
-
-// The field's value, or nullptr when it is absent or null (the same thing
-// in the OpenAI API).
-const json* field(const json& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-bool as_bool(const json& v, const std::string& param) {
-  if (!v.is_boolean()) invalid_type(param, "a boolean", v);
-  return v.get<bool>();
-}
-
-double as_number(const json& v, const std::string& param) {
-  if (!v.is_number()) invalid_type(param, "a number", v);
-  return v.get<double>();
-}
-
-const std::string& as_string(const json& v, const std::string& param) {
-  if (!v.is_string()) invalid_type(param, "a string", v);
-  return v.get_ref<const std::string&>();
-}
-
-// An integer in [lo, hi]. 3.0 counts as an integer (JSON does not tell them
-// apart), 3.5 does not.
-int64_t as_integer(const json& v, const std::string& param, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  if (v.is_number_integer() && !v.is_number_unsigned()) {
-    n = v.get<int64_t>();
-  } else if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > uint64_t(hi)) invalid_value(param, "must be at most " + std::to_string(hi) + ".");
-    n = int64_t(u);
-  } else if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (d != std::floor(d)) invalid_type(param, "an integer", v);
-    // 2^63 is exactly representable; anything at or beyond it is out of range.
-    if (d < double(lo) || d >= 9223372036854775808.0 || d > double(hi))
-      invalid_value(param, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                               ", got " + number_text(d) + ".");
-    n = int64_t(d);
-  } else {
-    invalid_type(param, "an integer", v);
-  }
-  if (n < lo || n > hi)
-    invalid_value(param, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                             ", got " + std::to_string(n) + ".");
-  return n;
-}
-
-void check_range(const std::string& param, double v, double lo, double hi, bool lo_open) {
-  if (!(lo_open ? v > lo : v >= lo) || !(v <= hi))
-    invalid_value(param, std::string("must be ") + (lo_open ? "greater than " : "between ") +
-                             number_text(lo) + (lo_open ? " and at most " : " and ") +
-                             number_text(hi) + ", got " + number_text(v) + ".");
-}
+using namespace api_json;
 
 // ---- which fields exist -----------------------------------------------------
 
@@ -166,7 +29,8 @@ struct FieldRule {
   FieldKind kind;
 };
 
-// Fields both endpoints share. top_k and min_p are extensions.
+// Fields both endpoints share. top_k, min_p, repeat_penalty, repeat_last_n
+// and cache_prompt are extensions (llama-server's).
 constexpr FieldRule kCommonFields[] = {
     {"model", FieldKind::kHandled},
     {"max_tokens", FieldKind::kHandled},
@@ -182,7 +46,10 @@ constexpr FieldRule kCommonFields[] = {
     {"logprobs", FieldKind::kHandled},
     {"stream", FieldKind::kHandled},
     {"stream_options", FieldKind::kHandled},
-    {"logit_bias", FieldKind::kUnsupported},
+    {"logit_bias", FieldKind::kHandled},
+    {"repeat_penalty", FieldKind::kHandled},
+    {"repeat_last_n", FieldKind::kHandled},
+    {"cache_prompt", FieldKind::kHandled},
     // Accepted and ignored: they do not change what is generated.
     {"user", FieldKind::kIgnored},
     {"metadata", FieldKind::kIgnored},
@@ -205,7 +72,7 @@ constexpr FieldRule kChatFields[] = {
     {"audio", FieldKind::kUnsupported},
     {"modalities", FieldKind::kUnsupported},
     {"prediction", FieldKind::kUnsupported},
-    {"reasoning_effort", FieldKind::kUnsupported},
+    {"reasoning_effort", FieldKind::kHandled},
     {"verbosity", FieldKind::kUnsupported},
     {"web_search_options", FieldKind::kUnsupported},
 };
@@ -229,7 +96,6 @@ const FieldRule* find_rule(const FieldRule (&rules)[N], std::string_view name) {
 bool is_off_value(std::string_view name, const json& v) {
   if (name == "tools" || name == "functions") return v.is_array() && v.empty();
   if (name == "tool_choice" || name == "function_call") return v == "none";
-  if (name == "logit_bias") return v.is_object() && v.empty();
   if (name == "response_format")
     return v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
   if (name == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
@@ -244,7 +110,6 @@ std::string unsupported_reason(std::string_view name) {
       name == "parallel_tool_calls")
     return " (tool and function calling are not implemented).";
   if (name == "response_format") return " (structured output is not implemented).";
-  if (name == "logit_bias") return " (an empty object is accepted).";
   if (name == "echo") return " (false is accepted).";
   if (name == "best_of") return " (1 is accepted).";
   if (name == "audio" || name == "modalities") return " (text is the only modality).";
@@ -295,16 +160,53 @@ std::vector<std::string> parse_stop(const json& v) {
   return stop;
 }
 
-// Penalties are accepted only as 0: turbokv samples without them.
-void parse_penalty(const json& body, const char* name) {
+// A number in [lo, hi] (lo excluded when lo_open), or `fallback` when absent.
+double number_in(const json& body, const char* name, double lo, double hi, bool lo_open,
+                 double fallback) {
   const json* v = field(body, name);
-  if (!v) return;
-  const double p = as_number(*v, name);
-  check_range(name, p, -2.0, 2.0, false);
-  if (p != 0.0)
-    reject(std::string("Unsupported value: '") + name +
-               "' must be 0 (turbokv does not implement presence or frequency penalties).",
-           name, "unsupported_value");
+  if (!v) return fallback;
+  const double x = as_number(*v, name);
+  check_range(name, x, lo, hi, lo_open);
+  return x;
+}
+
+// {"token id": bias}: ids as decimal strings, biases in [-100, 100]
+// (OpenAI's form); returned by ascending id.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& v) {
+  if (!v.is_object()) invalid_type("logit_bias", "an object", v);
+  std::vector<std::pair<int32_t, float>> bias;
+  bias.reserve(v.size());
+  for (const auto& [key, value] : v.items()) {
+    const std::string param = "logit_bias." + key;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      invalid_value(
+          "logit_bias",
+          "keys must be token ids (non-negative integers as strings), got '" + clipped(key) + "'.");
+    const double b = as_number(value, param);
+    check_range(param, b, -kMaxLogitBias, kMaxLogitBias, false);
+    bias.emplace_back(int32_t(id), float(b));
+  }
+  std::sort(bias.begin(), bias.end());
+  for (size_t i = 1; i < bias.size(); ++i)
+    if (bias[i].first == bias[i - 1].first)
+      invalid_value("logit_bias", "token " + std::to_string(bias[i].first) + " is named twice.");
+  return bias;
+}
+
+// Sampling beyond temperature and the filters: penalties, bias, choices.
+void parse_sampling_extras(const json& body, GenerationRequest& r) {
+  r.presence_penalty = number_in(body, "presence_penalty", -2.0, 2.0, false, 0.0);
+  r.frequency_penalty = number_in(body, "frequency_penalty", -2.0, 2.0, false, 0.0);
+  r.repeat_penalty = number_in(body, "repeat_penalty", 0.0, 1e6, true, 1.0);
+  if (const json* v = field(body, "repeat_last_n"))
+    r.repeat_last_n =
+        int32_t(as_integer(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max()));
+  if (const json* v = field(body, "logit_bias")) r.logit_bias = parse_logit_bias(*v);
+  if (const json* v = field(body, "n")) r.n = int32_t(as_integer(*v, "n", 1, kMaxChoices));
+  if (const json* v = field(body, "cache_prompt")) r.cache_prompt = as_bool(*v, "cache_prompt");
 }
 
 void parse_stream(const json& body, GenerationRequest& r) {
@@ -332,31 +234,8 @@ void parse_common(const json& body, GenerationRequest& r) {
   if (const json* v = field(body, "model")) r.model = as_string(*v, "model");
   if (const json* v = field(body, "max_tokens"))
     r.max_tokens = int32_t(as_integer(*v, "max_tokens", 1, std::numeric_limits<int32_t>::max()));
-  if (const json* v = field(body, "temperature")) {
-    r.temperature = as_number(*v, "temperature");
-    check_range("temperature", r.temperature, 0.0, 2.0, false);
-  }
-  if (const json* v = field(body, "top_p")) {
-    r.top_p = as_number(*v, "top_p");
-    check_range("top_p", r.top_p, 0.0, 1.0, true);
-  }
-  if (const json* v = field(body, "top_k"))
-    r.top_k = int32_t(as_integer(*v, "top_k", 0, std::numeric_limits<int32_t>::max()));
-  if (const json* v = field(body, "min_p")) {
-    r.min_p = as_number(*v, "min_p");
-    check_range("min_p", r.min_p, 0.0, 1.0, false);
-  }
-  if (const json* v = field(body, "seed"))
-    r.seed = as_integer(*v, "seed", std::numeric_limits<int64_t>::min(),
-                        std::numeric_limits<int64_t>::max());
+  parse_sampling(body, r);
   if (const json* v = field(body, "stop")) r.stop = parse_stop(*v);
-  parse_penalty(body, "presence_penalty");
-  parse_penalty(body, "frequency_penalty");
-  if (const json* v = field(body, "n");
-      v && as_integer(*v, "n", std::numeric_limits<int64_t>::min(),
-                      std::numeric_limits<int64_t>::max()) != 1)
-    reject("Invalid value for 'n': turbokv returns one choice per request, so n must be 1.", "n",
-           "unsupported_value");
   parse_stream(body, r);
   parse_ignored_fields(body);
 }
@@ -442,33 +321,35 @@ std::vector<int32_t> parse_token_ids(const json& v, const std::string& param) {
   return ids;
 }
 
-// prompt: a string, [string], [token ids] or [[token ids]]. Batches of
-// prompts would need n > 1 choices, which turbokv does not return.
+// prompt: a string, [token ids], or an array of strings and token-id
+// arrays (several prompts: each its own choices, OpenAI's batch form).
 void parse_prompt(const json& body, GenerationRequest& r) {
   const json* v = field(body, "prompt");
   if (!v) missing("prompt");
-  constexpr const char* kExpected = "a string, an array of one string, or an array of token ids";
+  constexpr const char* kExpected =
+      "a string, an array of token ids, or an array of strings or token-id arrays";
   if (v->is_string()) {
-    r.prompt = v->get<std::string>();
+    r.prompts.push_back({.text = v->get<std::string>(), .tokens = {}, .is_tokens = false});
     return;
   }
   if (!v->is_array()) invalid_type("prompt", kExpected, *v);
   if (v->empty()) invalid_value("prompt", "expected a non-empty prompt.");
-  const json& first = (*v)[0];
-  if (first.is_number()) {
-    r.prompt_tokens = parse_token_ids(*v, "prompt");
-    r.prompt_is_tokens = true;
+  if ((*v)[0].is_number()) {
+    r.prompts.push_back({.text = {}, .tokens = parse_token_ids(*v, "prompt"), .is_tokens = true});
     return;
   }
-  if (!first.is_string() && !first.is_array()) invalid_type("prompt[0]", kExpected, first);
-  if (v->size() != 1)
-    invalid_value("prompt", "turbokv completes one prompt per request, got " +
+  if (v->size() > size_t(kMaxChoices))
+    invalid_value("prompt", "at most " + std::to_string(kMaxChoices) + " prompts, got " +
                                 std::to_string(v->size()) + ".");
-  if (first.is_string()) {
-    r.prompt = first.get<std::string>();
-  } else {
-    r.prompt_tokens = parse_token_ids(first, "prompt[0]");
-    r.prompt_is_tokens = true;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& p = (*v)[i];
+    const std::string param = "prompt[" + std::to_string(i) + "]";
+    if (p.is_string())
+      r.prompts.push_back({.text = p.get<std::string>(), .tokens = {}, .is_tokens = false});
+    else if (p.is_array())
+      r.prompts.push_back({.text = {}, .tokens = parse_token_ids(p, param), .is_tokens = true});
+    else
+      invalid_type(param, "a string or an array of token ids", p);
   }
 }
 
@@ -478,6 +359,15 @@ void parse_chat_fields(const json& body, GenerationRequest& r) {
     r.max_tokens =
         int32_t(as_integer(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max()));
   if (const json* v = field(body, "logprobs")) r.logprobs = as_bool(*v, "logprobs");
+  if (const json* v = field(body, "reasoning_effort")) {
+    r.reasoning_effort = as_string(*v, "reasoning_effort");
+    constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    if (std::find(std::begin(kEfforts), std::end(kEfforts), r.reasoning_effort) ==
+        std::end(kEfforts))
+      invalid_value("reasoning_effort", "'" + clipped(r.reasoning_effort) +
+                                            "' is not one of 'none', 'minimal', 'low', 'medium', "
+                                            "'high', 'xhigh'.");
+  }
   if (const json* v = field(body, "top_logprobs")) {
     r.top_logprobs = int32_t(as_integer(*v, "top_logprobs", 0, kMaxChatTopLogprobs));
     if (!r.logprobs)
@@ -489,48 +379,20 @@ void parse_chat_fields(const json& body, GenerationRequest& r) {
 
 void parse_completion_fields(const json& body, GenerationRequest& r) {
   parse_prompt(body, r);
+  if (int64_t(r.prompts.size()) * r.n > kMaxChoices)
+    invalid_value("n", "n x the number of prompts must be at most " + std::to_string(kMaxChoices) +
+                           ", got " + std::to_string(r.n) + " x " +
+                           std::to_string(r.prompts.size()) + ".");
   if (const json* v = field(body, "logprobs")) {
     r.logprobs = true;
     r.top_logprobs = int32_t(as_integer(*v, "logprobs", 0, kMaxCompletionLogprobs));
   }
 }
 
-// Parses the body into a JSON object, refusing nesting deeper than
-// kMaxJsonDepth while it is built (so no later step recurses deeply).
-json parse_body(std::string_view body) {
-  const size_t start = body.find_first_not_of(" \t\r\n");
-  if (start == std::string_view::npos)
-    reject("The request body is empty; expected a JSON object.", "", "invalid_json");
-  json doc;
-  try {
-    doc = json::parse(
-        body.begin(), body.end(),
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > kMaxJsonDepth) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const TooDeep&) {
-    reject("Invalid JSON body: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels.",
-           "", "invalid_json");
-  } catch (const json::exception& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ...",
-    // or out_of_range.406 "number overflow parsing '1e999'".
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
-    if (what.size() > 240) what = what.substr(0, 240) + "...";
-    reject("Invalid JSON body: " + what, "", "invalid_json");
-  }
-  if (!doc.is_object())
-    reject(std::string("The request body must be a JSON object, got ") + json_type_name(doc) + ".",
-           "", "invalid_json");
-  return doc;
-}
-
 template <typename ParseFields>
 std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, Endpoint endpoint,
                                                         ParseFields parse_fields) {
-  try {
+  return guarded<GenerationRequest>([&] {
     const json doc = parse_body(body);
     if (endpoint == Endpoint::kChatCompletions)
       check_field_names(doc, kChatFields);
@@ -541,19 +403,35 @@ std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, E
     parse_common(doc, r);
     parse_fields(doc, r);
     return r;
-  } catch (const RequestError& e) {
-    return e.error;
-  } catch (const std::bad_alloc&) {
-    return make_api_error(500, "Out of memory while reading the request.");
-  } catch (const std::exception& e) {
-    return make_api_error(500,
-                          std::string("Internal error while reading the request: ") + e.what());
-  } catch (...) {
-    return make_api_error(500, "Internal error while reading the request.");
-  }
+  });
 }
 
 }  // namespace
+
+namespace api_json {
+
+void parse_sampling(const json& body, GenerationRequest& r) {
+  if (const json* v = field(body, "temperature")) {
+    r.temperature = as_number(*v, "temperature");
+    check_range("temperature", r.temperature, 0.0, 2.0, false);
+  }
+  if (const json* v = field(body, "top_p")) {
+    r.top_p = as_number(*v, "top_p");
+    check_range("top_p", r.top_p, 0.0, 1.0, true);
+  }
+  if (const json* v = field(body, "top_k"))
+    r.top_k = int32_t(as_integer(*v, "top_k", 0, std::numeric_limits<int32_t>::max()));
+  if (const json* v = field(body, "min_p")) {
+    r.min_p = as_number(*v, "min_p");
+    check_range("min_p", r.min_p, 0.0, 1.0, false);
+  }
+  if (const json* v = field(body, "seed"))
+    r.seed = as_integer(*v, "seed", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max());
+  parse_sampling_extras(body, r);
+}
+
+}  // namespace api_json
 
 std::string error_type_for_status(int status) {
   switch (status) {
@@ -596,8 +474,11 @@ sample::SamplerConfig sampler_config(const GenerationRequest& request, uint64_t 
   // A top_p too small for a float still means "only the most likely token".
   c.top_p = std::max(float(request.top_p), std::numeric_limits<float>::min());
   c.min_p = float(request.min_p);
-  c.repeat_penalty = 1.0f;  // OpenAI has no repetition penalty
-  c.repeat_last_n = 0;
+  c.repeat_penalty = float(request.repeat_penalty);
+  c.repeat_last_n = request.repeat_penalty == 1.0 ? 0 : request.repeat_last_n;
+  c.presence_penalty = float(request.presence_penalty);
+  c.frequency_penalty = float(request.frequency_penalty);
+  c.logit_bias = request.logit_bias;
   // Negative seeds map onto the upper half of uint64 (two's complement).
   c.seed = request.seed ? uint64_t(*request.seed) : seed_if_unset;
   return c;

@@ -9,19 +9,19 @@
 //     `param` name the field ("Invalid type for 'temperature': expected a
 //     number, but got a string instead.");
 //   - fields OpenAI defines that turbokv does not implement (tools,
-//     response_format, logit_bias, echo, ...) are 400s naming the field,
-//     unless they carry their "off" value (tools: [], logit_bias: {},
-//     echo: false, best_of: 1, tool_choice: "none", response_format:
-//     {"type": "text"}, modalities: ["text"]);
+//     response_format, echo, ...) are 400s naming the field, unless they
+//     carry their "off" value (tools: [], echo: false, best_of: 1,
+//     tool_choice: "none", response_format: {"type": "text"},
+//     modalities: ["text"]);
 //   - any other field is "Unrecognized request argument supplied: NAME"
 //     (param NAME), as is an unknown key inside a message, a content part
 //     or stream_options (param "messages[0].NAME", ...).
 // Codes: invalid_json, invalid_type, invalid_value, missing_required_parameter,
 // unknown_parameter, unsupported_parameter (a field), unsupported_value (a
-// value of a known field: n != 1, a non-zero penalty, a tool role, an image
-// part).
-// Extensions (llama-server's names): top_k (>= 0, 0 = off) and min_p
-// ([0, 1], 0 = off).
+// value of a known field: a tool role, an image part).
+// Extensions (llama-server's names): top_k (>= 0, 0 = off), min_p ([0, 1],
+// 0 = off), repeat_penalty (> 0, 1 = off), repeat_last_n (>= -1) and
+// cache_prompt (default true).
 //
 // Parsing never throws and never reads outside the body, whatever the bytes
 // (tests/fuzz/server_request_fuzz.cc); JSON nested deeper than
@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -66,6 +67,13 @@ ApiError make_api_error(int status, const std::string& message, std::string para
 
 enum class Endpoint { kChatCompletions, kCompletions };
 
+// One prompt of a completions request: text, or token ids as sent.
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
 struct GenerationRequest {
   Endpoint endpoint = Endpoint::kChatCompletions;
   std::string model;  // as sent; empty when left out
@@ -74,11 +82,10 @@ struct GenerationRequest {
   // ("developer" becomes "system"); content parts joined with "\n".
   std::vector<tok::ChatMessage> messages;
 
-  // Completions: the prompt text, or (prompt_is_tokens) token ids as sent
-  // (each >= 0; the front end checks them against the vocabulary).
-  std::string prompt;
-  std::vector<int32_t> prompt_tokens;
-  bool prompt_is_tokens = false;
+  // Completions: the prompts, one or more (a string, token ids as sent,
+  // or an array of either); each id >= 0 (the front end checks them
+  // against the vocabulary).
+  std::vector<CompletionPrompt> prompts;
 
   // max_tokens (chat: max_completion_tokens wins when both are sent), >= 1.
   // Left out: generate until a stop or the end of the context, as
@@ -92,6 +99,22 @@ struct GenerationRequest {
   double min_p = 0.0;        // [0, 1], 0 = off (extension)
   std::optional<int64_t> seed;
   std::vector<std::string> stop;  // at most 4, none empty
+  double presence_penalty = 0;    // [-2, 2]
+  double frequency_penalty = 0;   // [-2, 2]
+  double repeat_penalty = 1.0;    // > 0, 1 = off (extension)
+  int32_t repeat_last_n = 64;     // >= -1: -1 every token, 0 off (extension)
+  // logit_bias: token id -> [-100, 100], ids ascending (the front end
+  // checks them against the vocabulary).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Choices per prompt, [1, kMaxChoices] (with the prompts: at most
+  // kMaxChoices in all).
+  int32_t n = 1;
+  // Start from a cached prefix of the prompt when there is one (extension,
+  // llama-server's name); false: prefill the whole prompt.
+  bool cache_prompt = true;
+  // Chat: "none", "minimal", "low", "medium", "high" or "xhigh"; empty
+  // when not sent.
+  std::string reasoning_effort;
 
   // Chat: logprobs (bool) and top_logprobs (0..20, only with logprobs).
   // Completions: logprobs N (0..5) sets logprobs = true, top_logprobs = N.
@@ -106,14 +129,17 @@ constexpr int kMaxJsonDepth = 64;
 constexpr int kMaxStopStrings = 4;
 constexpr int kMaxChatTopLogprobs = 20;
 constexpr int kMaxCompletionLogprobs = 5;
+constexpr int kMaxChoices = 128;  // n x prompts, as OpenAI's n
+constexpr double kMaxLogitBias = 100;
 
 // Parse and validate a request body. Never throws.
 std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view body);
 std::variant<GenerationRequest, ApiError> parse_completion_request(std::string_view body);
 
 // The sampler settings a request asks for. `seed_if_unset` is used when the
-// request has no seed (the front end passes a fresh random number). No
-// repetition penalty (OpenAI has none).
+// request has no seed (the front end passes a fresh random number). The
+// repetition penalty is off unless the request sets repeat_penalty
+// (OpenAI has none).
 sample::SamplerConfig sampler_config(const GenerationRequest& request, uint64_t seed_if_unset);
 
 }  // namespace tkv::server

@@ -129,30 +129,50 @@ Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int64_t t
 
 Json chat_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage) {
-  Json message;
-  message["role"] = "assistant";
-  message["content"] = choice.text;
-  message["refusal"] = nullptr;
-  Json c;
-  c["index"] = 0;
-  c["message"] = std::move(message);
-  c["logprobs"] = choice_logprobs(choice, /*chat=*/true, 0);
-  c["finish_reason"] = finish_reason_json(choice.finish_reason);
+  return chat_completion_json(meta, std::vector<CompletionChoice>{choice}, usage);
+}
+
+Json chat_completion_json(const ResponseMeta& meta, const std::vector<CompletionChoice>& choices,
+                          const Usage& usage) {
+  Json list = Json::array();
+  for (const CompletionChoice& choice : choices) {
+    Json message;
+    message["role"] = "assistant";
+    message["content"] = choice.text;
+    message["refusal"] = nullptr;
+    Json c;
+    c["index"] = choice.index;
+    c["message"] = std::move(message);
+    c["logprobs"] = choice_logprobs(choice, /*chat=*/true, 0);
+    c["finish_reason"] = finish_reason_json(choice.finish_reason);
+    list.push_back(std::move(c));
+  }
   Json j = envelope(meta, kChatObject);
-  j["choices"] = Json::array({std::move(c)});
+  j["choices"] = std::move(list);
   j["usage"] = usage_json(usage);
   return j;
 }
 
 Json text_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage, int64_t prompt_bytes) {
-  Json c;
-  c["text"] = choice.text;
-  c["index"] = 0;
-  c["logprobs"] = choice_logprobs(choice, /*chat=*/false, prompt_bytes);
-  c["finish_reason"] = finish_reason_json(choice.finish_reason);
+  CompletionChoice one = choice;
+  one.prompt_bytes = prompt_bytes;
+  return text_completion_json(meta, std::vector<CompletionChoice>{std::move(one)}, usage);
+}
+
+Json text_completion_json(const ResponseMeta& meta, const std::vector<CompletionChoice>& choices,
+                          const Usage& usage) {
+  Json list = Json::array();
+  for (const CompletionChoice& choice : choices) {
+    Json c;
+    c["text"] = choice.text;
+    c["index"] = choice.index;
+    c["logprobs"] = choice_logprobs(choice, /*chat=*/false, choice.prompt_bytes);
+    c["finish_reason"] = finish_reason_json(choice.finish_reason);
+    list.push_back(std::move(c));
+  }
   Json j = envelope(meta, kCompletionObject);
-  j["choices"] = Json::array({std::move(c)});
+  j["choices"] = std::move(list);
   j["usage"] = usage_json(usage);
   return j;
 }
@@ -165,7 +185,7 @@ Json chat_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool in
   if (piece.first || !piece.text.empty() || piece.finish_reason == FinishReason::kNone)
     delta["content"] = piece.text;
   Json c;
-  c["index"] = 0;
+  c["index"] = piece.index;
   c["delta"] = std::move(delta);
   c["logprobs"] = piece_logprobs(piece, /*chat=*/true);
   c["finish_reason"] = finish_reason_json(piece.finish_reason);
@@ -178,7 +198,7 @@ Json chat_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool in
 Json completion_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool include_usage) {
   Json c;
   c["text"] = piece.text;
-  c["index"] = 0;
+  c["index"] = piece.index;
   c["logprobs"] = piece_logprobs(piece, /*chat=*/false);
   c["finish_reason"] = finish_reason_json(piece.finish_reason);
   Json j = envelope(meta, kCompletionObject);

@@ -81,10 +81,12 @@ struct TokenLogprob {
 
 // A finished choice of a non-streamed response.
 struct CompletionChoice {
+  int index = 0;  // OpenAI's choice index: prompt i, choice j of n -> i * n + j
   std::string text;
   FinishReason finish_reason = FinishReason::kStop;
   bool logprobs_requested = false;     // false: "logprobs": null
   std::vector<TokenLogprob> logprobs;  // one per generated token
+  int64_t prompt_bytes = 0;            // completions: starts text_offset
 };
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token,
@@ -103,15 +105,22 @@ Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int64_t t
 // refusal}, logprobs, finish_reason}], usage.
 Json chat_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage);
+// The same with several choices (n > 1), in the order given.
+Json chat_completion_json(const ResponseMeta& meta, const std::vector<CompletionChoice>& choices,
+                          const Usage& usage);
 
 // object "text_completion": choices[{text, index, logprobs, finish_reason}],
 // usage. `prompt_bytes` starts text_offset (see completion_logprobs_json).
 Json text_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage, int64_t prompt_bytes);
+// Several choices, each with its own prompt_bytes.
+Json text_completion_json(const ResponseMeta& meta, const std::vector<CompletionChoice>& choices,
+                          const Usage& usage);
 
 // One streamed piece: the text of the tokens decoded since the last chunk
 // and their logprob entries; `finish_reason` set on the last piece only.
 struct StreamPiece {
+  int index = 0;       // the choice's index
   bool first = false;  // chat: the delta opens with "role": "assistant"
   std::string text;
   FinishReason finish_reason = FinishReason::kNone;

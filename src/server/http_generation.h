@@ -1,30 +1,39 @@
-// The two generation routes of the HTTP front end (http_server.h):
+// The generation routes of the HTTP front end (http_server.h):
 // POST /v1/chat/completions and POST /v1/completions, from the request body
-// to a scheduler job and from its events to the response, whole or streamed.
+// to scheduler jobs and from their events to the response, whole or
+// streamed; the Responses and Messages routes (route_*.h) convert their
+// bodies into the same GenerationRequest and run through serve().
 //
 // A request goes through:
 //   1. parse_chat_request / parse_completion_request (api_request.h): a
 //      typed request or a 400;
-//   2. the prompt's token ids: chat messages rendered with the chat
+//   2. the prompts' token ids: chat messages rendered with the chat
 //      template, then tokenized like `turbokv chat` does (BOS as the
 //      vocabulary asks, special-token text parsed); completion text like
 //      `turbokv run` does; completion ids as sent, checked against the
 //      vocabulary. A prompt that leaves no room in the context is a 400
-//      naming both numbers; max_tokens is capped by the room left;
-//   3. Scheduler::submit: QueueFull and draining are 503 with Retry-After;
-//   4. the events become chunks (streaming) or one body; the kDone event
-//      gives usage and finish_reason, and the metrics.
+//      naming both numbers; max_tokens is capped by the room left; a
+//      logit_bias id outside the vocabulary is a 400;
+//   3. one job per prompt, each with the request's n choices (job i's
+//      choice j is choice i * n + j and samples with seed + i * n + j),
+//      submitted together: QueueFull and draining are 503 with Retry-After;
+//   4. the events become chunks (streaming) or one body in the route's
+//      format (http_exchange.h); the kDone events give usage (each prompt
+//      counted once) and finish_reason, and the metrics.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 
 #include "server/api_request.h"
 #include "server/http_server.h"
+#include "server/scheduler.h"
 
 namespace httplib {
 struct Request;
@@ -38,6 +47,12 @@ void send_api_error(httplib::Response& res, const ApiError& error);
 // A 503 with Retry-After (a full queue, a drain).
 void send_unavailable(httplib::Response& res, const std::string& message);
 
+class ReplyFormat;
+
+// The response header that says a request field was accepted but had no
+// effect (reasoning_effort without template variables).
+inline constexpr const char* kWarningHeader = "X-Turbokv-Warning";
+
 class GenerationRoutes {
  public:
   GenerationRoutes(const ServedModel& model, Scheduler& scheduler, ServerMetrics& metrics);
@@ -47,6 +62,19 @@ class GenerationRoutes {
   // chunked (HTTP/1.0).
   void handle(Endpoint endpoint, const std::string& body, httplib::Response& res,
               bool close_delimited = false);
+
+  // Runs a parsed request (chat: its messages; completions: its prompts,
+  // each a job with request.n choices) and answers it in `format`'s shape
+  // (other routes convert their bodies into a GenerationRequest and bring
+  // their own format). Errors before the reply starts are `format`'s error
+  // objects.
+  void serve(const GenerationRequest& request, std::unique_ptr<ReplyFormat> format,
+             httplib::Response& res, bool close_delimited);
+  static void send_error(httplib::Response& res, ReplyFormat& format, const ApiError& error);
+  uint64_t next_id() { return next_id_.fetch_add(1); }
+  // The tokens of a chat request's rendered prompt (count_tokens), or the
+  // 400 its prompt would get.
+  std::variant<int64_t, ApiError> count_prompt_tokens(const GenerationRequest& request) const;
 
   void stop_admitting() { draining_.store(true); }
   bool draining() const { return draining_.load(); }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "server/api_response.h"
 #include "server/http_connection.h"
 #include "server/http_generation.h"
+#include "server/http_routes.h"
+#include "server/route_messages.h"
 
 namespace tkv::server {
 namespace {
@@ -35,13 +38,23 @@ constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST"},
     {"/v1/completions", "POST"},
     {"/v1/models", "GET"},
+    {"/v1/models/{id}", "GET"},
+    {"/v1/responses", "POST"},
+    {"/v1/messages", "POST"},
+    {"/v1/messages/count_tokens", "POST"},
     {"/health", "GET"},
     {"/metrics", "GET"},
 };
 
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
 const Route* find_route(const std::string& path) {
+  // "/v1/models/ID": one route (and one metrics label) whatever the id.
+  const std::string_view key = path.size() > kModelPrefix.size() && path.starts_with(kModelPrefix)
+                                   ? "/v1/models/{id}"
+                                   : std::string_view(path);
   for (const Route& r : kRoutes)
-    if (path == r.path) return &r;
+    if (key == r.path) return &r;
   return nullptr;
 }
 
@@ -280,14 +293,20 @@ bool HttpServer::pre_route(const Request& req, Response& res) {
     send_api_error(res, make_api_error(400, why));
     return true;
   }
-  if (req.path != "/health" && !options_.api_key.empty() &&
-      !keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key)) {
-    send_api_error(res, make_api_error(401,
-                                       req.has_header("Authorization")
-                                           ? "Incorrect API key provided."
-                                           : "You didn't provide an API key. Send it as "
-                                             "'Authorization: Bearer KEY'.",
-                                       "", "invalid_api_key"));
+  if (options_.cors.answer_preflight(req, res)) return true;
+  if (req.path != "/health" && !options_.api_key.empty() && !key_presented(req)) {
+    const ApiError e = make_api_error(401,
+                                      req.has_header("Authorization") || req.has_header("X-Api-Key")
+                                          ? "Incorrect API key provided."
+                                          : "You didn't provide an API key. Send it as "
+                                            "'Authorization: Bearer KEY' or 'x-api-key: KEY'.",
+                                      "", "invalid_api_key");
+    if (req.path.starts_with("/v1/messages")) {
+      res.status = 401;
+      res.set_content(anthropic_error_text(e), "application/json");
+    } else {
+      send_api_error(res, e);
+    }
     res.set_header("WWW-Authenticate", "Bearer");
     return true;
   }
@@ -306,6 +325,13 @@ bool HttpServer::pre_route(const Request& req, Response& res) {
     return true;
   }
   return false;
+}
+
+bool HttpServer::key_presented(const Request& req) const {
+  // Bearer (OpenAI's clients) or x-api-key (Anthropic's).
+  return keys_equal(bearer_token(req.get_header_value("Authorization")), options_.api_key) ||
+         (req.has_header("X-Api-Key") &&
+          keys_equal(req.get_header_value("X-Api-Key"), options_.api_key));
 }
 
 bool HttpServer::answer_error(const Request& req, Response& res) {
@@ -345,21 +371,27 @@ void HttpServer::add_routes() {
     return pre_route(req, res) ? HandlerResponse::Handled : HandlerResponse::Unhandled;
   });
 
-  auto generation = [this](Endpoint endpoint) {
-    return
-        [this, endpoint](const Request& req, Response& res, const httplib::ContentReader& reader) {
-          size_t body_bytes = 0;
-          {
-            std::string body;
-            if (read_body(req, res, reader, options_.max_body_bytes, body))
-              generation_->handle(endpoint, body, res, http10(req));
-            body_bytes = body.size();
-          }
-          release_memory_after(body_bytes);
-        };
+  // A route that takes a JSON body: `handle(body, res, close_delimited)`.
+  auto with_body = [this](auto handle) {
+    return [this, handle](const Request& req, Response& res, const httplib::ContentReader& reader) {
+      size_t body_bytes = 0;
+      {
+        std::string body;
+        if (read_body(req, res, reader, options_.max_body_bytes, body))
+          handle(body, res, http10(req));
+        body_bytes = body.size();
+      }
+      release_memory_after(body_bytes);
+    };
+  };
+  auto generation = [this, with_body](Endpoint endpoint) {
+    return with_body([this, endpoint](const std::string& body, Response& res, bool close) {
+      generation_->handle(endpoint, body, res, close);
+    });
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
   http.Post("/v1/completions", generation(Endpoint::kCompletions));
+  add_other_routes(http, *generation_, with_body);
   // While draining (SIGTERM) every route but /metrics answers 503: a load
   // balancer's health check takes the server out, clients retry elsewhere.
   http.Get("/v1/models", [this](const Request&, Response& res) {
@@ -412,6 +444,7 @@ void HttpServer::add_routes() {
   // Keep-Alive).
   http.set_post_routing_handler([this](const Request& req, Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
+    options_.cors.decorate(req, res);
     if (DeadlineServer::closes_after_response()) {
       res.headers.erase("Keep-Alive");
       res.set_header("Connection", "close");

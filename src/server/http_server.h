@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "server/http_cors.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "tokenizer/chat_template.h"
@@ -61,6 +62,7 @@ struct HttpOptions {
   // the scheduler's parallel + queue capacity + 4, so that every admitted or
   // queued stream has a thread and /health and /metrics still get one.
   int threads = 0;
+  CorsPolicy cors;  // --cors; off by default
 };
 
 // What the routes need to know about the served model.
@@ -106,6 +108,8 @@ class HttpServer {
   // The body of an error httplib answered itself (bad HTTP, a deadline,
   // headers too large), as an API error object; false keeps a handler's own.
   bool answer_error(const httplib::Request& req, httplib::Response& res);
+  // The API key as a Bearer token or an x-api-key header.
+  bool key_presented(const httplib::Request& req) const;
 
   ServedModel model_;
   Scheduler& scheduler_;

@@ -22,6 +22,16 @@
 // (cache_writer.h: the entry's pages stay held until its file is written);
 // its pages return to the pool once no running sequence shares them.
 //
+// Whole prompts. A prompt prefilled as one chunk (off the grid: scheduler.h,
+// whole_prompt_tokens) has no checkpoint a longer prompt could reuse
+// exactly, and is often shorter than a block. Its sequence is kept whole
+// instead, with the logits after its last token (insert_whole): the same
+// prompt again forks it and samples from those logits, prefilling nothing,
+// the bits of a cold prefill. Such an entry serves that prompt only; it
+// counts and is evicted like the others, but never goes to the disk tier.
+// Its logits (4 bytes a vocabulary entry) are outside the pool's budget:
+// at most kMaxWholeEntries are kept, the least recently used go first.
+//
 // Window-policy configs (KvConfig::window > 0) are never cached: their
 // sequences free the pages that leave the window, so a prefix of them no
 // longer exists to be reused (and truncate refuses to go back there).
@@ -34,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/generation.h"
@@ -45,6 +56,8 @@ namespace tkv::server {
 
 class PrefixCache {
  public:
+  static constexpr size_t kMaxWholeEntries = 64;
+
   using NewSession = std::function<std::unique_ptr<runtime::Sequence>()>;
   // `rule`: where an entry may be reused; at most `max_entries` are kept
   // (the least recently used go beyond it); `disk` may be null (no disk
@@ -56,8 +69,8 @@ class PrefixCache {
 
   struct Hit {
     runtime::Sequence* session = nullptr;  // to fork; null: no reuse
-    int64_t reuse = 0;       // prompt tokens to keep (truncate the fork to this)
-    bool from_disk = false;  // the entry was just read back from the disk tier
+    int64_t reuse = 0;                     // prompt tokens to keep (truncate the fork to this)
+    bool from_disk = false;                // the entry was just read back from the disk tier
     // The grid boundary (at most the prompt's last token) up to which the
     // prompt shares its tokens with the longest-matching entry, reusable or
     // not: where a checkpoint of this prompt would serve the prompts after
@@ -70,6 +83,16 @@ class PrefixCache {
   // kv::KvBudgetExceeded from reading a file back passes through (nothing
   // changed).
   Hit find(std::span<const int32_t> prompt, const NewSession& make, bool read_disk = true);
+
+  struct WholeHit {
+    runtime::Sequence* session = nullptr;  // null: no entry holds the prompt
+    std::vector<float> logits;             // after its last token
+  };
+  // The whole-prompt entry of exactly `prompt` (a hit refreshes its age).
+  WholeHit find_whole(std::span<const int32_t> prompt);
+  // Keeps a whole prompt's sequence and its logits (see above); replaces an
+  // entry of the same prompt.
+  void insert_whole(std::unique_ptr<runtime::Sequence> session, std::vector<float> logits);
 
   // Keeps a checkpoint. Entries it serves every prompt of (ReuseRule::
   // serves) are dropped; one that an entry already serves every prompt of,
@@ -98,8 +121,12 @@ class PrefixCache {
   struct Entry {
     std::unique_ptr<runtime::Sequence> session;
     uint64_t last_use = 0;
+    std::vector<float> logits;  // a whole-prompt entry's (empty: a checkpoint)
   };
   void remove(uint64_t id);
+  // Out of the index it is filed in (the hash chain, or the whole prompts').
+  void unindex(uint64_t id, const Entry& e);
+  static uint64_t prompt_hash(std::span<const int32_t> tokens);
 
   PrefixIndex index_;
   ReuseRule rule_;
@@ -107,6 +134,7 @@ class PrefixCache {
   CacheDir* disk_;
   CacheWriter* writer_;
   std::map<uint64_t, Entry> entries_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> whole_;  // prompt hash -> ids
   uint64_t next_id_ = 1;
   uint64_t clock_ = 0;
   uint64_t disk_loads_ = 0;

@@ -36,15 +36,18 @@ std::optional<Event> JobStream::next(std::chrono::milliseconds timeout) {
   if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
   Event e = std::move(events_.front());
   events_.pop_front();
-  if (e.kind == Event::Kind::kDone) consumed_ = true;
+  if (e.kind == Event::Kind::kDone && --unconsumed_ == 0 && remaining_ == 0) consumed_ = true;
   return e;
 }
 
 void JobStream::push(Event event) {
   {
     const std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    if (event.kind == Event::Kind::kDone) done_ = true;
+    if (remaining_ == 0) return;
+    if (event.kind == Event::Kind::kDone) {
+      --remaining_;
+      ++unconsumed_;
+    }
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
@@ -94,18 +97,34 @@ SchedulerOptions resolved(const model::Model& model, SchedulerOptions o) {
 
 Active::Active(Pending p, std::unique_ptr<runtime::Sequence> seq, int64_t cached)
     : pending(std::move(p)), sequence(std::move(seq)), cached_tokens(cached) {
+  start_reply();
+  queued_seconds = pending.since_submit.seconds();
+}
+
+Active::Active(const Active& first, std::unique_ptr<runtime::Sequence> seq, int c)
+    : pending(first.pending),
+      sequence(std::move(seq)),
+      cached_tokens(first.cached_tokens),
+      choice(c),
+      forked(true),
+      queued_seconds(first.queued_seconds) {
+  pending.job.sampling.seed += uint64_t(c);
+  start_reply();  // the prompt is in: nothing queued
+}
+
+void Active::start_reply() {
   const Job& job = pending.job;
   // The repetition penalty sees the prompt, and the decoder too: the reply
   // is spelled as it is in the decoded whole (what `turbokv run` prints).
   sequence->set_sampler(job.sampling);
-  for (int32_t id : job.prompt) sequence->sampler().accept(id);
+  for (int32_t id : job.prompt) sequence->sampler().accept_prompt(id);
   sequence->start_reply(
       {.max_tokens = job.max_tokens, .stop_at_eog = true, .stop_tokens = job.stop_tokens},
       {.stops = job.stops,
        .start = tok::StreamDecoder::Start::kTextStart,
        .spelled_after = job.prompt});
-  sequence->queue(std::span<const int32_t>(job.prompt).subspan(size_t(cached)));
-  queued_seconds = pending.since_submit.seconds();
+  const size_t fed = sequence->tokens().size();
+  if (fed < job.prompt.size()) sequence->queue(std::span<const int32_t>(job.prompt).subspan(fed));
 }
 
 Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenizer_,
@@ -284,21 +303,34 @@ void Scheduler::Impl::note_free_slots() {
   free_slots = std::max(0, options.parallel - n);
 }
 
-void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string error, bool budget) {
-  Event done;
-  done.kind = Event::Kind::kDone;
-  done.finish = reason;
-  done.error = std::move(error);
-  done.budget_error = budget;
-  done.prompt_tokens = int64_t(p.job.prompt.size());
-  done.timings.queued_seconds = done.timings.total_seconds = p.since_submit.seconds();
-  p.stream->push(std::move(done));
+void Scheduler::Impl::fail_pending(Pending& p, JobFinish reason, std::string error, bool budget,
+                                   int from_choice) {
+  // Every choice not started yet ends here (the stream waits for each).
+  for (int c = from_choice; c < p.job.choices; ++c) {
+    Event done;
+    done.choice = p.job.first_choice + c;
+    done.kind = Event::Kind::kDone;
+    done.finish = reason;
+    done.error = error;
+    done.budget_error = budget;
+    done.prompt_tokens = int64_t(p.job.prompt.size());
+    done.timings.queued_seconds = done.timings.total_seconds = p.since_submit.seconds();
+    p.stream->push(std::move(done));
+  }
 }
 
 // ---- admission ----
 
-PrefixCache::Hit Scheduler::Impl::find_prefix(const Pending& p, bool on_grid) {
-  if (!prefixes || !on_grid) return {};
+PrefixCache::Hit Scheduler::Impl::find_prefix(const Pending& p, bool on_grid,
+                                              std::vector<float>& whole_logits) {
+  if (!prefixes || !p.job.cache_prompt) return {};
+  if (!on_grid) {
+    // A prompt prefilled whole: reused only whole (prefix_cache.h).
+    PrefixCache::WholeHit whole = prefixes->find_whole(p.job.prompt);
+    if (!whole.session) return {};
+    whole_logits = std::move(whole.logits);
+    return {.session = whole.session, .reuse = int64_t(p.job.prompt.size())};
+  }
   try {
     PrefixCache::Hit hit = prefixes->find(p.job.prompt, [&] { return new_sequence(); });
     if (hit.session) cache_changed = true;
@@ -353,9 +385,14 @@ Scheduler::Impl::Admission Scheduler::Impl::make_sequence(Pending& p, PrefixCach
     // evicts one at least and reads none back from disk (that would take
     // the pages just freed), so this ends.
     if (make_room(estimate_bytes(0))) {
-      if (on_grid)
+      if (on_grid && p.job.cache_prompt) {
         hit = prefixes->find(
             p.job.prompt, [&] { return new_sequence(); }, false);
+      } else if (hit.session) {  // a whole prompt's entry, perhaps evicted just now
+        const PrefixCache::WholeHit whole = prefixes->find_whole(p.job.prompt);
+        hit = whole.session ? PrefixCache::Hit{.session = whole.session, .reuse = hit.reuse}
+                            : PrefixCache::Hit{};
+      }
       continue;
     }
     if (!active.empty()) return Admission::kBlocked;
@@ -396,12 +433,16 @@ void Scheduler::Impl::admit() {
     // A cold prefill of a prompt off the grid has no boundary a reuse could
     // start at.
     const bool on_grid = prefilled_on_grid(prompt_len);
-    PrefixCache::Hit hit = find_prefix(p, on_grid);
+    std::vector<float> whole_logits;  // a whole-prompt hit's: sampled at once
+    PrefixCache::Hit hit = find_prefix(p, on_grid, whole_logits);
     // The budget: the job's pages (beyond what it shares) next to the
     // running jobs' estimates; cached prefixes give way (evicted on demand).
     const int64_t planned = std::min<int64_t>(
         options.context, p.job.max_tokens < 0 ? options.context : prompt_len + p.job.max_tokens);
-    const uint64_t need = estimate_bytes(planned - hit.reuse);
+    // Each further choice: its own pages from the prompt's last one on.
+    const uint64_t choice_bytes = estimate_bytes(planned - prompt_len + options.kv.page_tokens);
+    const uint64_t need =
+        estimate_bytes(planned - hit.reuse) + uint64_t(p.job.choices - 1) * choice_bytes;
     std::unique_ptr<runtime::Sequence> sequence;
     Admission admission = check_budget(p, hit, need);
     if (admission == Admission::kStart) admission = make_sequence(p, hit, on_grid, sequence);
@@ -424,14 +465,20 @@ void Scheduler::Impl::admit() {
       for (size_t i = 0; i < at; ++i)
         passed_enough |= ++queue[i].overtaken >= options.max_overtakes;
     }
-    start(std::move(p), std::move(sequence), hit, need, on_grid);
+    Active& a = start(std::move(p), std::move(sequence), hit, need, on_grid);
     slot.keep();  // counted by `active` from now on
+    if (!whole_logits.empty() && a.decoding()) {
+      // The prompt is all there: its reply starts from the kept logits.
+      const std::vector<Active*> more = fork_choices(a);
+      sample_reply(a, whole_logits);
+      for (Active* c : more) sample_reply(*c, whole_logits);
+    }
     if (passed_enough) return;
   }
 }
 
-void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
-                            const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
+Active& Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequence,
+                               const PrefixCache::Hit& hit, uint64_t need, bool on_grid) {
   auto a = std::make_unique<Active>(std::move(p), std::move(sequence), hit.reuse);
   a->reserved_bytes = need;
   if (prefixes && on_grid) a->checkpoints = checkpoints(a->pending.job, hit);
@@ -440,6 +487,7 @@ void Scheduler::Impl::start(Pending p, std::unique_ptr<runtime::Sequence> sequen
     figures.prefix_tokens_reused += uint64_t(hit.reuse);
   }
   active.push_back(std::move(a));
+  return *active.back();
 }
 
 // ---- the worker loop ----
@@ -517,6 +565,12 @@ Scheduler::~Scheduler() {
 }
 
 std::shared_ptr<JobStream> Scheduler::submit(Job job) {
+  std::vector<Job> jobs;
+  jobs.push_back(std::move(job));
+  return submit(std::move(jobs));
+}
+
+void Scheduler::check_job(Job& job) const {
   const int32_t n_vocab = impl_->tokenizer.n_vocab();
   using Problem = runtime::PromptVerdict::Problem;
   switch (const runtime::PromptVerdict v =
@@ -540,14 +594,24 @@ std::shared_ptr<JobStream> Scheduler::submit(Job job) {
   for (const std::string& s : job.stops)
     if (s.empty()) fail("stop: a stop string is empty");
   job.top_logprobs = std::min(job.top_logprobs, n_vocab);
-  Pending p{.job = std::move(job), .stream = std::make_shared<JobStream>(), .since_submit = {}};
-  std::shared_ptr<JobStream> stream = p.stream;
+  if (job.choices < 1) fail("choices: ", job.choices, " must be >= 1");
+}
+
+std::shared_ptr<JobStream> Scheduler::submit(std::vector<Job> jobs) {
+  if (jobs.empty()) fail("submit: no job");
+  int choices = 0;
+  for (Job& job : jobs) {
+    check_job(job);
+    choices += job.choices;
+  }
+  auto stream = std::make_shared<JobStream>(choices);
   {
     const std::lock_guard<std::mutex> lock(impl_->mu);
     if (!impl_->accepting) throw NotAccepting("the server is shutting down");
-    if (int(impl_->queue.size()) >= options_.queue_capacity + impl_->free_slots)
+    if (impl_->queue.size() + jobs.size() > size_t(options_.queue_capacity + impl_->free_slots))
       throw QueueFull(str("queue full: ", impl_->queue.size(), " requests waiting"));
-    impl_->queue.push_back(std::move(p));
+    for (Job& job : jobs)
+      impl_->queue.push_back(Pending{.job = std::move(job), .stream = stream, .since_submit = {}});
     impl_->counters.queued = int(impl_->queue.size());
   }
   impl_->wake.notify_one();

@@ -17,7 +17,9 @@
 //      chunk goes in the step whole (or what is left of it);
 //   4. sample each sequence from its logits, stream its text (TextStream:
 //      the same decoder + stop strings as `turbokv run`), finish the ones
-//      that stopped: their sequences go to the prefix cache.
+//      that stopped: their sequences go to the prefix cache. A job of
+//      several choices (Job::choices) forks its sequence once its prompt
+//      is in, one sequence per choice sharing the prompt's pages.
 //
 // Reproducibility: a greedy job gives the same tokens whether it runs alone
 // or with any others. Model::eval_batch is batch-invariant (model.h); what
@@ -190,6 +192,16 @@ struct Job {
   // the grid leaves a checkpoint at the last grid boundary at or before
   // each, as it does at its own last boundary.
   std::vector<int64_t> checkpoint_hints;
+  // Replies to this prompt (OpenAI's n): the prompt is prefilled once, then
+  // its sequence is forked (every page shared, copy-on-write) into one
+  // sequence per choice, choice c sampling with seed sampling.seed + c.
+  int choices = 1;
+  // Event::choice of this job's choice 0 (a request of several jobs
+  // numbers its choices across them).
+  int first_choice = 0;
+  // false: prefill the whole prompt, reusing no cached prefix (the prompt
+  // still leaves its checkpoints).
+  bool cache_prompt = true;
 };
 
 struct TopToken {
@@ -219,6 +231,8 @@ struct JobTimings {
 };
 
 struct Event {
+  // Which choice the event belongs to (Job::first_choice + c).
+  int choice = 0;
   enum class Kind {
     kText,  // text + tokens: the next piece of the reply
     kDone,  // the last event of a job (also after an error)
@@ -234,19 +248,25 @@ struct Event {
   std::string error;          // kError: one line (budget, NaN, context, ...)
   bool budget_error = false;  // kError because the KV budget could not hold the job
   std::string stop_string;    // the stop string that matched, if any
+  // The job's prompt, and of it the tokens reused from the prefix cache:
+  // on each choice's kDone (count them once per job).
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;      // prompt tokens reused from the prefix cache
+  int64_t cached_tokens = 0;
   int64_t completion_tokens = 0;  // tokens generated (stop tokens not counted)
   JobTimings timings;
 };
 
-// The consumer's end of one job: events in order, ending with one kDone.
+// The consumer's end of one submission: each choice's events in order,
+// ending with its kDone; the choices' events interleave.
 class JobStream {
  public:
+  // `choices`: the kDone events that end the stream.
+  explicit JobStream(int choices = 1) : remaining_(choices) {}
+
   // Waits up to `timeout` for the next event; nullopt on timeout (check the
-  // client, call again). After the kDone event, returns nullopt at once.
+  // client, call again). After the last kDone event, returns nullopt at once.
   std::optional<Event> next(std::chrono::milliseconds timeout);
-  // Asks the worker to stop the job (client gone): it finishes with
+  // Asks the worker to stop the jobs (client gone): they finish with
   // kCancelled at the next step and its pages are freed. Idempotent.
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
@@ -258,8 +278,9 @@ class JobStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_;
-  bool done_ = false;      // kDone pushed
-  bool consumed_ = false;  // kDone handed out
+  int remaining_;          // kDone events still to come
+  int unconsumed_ = 0;     // kDone events queued, not handed out
+  bool consumed_ = false;  // the last kDone handed out
   std::atomic<bool> cancelled_{false};
 };
 
@@ -300,6 +321,9 @@ class Scheduler {
   // a token outside the vocabulary, a prompt longer than the context, bad
   // sampler settings, an empty stop string).
   std::shared_ptr<JobStream> submit(Job job);
+  // Several jobs of one request on one stream (Job::first_choice numbers
+  // their choices), all queued or none.
+  std::shared_ptr<JobStream> submit(std::vector<Job> jobs);
 
   SchedulerStats stats() const;
   const SchedulerOptions& options() const { return options_; }
@@ -313,6 +337,9 @@ class Scheduler {
   void drain(std::chrono::milliseconds grace);
 
  private:
+  // submit()'s checks of one job (tkv::Error for one that can never run).
+  void check_job(Job& job) const;
+
   struct Impl;  // the queue, the worker thread and its step logic
   SchedulerOptions options_;
   std::unique_ptr<Impl> impl_;

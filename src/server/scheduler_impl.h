@@ -45,6 +45,11 @@ struct Active {
   // Starts the reply of `p` on `seq`, which holds `cached` tokens of the
   // prompt already (a prefix from the cache); the rest is queued.
   Active(Pending p, std::unique_ptr<runtime::Sequence> seq, int64_t cached);
+  // Choice `c` of `first`'s job, on `seq` forked from it once the prompt
+  // is in: its own sampler (seed + c) and reply, nothing queued.
+  Active(const Active& first, std::unique_ptr<runtime::Sequence> seq, int c);
+  // The sampler and the reply from the job, the prompt's rest queued.
+  void start_reply();
 
   // The prompt is in: the sequence's queue holds its next token.
   bool decoding() const {
@@ -55,11 +60,13 @@ struct Active {
   Pending pending;
   std::unique_ptr<runtime::Sequence> sequence;  // null once finished
   int64_t cached_tokens = 0;                    // prompt tokens reused from the prefix cache
+  int choice = 0;       // of the job's choices (Event::choice = first_choice + choice)
+  bool forked = false;  // the job's further choices were made
   // Positions where the sequence is forked into the prefix cache before the
   // chunk starting there runs (ascending; Scheduler::Impl::checkpoints).
   std::vector<int64_t> checkpoints;
-  uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double queued_seconds = 0;
+  uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double first_token_seconds = 0;
   Event out;  // the kText event being filled this step
 };
@@ -132,12 +139,14 @@ struct Scheduler::Impl {
   // prefix, the prefix itself, or a new one; cached prefixes give way), and
   // the job running.
   enum class Admission { kStart, kBlocked, kFailed };
-  PrefixCache::Hit find_prefix(const Pending& p, bool on_grid);
+  // A prompt off the grid is found only whole: its entry's logits go to
+  // `whole_logits`.
+  PrefixCache::Hit find_prefix(const Pending& p, bool on_grid, std::vector<float>& whole_logits);
   Admission check_budget(Pending& p, const PrefixCache::Hit& hit, uint64_t need);
   Admission make_sequence(Pending& p, PrefixCache::Hit& hit, bool on_grid,
                           std::unique_ptr<runtime::Sequence>& out);
-  void start(Pending p, std::unique_ptr<runtime::Sequence> sequence, const PrefixCache::Hit& hit,
-             uint64_t need, bool on_grid);
+  Active& start(Pending p, std::unique_ptr<runtime::Sequence> sequence, const PrefixCache::Hit& hit,
+                uint64_t need, bool on_grid);
   bool step();  // scheduler_step.cc: false when nothing ran
   // One step's batch: its items, the job of each, and what it carries.
   struct Batch {
@@ -162,7 +171,14 @@ struct Scheduler::Impl {
   void item_failed(Active& a, const model::BatchItem& item, const model::ItemStatus& s,
                    std::vector<OutOfPages>& out_of_pages);
   void finish(Active& a, JobFinish reason, std::string error = {}, bool budget = false);
-  void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget);
+  // Ends the job's choices from `from_choice` on (none of them started).
+  void fail_pending(Pending& p, JobFinish reason, std::string error, bool budget,
+                    int from_choice = 0);
+  // The prompt of `a`'s job is in: its further choices fork its sequence
+  // (pages shared, copy-on-write) and join `active`; returned for the
+  // caller to sample their first token from the prompt's logits. None when
+  // the job has one choice or forked already.
+  std::vector<Active*> fork_choices(Active& a);
   uint64_t estimate_bytes(int64_t tokens) const;
   // Whether a prompt of this length is prefilled in chunks of the grid
   // (else as one chunk from where its prefill starts: whole_prompt_tokens).
@@ -172,6 +188,9 @@ struct Scheduler::Impl {
   // Forks `a` into the prefix cache when its next chunk starts at its next
   // checkpoint (a fork the budget cannot hold is skipped).
   void take_checkpoint(Active& a);
+  // A prompt prefilled whole just ended (`logits` after its last token):
+  // its sequence and logits go to the prefix cache (prefix_cache.h).
+  void keep_whole_prompt(Active& a, std::span<const float> logits);
   bool admitted_before(const Active& x, const Active& y) const;  // x earlier in `active`
   // Evicts the least recently used cached prefix, then more until the pool
   // has `bytes` free under its budget or none is left; false when there was

@@ -60,9 +60,15 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   if (reason == JobFinish::kStop || reason == JobFinish::kLength) a.out.text += reply.flush();
   if (!a.out.text.empty() || !a.out.tokens.empty()) {
     a.out.kind = Event::Kind::kText;
+    a.out.choice = p.job.first_choice + a.choice;
     p.stream->push(std::exchange(a.out, {}));
   }
+  // Choices not forked yet (the job ended before its prompt was in) end
+  // with it.
+  if (!a.forked && a.choice == 0 && p.job.choices > 1)
+    fail_pending(p, reason, error, budget, /*from_choice=*/1);
   Event done;
+  done.choice = p.job.first_choice + a.choice;
   done.kind = Event::Kind::kDone;
   done.finish = reason;
   done.error = std::move(error);
@@ -75,7 +81,7 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   done.timings.first_token_seconds = a.first_token_seconds;
   done.timings.total_seconds = p.since_submit.seconds();
 
-  figures.prompt_tokens += uint64_t(p.job.prompt.size());
+  if (a.choice == 0) figures.prompt_tokens += uint64_t(p.job.prompt.size());
   figures.completion_tokens += uint64_t(a.generated());
   ++figures.jobs_finished;
   // Its checkpoints are in the prefix cache; the finished sequence itself is
@@ -99,6 +105,56 @@ void Scheduler::Impl::take_checkpoint(Active& a) {
   for (bool retry = true;; retry = false) {
     try {
       prefixes->insert(a.sequence->fork());
+      cache_changed = true;
+      return;
+    } catch (const kv::KvBudgetExceeded&) {
+      if (!retry || !make_room(estimate_bytes(0))) return;
+    } catch (const kv::KvOutOfMemory&) {
+      return;
+    }
+  }
+}
+
+std::vector<Active*> Scheduler::Impl::fork_choices(Active& a) {
+  const Job& job = a.pending.job;
+  if (a.forked || job.choices <= 1) return {};
+  a.forked = true;
+  // Each further choice's pages from the prompt's last one on (admission
+  // reserved them with the first choice's).
+  const int64_t room = job.max_tokens < 0 ? options.context : job.max_tokens;
+  const uint64_t choice_bytes = std::min(a.reserved_bytes / uint64_t(job.choices),
+                                         estimate_bytes(room + options.kv.page_tokens));
+  std::vector<Active*> made;
+  for (int c = 1; c < job.choices; ++c) {
+    std::unique_ptr<runtime::Sequence> seq;
+    for (bool retry = true; !seq; retry = false) {
+      try {
+        seq = a.sequence->fork();
+      } catch (const kv::KvBudgetExceeded&) {
+        if (!retry || !make_room(estimate_bytes(0))) break;
+      }
+    }
+    if (!seq) {
+      fail_pending(a.pending, JobFinish::kError,
+                   str("KV budget exhausted: no room to fork choice ", c, " of ", job.choices),
+                   true, c);
+      break;
+    }
+    auto sibling = std::make_unique<Active>(a, std::move(seq), c);
+    sibling->reserved_bytes = choice_bytes;
+    a.reserved_bytes -= choice_bytes;
+    made.push_back(sibling.get());
+    active.push_back(std::move(sibling));
+  }
+  return made;
+}
+
+void Scheduler::Impl::keep_whole_prompt(Active& a, std::span<const float> logits) {
+  if (!prefixes || prefilled_on_grid(int64_t(a.pending.job.prompt.size()))) return;
+  // Older prefixes give way to it (it is the newest), once.
+  for (bool retry = true;; retry = false) {
+    try {
+      prefixes->insert_whole(a.sequence->fork(), std::vector<float>(logits.begin(), logits.end()));
       cache_changed = true;
       return;
     } catch (const kv::KvBudgetExceeded&) {
@@ -216,6 +272,7 @@ void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
   }
   if (!a.out.text.empty()) {
     a.out.kind = Event::Kind::kText;
+    a.out.choice = job.first_choice + a.choice;
     a.pending.stream->push(std::exchange(a.out, {}));
   }
   const int32_t next[1] = {step.token};
@@ -223,6 +280,9 @@ void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
 }
 
 bool Scheduler::Impl::step() {
+  // Jobs that ended before the step (a reply sampled at admission from a
+  // whole prompt's kept logits may end at once) are gone from the batch.
+  std::erase_if(active, [](const auto& a) { return !a->sequence; });
   if (active.empty()) return false;
   const Batch batch = plan_step();
   if (batch.items.empty()) return false;
@@ -249,7 +309,10 @@ bool Scheduler::Impl::step() {
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;
+    if (a.generated() == 0 && !a.forked) keep_whole_prompt(a, ctx.logits(b));
+    const std::vector<Active*> more = fork_choices(a);
     sample_reply(a, ctx.logits(b));
+    for (Active* c : more) sample_reply(*c, ctx.logits(b));
   }
   // The youngest of the jobs that found no pages fails: its pages let the
   // older ones go on next step (several failing in one step would all fail

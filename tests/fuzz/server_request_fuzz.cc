@@ -14,6 +14,8 @@
 #include "fuzz_target.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/route_messages.h"
+#include "server/route_responses.h"
 
 namespace {
 
@@ -42,8 +44,12 @@ void check_accepted(const GenerationRequest& r) {
       FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant");
   } else {
     FUZZ_CHECK(r.messages.empty());
-    FUZZ_CHECK(r.prompt_is_tokens ? !r.prompt_tokens.empty() : r.prompt_tokens.empty());
-    for (int32_t t : r.prompt_tokens) FUZZ_CHECK(t >= 0);
+    FUZZ_CHECK(!r.prompts.empty());
+    FUZZ_CHECK(r.prompts.size() * size_t(r.n) <= size_t(tkv::server::kMaxChoices));
+    for (const auto& p : r.prompts) {
+      FUZZ_CHECK(p.is_tokens ? !p.tokens.empty() : p.tokens.empty());
+      for (int32_t t : p.tokens) FUZZ_CHECK(t >= 0);
+    }
   }
 }
 
@@ -62,7 +68,8 @@ void check_rejected(const ApiError& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (const auto& parsed :
-       {tkv::server::parse_chat_request(body), tkv::server::parse_completion_request(body)}) {
+       {tkv::server::parse_chat_request(body), tkv::server::parse_completion_request(body),
+        tkv::server::parse_responses_request(body), tkv::server::parse_messages_request(body)}) {
     if (const ApiError* e = std::get_if<ApiError>(&parsed)) {
       check_rejected(*e);
     } else {

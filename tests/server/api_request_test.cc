@@ -264,27 +264,83 @@ TEST(ApiRequest, RangeEdgesAreAccepted) {
   EXPECT_EQ(chat(R"(,"stop":"###")").stop, std::vector<std::string>{"###"});
 }
 
-TEST(ApiRequest, PenaltiesOnlyZero) {
-  EXPECT_EQ(chat(R"(,"presence_penalty":0,"frequency_penalty":0)").temperature, 1.0);
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    const ApiError e = chat_error(std::string(",\"") + name + "\":0.5");
+TEST(ApiRequest, PenaltiesAndBias) {
+  GenerationRequest r = chat(R"(,"presence_penalty":0.5,"frequency_penalty":-1.5,)"
+                             R"("repeat_penalty":1.1,"repeat_last_n":32,)"
+                             R"("logit_bias":{"50256":-100,"7":2.5,"12":100})");
+  EXPECT_EQ(r.presence_penalty, 0.5);
+  EXPECT_EQ(r.frequency_penalty, -1.5);
+  EXPECT_EQ(r.repeat_penalty, 1.1);
+  EXPECT_EQ(r.repeat_last_n, 32);
+  const std::vector<std::pair<int32_t, float>> bias = {{7, 2.5f}, {12, 100.0f}, {50256, -100.0f}};
+  EXPECT_EQ(r.logit_bias, bias);
+  const sample::SamplerConfig c = sampler_config(r, 1);
+  EXPECT_FLOAT_EQ(c.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(c.frequency_penalty, -1.5f);
+  EXPECT_FLOAT_EQ(c.repeat_penalty, 1.1f);
+  EXPECT_EQ(c.repeat_last_n, 32);
+  EXPECT_EQ(c.logit_bias, bias);
+  EXPECT_NO_THROW(sample::validate(c));
+  // The same fields on completions.
+  r = ok(parse_completion_request(R"({"prompt":"x","presence_penalty":2,"logit_bias":{"0":1}})"));
+  EXPECT_EQ(r.presence_penalty, 2.0);
+  EXPECT_EQ(r.logit_bias.size(), 1u);
+  // Out of range or malformed: 400 naming the field.
+  struct Case {
+    const char* field;
+    const char* param;
+    const char* code;
+  };
+  const Case cases[] = {
+      {R"("presence_penalty":2.5)", "presence_penalty", "invalid_value"},
+      {R"("frequency_penalty":-3)", "frequency_penalty", "invalid_value"},
+      {R"("frequency_penalty":"1")", "frequency_penalty", "invalid_type"},
+      {R"("repeat_penalty":0)", "repeat_penalty", "invalid_value"},
+      {R"("repeat_last_n":-2)", "repeat_last_n", "invalid_value"},
+      {R"("logit_bias":[1])", "logit_bias", "invalid_type"},
+      {R"("logit_bias":{"x":1})", "logit_bias", "invalid_value"},
+      {R"("logit_bias":{"-1":1})", "logit_bias", "invalid_value"},
+      {R"("logit_bias":{"5":101})", "logit_bias.5", "invalid_value"},
+      {R"("logit_bias":{"5":"1"})", "logit_bias.5", "invalid_type"},
+      {R"("logit_bias":{"5":1,"05":2})", "logit_bias", "invalid_value"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.field);
+    const ApiError e = chat_error(std::string(",") + k.field);
     EXPECT_EQ(e.status, 400);
-    EXPECT_EQ(e.param, name);
-    EXPECT_EQ(e.code, "unsupported_value");
-    EXPECT_NE(e.message.find("not implement"), std::string::npos) << e.message;
-    EXPECT_EQ(completion_error(std::string(",\"") + name + "\":-1").param, name);
+    EXPECT_EQ(e.param, k.param);
+    EXPECT_EQ(e.code, k.code);
   }
 }
 
-TEST(ApiRequest, OnlyOneChoice) {
-  EXPECT_EQ(chat(R"(,"n":1)").temperature, 1.0);
-  for (const char* n : {"2", "0", "-1"}) {
-    const ApiError e = chat_error(std::string(",\"n\":") + n);
+TEST(ApiRequest, CachePromptAndReasoningEffort) {
+  EXPECT_TRUE(chat("").cache_prompt);
+  EXPECT_FALSE(chat(R"(,"cache_prompt":false)").cache_prompt);
+  EXPECT_EQ(chat_error(R"(,"cache_prompt":1)").code, "invalid_type");
+  EXPECT_FALSE(ok(parse_completion_request(R"({"prompt":"x","cache_prompt":false})")).cache_prompt);
+  EXPECT_EQ(chat(R"(,"reasoning_effort":"low")").reasoning_effort, "low");
+  EXPECT_EQ(chat("").reasoning_effort, "");
+  EXPECT_EQ(chat_error(R"(,"reasoning_effort":"extreme")").param, "reasoning_effort");
+  EXPECT_EQ(chat_error(R"(,"reasoning_effort":1)").code, "invalid_type");
+  // A chat field only.
+  EXPECT_EQ(completion_error(R"(,"reasoning_effort":"low")").code, "unknown_parameter");
+}
+
+TEST(ApiRequest, ChoicesPerRequest) {
+  EXPECT_EQ(chat(R"(,"n":1)").n, 1);
+  EXPECT_EQ(chat(R"(,"n":4)").n, 4);
+  EXPECT_EQ(chat(R"(,"n":128)").n, 128);
+  for (const char* n : {"0", "-1", "129", "1.5", R"("2")"}) {
+    SCOPED_TRACE(n);
+    const ApiError e = chat_error(std::string(R"(,"n":)") + n);
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "n");
-    EXPECT_NE(e.message.find("n must be 1"), std::string::npos) << e.message;
   }
-  EXPECT_EQ(completion_error(R"(,"n":3)").param, "n");
+  EXPECT_EQ(ok(parse_completion_request(R"({"prompt":["a","b"],"n":64})")).n, 64);
+  // n x prompts is bounded like n.
+  const ApiError e = err(parse_completion_request(R"({"prompt":["a","b","c"],"n":64})"));
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(e.message.find("at most 128"), std::string::npos) << e.message;
 }
 
 TEST(ApiRequest, ChatTopLogprobsNeedsLogprobs) {
@@ -318,11 +374,9 @@ TEST(ApiRequest, UnimplementedFieldsAreNamed) {
       R"("function_call":"auto")",
       R"("parallel_tool_calls":true)",
       R"("response_format":{"type":"json_object"})",
-      R"("logit_bias":{"50256":-100})",
       R"("audio":{"voice":"alloy","format":"wav"})",
       R"("modalities":["text","audio"])",
       R"("prediction":{"type":"content","content":"x"})",
-      R"("reasoning_effort":"low")",
       R"("web_search_options":{})",
   };
   for (const char* f : chat_fields) {
@@ -335,8 +389,7 @@ TEST(ApiRequest, UnimplementedFieldsAreNamed) {
     EXPECT_EQ(e.code, "unsupported_parameter");
     EXPECT_NE(e.message.find("'" + name + "' is not supported"), std::string::npos) << e.message;
   }
-  for (const char* f :
-       {R"("suffix":"end")", R"("echo":true)", R"("best_of":2)", R"("logit_bias":{"1":5})"}) {
+  for (const char* f : {R"("suffix":"end")", R"("echo":true)", R"("best_of":2)"}) {
     SCOPED_TRACE(f);
     const std::string field = f;
     const std::string name = field.substr(1, field.find('"', 1) - 1);
@@ -447,18 +500,28 @@ TEST(ApiRequest, DeepNestingIsRefusedOthersAccepted) {
 TEST(ApiRequest, CompletionPromptForms) {
   GenerationRequest r = ok(parse_completion_request(R"({"prompt":"Once upon"})"));
   EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
-  EXPECT_EQ(r.prompt, "Once upon");
-  EXPECT_FALSE(r.prompt_is_tokens);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once upon");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
   EXPECT_TRUE(r.messages.empty());
   r = ok(parse_completion_request(R"({"prompt":["Once"]})"));
-  EXPECT_EQ(r.prompt, "Once");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once");
   r = ok(parse_completion_request(R"({"prompt":[1,2,3]})"));
-  EXPECT_TRUE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   r = ok(parse_completion_request(R"({"prompt":[[5,6]]})"));
-  EXPECT_TRUE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{5, 6}));
-  EXPECT_EQ(ok(parse_completion_request(R"({"prompt":""})")).prompt, "");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(ok(parse_completion_request(R"({"prompt":""})")).prompts[0].text, "");
+  // Several prompts, strings and token arrays mixed: one job each.
+  r = ok(parse_completion_request(R"({"prompt":["a",[7,8],"b"]})"));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[0].text, "a");
+  EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(r.prompts[2].text, "b");
 
   struct Case {
     const char* body;
@@ -470,8 +533,8 @@ TEST(ApiRequest, CompletionPromptForms) {
       {R"({"prompt":null})", "prompt", "missing_required_parameter"},
       {R"({"prompt":5})", "prompt", "invalid_type"},
       {R"({"prompt":[]})", "prompt", "invalid_value"},
-      {R"({"prompt":["a","b"]})", "prompt", "invalid_value"},
-      {R"({"prompt":[[1],[2]]})", "prompt", "invalid_value"},
+      {R"({"prompt":["a",5]})", "prompt[1]", "invalid_type"},
+      {R"({"prompt":[[1],[]]})", "prompt[1]", "invalid_value"},
       {R"({"prompt":[-1]})", "prompt[0]", "invalid_value"},
       {R"({"prompt":[1,"a"]})", "prompt[1]", "invalid_type"},
       {R"({"prompt":[1.5]})", "prompt[0]", "invalid_type"},

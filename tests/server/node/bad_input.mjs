@@ -65,8 +65,8 @@ main(async () => {
   assertError(await chat({ messages: user, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }),
               400, { param: 'tools', match: /tools/ });
   assertError(await chat({ messages: user, response_format: { type: 'json_object' } }), 400, { param: 'response_format' });
-  assertError(await chat({ messages: user, n: 2 }), 400, { param: 'n' });
-  assertError(await chat({ messages: user, presence_penalty: 0.5 }), 400, { param: 'presence_penalty' });
+  assertError(await chat({ messages: user, n: 129 }), 400, { param: 'n' });
+  assertError(await chat({ messages: user, presence_penalty: 2.5 }), 400, { param: 'presence_penalty' });
   assertError(await completion({ prompt: [1, 2, 99999999] }), 400, { param: 'prompt' });
   assertError(await completion({ prompt: 'x', stream_options: { include_usage: true } }), 400);
 

@@ -263,3 +263,14 @@ export async function streamTimed(client, kind, params) {
   if (ttft === null) ttft = now() - start;
   return { text, finish, usage, ttft, chunks };
 }
+
+// A client package of package.json beyond openai (the Vercel AI SDK,
+// LangChain), imported; a node_modules installed before it was added skips
+// the test (run scripts/setup.sh), or fails it under TURBOKV_REQUIRE_FIXTURES=1.
+export async function requirePackage(name) {
+  try {
+    return await import(name);
+  } catch (err) {
+    skip(`the npm package ${name} is not installed (run scripts/setup.sh: npm ci): ${err.message}`);
+  }
+}

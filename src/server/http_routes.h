@@ -1,0 +1,44 @@
+// The routes beside chat and text completions, registered by the HTTP
+// front end (http_server.cc) with its body reader:
+//   GET  /v1/models/{id}              the served model, or 404 (OpenAI's shape)
+//   POST /v1/responses                route_responses.h
+//   POST /v1/messages                 route_messages.h
+//   POST /v1/messages/count_tokens    route_messages.h
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "server/http_generation.h"
+#include "server/route_messages.h"
+#include "server/route_responses.h"
+
+namespace tkv::server {
+
+// GET /v1/models/{id}: {"id", "object": "model", "created", "owned_by"} for
+// the served model's id; any other id is a 404 (code model_not_found).
+void handle_model(GenerationRoutes& routes, const std::string& id, httplib::Response& res);
+
+// `with_body(handle)` makes a handler that reads the request's body and
+// calls handle(body, res, close_delimited).
+template <class WithBody>
+void add_other_routes(httplib::Server& http, GenerationRoutes& routes, WithBody with_body) {
+  http.Get(R"(/v1/models/(.+))", [&routes](const httplib::Request& req, httplib::Response& res) {
+    handle_model(routes, req.matches[1].str(), res);
+  });
+  http.Post("/v1/responses",
+            with_body([&routes](const std::string& body, httplib::Response& res, bool close) {
+              handle_responses(routes, body, res, close);
+            }));
+  http.Post("/v1/messages",
+            with_body([&routes](const std::string& body, httplib::Response& res, bool close) {
+              handle_messages(routes, body, res, close);
+            }));
+  http.Post("/v1/messages/count_tokens",
+            with_body([&routes](const std::string& body, httplib::Response& res, bool) {
+              handle_count_tokens(routes, body, res);
+            }));
+}
+
+}  // namespace tkv::server
