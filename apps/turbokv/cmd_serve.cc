@@ -328,6 +328,12 @@ int serve_main(std::span<const std::string> args) {
   sched.context = int(served.context);
   sched.kv = kv_config;
   sched.threads = f.threads.count();
+  if (const uint64_t least = server::Scheduler::smallest_budget(*model, sched);
+      sched.budget_bytes > 0 && sched.budget_bytes < least)
+    fail("--kv-budget ", format_bytes(sched.budget_bytes), " cannot hold one sequence: its ",
+         "sinks, residual ring and state and one prefill chunk of ",
+         std::min(sched.context, sched.prefill_chunk), " tokens need ", format_bytes(least),
+         "; give at least that");
 
   // SIGINT and SIGTERM are taken by sigtimedwait in this thread only: block
   // them before any thread starts (threads inherit the mask).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <utility>
 
 #include "common/error.h"
@@ -127,6 +128,27 @@ void Active::start_reply() {
   if (fed < job.prompt.size()) sequence->queue(std::span<const int32_t>(job.prompt).subspan(fed));
 }
 
+namespace {
+
+// An empty sequence's bytes (sinks, residual ring, recurrent states) and
+// its pages' bytes per token, from a probe outside any pool.
+std::pair<uint64_t, double> sequence_bytes(const model::Model& model,
+                                           const SchedulerOptions& options) {
+  const kv::KvShape shape = model.kv_shape(options.context);
+  const kv::KvCache probe(shape, options.kv);
+  const kv::KvStats s = probe.stats();
+  return {s.persistent_bytes, (s.k_bytes_per_token_head + s.v_bytes_per_token_head) *
+                                  double(shape.n_kv_heads) * double(shape.n_layers)};
+}
+
+// What a sequence of `tokens` holds: its fixed part and whole pages.
+uint64_t sequence_estimate(uint64_t fixed, double per_token, int64_t page, int64_t tokens) {
+  const int64_t pages_needed = (std::max<int64_t>(tokens, 0) + page - 1) / page;
+  return fixed + uint64_t(std::ceil(double(pages_needed * page) * per_token));
+}
+
+}  // namespace
+
 Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenizer_,
                       const SchedulerOptions& options_)
     : model(model_),
@@ -138,14 +160,7 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
       threads(options_.threads) {
   free_slots = options.parallel;
   // The estimate's figures, from an empty sequence outside the pool.
-  {
-    const kv::KvCache probe(model.kv_shape(options.context), options.kv);
-    const kv::KvStats s = probe.stats();
-    const kv::KvShape shape = model.kv_shape(options.context);
-    fixed_bytes = s.persistent_bytes;
-    bytes_per_token = (s.k_bytes_per_token_head + s.v_bytes_per_token_head) *
-                      double(shape.n_kv_heads) * double(shape.n_layers);
-  }
+  std::tie(fixed_bytes, bytes_per_token) = sequence_bytes(model, options);
   {
     // Per layer: 2 x n_heads x head_dim multiply-adds per query and key
     // (scores and values), against one per weight per token.
@@ -180,9 +195,13 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
 }
 
 uint64_t Scheduler::Impl::estimate_bytes(int64_t tokens) const {
-  const int64_t page = options.kv.page_tokens;
-  const int64_t pages_needed = (std::max<int64_t>(tokens, 0) + page - 1) / page;
-  return fixed_bytes + uint64_t(std::ceil(double(pages_needed * page) * bytes_per_token));
+  return sequence_estimate(fixed_bytes, bytes_per_token, options.kv.page_tokens, tokens);
+}
+
+uint64_t Scheduler::smallest_budget(const model::Model& model, const SchedulerOptions& options) {
+  const auto [fixed, per_token] = sequence_bytes(model, options);
+  return sequence_estimate(fixed, per_token, options.kv.page_tokens,
+                           std::min(options.context, options.prefill_chunk));
 }
 
 std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,

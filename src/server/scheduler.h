@@ -313,6 +313,11 @@ class Scheduler {
   // the worker. `model` and `tokenizer` outlive the scheduler.
   Scheduler(const model::Model& model, const tok::Tokenizer& tokenizer, SchedulerOptions options);
   ~Scheduler();  // drain(0) unless drain() ran
+  // The smallest budget_bytes that serves a request: one sequence's fixed
+  // part (sinks, residual ring, recurrent states) and the pages of one
+  // prefill chunk (prefill_chunk tokens, at most the context). serve
+  // refuses a smaller --kv-budget at start-up.
+  static uint64_t smallest_budget(const model::Model& model, const SchedulerOptions& options);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 

@@ -86,22 +86,21 @@ TEST(BenchServe, TwoClientsAllServedWithTheReportFields) {
   EXPECT_NE(md.find("aggregate tok/s"), std::string::npos);
 }
 
-TEST(BenchServe, ABudgetThatHoldsNoPromptServesNone) {
+// A budget that cannot hold one sequence (its fixed part and one prefill
+// chunk) is refused when the server starts, with the numbers: the cell is a
+// failed row with the server's message (exit 1), not requests refused one
+// by one.
+TEST(BenchServe, ABudgetThatHoldsNoSequenceIsRefusedAtStart) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   const std::string out = ::tkv::test::temp_dir() + "/serve-budget";
   const ChildResult r = run_turbokv_bench({"serve", "-m", model, "--kv", "f16", "--clients", "2",
                                            "--prompt-tokens", "70", "--gen-tokens", "4", "-t", "1",
                                            "--kv-budget", "1K", "--out", out, "--quiet"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;  // the cell gave a result: requests refused
-  const Json report = test::read_json_file(out + "/report.json");
-  const Json& row = report.at("serve").at("rows").at(0);
-  EXPECT_EQ(row.at("requests_ok").get<int>(), 0);
-  EXPECT_FALSE(row.at("all_succeeded").get<bool>());
-  ASSERT_FALSE(row.at("errors").empty());
-  EXPECT_NE(row["errors"][0].get<std::string>().find("budget"), std::string::npos)
-      << row["errors"].dump();
-  EXPECT_TRUE(report["serve"]["capacity"][0]["largest_clients_all_served"].is_null());
-  EXPECT_NE(r.out.find("largest N all served within 1K: none"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("exited before it listened"), std::string::npos) << r.out;
+  EXPECT_NE((r.out + r.err).find("--kv-budget 1.00 KiB cannot hold one sequence"),
+            std::string::npos)
+      << r.out << r.err;
 }
 
 // The bench driver has no `serve` command: the server exits before it
