@@ -29,6 +29,7 @@ Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.see
 
 void Sampler::accept(int32_t token) {
   if (token < 0) fail("sampler: cannot accept negative token id ", token);
+  if (constraint_) constraint_->accept(token);
   if (config_.repeat_last_n == 0) return;
   history_.push_back(token);
   if (config_.repeat_last_n > 0 && history_.size() > size_t(config_.repeat_last_n))
@@ -52,6 +53,11 @@ int32_t Sampler::filter(const float* logits, int n_vocab, CandidateList& c,
         fail("sampler: accepted token ", t, " is outside the vocabulary of ", n_vocab);
     work.assign(logits, logits + n_vocab);
     apply_repetition_penalty(work.data(), n_vocab, recent, config_.repeat_penalty);
+    logits = work.data();
+  }
+  if (constraint_) {
+    if (logits != work.data()) work.assign(logits, logits + n_vocab);
+    constraint_->mask(work.data(), n_vocab);
     logits = work.data();
   }
   // Greedy: the filters below never remove the top candidate, so skip them.

@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "sample/constraint.h"
 #include "sample/filters.h"
 
 namespace tkv::sample {
@@ -49,7 +51,15 @@ class Sampler {
   void accept(int32_t token);
 
   // Back to the state right after construction: empty history, RNG re-seeded.
+  // The constraint is kept as it is.
   void reset();
+
+  // From now on, sample() and distribution() see only the tokens
+  // `constraint` allows, and accept() passes each token on to it (null:
+  // none). Set it after accepting the prompt's tokens.
+  void set_constraint(std::shared_ptr<TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
 
   // The distribution sample() draws from for these logits: the tokens left
   // after the filters with their probabilities, most likely first. A greedy
@@ -70,6 +80,7 @@ class Sampler {
   SamplerConfig config_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens
+  std::shared_ptr<TokenConstraint> constraint_;
   // Reused across calls: no allocation per token.
   CandidateList candidates_;
   std::vector<float> work_;

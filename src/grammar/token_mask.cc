@@ -1,0 +1,113 @@
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "common/error.h"
+
+namespace tkv::grammar {
+
+TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(token_bytes)) {
+  std::vector<int32_t> order;
+  for (size_t t = 0; t < bytes_.size(); ++t)
+    if (!bytes_[t].empty() && bytes_[t].size() < 0xFFFF) order.push_back(int32_t(t));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return bytes_[size_t(a)] < bytes_[size_t(b)]; });
+  nodes_.push_back({0, 0, 0, 0});
+  std::vector<uint32_t> path{0};  // path[d]: the node at depth d of the last token
+  const std::string* prev = nullptr;
+  for (int32_t id : order) {
+    const std::string& s = bytes_[size_t(id)];
+    size_t lcp = 0;
+    if (prev)
+      while (lcp < s.size() && lcp < prev->size() && s[lcp] == (*prev)[lcp]) ++lcp;
+    while (path.size() > lcp + 1) {
+      nodes_[path.back()].end = uint32_t(nodes_.size());
+      path.pop_back();
+    }
+    for (size_t k = lcp; k < s.size(); ++k) {
+      path.push_back(uint32_t(nodes_.size()));
+      nodes_.push_back({0, uint32_t(tokens_.size()), uint16_t(k + 1), uint8_t(s[k])});
+    }
+    tokens_.push_back(id);
+    max_depth_ = std::max(max_depth_, s.size());
+    prev = &s;
+  }
+  for (uint32_t n : path) nodes_[n].end = uint32_t(nodes_.size());
+  nodes_.push_back({0, uint32_t(tokens_.size()), 0, 0});  // sentinel: the last node's token end
+}
+
+void TokenTrie::allowed(Matcher& m, Matcher::State s, std::vector<uint64_t>& bits) const {
+  bits.assign((bytes_.size() + 63) / 64, 0);
+  if (s == Matcher::kDead) return;
+  std::vector<Matcher::State> states(max_depth_ + 1);
+  states[0] = s;
+  const size_t n = nodes_.size() - 1;  // without the sentinel
+  for (size_t i = 1; i < n;) {
+    const Node& node = nodes_[i];
+    const Matcher::State t = m.step(states[node.depth - 1], node.byte);
+    if (t == Matcher::kDead) {
+      i = node.end;
+      continue;
+    }
+    states[node.depth] = t;
+    for (uint32_t k = node.tokens; k < nodes_[i + 1].tokens; ++k) {
+      const auto id = uint32_t(tokens_[k]);
+      bits[id >> 6] |= uint64_t(1) << (id & 63);
+    }
+    ++i;
+  }
+}
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
+                                     std::shared_ptr<const TokenTrie> trie,
+                                     std::vector<int32_t> end_tokens)
+    : trie_(std::move(trie)), end_tokens_(std::move(end_tokens)), matcher_(std::move(grammar)) {
+  TKV_CHECK(trie_);
+  for (int32_t t : end_tokens_)
+    if (t < 0 || t >= trie_->n_vocab()) fail("grammar: end token ", t, " is outside the vocabulary");
+  state_ = matcher_.start();
+}
+
+const std::vector<uint64_t>& GrammarConstraint::allowed() {
+  const auto it = masks_.find(state_);
+  if (it != masks_.end()) return it->second;
+  if (masks_.size() >= kMaxCachedMasks) masks_.clear();
+  std::vector<uint64_t>& bits = masks_[state_];
+  trie_->allowed(matcher_, state_, bits);
+  if (matcher_.accepting(state_))
+    for (int32_t t : end_tokens_) bits[size_t(t) >> 6] |= uint64_t(1) << (t & 63);
+  return bits;
+}
+
+void GrammarConstraint::mask(float* logits, int n_vocab) {
+  if (n_vocab != trie_->n_vocab())
+    fail("grammar: ", n_vocab, " logits for a vocabulary of ", trie_->n_vocab());
+  const std::vector<uint64_t>& bits = allowed();
+  bool any = false;
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < bits.size(); ++w) {
+    any |= bits[w] != 0;
+    const size_t base = w * 64;
+    const size_t count = std::min<size_t>(64, size_t(n_vocab) - base);
+    if (bits[w] == ~uint64_t(0) && count == 64) continue;
+    for (size_t b = 0; b < count; ++b)
+      if (!(bits[w] >> b & 1)) logits[base + b] = kOff;
+  }
+  if (!any) fail("grammar: no token of the vocabulary can continue the output here");
+}
+
+void GrammarConstraint::accept(int32_t token) {
+  if (std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end()) return;
+  if (token < 0 || token >= trie_->n_vocab())
+    fail("grammar: token ", token, " is outside the vocabulary");
+  const Matcher::State next = matcher_.advance(state_, trie_->bytes(token));
+  if (next == Matcher::kDead) fail("grammar: token ", token, " does not continue the output");
+  const size_t states = matcher_.state_count();
+  state_ = matcher_.compact(next, kMaxCachedStates);
+  if (matcher_.state_count() < states) masks_.clear();  // the ids were renumbered
+}
+
+}  // namespace tkv::grammar
