@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/escape.h"
+#include "server/structured_output.h"
 
 namespace tkv::server {
 
@@ -183,6 +184,8 @@ constexpr FieldRule kCommonFields[] = {
     {"stream", FieldKind::kHandled},
     {"stream_options", FieldKind::kHandled},
     {"logit_bias", FieldKind::kUnsupported},
+    {"response_format", FieldKind::kHandled},
+    {"grammar", FieldKind::kHandled},
     // Accepted and ignored: they do not change what is generated.
     {"user", FieldKind::kIgnored},
     {"metadata", FieldKind::kIgnored},
@@ -201,7 +204,6 @@ constexpr FieldRule kChatFields[] = {
     {"functions", FieldKind::kUnsupported},
     {"function_call", FieldKind::kUnsupported},
     {"parallel_tool_calls", FieldKind::kUnsupported},
-    {"response_format", FieldKind::kUnsupported},
     {"audio", FieldKind::kUnsupported},
     {"modalities", FieldKind::kUnsupported},
     {"prediction", FieldKind::kUnsupported},
@@ -230,8 +232,6 @@ bool is_off_value(std::string_view name, const json& v) {
   if (name == "tools" || name == "functions") return v.is_array() && v.empty();
   if (name == "tool_choice" || name == "function_call") return v == "none";
   if (name == "logit_bias") return v.is_object() && v.empty();
-  if (name == "response_format")
-    return v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
   if (name == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
   if (name == "echo") return v == false;
   if (name == "suffix") return v.is_string() && v.get_ref<const std::string&>().empty();
@@ -243,7 +243,6 @@ std::string unsupported_reason(std::string_view name) {
   if (name == "tools" || name == "tool_choice" || name == "functions" || name == "function_call" ||
       name == "parallel_tool_calls")
     return " (tool and function calling are not implemented).";
-  if (name == "response_format") return " (structured output is not implemented).";
   if (name == "logit_bias") return " (an empty object is accepted).";
   if (name == "echo") return " (false is accepted).";
   if (name == "best_of") return " (1 is accepted).";
@@ -540,6 +539,9 @@ std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, E
     r.endpoint = endpoint;
     parse_common(doc, r);
     parse_fields(doc, r);
+    auto grammar = output_grammar(doc, body);
+    if (const ApiError* e = std::get_if<ApiError>(&grammar)) throw RequestError{*e};
+    r.grammar = std::get<0>(std::move(grammar));
     return r;
   } catch (const RequestError& e) {
     return e.error;

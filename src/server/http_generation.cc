@@ -435,7 +435,11 @@ void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httpli
   std::shared_ptr<JobStream> stream;
   const size_t prompt_tokens = std::get<0>(ids).size();
   try {
-    stream = scheduler_.submit(make_job(request, model_, std::move(std::get<0>(ids))));
+    Job job = make_job(request, model_, std::move(std::get<0>(ids)));
+    if (request.grammar)
+      job.constraint = output_constraint(request.grammar, tries_.get(*model_.tokenizer),
+                                         *model_.tokenizer, job.stop_tokens);
+    stream = scheduler_.submit(std::move(job));
   } catch (const QueueFull& e) {
     return send_unavailable(res, str("The server is busy (", e.what(), "); retry later."));
   } catch (const NotAccepting&) {

@@ -25,6 +25,7 @@
 
 #include "server/api_request.h"
 #include "server/http_server.h"
+#include "server/structured_output.h"
 
 namespace httplib {
 struct Request;
@@ -74,6 +75,7 @@ class GenerationRoutes {
   ServerMetrics& metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_;
+  TokenTrieCache tries_;  // the vocabulary's token trie, for grammars
   std::mutex mu_;
   std::condition_variable idle_cv_;
   int in_flight_ = 0;

@@ -99,6 +99,7 @@ Active::Active(Pending p, std::unique_ptr<runtime::Sequence> seq, int64_t cached
   // is spelled as it is in the decoded whole (what `turbokv run` prints).
   sequence->set_sampler(job.sampling);
   for (int32_t id : job.prompt) sequence->sampler().accept(id);
+  sequence->sampler().set_constraint(job.constraint);
   sequence->start_reply(
       {.max_tokens = job.max_tokens, .stop_at_eog = true, .stop_tokens = job.stop_tokens},
       {.stops = job.stops,

@@ -317,7 +317,6 @@ TEST(ApiRequest, UnimplementedFieldsAreNamed) {
       R"("functions":[{"name":"f"}])",
       R"("function_call":"auto")",
       R"("parallel_tool_calls":true)",
-      R"("response_format":{"type":"json_object"})",
       R"("logit_bias":{"50256":-100})",
       R"("audio":{"voice":"alloy","format":"wav"})",
       R"("modalities":["text","audio"])",
