@@ -322,6 +322,8 @@ class Parser {
 
 }  // namespace
 
-Grammar parse_gbnf(std::string_view text) { return Parser(text).parse(); }
+Grammar parse_gbnf(std::string_view text) {
+  return Parser(text).parse();
+}
 
 }  // namespace tkv::grammar

@@ -38,7 +38,8 @@ void GrammarBuilder::define(uint32_t rule, std::vector<Sequence> alternatives) {
 
 void GrammarBuilder::check_size() {
   if (symbols_ > kMaxGrammarSymbols || names_.size() > kMaxGrammarSymbols)
-    fail("grammar: too large (over ", kMaxGrammarSymbols, " symbols once repetitions are expanded)");
+    fail("grammar: too large (over ", kMaxGrammarSymbols,
+         " symbols once repetitions are expanded)");
 }
 
 GrammarBuilder::Symbol GrammarBuilder::bytes(const ByteSet& set) {
@@ -193,7 +194,8 @@ std::string set_text(const ByteSet& s) {
   if (s.count() == 1)
     for (int b = 0; b < 256; ++b)
       if (s.test(size_t(b))) {
-        if (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') return std::string("\"") + char(b) + "\"";
+        if (b >= 0x20 && b < 0x7F && b != '"' && b != '\\')
+          return std::string("\"") + char(b) + "\"";
         char buf[16];
         std::snprintf(buf, sizeof buf, "\"\\x%02X\"", b);
         return buf;

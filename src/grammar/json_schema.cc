@@ -33,7 +33,8 @@ const std::map<std::string, std::string>& primitives() {
       {"object",
        R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)"},
       {"array", R"("[" space ( value ("," space value)* )? "]" space)"},
-      {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))"},
+      {"date",
+       R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))"},
       {"time",
        R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
       {"date-time", R"(date "T" time)"},
@@ -61,17 +62,18 @@ const std::map<std::string, std::vector<std::string>>& primitive_deps() {
 
 const std::set<std::string>& annotations() {
   static const std::set<std::string> k = {
-      "title",    "description", "default",   "examples",   "$schema", "$id",
-      "$comment", "deprecated",  "readOnly",  "writeOnly",  "strict",  "$defs",
-      "definitions"};
+      "title",      "description", "default",   "examples", "$schema", "$id",        "$comment",
+      "deprecated", "readOnly",    "writeOnly", "strict",   "$defs",   "definitions"};
   return k;
 }
 
 const std::set<std::string>& keywords() {
   static const std::set<std::string> k = {
-      "type",      "properties", "required",  "additionalProperties", "enum",      "const",
-      "anyOf",     "oneOf",      "items",     "prefixItems",          "minItems",  "maxItems",
-      "minLength", "maxLength",  "pattern",   "format",               "$ref",      "nullable"};
+      "type",      "properties",  "required", "additionalProperties",
+      "enum",      "const",       "anyOf",    "oneOf",
+      "items",     "prefixItems", "minItems", "maxItems",
+      "minLength", "maxLength",   "pattern",  "format",
+      "$ref",      "nullable"};
   return k;
 }
 
@@ -129,8 +131,8 @@ class Compiler {
   std::string reserve(const std::string& hint) {
     std::string base;
     for (char c : hint.substr(0, 40))
-      base += ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c
-                                                                                           : '-';
+      base +=
+          ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '-';
     if (base.empty()) base = "r";
     std::string name = base;
     for (int i = 1; primitives().count(name) || !defined_.insert(name).second; ++i)
@@ -164,7 +166,8 @@ class Compiler {
     if (!s.is_object()) error("a schema must be an object or a boolean", path);
     check_keywords(s, path);
     std::string expr = visit_object_schema(s, name, path, depth);
-    if (s.contains("nullable") && s["nullable"] == true) expr = "( " + expr + " | " + use("null") + " )";
+    if (s.contains("nullable") && s["nullable"] == true)
+      expr = "( " + expr + " | " + use("null") + " )";
     return expr;
   }
 
@@ -200,8 +203,8 @@ class Compiler {
     if (type == "array") return visit_array(s, name, path, depth);
     if (type == "string") return visit_string(s, name, path);
     if (type == "number" || type == "integer" || type == "boolean" || type == "null") {
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                            "multipleOf"})
+      for (const char* k :
+           {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
         if (s.contains(k)) error(std::string("unsupported keyword '") + k + "'", path);
       return use(type);
     }
@@ -215,14 +218,13 @@ class Compiler {
     return "( " + alts + " ) " + use("space");
   }
 
-  std::string visit_alternatives(const Json& list, const std::string& name,
-                                 const std::string& path, int depth) {
+  std::string visit_alternatives(const Json& list, const std::string& name, const std::string& path,
+                                 int depth) {
     if (!list.is_array() || list.empty()) error("must be a non-empty array", path);
     std::string alts;
     for (size_t i = 0; i < list.size(); ++i)
-      alts += (alts.empty() ? "" : " | ") +
-              visit(list[i], name + "-" + std::to_string(i), path + "/" + std::to_string(i),
-                    depth + 1);
+      alts += (alts.empty() ? "" : " | ") + visit(list[i], name + "-" + std::to_string(i),
+                                                  path + "/" + std::to_string(i), depth + 1);
     return "( " + alts + " )";
   }
 
@@ -275,9 +277,10 @@ class Compiler {
     if (max >= 0 && max < min) error("'maxLength' below 'minLength'", path);
     use("string");
     if (min == 0 && max < 0) return "string";
-    const std::string reps = max < 0   ? "{" + std::to_string(min) + ",}"
-                             : min == max ? "{" + std::to_string(min) + "}"
-                                          : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+    const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}"
+                             : min == max
+                                 ? "{" + std::to_string(min) + "}"
+                                 : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
     return q + " char" + reps + " " + q + " " + use("space");
   }
 
@@ -292,9 +295,9 @@ class Compiler {
         error("'items' next to 'prefixItems' is not supported (only items: false)", path);
       std::string body = open;
       for (size_t i = 0; i < prefix.size(); ++i)
-        body += (i ? " " + comma + " " : " ") +
-                visit(prefix[i], name + "-" + std::to_string(i),
-                      path + "/prefixItems/" + std::to_string(i), depth + 1);
+        body += (i ? " " + comma + " " : " ") + visit(prefix[i], name + "-" + std::to_string(i),
+                                                      path + "/prefixItems/" + std::to_string(i),
+                                                      depth + 1);
       return add_rule(name, body + " " + close);
     }
     std::string item = use("value");
@@ -304,8 +307,8 @@ class Compiler {
     if (max >= 0 && max < min) error("'maxItems' below 'minItems'", path);
     if (max == 0) return add_rule(name, open + " " + close);
     const std::string more_min = std::to_string(std::max<int64_t>(min - 1, 0));
-    const std::string reps = max < 0 ? "{" + more_min + ",}"
-                                     : "{" + more_min + "," + std::to_string(max - 1) + "}";
+    const std::string reps =
+        max < 0 ? "{" + more_min + ",}" : "{" + more_min + "," + std::to_string(max - 1) + "}";
     std::string list = item + " ( " + comma + " " + item + " )" + reps;
     if (min == 0) list = "( " + list + " )?";
     return add_rule(name, open + " " + list + " " + close);
@@ -330,7 +333,8 @@ class Compiler {
       const Json& props = s["properties"];
       if (!props.is_object()) error("'properties' must be an object", path);
       for (const auto& [key, sub] : props.items()) {
-        const std::string value = visit(sub, name + "-" + key, path + "/properties/" + key, depth + 1);
+        const std::string value =
+            visit(sub, name + "-" + key, path + "/properties/" + key, depth + 1);
         items.emplace_back(add_rule(name + "-" + key + "-kv", literal(nlohmann::json(key).dump()) +
                                                                   " " + use("space") + " \":\" " +
                                                                   use("space") + " " + value),
@@ -338,14 +342,15 @@ class Compiler {
         required.erase(key);
       }
     }
-    if (!required.empty()) error("'required' names '" + *required.begin() + "', not a property", path);
+    if (!required.empty())
+      error("'required' names '" + *required.begin() + "', not a property", path);
     std::string extra_kv;
     if (extra != false) {
       const std::string value = extra == true ? use("value")
                                               : visit(extra, name + "-additional",
                                                       path + "/additionalProperties", depth + 1);
-      extra_kv = add_rule(name + "-additional-kv",
-                          use("string") + " \":\" " + use("space") + " " + value);
+      extra_kv =
+          add_rule(name + "-additional-kv", use("string") + " \":\" " + use("space") + " " + value);
     }
     return add_rule(name, R"("{" )" + use("space") + " " + members(items, extra_kv, name) +
                               R"( "}" )" + use("space"));
@@ -364,8 +369,9 @@ class Compiler {
       const std::string next_first =
           req ? kv + after_next : kv + after_next + " | " + (first.empty() ? "\"\"" : first);
       if (k > 0)
-        after = add_rule(name + "-after", comma + " " + kv + after_next +
-                                              (req ? "" : " | " + (after.empty() ? "\"\"" : after)));
+        after =
+            add_rule(name + "-after", comma + " " + kv + after_next +
+                                          (req ? "" : " | " + (after.empty() ? "\"\"" : after)));
       first = add_rule(name + "-first", next_first);
     }
     return first;

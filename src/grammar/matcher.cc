@@ -59,8 +59,9 @@ void Matcher::closure(uint32_t stack, std::vector<uint32_t>& out) {
       continue;
     }
     // A rule reference: its continuation below, then each alternative.
-    const uint32_t rest =
-        g.elements[node.pos + 1].kind == Element::kEnd ? node.parent : push(node.parent, node.pos + 1);
+    const uint32_t rest = g.elements[node.pos + 1].kind == Element::kEnd
+                              ? node.parent
+                              : push(node.parent, node.pos + 1);
     for (uint32_t a : g.alternatives[g.elements[node.pos].value])
       work_.push_back(g.elements[a].kind == Element::kEnd ? rest : push(rest, a));
   }

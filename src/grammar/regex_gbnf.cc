@@ -18,7 +18,9 @@ constexpr int kMaxGroupDepth = 64;
 
 // Characters a JSON string writes escaped; a pattern that asks for them is
 // refused, any negated class or `.` leaves them out.
-bool json_escaped(uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }
+bool json_escaped(uint32_t c) {
+  return c < 0x20 || c == '"' || c == '\\';
+}
 
 std::string class_char(uint32_t c) {
   static const char* hex = "0123456789ABCDEF";
@@ -37,7 +39,8 @@ std::string class_char(uint32_t c) {
 
 std::string class_text(const Ranges& ranges, bool negated) {
   std::string out = negated ? "[^" : "[";
-  for (const auto& [lo, hi] : ranges) out += lo == hi ? class_char(lo) : class_char(lo) + "-" + class_char(hi);
+  for (const auto& [lo, hi] : ranges)
+    out += lo == hi ? class_char(lo) : class_char(lo) + "-" + class_char(hi);
   if (negated) out += "\\\"\\\\\\x00-\\x1F";  // never what JSON escapes
   return out + "]";
 }
@@ -133,7 +136,8 @@ class Regex {
       ++i_;
       return class_text({}, true);
     }
-    if (c == '*' || c == '+' || c == '?' || c == '{') error(std::string("has nothing to repeat before '") + c + "'");
+    if (c == '*' || c == '+' || c == '?' || c == '{')
+      error(std::string("has nothing to repeat before '") + c + "'");
     if (c == '^' || c == '$') error("has an anchor inside it");
     if (c == '\\') {
       Ranges r;
@@ -231,6 +235,8 @@ class Regex {
 
 }  // namespace
 
-std::string pattern_to_gbnf(const std::string& pattern) { return Regex(pattern).translate(); }
+std::string pattern_to_gbnf(const std::string& pattern) {
+  return Regex(pattern).translate();
+}
 
 }  // namespace tkv::grammar

@@ -1,6 +1,7 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <bitset>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -15,7 +16,7 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
     if (!bytes_[t].empty() && bytes_[t].size() < 0xFFFF) order.push_back(int32_t(t));
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return bytes_[size_t(a)] < bytes_[size_t(b)]; });
-  nodes_.push_back({0, 0, 0, 0});
+  nodes_.push_back({0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};  // path[d]: the node at depth d of the last token
   const std::string* prev = nullptr;
   for (int32_t id : order) {
@@ -29,14 +30,18 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
     }
     for (size_t k = lcp; k < s.size(); ++k) {
       path.push_back(uint32_t(nodes_.size()));
-      nodes_.push_back({0, uint32_t(tokens_.size()), uint16_t(k + 1), uint8_t(s[k])});
+      nodes_.push_back({0, 0, uint32_t(tokens_.size()), uint16_t(k + 1), uint8_t(s[k])});
     }
     tokens_.push_back(id);
     max_depth_ = std::max(max_depth_, s.size());
     prev = &s;
   }
   for (uint32_t n : path) nodes_[n].end = uint32_t(nodes_.size());
-  nodes_.push_back({0, uint32_t(tokens_.size()), 0, 0});  // sentinel: the last node's token end
+  nodes_.push_back({0, 0, uint32_t(tokens_.size()), 0, 0});  // sentinel: the last node's token end
+  // The bytes below each node, children before parents (reverse preorder).
+  for (size_t i = nodes_.size() - 1; i-- > 0;)
+    for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
+      nodes_[i].below |= nodes_[c].below | uint64_t(1) << byte_class(nodes_[c].byte);
 }
 
 void TokenTrie::allowed(Matcher& m, Matcher::State s, std::vector<uint64_t>& bits) const {
@@ -44,11 +49,26 @@ void TokenTrie::allowed(Matcher& m, Matcher::State s, std::vector<uint64_t>& bit
   if (s == Matcher::kDead) return;
   std::vector<Matcher::State> states(max_depth_ + 1);
   states[0] = s;
+  // The byte classes all of whose bytes lead from s back to s.
+  std::bitset<256> loops;
+  for (int b = 0; b < 256; ++b) loops[size_t(b)] = m.step(s, uint8_t(b)) == s;
+  uint64_t loop_classes = ~uint64_t(0);
+  for (int b = 0; b < 256; ++b)
+    if (!loops[size_t(b)]) loop_classes &= ~(uint64_t(1) << byte_class(uint8_t(b)));
   const size_t n = nodes_.size() - 1;  // without the sentinel
   for (size_t i = 1; i < n;) {
     const Node& node = nodes_[i];
     const Matcher::State t = m.step(states[node.depth - 1], node.byte);
     if (t == Matcher::kDead) {
+      i = node.end;
+      continue;
+    }
+    if (t == s && (node.below & ~loop_classes) == 0) {
+      // Every byte below leads back to s: the whole subtree is allowed.
+      for (uint32_t k = node.tokens; k < nodes_[node.end].tokens; ++k) {
+        const auto id = uint32_t(tokens_[k]);
+        bits[id >> 6] |= uint64_t(1) << (id & 63);
+      }
       i = node.end;
       continue;
     }
@@ -67,7 +87,8 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
     : trie_(std::move(trie)), end_tokens_(std::move(end_tokens)), matcher_(std::move(grammar)) {
   TKV_CHECK(trie_);
   for (int32_t t : end_tokens_)
-    if (t < 0 || t >= trie_->n_vocab()) fail("grammar: end token ", t, " is outside the vocabulary");
+    if (t < 0 || t >= trie_->n_vocab())
+      fail("grammar: end token ", t, " is outside the vocabulary");
   state_ = matcher_.start();
 }
 

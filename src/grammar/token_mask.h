@@ -5,7 +5,10 @@
 // of a grammar state are found by one walk of it: each node advances the
 // matcher by its byte (a cached table lookup, matcher.h), and a rejected
 // byte skips the node's whole subtree, so a token shares the work of every
-// token it extends and whole families of tokens are dropped at once.
+// token it extends and whole families of tokens are dropped at once. Where
+// the state loops (the inside of a string: most bytes lead back to it), a
+// node whose every byte below is one the state loops on takes its whole
+// subtree at once: each node keeps the classes of the bytes below it.
 //
 // GrammarConstraint: the sample::TokenConstraint of one generation: the
 // grammar's matcher at the output so far, the mask of its state (cached
@@ -44,14 +47,23 @@ class TokenTrie {
 
  private:
   struct Node {
-    uint32_t end;        // one past the last node of this node's subtree
-    uint32_t tokens;     // first index in tokens_ of the tokens ending here
-    uint16_t depth;      // bytes from the root
-    uint8_t byte;        // the byte that leads here from the parent
+    uint64_t below;   // byte_class() bits of every byte in the subtree below
+    uint32_t end;     // one past the last node of this node's subtree
+    uint32_t tokens;  // first index in tokens_ of the tokens ending here
+    uint16_t depth;   // bytes from the root
+    uint8_t byte;     // the byte that leads here from the parent
   };
+  // 64 classes of bytes: each of 0x20-0x3F alone, pairs of 0x40-0x7D, and
+  // one for the rest (controls, 0x7E-0xFF).
+  static int byte_class(uint8_t b) {
+    if (b >= 0x20 && b < 0x40) return b - 0x20 + 1;
+    if (b >= 0x40 && b < 0x7E) return 33 + ((b - 0x40) >> 1);
+    return 0;
+  }
   std::vector<std::string> bytes_;
-  std::vector<Node> nodes_;      // preorder; nodes_[0] is the root
-  std::vector<int32_t> tokens_;  // token ids by node (node i: [nodes_[i].tokens, nodes_[i+1].tokens))
+  std::vector<Node> nodes_;  // preorder; nodes_[0] is the root
+  std::vector<int32_t>
+      tokens_;  // token ids by node (node i: [nodes_[i].tokens, nodes_[i+1].tokens))
   size_t max_depth_ = 0;
 };
 

@@ -57,14 +57,15 @@ GrammarPtr json_schema_format(const json& format, std::string_view raw) {
   // llama-server's form: the schema right in response_format.
   if (const json* schema = field(format, "schema"); schema && !field(format, "json_schema")) {
     if (!schema->is_object() && !schema->is_boolean())
-      reject("response_format.schema", "Invalid type for 'response_format.schema': expected an object.",
-             "invalid_type");
+      reject("response_format.schema",
+             "Invalid type for 'response_format.schema': expected an object.", "invalid_type");
     return schema_grammar(raw, {"response_format", "schema"}, "response_format.schema", "");
   }
   const json* spec = field(format, "json_schema");
   if (!spec)
     reject(base, "Missing required parameter: '" + base + "'.", "missing_required_parameter");
-  if (!spec->is_object()) reject(base, "Invalid type for '" + base + "': expected an object.", "invalid_type");
+  if (!spec->is_object())
+    reject(base, "Invalid type for '" + base + "': expected an object.", "invalid_type");
   std::string name;
   for (const auto& [key, value] : spec->items()) {
     const std::string param = base + "." + key;
@@ -98,8 +99,9 @@ GrammarPtr response_format(const json& format, std::string_view raw) {
     reject("response_format", "Invalid type for 'response_format': expected an object.",
            "invalid_type");
   const json* type = field(format, "type");
-  if (!type) reject("response_format.type", "Missing required parameter: 'response_format.type'.",
-                    "missing_required_parameter");
+  if (!type)
+    reject("response_format.type", "Missing required parameter: 'response_format.type'.",
+           "missing_required_parameter");
   if (!type->is_string())
     reject("response_format.type", "Invalid type for 'response_format.type': expected a string.",
            "invalid_type");
@@ -123,11 +125,13 @@ std::variant<GrammarPtr, ApiError> output_grammar(const json& body, std::string_
     if (const json* f = field(body, "response_format")) from_format = response_format(*f, raw);
     const json* g = field(body, "grammar");
     if (!g) return from_format;
-    if (!g->is_string()) reject("grammar", "Invalid type for 'grammar': expected a string.", "invalid_type");
+    if (!g->is_string())
+      reject("grammar", "Invalid type for 'grammar': expected a string.", "invalid_type");
     if (g->get_ref<const std::string&>().empty()) return from_format;
     if (from_format)
-      reject("grammar", "Invalid value for 'grammar': send either 'grammar' or a JSON "
-                        "'response_format', not both.");
+      reject("grammar",
+             "Invalid value for 'grammar': send either 'grammar' or a JSON "
+             "'response_format', not both.");
     try {
       return compile(g->get<std::string>());
     } catch (const Error& e) {
@@ -144,7 +148,8 @@ std::shared_ptr<const grammar::TokenTrie> TokenTrieCache::get(const tok::Tokeniz
     std::vector<std::string> bytes(size_t(tokenizer.n_vocab()));
     // Control tokens spell nothing (token_to_piece gives ""): a grammar
     // never allows them; the end tokens are the constraint's.
-    for (int32_t t = 0; t < tokenizer.n_vocab(); ++t) bytes[size_t(t)] = tokenizer.token_to_piece(t);
+    for (int32_t t = 0; t < tokenizer.n_vocab(); ++t)
+      bytes[size_t(t)] = tokenizer.token_to_piece(t);
     trie_ = std::make_shared<const grammar::TokenTrie>(std::move(bytes));
   }
   return trie_;

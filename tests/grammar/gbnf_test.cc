@@ -37,12 +37,12 @@ TEST(Gbnf, Repetitions) {
   const auto g = gbnf(R"(root ::= "a"+ "b"? "c"* "d"{2} "e"{1,3} "f"{2,} "g"{,1})");
   EXPECT_TRUE(matches(g, "addeff"));
   EXPECT_TRUE(matches(g, "aaabcccddeeefffffg"));
-  EXPECT_FALSE(matches(g, "ddeff"));         // a+ needs one
-  EXPECT_FALSE(matches(g, "adeff"));         // d{2}
-  EXPECT_FALSE(matches(g, "addeeeeff"));     // e{1,3}
-  EXPECT_FALSE(matches(g, "addef"));         // f{2,}
-  EXPECT_FALSE(matches(g, "addeffgg"));      // g{,1}
-  EXPECT_FALSE(matches(g, "abbddeff"));      // b?
+  EXPECT_FALSE(matches(g, "ddeff"));      // a+ needs one
+  EXPECT_FALSE(matches(g, "adeff"));      // d{2}
+  EXPECT_FALSE(matches(g, "addeeeeff"));  // e{1,3}
+  EXPECT_FALSE(matches(g, "addef"));      // f{2,}
+  EXPECT_FALSE(matches(g, "addeffgg"));   // g{,1}
+  EXPECT_FALSE(matches(g, "abbddeff"));   // b?
   const auto group = gbnf(R"(root ::= ("ab" | "c"){2,3})");
   EXPECT_TRUE(matches(group, "abc"));
   EXPECT_TRUE(matches(group, "ccab"));
@@ -56,12 +56,12 @@ TEST(Gbnf, Repetitions) {
 TEST(Gbnf, CharacterClasses) {
   const auto g = gbnf(R"(root ::= [a-c0-9_]+ [^x-z\n] .)");
   EXPECT_TRUE(matches(g, "a0_ww"));
-  EXPECT_TRUE(matches(g, "cc9-\xC3\xA9"));       // the last character is é
+  EXPECT_TRUE(matches(g, "cc9-\xC3\xA9"));  // the last character is é
   EXPECT_FALSE(matches(g, "d0ww"));
-  EXPECT_FALSE(matches(g, "ayw"));               // [^x-z]
-  EXPECT_FALSE(matches(g, "a\nw"));              // [^...\n]
-  EXPECT_FALSE(matches(g, "aw\xC3"));            // half a character
-  EXPECT_FALSE(matches(g, "aw\xED\xA0\x80"));    // a surrogate is not UTF-8
+  EXPECT_FALSE(matches(g, "ayw"));             // [^x-z]
+  EXPECT_FALSE(matches(g, "a\nw"));            // [^...\n]
+  EXPECT_FALSE(matches(g, "aw\xC3"));          // half a character
+  EXPECT_FALSE(matches(g, "aw\xED\xA0\x80"));  // a surrogate is not UTF-8
   const auto unicode = gbnf(R"(root ::= [α-ω]+ [^"])");
   EXPECT_TRUE(matches(unicode, "\xCE\xB1\xCF\x89!"));  // αω!
   EXPECT_FALSE(matches(unicode, "a!"));

@@ -89,7 +89,8 @@ TEST(JsonSchema, EnumConstAnyOfOneOf) {
 }
 
 TEST(JsonSchema, Arrays) {
-  const auto bounded = schema(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
+  const auto bounded =
+      schema(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
   EXPECT_TRUE(matches(bounded, "[1]"));
   EXPECT_TRUE(matches(bounded, "[1, 2, 3]"));
   EXPECT_FALSE(matches(bounded, "[]"));
@@ -97,8 +98,8 @@ TEST(JsonSchema, Arrays) {
   EXPECT_FALSE(matches(bounded, R"(["a"])"));
   EXPECT_TRUE(matches(schema(R"({"type":"array","maxItems":0})"), "[]"));
   EXPECT_TRUE(matches(schema(R"({"type":"array"})"), R"([1,"a",{}])"));
-  const auto tuple =
-      schema(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false})");
+  const auto tuple = schema(
+      R"({"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false})");
   EXPECT_TRUE(matches(tuple, R"(["a", true])"));
   EXPECT_FALSE(matches(tuple, R"(["a"])"));
   EXPECT_FALSE(matches(tuple, R"([true, "a"])"));
@@ -113,8 +114,8 @@ TEST(JsonSchema, StringLengthsFormatsAndPatterns) {
   EXPECT_TRUE(matches(schema(R"({"type":"string","format":"date"})"), R"("2024-02-29")"));
   EXPECT_FALSE(matches(schema(R"({"type":"string","format":"date"})"), R"("2024-13-01")"));
   EXPECT_TRUE(matches(schema(R"({"type":"string","format":"time"})"), R"("23:59:01Z")"));
-  EXPECT_TRUE(
-      matches(schema(R"({"type":"string","format":"date-time"})"), R"("2024-01-02T03:04:05.123+01:00")"));
+  EXPECT_TRUE(matches(schema(R"({"type":"string","format":"date-time"})"),
+                      R"("2024-01-02T03:04:05.123+01:00")"));
   EXPECT_TRUE(matches(schema(R"({"type":"string","format":"uuid"})"),
                       R"("123e4567-e89b-12d3-a456-426614174000")"));
   EXPECT_FALSE(matches(schema(R"({"type":"string","format":"uuid"})"), R"("123e4567")"));
@@ -136,7 +137,8 @@ TEST(JsonSchema, RefsAndRecursion) {
       "required":["v"]}},"$ref":"#/$defs/node"})");
   EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"));
   EXPECT_FALSE(matches(g, R"({"v":1,"kids":[{"w":2}]})"));
-  const auto old = schema(R"({"definitions":{"c":{"enum":["x"]}},"type":"array","items":{"$ref":"#/definitions/c"}})");
+  const auto old = schema(
+      R"({"definitions":{"c":{"enum":["x"]}},"type":"array","items":{"$ref":"#/definitions/c"}})");
   EXPECT_TRUE(matches(old, R"(["x","x"])"));
   const auto self = schema(R"({"type":"array","items":{"$ref":"#"},"maxItems":2})");
   EXPECT_TRUE(matches(self, "[[],[[]]]"));
@@ -159,7 +161,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
     const char* expected;
   } cases[] = {
       {R"({"allOf":[{}]})", "unsupported keyword 'allOf' at #"},
-      {R"({"type":"object","properties":{"a":{"not":{}}}})", "unsupported keyword 'not' at #/properties/a"},
+      {R"({"type":"object","properties":{"a":{"not":{}}}})",
+       "unsupported keyword 'not' at #/properties/a"},
       {R"({"type":"integer","minimum":3})", "unsupported keyword 'minimum'"},
       {R"({"type":"array","uniqueItems":true})", "unsupported keyword 'uniqueItems'"},
       {R"({"type":"object","patternProperties":{}})", "unsupported keyword 'patternProperties'"},
@@ -169,7 +172,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
       {R"({"type":"string","pattern":"^\\s$"})", "unsupported escape '\\s'"},
       {R"({"type":"string","pattern":"^\"$"})", "a character JSON escapes"},
       {R"({"type":"tuple"})", "unsupported type 'tuple'"},
-      {R"({"$ref":"http://example.com/s.json"})", "'$ref' 'http://example.com/s.json' is not supported"},
+      {R"({"$ref":"http://example.com/s.json"})",
+       "'$ref' 'http://example.com/s.json' is not supported"},
       {R"({"$ref":"#/$defs/missing"})", "is not supported"},
       {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'required' names 'b'"},
       {R"({"type":"array","maxItems":100000})", "'maxItems' over 1000"},

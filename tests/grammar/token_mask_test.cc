@@ -18,16 +18,21 @@ namespace {
 
 using test::schema;
 
-bool bit(const std::vector<uint64_t>& bits, size_t t) { return bits[t >> 6] >> (t & 63) & 1; }
+bool bit(const std::vector<uint64_t>& bits, size_t t) {
+  return bits[t >> 6] >> (t & 63) & 1;
+}
 
 // A small vocabulary: every byte, some words and JSON pieces, two control
 // tokens (empty bytes) and, last, the end token.
 std::vector<std::string> small_vocab() {
   std::vector<std::string> v;
   for (int b = 0; b < 256; ++b) v.emplace_back(1, char(b));
-  for (const char* w : {"{\"", "\":", "\",", "\"}", "name", "na", "nam", "age", " \"", "\":\"", "12",
-                        "true", "tr", "\n  ", "\xC3\xA9", "\xC3", "caf\xC3\xA9", "\"\n}", "\u00e9t\u00e9",
-                        "[\"", "\"]", ", ", "},{", "null", "\"age\":", "}}"})
+  for (const char* w : {"{\"",  "\":",         "\",",   "\"}",           "name",
+                        "na",   "nam",         "age",   " \"",           "\":\"",
+                        "12",   "true",        "tr",    "\n  ",          "\xC3\xA9",
+                        "\xC3", "caf\xC3\xA9", "\"\n}", "\u00e9t\u00e9", "[\"",
+                        "\"]",  ", ",          "},{",   "null",          "\"age\":",
+                        "}}"})
     v.emplace_back(w);
   v.emplace_back("");  // control
   v.emplace_back("");  // control
@@ -46,7 +51,8 @@ std::vector<bool> brute_force(Matcher& m, Matcher::State s, const std::vector<st
 constexpr const char* kPerson = R"({"type":"object","properties":{
     "name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"},"maxItems":3}},
     "required":["name","age"]})";
-constexpr const char* kDocument = "{\"name\": \"caf\xC3\xA9 \\\"x\\\"\", \"age\": 12, \"tags\": [\"a\", \"b\"]}";
+constexpr const char* kDocument =
+    "{\"name\": \"caf\xC3\xA9 \\\"x\\\"\", \"age\": 12, \"tags\": [\"a\", \"b\"]}";
 
 TEST(TokenMask, TrieWalkEqualsBruteForce) {
   const std::vector<std::string> vocab = small_vocab();
@@ -77,8 +83,8 @@ TEST(TokenMask, EndTokensOnlyWhereTheGrammarAccepts) {
   c.accept('a');
   c.accept('b');
   EXPECT_TRUE(c.accepting());
-  EXPECT_TRUE(bit(c.allowed(), size_t(end)));   // "ab" is complete
-  EXPECT_TRUE(bit(c.allowed(), 'c'));           // and "c" may follow
+  EXPECT_TRUE(bit(c.allowed(), size_t(end)));  // "ab" is complete
+  EXPECT_TRUE(bit(c.allowed(), 'c'));          // and "c" may follow
   EXPECT_FALSE(bit(c.allowed(), size_t(control)));
   c.accept('c');
   EXPECT_TRUE(c.complete());
@@ -94,8 +100,8 @@ TEST(TokenMask, EndTokensOnlyWhereTheGrammarAccepts) {
 
 TEST(TokenMask, MaskSetsForbiddenLogitsToMinusInfinity) {
   const std::vector<std::string> vocab = small_vocab();
-  GrammarConstraint c(test::gbnf(R"(root ::= "na" [a-z]*)"), std::make_shared<const TokenTrie>(vocab),
-                      {int32_t(vocab.size() - 1)});
+  GrammarConstraint c(test::gbnf(R"(root ::= "na" [a-z]*)"),
+                      std::make_shared<const TokenTrie>(vocab), {int32_t(vocab.size() - 1)});
   std::vector<float> logits(vocab.size(), 1.0f);
   c.mask(logits.data(), int(logits.size()));
   for (size_t t = 0; t < vocab.size(); ++t) {
@@ -124,8 +130,8 @@ TEST(TokenMask, SamplerDrawsOnlyAllowedTokensUntilTheEnd) {
     config.min_p = 0.0f;
     config.seed = 7;
     sample::Sampler sampler(config);
-    auto c = std::make_shared<GrammarConstraint>(schema(kPerson), std::make_shared<const TokenTrie>(vocab),
-                                                 std::vector<int32_t>{end});
+    auto c = std::make_shared<GrammarConstraint>(
+        schema(kPerson), std::make_shared<const TokenTrie>(vocab), std::vector<int32_t>{end});
     sampler.set_constraint(c);
     // Random logits: the grammar alone keeps the output valid.
     std::string text;

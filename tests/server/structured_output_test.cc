@@ -55,7 +55,8 @@ TEST(StructuredOutputRequest, FormatsBecomeGrammars) {
   EXPECT_TRUE(grammar::matches(schema, R"({"z": 1, "a": true})"));
   EXPECT_FALSE(grammar::matches(schema, R"({"a": true, "z": 1})"));
   // llama-server's forms: the schema in response_format, and GBNF.
-  const auto flat = chat(R"(,"response_format":{"type":"json_schema","schema":{"enum":[1,2]}})").grammar;
+  const auto flat =
+      chat(R"(,"response_format":{"type":"json_schema","schema":{"enum":[1,2]}})").grammar;
   ASSERT_NE(flat, nullptr);
   EXPECT_TRUE(grammar::matches(flat, "2"));
   const auto gbnf = chat(R"(,"grammar":"root ::= \"yes\" | \"no\"")").grammar;
@@ -191,7 +192,8 @@ TEST_F(StructuredOutputServer, JsonSchemaOutputParsesAndValidates) {
         {"max_tokens", 900},  // the schema bounds the output well below this
         {"response_format",
          {{"type", "json_schema"},
-          {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", Json::parse(kSchema)}}}}}};
+          {"json_schema",
+           {{"name", "person"}, {"strict", true}, {"schema", Json::parse(kSchema)}}}}}};
     const Json r = post("/v1/chat/completions", body);
     ASSERT_TRUE(r.is_object()) << r.dump();
     const Json& choice = r["choices"][0];
@@ -232,8 +234,8 @@ TEST_F(StructuredOutputServer, JsonObjectIsAValidPrefixOrAnObject) {
   if (r["choices"][0]["finish_reason"] == "stop") {
     EXPECT_TRUE(Json::parse(content, nullptr, false).is_object()) << content;
   } else {  // cut by max_tokens: still a prefix the grammar allows
-    grammar::Matcher m(std::make_shared<const grammar::Grammar>(
-        grammar::parse_gbnf(grammar::json_object_gbnf())));
+    grammar::Matcher m(
+        std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_object_gbnf())));
     EXPECT_NE(m.advance(m.start(), content), grammar::Matcher::kDead) << content;
   }
 }
@@ -241,12 +243,13 @@ TEST_F(StructuredOutputServer, JsonObjectIsAValidPrefixOrAnObject) {
 TEST_F(StructuredOutputServer, BadGrammarsAre400s) {
   const Json bad = post("/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= [a-"}}, 400);
   EXPECT_EQ(bad["error"]["param"], "grammar") << bad.dump();
-  const Json schema = post("/v1/chat/completions",
-                           {{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                            {"response_format",
-                             {{"type", "json_schema"},
-                              {"json_schema", {{"name", "n"}, {"schema", {{"not", Json::object()}}}}}}}},
-                           400);
+  const Json schema =
+      post("/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+            {"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "n"}, {"schema", {{"not", Json::object()}}}}}}}},
+           400);
   EXPECT_NE(schema["error"]["message"].get<std::string>().find("'not'"), std::string::npos)
       << schema.dump();
 }
