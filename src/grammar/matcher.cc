@@ -26,9 +26,9 @@ void Matcher::reset_tables() {
   flags_.clear();
   next_.clear();
   seen_.clear();
-  epoch_ = 0;
-  ++epoch_;
+  epoch_ = 1;
   found_.clear();
+  work_.clear();
   const Grammar& g = *grammar_;
   for (uint32_t a : g.alternatives[g.root])
     closure(g.elements[a].kind == Element::kEnd ? 0 : push(0, a), found_);
@@ -87,6 +87,7 @@ Matcher::State Matcher::compute(State s, uint8_t byte) {
   const Grammar& g = *grammar_;
   ++epoch_;
   found_.clear();
+  work_.clear();  // a closure that threw (too ambiguous) may have left some
   const std::vector<uint32_t> stacks = states_[s];  // a copy: intern() may grow states_
   for (uint32_t st : stacks) {
     if (st == 0) continue;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/utf8_ranges.h"
 
@@ -98,14 +99,31 @@ class Regex {
       const size_t close = p_.find('}', i_);
       if (close == std::string::npos || close >= end_) error("has an unclosed '{'");
       q = p_.substr(i_, close - i_ + 1);
-      for (char d : q.substr(1, q.size() - 2))
-        if (!(d >= '0' && d <= '9') && d != ',') error("has a bad repetition " + q);
+      check_braces(q);
       i_ = close + 1;
     }
     if (!q.empty() && peek() == '?') ++i_;  // lazy: the same language
     if (!q.empty() && (peek() == '*' || peek() == '+' || peek() == '{'))
       error("repeats a repetition");
     return q;
+  }
+
+  // {m}, {m,} or {m,n} with m <= n <= kMaxRepeat (what GBNF takes).
+  void check_braces(const std::string& q) const {
+    const std::string body = q.substr(1, q.size() - 2);
+    const size_t comma = body.find(',');
+    const std::string lo = body.substr(0, comma);
+    const std::string hi = comma == std::string::npos ? lo : body.substr(comma + 1);
+    auto number = [&](const std::string& d, bool may_be_empty) {
+      if (d.empty() && may_be_empty) return -1L;
+      if (d.empty() || d.size() > 4 || d.find_first_not_of("0123456789") != std::string::npos)
+        error("has a bad repetition " + q);
+      return std::stol(d);
+    };
+    const long min = number(lo, false), max = number(hi, comma != std::string::npos);
+    if (min > kMaxRepeat || max > kMaxRepeat)
+      error("repeats more than " + std::to_string(kMaxRepeat) + " times");
+    if (max >= 0 && max < min) error("has a repetition maximum below its minimum");
   }
 
   uint32_t utf8_char() {
