@@ -50,7 +50,7 @@ class Parser {
         ++col;
       }
     }
-    fail("grammar: line ", line, ", column ", col, ": ", what);
+    fail("grammar: line ", line, ", column ", col, ": ", one_line(what));
   }
 
   bool at_end() const { return pos_ >= text_.size(); }

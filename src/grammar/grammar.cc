@@ -141,6 +141,21 @@ Grammar GrammarBuilder::finish(const std::string& root_name) {
   return g;
 }
 
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto b = uint8_t(c);
+    if (b >= 0x20 && b != 0x7F) {
+      out += c;
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", b);
+    out += buf;
+  }
+  return out;
+}
+
 void check_no_left_recursion(const Grammar& g) {
   const size_t n = g.rule_count();
   // Nullable rules: some alternative made only of nullable rule references.

@@ -18,6 +18,7 @@
 #include <bitset>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -94,6 +95,10 @@ class GrammarBuilder {
 // Limits that keep a hostile grammar from exhausting memory.
 constexpr size_t kMaxGrammarSymbols = 1 << 20;
 constexpr int kMaxRepeat = 1000;
+
+// `text` with its control characters (C0, DEL) written as \xHH, so that an
+// error message quoting a grammar or a schema stays one line.
+std::string one_line(std::string_view text);
 
 // Checks that no rule can reach itself without consuming a byte (the
 // matcher expands rules at the front of a stack, like llama.cpp's, and left

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "grammar/grammar.h"
 
 namespace tkv::grammar {
 namespace {
@@ -109,7 +110,7 @@ class Compiler {
 
  private:
   [[noreturn]] static void error(const std::string& what, const std::string& path) {
-    fail("json schema: ", what, " at ", path);
+    fail("json schema: ", one_line(what), " at ", one_line(path));
   }
 
   std::string use(const std::string& primitive) {

@@ -62,7 +62,7 @@ class Regex {
 
  private:
   [[noreturn]] void error(const std::string& what) const {
-    fail("json schema: pattern '", p_.substr(0, 80), "' ", what);
+    fail("json schema: pattern '", one_line(p_.substr(0, 80)), "' ", one_line(what));
   }
   char peek() const { return i_ < end_ ? p_[i_] : '\0'; }
 
