@@ -170,6 +170,8 @@ struct FieldRule {
 // Fields both endpoints share. top_k and min_p are extensions.
 constexpr FieldRule kCommonFields[] = {
     {"model", FieldKind::kHandled},
+    {"response_format", FieldKind::kHandled},  // structured_output.h
+    {"grammar", FieldKind::kHandled},
     {"max_tokens", FieldKind::kHandled},
     {"temperature", FieldKind::kHandled},
     {"top_p", FieldKind::kHandled},
@@ -184,8 +186,6 @@ constexpr FieldRule kCommonFields[] = {
     {"stream", FieldKind::kHandled},
     {"stream_options", FieldKind::kHandled},
     {"logit_bias", FieldKind::kUnsupported},
-    {"response_format", FieldKind::kHandled},
-    {"grammar", FieldKind::kHandled},
     // Accepted and ignored: they do not change what is generated.
     {"user", FieldKind::kIgnored},
     {"metadata", FieldKind::kIgnored},
