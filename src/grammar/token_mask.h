@@ -5,10 +5,12 @@
 // of a grammar state are found by one walk of it: each node advances the
 // matcher by its byte (a cached table lookup, matcher.h), and a rejected
 // byte skips the node's whole subtree, so a token shares the work of every
-// token it extends and whole families of tokens are dropped at once. Where
-// the state loops (the inside of a string: most bytes lead back to it), a
-// node whose every byte below is one the state loops on takes its whole
-// subtree at once: each node keeps the classes of the bytes below it.
+// token it extends and whole families of tokens are dropped at once. And
+// where the state's bytes mostly lead to one next state, step after step
+// (the inside of a string: back to itself, or to "one more character"
+// under maxLength), a node whose every byte below is among those bytes, for
+// as deep as its subtree goes, takes the whole subtree at once: each node
+// keeps the classes of the bytes below it and its height.
 //
 // GrammarConstraint: the sample::TokenConstraint of one generation: the
 // grammar's matcher at the output so far, the mask of its state (cached
@@ -51,6 +53,7 @@ class TokenTrie {
     uint32_t end;     // one past the last node of this node's subtree
     uint32_t tokens;  // first index in tokens_ of the tokens ending here
     uint16_t depth;   // bytes from the root
+    uint16_t height;  // bytes of the longest path below
     uint8_t byte;     // the byte that leads here from the parent
   };
   // 64 classes of bytes: each of 0x20-0x3F alone, pairs of 0x40-0x7D, and
@@ -60,6 +63,8 @@ class TokenTrie {
     if (b >= 0x40 && b < 0x7E) return 33 + ((b - 0x40) >> 1);
     return 0;
   }
+  class Run;
+
   std::vector<std::string> bytes_;
   std::vector<Node> nodes_;  // preorder; nodes_[0] is the root
   std::vector<int32_t>

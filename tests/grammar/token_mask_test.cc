@@ -159,22 +159,35 @@ TEST(TokenMask, LlamaBpeVocabularyAgreesWithBruteForce) {
   std::vector<std::string> vocab(size_t(tokenizer.n_vocab()));
   for (int32_t t = 0; t < tokenizer.n_vocab(); ++t) vocab[size_t(t)] = tokenizer.token_to_piece(t);
   const auto trie = std::make_shared<const TokenTrie>(vocab);
-  const auto g = schema(kPerson);
-  Matcher m(g);
+  // Strings with and without maxLength: the walk takes whole subtrees
+  // there, which brute force checks token by token.
+  const struct {
+    const char* schema;
+    std::vector<const char*> prefixes;
+  } cases[] = {
+      {kPerson,
+       {"", "{", "{\"name\": \"caf", "{\"name\": \"x\", \"age\": 1",
+        "{\"name\": \"x\", \"age\": 12, \"tags\": [\"a\""}},
+      {R"({"type":"object","properties":{"s":{"type":"string","maxLength":10},"t":{"type":"string"}},
+          "required":["s","t"]})",
+       {"{\"s\": \"", "{\"s\": \"ab", "{\"s\": \"abcdefghi", "{\"s\": \"x\", \"t\": \"hello w"}},
+  };
   std::vector<uint64_t> bits;
-  for (const char* prefix : {"", "{", "{\"name\": \"caf", "{\"name\": \"x\", \"age\": 1",
-                             "{\"name\": \"x\", \"age\": 12, \"tags\": [\"a\""}) {
-    SCOPED_TRACE(prefix);
-    const Matcher::State s = m.advance(m.start(), prefix);
-    ASSERT_NE(s, Matcher::kDead);
-    trie->allowed(m, s, bits);
-    const std::vector<bool> expected = brute_force(m, s, vocab);
-    size_t n_allowed = 0;
-    for (size_t t = 0; t < vocab.size(); ++t) {
-      ASSERT_EQ(bit(bits, t), expected[t]) << t << " " << vocab[t];
-      n_allowed += expected[t];
+  for (const auto& c : cases) {
+    Matcher m(schema(c.schema));
+    for (const char* prefix : c.prefixes) {
+      SCOPED_TRACE(prefix);
+      const Matcher::State s = m.advance(m.start(), prefix);
+      ASSERT_NE(s, Matcher::kDead);
+      trie->allowed(m, s, bits);
+      const std::vector<bool> expected = brute_force(m, s, vocab);
+      size_t n_allowed = 0;
+      for (size_t t = 0; t < vocab.size(); ++t) {
+        ASSERT_EQ(bit(bits, t), expected[t]) << t << " " << vocab[t];
+        n_allowed += expected[t];
+      }
+      EXPECT_GT(n_allowed, 0u);
     }
-    EXPECT_GT(n_allowed, 0u);
   }
 }
 
