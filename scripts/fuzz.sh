@@ -22,7 +22,7 @@ scripts/setup.sh
 
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
-TARGETS=(gguf tokenizer chat_template session server_request)
+TARGETS=(gguf tokenizer chat_template session server_request gbnf json_schema)
 
 echo "== fuzz: build (clang, libFuzzer + ASan + UBSan) into build/fuzz" >&2
 cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \

@@ -44,6 +44,7 @@ Sampler::Sampler(const SamplerConfig& config) : config_(config), rng_(config.see
 
 void Sampler::accept(int32_t token) {
   accept_prompt(token);
+  if (constraint_) constraint_->accept(token);
   if (config_.presence_penalty != 0 || config_.frequency_penalty != 0) ++reply_counts_[token];
 }
 
@@ -63,7 +64,7 @@ void Sampler::reset() {
 
 bool Sampler::adjusts() const {
   return !config_.logit_bias.empty() || (config_.repeat_penalty != 1.0f && !history_.empty()) ||
-         !reply_counts_.empty();
+         !reply_counts_.empty() || constraint_ != nullptr;
 }
 
 const float* Sampler::adjust(const float* logits, int n_vocab, std::vector<float>& work) const {
@@ -86,8 +87,11 @@ const float* Sampler::adjust(const float* logits, int n_vocab, std::vector<float
       fail("sampler: accepted token ", id, " is outside the vocabulary of ", n_vocab);
     work[size_t(id)] -= config_.presence_penalty + config_.frequency_penalty * float(count);
   }
-  // A bias of -inf or a huge penalty may leave every logit -inf: the
-  // filters below need one candidate.
+  // The constraint's mask comes last, so no bias or penalty can lift a
+  // token it forbids back above -inf.
+  if (constraint_) constraint_->mask(work.data(), n_vocab);
+  // A bias of -inf or a huge penalty may leave every logit -inf (alone or
+  // with the mask): the filters below need one candidate.
   check_logits(work.data(), n_vocab);
   return work.data();
 }

@@ -9,7 +9,9 @@
 // llama.cpp's penalty), then presence and frequency penalties subtract
 // presence * [count > 0] + frequency * count, count being how often the
 // token occurs in the reply (tokens passed to accept(), not
-// accept_prompt(): OpenAI's definition, over generated tokens).
+// accept_prompt(): OpenAI's definition, over generated tokens), and last a
+// token constraint (set_constraint: a grammar) sets the logits of the tokens
+// it forbids to -inf, so that no bias or penalty re-enables them.
 //
 // Determinism: the random source is std::mt19937_64 (its output sequence is
 // fixed by the C++ standard) and the uniform number in [0, 1) is made here
@@ -21,10 +23,12 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
 
+#include "sample/constraint.h"
 #include "sample/filters.h"
 
 namespace tkv::sample {
@@ -70,8 +74,15 @@ class Sampler {
   void accept_prompt(int32_t token);
 
   // Back to the state right after construction: empty history and counts,
-  // RNG re-seeded.
+  // RNG re-seeded. The constraint is kept as it is.
   void reset();
+
+  // From now on, sample() and distribution() see only the tokens
+  // `constraint` allows, and accept() (not accept_prompt()) passes each
+  // token on to it (null: none). Set it after accepting the prompt's tokens.
+  void set_constraint(std::shared_ptr<TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
 
   // The distribution sample() draws from for these logits: the tokens left
   // after the filters with their probabilities, most likely first. A greedy
@@ -88,8 +99,9 @@ class Sampler {
   // -1 otherwise. `work` holds the adjusted logits when any adjustment applies.
   int32_t filter(const float* logits, int n_vocab, CandidateList& c,
                  std::vector<float>& work) const;
-  // The logits after the bias and the penalties: `logits` itself when none
-  // applies, else `work` filled with the adjusted copy.
+  // The logits after the bias, the penalties and the constraint's mask:
+  // `logits` itself when none applies, else `work` filled with the adjusted
+  // copy.
   const float* adjust(const float* logits, int n_vocab, std::vector<float>& work) const;
   bool adjusts() const;
 
@@ -99,6 +111,7 @@ class Sampler {
   // How often each token occurs in the reply (presence / frequency penalty),
   // kept only when either penalty is on.
   std::map<int32_t, int32_t> reply_counts_;
+  std::shared_ptr<TokenConstraint> constraint_;
   // Reused across calls: no allocation per token.
   CandidateList candidates_;
   std::vector<float> work_;

@@ -12,6 +12,7 @@
 
 #include "common/escape.h"
 #include "server/api_json.h"
+#include "server/structured_output.h"
 
 namespace tkv::server {
 
@@ -33,6 +34,8 @@ struct FieldRule {
 // and cache_prompt are extensions (llama-server's).
 constexpr FieldRule kCommonFields[] = {
     {"model", FieldKind::kHandled},
+    {"response_format", FieldKind::kHandled},  // structured_output.h
+    {"grammar", FieldKind::kHandled},
     {"max_tokens", FieldKind::kHandled},
     {"temperature", FieldKind::kHandled},
     {"top_p", FieldKind::kHandled},
@@ -60,21 +63,13 @@ constexpr FieldRule kCommonFields[] = {
 };
 
 constexpr FieldRule kChatFields[] = {
-    {"messages", FieldKind::kHandled},
-    {"max_completion_tokens", FieldKind::kHandled},
-    {"top_logprobs", FieldKind::kHandled},
-    {"tools", FieldKind::kUnsupported},
-    {"tool_choice", FieldKind::kUnsupported},
-    {"functions", FieldKind::kUnsupported},
-    {"function_call", FieldKind::kUnsupported},
-    {"parallel_tool_calls", FieldKind::kUnsupported},
-    {"response_format", FieldKind::kUnsupported},
-    {"audio", FieldKind::kUnsupported},
-    {"modalities", FieldKind::kUnsupported},
-    {"prediction", FieldKind::kUnsupported},
-    {"reasoning_effort", FieldKind::kHandled},
-    {"verbosity", FieldKind::kUnsupported},
-    {"web_search_options", FieldKind::kUnsupported},
+    {"messages", FieldKind::kHandled},          {"max_completion_tokens", FieldKind::kHandled},
+    {"top_logprobs", FieldKind::kHandled},      {"tools", FieldKind::kUnsupported},
+    {"tool_choice", FieldKind::kUnsupported},   {"functions", FieldKind::kUnsupported},
+    {"function_call", FieldKind::kUnsupported}, {"parallel_tool_calls", FieldKind::kUnsupported},
+    {"audio", FieldKind::kUnsupported},         {"modalities", FieldKind::kUnsupported},
+    {"prediction", FieldKind::kUnsupported},    {"reasoning_effort", FieldKind::kHandled},
+    {"verbosity", FieldKind::kUnsupported},     {"web_search_options", FieldKind::kUnsupported},
 };
 
 constexpr FieldRule kCompletionFields[] = {
@@ -96,8 +91,6 @@ const FieldRule* find_rule(const FieldRule (&rules)[N], std::string_view name) {
 bool is_off_value(std::string_view name, const json& v) {
   if (name == "tools" || name == "functions") return v.is_array() && v.empty();
   if (name == "tool_choice" || name == "function_call") return v == "none";
-  if (name == "response_format")
-    return v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
   if (name == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
   if (name == "echo") return v == false;
   if (name == "suffix") return v.is_string() && v.get_ref<const std::string&>().empty();
@@ -109,7 +102,6 @@ std::string unsupported_reason(std::string_view name) {
   if (name == "tools" || name == "tool_choice" || name == "functions" || name == "function_call" ||
       name == "parallel_tool_calls")
     return " (tool and function calling are not implemented).";
-  if (name == "response_format") return " (structured output is not implemented).";
   if (name == "echo") return " (false is accepted).";
   if (name == "best_of") return " (1 is accepted).";
   if (name == "audio" || name == "modalities") return " (text is the only modality).";
@@ -402,6 +394,9 @@ std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, E
     r.endpoint = endpoint;
     parse_common(doc, r);
     parse_fields(doc, r);
+    auto grammar = output_grammar(doc, body);
+    if (const ApiError* e = std::get_if<ApiError>(&grammar)) throw RequestError{*e};
+    r.grammar = std::get<0>(std::move(grammar));
     return r;
   });
 }

@@ -9,9 +9,8 @@
 //     `param` name the field ("Invalid type for 'temperature': expected a
 //     number, but got a string instead.");
 //   - fields OpenAI defines that turbokv does not implement (tools,
-//     response_format, echo, ...) are 400s naming the field, unless they
-//     carry their "off" value (tools: [], echo: false, best_of: 1,
-//     tool_choice: "none", response_format: {"type": "text"},
+//     echo, ...) are 400s naming the field, unless they carry their "off"
+//     value (tools: [], echo: false, best_of: 1, tool_choice: "none",
 //     modalities: ["text"]);
 //   - any other field is "Unrecognized request argument supplied: NAME"
 //     (param NAME), as is an unknown key inside a message, a content part
@@ -21,7 +20,8 @@
 // value of a known field: a tool role, an image part).
 // Extensions (llama-server's names): top_k (>= 0, 0 = off), min_p ([0, 1],
 // 0 = off), repeat_penalty (> 0, 1 = off), repeat_last_n (>= -1) and
-// cache_prompt (default true).
+// cache_prompt (default true). Structured output: response_format and
+// llama-server's grammar (structured_output.h).
 //
 // Parsing never throws and never reads outside the body, whatever the bytes
 // (tests/fuzz/server_request_fuzz.cc); JSON nested deeper than
@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,7 @@
 #include <variant>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 #include "tokenizer/chat_template.h"
 
@@ -123,6 +125,10 @@ struct GenerationRequest {
 
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage (needs stream)
+
+  // The grammar the output must follow (response_format json_object /
+  // json_schema, or grammar); null for free text.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 constexpr int kMaxJsonDepth = 64;

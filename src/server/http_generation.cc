@@ -158,6 +158,21 @@ std::optional<ApiError> check_logit_bias(const GenerationRequest& request, int32
   return std::nullopt;
 }
 
+// Gives each job the constraint of `grammar`: built once per choice, when
+// the choice starts (each its own grammar state; the grammar and the trie
+// shared). One is built here first so that a grammar the matcher refuses
+// (too ambiguous) is the request's 400, not a failed job.
+void add_constraints(const std::shared_ptr<const grammar::Grammar>& grammar,
+                     const std::shared_ptr<const grammar::TokenTrie>& trie,
+                     const tok::Tokenizer& tokenizer, std::vector<Job>& jobs) {
+  for (Job& job : jobs) {
+    output_constraint(grammar, trie, tokenizer, job.stop_tokens);
+    job.constraint = [grammar, trie, tokenizer = &tokenizer, stops = job.stop_tokens] {
+      return output_constraint(grammar, trie, *tokenizer, stops);
+    };
+  }
+}
+
 // Every prompt's job; choice seeds run on across them (choice index i
 // samples with seed + i).
 std::variant<std::vector<Job>, ApiError> make_jobs(const GenerationRequest& request,
@@ -263,6 +278,8 @@ void GenerationRoutes::serve(const GenerationRequest& request, std::unique_ptr<R
   }
   std::shared_ptr<JobStream> stream;
   try {
+    if (request.grammar)
+      add_constraints(request.grammar, tries_.get(*model_.tokenizer), *model_.tokenizer, jobs);
     stream = scheduler_.submit(std::move(jobs));
   } catch (const QueueFull& e) {
     return send_error(

@@ -17,6 +17,9 @@
 //   3. one job per prompt, each with the request's n choices (job i's
 //      choice j is choice i * n + j and samples with seed + i * n + j),
 //      submitted together: QueueFull and draining are 503 with Retry-After;
+//      a request's grammar (structured_output.h), compiled once, gives each
+//      choice its own constraint (its own grammar state) over the shared
+//      vocabulary trie;
 //   4. the events become chunks (streaming) or one body in the route's
 //      format (http_exchange.h); the kDone events give usage (each prompt
 //      counted once) and finish_reason, and the metrics.
@@ -34,6 +37,7 @@
 #include "server/api_request.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "server/structured_output.h"
 
 namespace httplib {
 struct Request;
@@ -102,6 +106,7 @@ class GenerationRoutes {
   ServerMetrics& metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_;
+  TokenTrieCache tries_;  // the vocabulary's token trie, for grammars
   std::mutex mu_;
   std::condition_variable idle_cv_;
   int in_flight_ = 0;

@@ -119,6 +119,8 @@ void Active::start_reply() {
   // is spelled as it is in the decoded whole (what `turbokv run` prints).
   sequence->set_sampler(job.sampling);
   for (int32_t id : job.prompt) sequence->sampler().accept_prompt(id);
+  // Built here, once per choice: a forked choice starts its own grammar state.
+  sequence->sampler().set_constraint(job.constraint ? job.constraint() : nullptr);
   sequence->start_reply(
       {.max_tokens = job.max_tokens, .stop_at_eog = true, .stop_tokens = job.stop_tokens},
       {.stops = job.stops,

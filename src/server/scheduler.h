@@ -182,6 +182,10 @@ struct Job {
   int64_t max_tokens = -1;           // < 0: until a stop or the context is full
   std::vector<std::string> stops;    // stop strings (not shown, not in the text)
   std::vector<int32_t> stop_tokens;  // end the reply like EOG tokens (end-of-turn ids)
+  // Makes the rule on which tokens may come next (a grammar: structured
+  // output), called once per choice so that each has its own state; empty
+  // for free text. The sampler applies it after the prompt.
+  std::function<std::shared_ptr<sample::TokenConstraint>()> constraint;
   // < 0: no logprobs; 0: the chosen token's logprob; N > 0: also the N most
   // likely tokens of the model's distribution (log-softmax of the logits,
   // before temperature and filters).

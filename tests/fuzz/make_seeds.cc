@@ -109,6 +109,28 @@ int main(int argc, char** argv) {
         R"({"type":"json_object"},"logit_bias":{"5":1}})"};
     for (size_t i = 0; i < requests.size(); ++i)
       put(root / "server_request", "seed-" + std::to_string(i), requests[i]);
+
+    // gbnf and json_schema: grammars and schemas using every construct.
+    const std::vector<std::string> grammars = {
+        "root ::= \"{\" ws pair (\",\" ws pair)* \"}\"  # an object\n"
+        "pair ::= [a-z_]+ \":\" ws ( \"true\" | \"false\" | num )\n"
+        "num ::= \"-\"? [0-9]{1,3} (\".\" [0-9]+)?\nws ::= [ \\t\\n]*\n",
+        "root ::= (\n  [^\"\\\\\\x00-\\x1F] | \"\\u00e9\\U0001F600\"\n){2,} . item?\n"
+        "item ::= \"(\" root \")\" | [\\[\\]\\-]{,4}\n"};
+    for (size_t i = 0; i < grammars.size(); ++i)
+      put(root / "gbnf", "seed-" + std::to_string(i), grammars[i]);
+    const std::vector<std::string> schemas = {
+        R"({"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},)"
+        R"("n":{"type":["integer","null"]},"x":{"type":"number"},"ok":{"type":"boolean"},)"
+        R"("tags":{"type":"array","items":{"enum":["a",1,null]},"minItems":1,"maxItems":3},)"
+        R"("t":{"type":"array","prefixItems":[{"const":{"k":[1]}},{"type":"null"}],"items":false}},)"
+        R"("required":["name"],"additionalProperties":{"type":"string","format":"date-time"}})",
+        R"({"$defs":{"node":{"anyOf":[{"type":"string","pattern":"^[A-Z]{2}-\\d+(x|yz)?$"},)"
+        R"({"type":"array","items":{"$ref":"#/$defs/node"}}]}},"$ref":"#/$defs/node",)"
+        R"("title":"t","description":"d"})",
+        R"({"oneOf":[{"type":"string","format":"uuid"},{"type":"object","nullable":true}]})"};
+    for (size_t i = 0; i < schemas.size(); ++i)
+      put(root / "json_schema", "seed-" + std::to_string(i), schemas[i]);
   } catch (const tkv::Error& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

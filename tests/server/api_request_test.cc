@@ -373,7 +373,6 @@ TEST(ApiRequest, UnimplementedFieldsAreNamed) {
       R"("functions":[{"name":"f"}])",
       R"("function_call":"auto")",
       R"("parallel_tool_calls":true)",
-      R"("response_format":{"type":"json_object"})",
       R"("audio":{"voice":"alloy","format":"wav"})",
       R"("modalities":["text","audio"])",
       R"("prediction":{"type":"content","content":"x"})",

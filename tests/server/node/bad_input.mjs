@@ -64,7 +64,9 @@ main(async () => {
   assertError(await chat({ messages: user, frobnicate: true }), 400, { param: 'frobnicate', match: /frobnicate/ });
   assertError(await chat({ messages: user, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }),
               400, { param: 'tools', match: /tools/ });
-  assertError(await chat({ messages: user, response_format: { type: 'json_object' } }), 400, { param: 'response_format' });
+  assertError(await chat({ messages: user, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { allOf: [] } } } }),
+              400, { param: 'response_format.json_schema.schema', match: /allOf/ });
+  assertError(await chat({ messages: user, grammar: 'root ::= [' }), 400, { param: 'grammar', match: /line 1, column/ });
   assertError(await chat({ messages: user, n: 129 }), 400, { param: 'n' });
   assertError(await chat({ messages: user, presence_penalty: 2.5 }), 400, { param: 'presence_penalty' });
   assertError(await completion({ prompt: [1, 2, 99999999] }), 400, { param: 'prompt' });
