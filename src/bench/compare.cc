@@ -169,8 +169,10 @@ std::string range_text(const Json& s, int digits) {
 
 std::string per_pair_text(const Json& per_pair) {
   std::string out;
-  for (const Json& x : per_pair)
-    out += (out.empty() ? "" : " ") + (x.is_null() ? "-" : fmt_fixed(x, 2));
+  for (const Json& x : per_pair) {
+    if (!out.empty()) out += ' ';
+    out += x.is_null() ? std::string("-") : fmt_fixed(x, 2);
+  }
   return out;
 }
 
@@ -207,8 +209,8 @@ std::string compare_markdown(const Json& section) {
   }
   md += t.markdown();
   md +=
-      "\nEach pair's ratio compares runs made minutes apart at most; on a shared machine the\n"
-      "spread of the ratios, not one pair, says how far apart the engines are.\n";
+      "\nA pair's runs follow one another; on a shared machine the spread of the ratios,\n"
+      "not one pair, says how far apart the engines are.\n";
   return md;
 }
 

@@ -32,7 +32,10 @@ enum class Measure { kPrefill, kDecode };
 
 std::string join(const std::vector<std::string>& words) {
   std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    out += w;
+  }
   return out;
 }
 
@@ -62,8 +65,10 @@ std::string stderr_tail(const std::string& err) {
     start = end + 1;
   }
   std::string out;
-  for (size_t i = lines.size() > 4 ? lines.size() - 4 : 0; i < lines.size(); ++i)
-    out += (out.empty() ? "" : " | ") + lines[i];
+  for (size_t i = lines.size() > 4 ? lines.size() - 4 : 0; i < lines.size(); ++i) {
+    if (!out.empty()) out += " | ";
+    out += lines[i];
+  }
   return out.empty() ? "(no stderr)" : out;
 }
 

@@ -166,12 +166,12 @@ std::string compare_script(const Json& report, const std::string& dir) {
   write_file_atomic(dir + "/compare_ratio.dat",
                     "# pairs\n" + pairs.str() + "\n\n# median min max\n" + spread.str());
   return header("compare_ratio.png", "turbokv / llama.cpp speed per pair (" + model_name(report) +
-                                         ", " + std::to_string(o["threads"].get<int>()) +
-                                         " threads)") +
+                                         ", -t " + std::to_string(o["threads"].get<int>()) + ")") +
          "set xtics (" + tics + ")\nset xrange [0.5:" + std::to_string(x) +
          ".5]\nset ylabel 'turbokv / llama.cpp tok/s (higher is better)'\nset yrange [0:*]\n" +
          "set arrow from graph 0, first 1 to graph 1, first 1 nohead dashtype 2\n" +
-         "plot 'compare_ratio.dat' index 0 using 1:2 with points pointtype 7 title 'pair', " +
+         "plot 'compare_ratio.dat' index 0 using ($1-0.12):2 with points pointtype 7 title "
+         "'pair', " +
          "'compare_ratio.dat' index 1 using 1:2:3:4 with yerrorbars pointtype 5 pointsize 2 " +
          "title 'median, min-max'\n";
 }
