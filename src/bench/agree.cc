@@ -37,14 +37,6 @@ struct AgreeOptions {
   float margin = -1.0f;  // < 0: 0.02 for float weights, 0.05 for quantized
 };
 
-// --llama-args: words separated by spaces.
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // A TCP port nobody listens on now (the kernel's pick), for llama-server.
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -183,6 +175,13 @@ bool float_weights(const model::Model& m) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
 
 Json agree_summary(const std::vector<AgreeStep>& steps, double margin) {
   int clear = 0, agree = 0;

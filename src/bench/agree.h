@@ -32,6 +32,9 @@ Json agree_summary(const std::vector<AgreeStep>& steps, double margin);
 // The report.md section of a summary (with "weights" added).
 std::string agree_section_markdown(const Json& section);
 
+// --llama-args: words separated by spaces (bench agree, bench compare).
+std::vector<std::string> split_words(const std::string& text);
+
 int agree_main(const std::vector<std::string>& args);
 
 }  // namespace tkv::bench

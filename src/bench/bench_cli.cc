@@ -13,6 +13,7 @@
 #include "bench/bench_run.h"
 #include "bench/cell.h"
 #include "bench/child_process.h"
+#include "bench/compare.h"
 #include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
 #include "bench/quality_protocol.h"
@@ -709,6 +710,8 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
       "  quality       perplexity and KL divergence vs an f16 cache through the real cache path\n"
       "  kernel        decode attention alone (one layer, synthetic K/V/Q) by codec and depth\n"
       "  agree         teacher-forced greedy agreement with llama.cpp (llama-server) on a file\n"
+      "  compare       prefill and decode tok/s side by side with llama.cpp (llama-bench),\n"
+      "                interleaved pairs, medians and spreads of the ratio\n"
       "  all           memory, speed, recall, quality and kernel on a model (not batch\n"
       "                or serve): report.json, report.md and PNG plots in --out\n"
       "\n"
@@ -728,10 +731,11 @@ int bench_main(const std::vector<std::string>& args, std::vector<std::string> ce
   }
   if (sub == "agree") return agree_main(rest);
   if (sub != "memory" && sub != "speed" && sub != "batch" && sub != "serve" && sub != "recall" &&
-      sub != "quality" && sub != "kernel" && sub != "all")
+      sub != "quality" && sub != "kernel" && sub != "all" && sub != "compare")
     fail("bench: unknown subcommand '", sub,
-         "' (memory, speed, batch, serve, recall, quality, kernel, agree, all)");
+         "' (memory, speed, batch, serve, recall, quality, kernel, agree, compare, all)");
   if (cell_argv.empty()) cell_argv = {self_executable(), "bench", "cell"};
+  if (sub == "compare") return compare_main(rest, cell_argv);
   return run_bench(sub, rest, cell_argv);
 }
 

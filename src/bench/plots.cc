@@ -139,6 +139,43 @@ std::string model_name(const Json& report) {
              : std::string();
 }
 
+// bench compare: the ratio turbokv / llama.cpp per metric, every pair a
+// point and the median with its min-max bar, a line at 1 (parity).
+std::string compare_script(const Json& report, const std::string& dir) {
+  const Json& section = report["compare"];
+  const Json& o = section["options"];
+  const std::vector<std::pair<std::string, std::string>> metrics = {
+      {"prefill", "prefill " + std::to_string(o["prompt_tokens"].get<int>())},
+      {"decode", "decode, depth 0"},
+      {"decode_deep", "decode, depth " + std::to_string(o["depth"].get<int>())}};
+  std::ostringstream pairs, spread;
+  std::string tics;
+  int x = 0;
+  for (const auto& [key, label] : metrics) {
+    if (!section["summary"].contains(key)) continue;
+    const Json& r = section["summary"][key]["ratio"];
+    if (r["n"].get<int>() == 0) continue;
+    ++x;
+    tics += (tics.empty() ? "" : ", ") + tic_label(label) + " " + std::to_string(x);
+    for (const Json& v : r["per_pair"])
+      if (!v.is_null()) pairs << x << " " << v.get<double>() << "\n";
+    spread << x << " " << r["median"].get<double>() << " " << r["min"].get<double>() << " "
+           << r["max"].get<double>() << "\n";
+  }
+  if (x == 0) return {};
+  write_file_atomic(dir + "/compare_ratio.dat",
+                    "# pairs\n" + pairs.str() + "\n\n# median min max\n" + spread.str());
+  return header("compare_ratio.png", "turbokv / llama.cpp speed per pair (" + model_name(report) +
+                                         ", -t " + std::to_string(o["threads"].get<int>()) + ")") +
+         "set xtics (" + tics + ")\nset xrange [0.5:" + std::to_string(x) +
+         ".5]\nset ylabel 'turbokv / llama.cpp tok/s (higher is better)'\nset yrange [0:*]\n" +
+         "set arrow from graph 0, first 1 to graph 1, first 1 nohead dashtype 2\n" +
+         "plot 'compare_ratio.dat' index 0 using ($1-0.12):2 with points pointtype 7 title "
+         "'pair', " +
+         "'compare_ratio.dat' index 1 using 1:2:3:4 with yerrorbars pointtype 5 pointsize 2 " +
+         "title 'median, min-max'\n";
+}
+
 // Each plot: (png name, script text); empty script = nothing to draw.
 std::vector<std::pair<std::string, std::string>> build_scripts(const Json& report,
                                                                const std::string& dir) {
@@ -360,6 +397,10 @@ std::vector<std::pair<std::string, std::string>> build_scripts(const Json& repor
           write_series(dir + "/kernel_d" + std::to_string(hd) + ".dat", s, "1:2", "linespoints");
       out.emplace_back(png, gp);
     }
+  }
+  if (report.contains("compare")) {
+    const std::string gp = compare_script(report, dir);
+    if (!gp.empty()) out.emplace_back("compare_ratio.png", gp);
   }
   return out;
 }

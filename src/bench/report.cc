@@ -9,6 +9,7 @@
 #include "bench/batch_protocol.h"
 #include "bench/build_commit.h"
 #include "bench/child_process.h"
+#include "bench/compare.h"
 #include "bench/kernel_protocol.h"
 #include "bench/memory_protocol.h"
 #include "bench/plots.h"
@@ -63,8 +64,8 @@ std::string shell_word(const std::string& a) {
   return q + "'";
 }
 
-constexpr const char* kSections[] = {"memory", "speed",   "batch",  "serve",
-                                     "recall", "quality", "kernel", "agree"};
+constexpr const char* kSections[] = {"memory",  "speed",  "batch", "serve",  "recall",
+                                     "quality", "kernel", "agree", "compare"};
 
 }  // namespace
 
@@ -119,6 +120,7 @@ std::string section_markdown(const std::string& name, const Json& section) {
   if (name == "quality") return quality_markdown(section);
   if (name == "kernel") return kernel_markdown(section);
   if (name == "agree") return agree_section_markdown(section);
+  if (name == "compare") return compare_markdown(section);
   fail("internal error: unknown report section ", name);
 }
 
@@ -195,6 +197,7 @@ std::string report_markdown(const Json& report, const std::vector<std::string>& 
       const bool mine = (std::string(name) == "memory" && f == "memory.png") ||
                         (std::string(name) == "speed" && f == "decode.png") ||
                         (std::string(name) == "recall" && f == "recall.png") ||
+                        (std::string(name) == "compare" && f == "compare_ratio.png") ||
                         (std::string(name) == "kernel" && f.rfind("kernel_", 0) == 0);
       if (mine) md += "\n![" + f + "](" + f + ")\n";
     }
