@@ -153,6 +153,17 @@ Value method(const Value& obj, const std::string& name) {
   return Value();
 }
 
+bool known_test(const std::string& name) {
+  static const std::set<std::string> kTests = {
+      "defined", "undefined",   "none",        "boolean", "true",     "false",    "integer",
+      "float",   "number",      "string",      "mapping", "iterable", "sequence", "callable",
+      "odd",     "even",        "divisibleby", "lower",   "upper",    "escaped",  "eq",
+      "equalto", "==",          "ne",          "!=",      "lt",       "lessthan", "<",
+      "gt",      "greaterthan", ">",           "le",      "<=",       "ge",       ">=",
+      "in",      "sameas"};
+  return kTests.count(name) != 0;
+}
+
 bool apply_test(Renderer& r, const std::string& name, const Value& v, const Args& a) {
   const Value* a0 = a.get(0, "");
   const Kind k = v.kind();

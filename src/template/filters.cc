@@ -454,6 +454,10 @@ const std::map<std::string, FilterFn>& filters() {
 
 }  // namespace
 
+bool known_filter(const std::string& name) {
+  return filters().count(name) != 0;
+}
+
 Value apply_filter(Renderer& r, const std::string& name, const Value& v, const Args& args) {
   const auto& f = filters();
   const auto it = f.find(name);

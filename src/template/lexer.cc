@@ -61,6 +61,8 @@ class Lexer {
       advance_to(tag + 2 + (control == '-' || control == '+' ? 1 : 0));
       if (kind == '#') {
         comment();
+      } else if (kind == '%' && raw_block()) {
+        continue;
       } else {
         tag_body(kind == '{');
       }
@@ -134,6 +136,48 @@ class Lexer {
     const char control = end > pos_ ? src_[end - 1] : '\0';
     advance_to(end + 2);
     after_close(control == '-' || control == '+' ? control : '\0', true);
+  }
+
+  // {% raw %}...{% endraw %}: the text between goes out as is. At pos_
+  // (just after "{%"): consumes the block and returns true when it is one.
+  bool raw_block() {
+    size_t p = pos_;
+    auto skip_ws = [&](size_t q) {
+      while (q < src_.size() && is_space(src_[q])) ++q;
+      return q;
+    };
+    p = skip_ws(p);
+    if (src_.substr(p, 3) != "raw" || (p + 3 < src_.size() && name_char(src_[p + 3]))) return false;
+    p = skip_ws(p + 3);
+    const char open_control = src_.substr(p, 1) == "-" ? '-' : '\0';
+    if (open_control) ++p;
+    if (src_.substr(p, 2) != "%}") return false;
+    const size_t body = p + 2;
+    for (size_t q = src_.find("{%", body); q != std::string_view::npos;
+         q = src_.find("{%", q + 2)) {
+      size_t r = q + 2;
+      const bool strip_before = r < src_.size() && src_[r] == '-';
+      r = skip_ws(r + (strip_before || (r < src_.size() && src_[r] == '+') ? 1 : 0));
+      if (src_.substr(r, 6) != "endraw") continue;
+      r = skip_ws(r + 6);
+      const char close_control =
+          r < src_.size() && (src_[r] == '-' || src_[r] == '+') ? src_[r] : '\0';
+      if (close_control) ++r;
+      if (src_.substr(r, 2) != "%}") continue;
+      std::string text(src_.substr(body, q - body));
+      if (open_control == '-')
+        text.erase(0, text.find_first_not_of(" \t\n\r\v\f") == std::string::npos
+                          ? text.size()
+                          : text.find_first_not_of(" \t\n\r\v\f"));
+      if (strip_before)
+        while (!text.empty() && is_space(text.back())) text.pop_back();
+      advance_to(body);
+      emit_text(std::move(text));
+      advance_to(r + 2);
+      after_close(close_control, true);
+      return true;
+    }
+    error("unterminated raw block ({% raw %} without {% endraw %})");
   }
 
   // Is there a closing delimiter at pos_ (with its control character)?

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "template/renderer.h"
 #include "template/template.h"
 
 namespace tkv::tmpl {
@@ -644,6 +645,7 @@ class Parser {
         f->name += '.';
         f->name += expect_name();
       }
+      if (!known_filter(f->name)) error("no filter named '" + f->name + "'");
       f->args.push_back(std::move(e));
       if (is_op("(")) call_args(*f);
       e = std::move(f);
@@ -655,6 +657,7 @@ class Parser {
     auto t = make(Expr::K::kTest, next().line);
     t->negated = skip_name("not");
     t->name = expect_name();
+    if (!known_test(t->name)) error("no test named '" + t->name + "'");
     t->args.push_back(std::move(e));
     const Token& p = peek();
     if (is_op("(")) {

@@ -80,6 +80,9 @@ bool contains(const Value& container, const Value& item);
 // Elements of a value the way a for loop sees them (dict: its keys).
 std::vector<Value> iterate_value(const Value& v);
 
+// Whether a filter / test of that name exists (the parser refuses others).
+bool known_filter(const std::string& name);
+bool known_test(const std::string& name);
 Value apply_filter(Renderer& r, const std::string& name, const Value& v, const Args& args);
 bool apply_test(Renderer& r, const std::string& name, const Value& v, const Args& args);
 // A method of a string, dict or list, bound to it ("strip", "get", "items"...);
