@@ -196,6 +196,7 @@ constexpr FieldRule kChatFields[] = {
     {"messages", FieldKind::kHandled},
     {"max_completion_tokens", FieldKind::kHandled},
     {"top_logprobs", FieldKind::kHandled},
+    {"chat_template_kwargs", FieldKind::kHandled},
     {"tools", FieldKind::kUnsupported},
     {"tool_choice", FieldKind::kUnsupported},
     {"functions", FieldKind::kUnsupported},
@@ -474,6 +475,10 @@ void parse_prompt(const json& body, GenerationRequest& r) {
 
 void parse_chat_fields(const json& body, GenerationRequest& r) {
   parse_messages(body, r);
+  if (const json* v = field(body, "chat_template_kwargs")) {
+    if (!v->is_object()) invalid_type("chat_template_kwargs", "an object", *v);
+    r.chat_template_kwargs = nlohmann::ordered_json::parse(v->dump());
+  }
   if (const json* v = field(body, "max_completion_tokens"))
     r.max_tokens =
         int32_t(as_integer(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max()));

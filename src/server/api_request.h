@@ -73,6 +73,8 @@ struct GenerationRequest {
   // Chat: the conversation, roles normalized to system / user / assistant
   // ("developer" becomes "system"); content parts joined with "\n".
   std::vector<tok::ChatMessage> messages;
+  // Chat: more variables for the chat template (enable_thinking, ...).
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 
   // Completions: the prompt text, or (prompt_is_tokens) token ids as sent
   // (each >= 0; the front end checks them against the vocabulary).

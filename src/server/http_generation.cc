@@ -56,15 +56,17 @@ std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string
 // conversation with the same system prompt, or this one with its last
 // message edited, parts there (Job::checkpoint_hints); none when the
 // template renders the earlier messages otherwise on their own.
-std::vector<int64_t> last_message_start(const GenerationRequest& request,
-                                        const ServedModel& model,
+std::vector<int64_t> last_message_start(const GenerationRequest& request, const ServedModel& model,
                                         const std::vector<int32_t>& ids) {
-  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2) return {};
+  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2 ||
+      !model.chat_template)
+    return {};
   std::vector<tok::ChatMessage> earlier(request.messages.begin(), request.messages.end() - 1);
   std::vector<int32_t> prefix;
   try {
     prefix = text_ids(*model.tokenizer,
-                      model.chat_template.apply(earlier, /*add_generation_prompt=*/false));
+                      model.chat_template->apply(earlier, /*add_generation_prompt=*/false,
+                                                 request.chat_template_kwargs));
   } catch (const Error&) {
     return {};
   }
@@ -72,6 +74,14 @@ std::vector<int64_t> last_message_start(const GenerationRequest& request,
       !std::equal(prefix.begin(), prefix.end(), ids.begin()))
     return {};
   return {int64_t(prefix.size())};
+}
+
+// A chat request to a model that has no chat template (and none was given).
+ApiError no_chat_template() {
+  return make_api_error(501,
+                        "This model has no chat template (tokenizer.chat_template): start the "
+                        "server with --chat-template NAME|FILE, or use /v1/completions.",
+                        "messages", "no_chat_template");
 }
 
 // The prompt of a request as token ids, or the 400 that says why not.
@@ -84,13 +94,15 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
   if (!chat && request.prompt_is_tokens) {
     ids = request.prompt_tokens;
   } else {
+    if (chat && !model.chat_template) return no_chat_template();
     std::string text;
     try {
-      text = chat ? model.chat_template.apply(request.messages, /*add_generation_prompt=*/true)
+      text = chat ? model.chat_template->apply(request.messages, /*add_generation_prompt=*/true,
+                                               request.chat_template_kwargs)
                   : request.prompt;
     } catch (const Error& e) {
       return make_api_error(400,
-                            str("The chat template (", model.chat_template.name(),
+                            str("The chat template (", model.chat_template->name(),
                                 ") cannot render these messages: ", e.what()),
                             param);
     }
@@ -138,10 +150,10 @@ Job make_job(const GenerationRequest& request, const ServedModel& model, std::ve
   } else {
     job.max_tokens = room >= 0 ? room : model.context;
   }
-  if (request.endpoint == Endpoint::kChatCompletions) {
+  if (request.endpoint == Endpoint::kChatCompletions && model.chat_template) {
     // The template's end-of-turn markers end the reply, as in `turbokv chat`.
-    job.stops = model.chat_template.stop_strings();
-    job.stop_tokens = model.chat_template.stop_tokens(*model.tokenizer);
+    job.stops = model.chat_template->stop_strings();
+    job.stop_tokens = model.chat_template->stop_tokens(*model.tokenizer);
   }
   for (const std::string& s : request.stop) job.stops.push_back(s);
   job.top_logprobs = request.logprobs ? request.top_logprobs : -1;
@@ -474,6 +486,34 @@ void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httpli
   res.status = 200;
   provide(res, close_delimited, "application/json",
           [exchange](size_t, httplib::DataSink& sink) { return exchange->pump_whole(sink); });
+}
+
+void GenerationRoutes::apply_template(const std::string& body, httplib::Response& res) {
+  if (draining_.load()) return send_unavailable(res, "The server is shutting down.");
+  std::variant<GenerationRequest, ApiError> parsed = parse_chat_request(body);
+  if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
+  const GenerationRequest& request = std::get<GenerationRequest>(parsed);
+  if (!model_.chat_template) return send_api_error(res, no_chat_template());
+  nlohmann::ordered_json vars = request.chat_template_kwargs;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const tok::ChatMessage& m : request.messages)
+    messages.push_back({{"role", m.role}, {"content", m.content}});
+  vars["messages"] = std::move(messages);
+  if (!vars.contains("add_generation_prompt")) vars["add_generation_prompt"] = true;
+  std::string prompt;
+  try {
+    prompt = model_.chat_template->render(vars);
+  } catch (const Error& e) {
+    return send_api_error(res,
+                          make_api_error(400,
+                                         str("The chat template (", model_.chat_template->name(),
+                                             ") cannot render these messages: ", e.what()),
+                                         "messages"));
+  }
+  res.status = 200;
+  res.set_content(nlohmann::ordered_json{{"prompt", prompt}}.dump(
+                      -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 }  // namespace tkv::server

@@ -48,6 +48,10 @@ class GenerationRoutes {
   void handle(Endpoint endpoint, const std::string& body, httplib::Response& res,
               bool close_delimited = false);
 
+  // POST /apply-template: a chat request's body -> {"prompt": the rendered
+  // chat template}, as llama-server answers it.
+  void apply_template(const std::string& body, httplib::Response& res);
+
   void stop_admitting() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
   bool wait_idle(std::chrono::milliseconds timeout);

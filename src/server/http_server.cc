@@ -34,6 +34,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST"},
     {"/v1/completions", "POST"},
+    {"/apply-template", "POST"},
     {"/v1/models", "GET"},
     {"/health", "GET"},
     {"/metrics", "GET"},
@@ -360,6 +361,12 @@ void HttpServer::add_routes() {
   };
   http.Post("/v1/chat/completions", generation(Endpoint::kChatCompletions));
   http.Post("/v1/completions", generation(Endpoint::kCompletions));
+  http.Post("/apply-template",
+            [this](const Request& req, Response& res, const httplib::ContentReader& reader) {
+              std::string body;
+              if (read_body(req, res, reader, options_.max_body_bytes, body))
+                generation_->apply_template(body, res);
+            });
   // While draining (SIGTERM) every route but /metrics answers 503: a load
   // balancer's health check takes the server out, clients retry elsewhere.
   http.Get("/v1/models", [this](const Request&, Response& res) {

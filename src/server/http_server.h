@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/metrics.h"
@@ -68,7 +69,9 @@ struct ServedModel {
   std::string id;       // the name /v1/models lists and responses carry
   int64_t created = 0;  // Unix seconds (the model file's modification time)
   const tok::Tokenizer* tokenizer = nullptr;
-  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");
+  // Renders chat requests; none: the model has no template and none was
+  // given (--chat-template), chat requests are refused.
+  std::optional<tok::ChatTemplate> chat_template;
   int64_t context = 0;    // tokens per sequence (prompt + completion)
   bool windowed = false;  // a --kv-window policy: prompts may exceed the context
 };

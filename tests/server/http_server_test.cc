@@ -41,6 +41,7 @@ struct Options {
   int context = 256;
   int whole_prompt_tokens = 256;
   const char* kv = "f16";
+  bool chat_template = true;  // false: served as a model without one
 };
 
 // A server on a free port with its own scheduler; stopped at the end.
@@ -58,7 +59,7 @@ class LiveServer {
     ServedModel served;
     served.id = "stories260K";
     served.tokenizer = m.tokenizer.get();
-    served.chat_template = tok::ChatTemplate::by_name("chatml");
+    if (o.chat_template) served.chat_template = tok::ChatTemplate::by_name("chatml");
     served.context = s.context;
     HttpOptions h;
     h.port = 0;
@@ -754,6 +755,53 @@ TEST_F(HttpServerTest, ChatUsesTheTemplate) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], 1 + t.encode(rendered, false, true).size());
 }
 
+// POST /apply-template answers a chat body with the rendered prompt, the
+// request's chat_template_kwargs among the template's variables.
+TEST_F(HttpServerTest, ApplyTemplateReturnsThePrompt) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  Json request = {
+      {"messages",
+       {{{"role", "system"}, {"content", "S"}}, {{"role", "user"}, {"content", "Hi"}}}}};
+  auto r = c.Post("/apply-template", auth(), request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body), (Json{{"prompt",
+                                         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|"
+                                         "im_end|>\n<|im_start|>assistant\n"}}));
+  request["chat_template_kwargs"] = {{"add_generation_prompt", false}};
+  r = c.Post("/apply-template", auth(), request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body)["prompt"],
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  request["chat_template_kwargs"] = "yes";
+  expect_error(c.Post("/apply-template", auth(), request.dump(), "application/json"), 400,
+               "chat_template_kwargs");
+  expect_error(c.Post("/apply-template", auth(), "{}", "application/json"), 400, "messages");
+  auto get = c.Get("/apply-template", auth());
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+}
+
+// A model without a chat template (and none given) refuses chat requests,
+// saying what to do; completions still work.
+TEST_F(HttpServerTest, WithoutATemplateChatIsRefused) {
+  Options o;
+  o.chat_template = false;
+  LiveServer server(*model_, o);
+  httplib::Client c = server.client();
+  const Json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  for (const char* route : {"/v1/chat/completions", "/apply-template"}) {
+    auto r = c.Post(route, auth(), chat.dump(), "application/json");
+    expect_error(r, 501, "messages");
+    EXPECT_NE(r->body.find("--chat-template"), std::string::npos) << r->body;
+  }
+  auto r = c.Post("/v1/completions", auth(), Json{{"prompt", "Once"}, {"max_tokens", 2}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 // Two chats with one system prompt: the first leaves a checkpoint where its
 // last message starts, so the second reuses the system prompt on its first
 // visit, also with a residual ring (k4v2: a checkpoint is never cut shorter).
@@ -772,7 +820,8 @@ TEST_F(HttpServerTest, ChatsSharingASystemPromptReuseIt) {
     const Json request = {
         {"messages",
          {{{"role", "system"}, {"content", system}},
-          {{"role", "user"}, {"content", i == 0 ? "Tell me one." : "Another, please, about a cat."}}}},
+          {{"role", "user"},
+           {"content", i == 0 ? "Tell me one." : "Another, please, about a cat."}}}},
         {"max_tokens", 2}};
     auto r = c.Post("/v1/chat/completions", auth(), request.dump(), "application/json");
     ASSERT_TRUE(r);

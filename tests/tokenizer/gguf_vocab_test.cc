@@ -91,8 +91,9 @@ TEST(GgufVocab, KeysOverrideDefaults) {
   EXPECT_EQ(t.eos(), 1);
   EXPECT_EQ(t.pad(), kNoToken);
   EXPECT_EQ(t.encode("a", true, false), (std::vector<int32_t>{4, 1}));
-  EXPECT_EQ(ChatTemplate::for_tokenizer(t).family(), ChatFamily::kChatml);
-  EXPECT_TRUE(ChatTemplate::for_tokenizer(t).warning().empty());
+  EXPECT_EQ(ChatTemplate::for_tokenizer(t).apply({{"user", "a"}, {"user", "b"}}, true),
+            "<|im_start|><|im_start|>");
+  EXPECT_EQ(ChatTemplate::for_tokenizer(t).stop_strings(), std::vector<std::string>{});
 }
 
 // tokenizer.ggml.model = "gemma4": SentencePiece-style BPE with the gemma4
