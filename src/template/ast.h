@@ -32,6 +32,7 @@ struct Expr {
   };
   K k;
   int line = 0;
+  int height = 1;  // 1 + the highest child's
   Value value;
   std::string name;
   bool negated = false;

@@ -233,8 +233,10 @@ Value range(const Args& a) {
     fail_render(
         "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   std::vector<Value> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     out.push_back(Value::integer(i));
+    if (__builtin_add_overflow(i, step, &i)) break;
+  }
   return Value::list(std::move(out));
 }
 

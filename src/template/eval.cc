@@ -16,8 +16,11 @@ std::string undefined_attr(const Value& obj, const std::string& name) {
 // Python's slice indices for a sequence of n elements.
 std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& stop,
                                   const Value& step) {
-  const int64_t st = step.is_undefined() || step.is_none() ? 1 : step.as_int();
+  int64_t st = step.is_undefined() || step.is_none() ? 1 : step.as_int();
   if (st == 0) fail_render("ValueError: slice step cannot be zero");
+  // A step longer than the sequence takes one element: the same slice,
+  // without overflowing the index.
+  st = std::clamp<int64_t>(st, -n - 1, n + 1);
   auto clamp = [&](const Value& v, int64_t dflt) {
     if (v.is_undefined() || v.is_none()) return dflt;
     int64_t i = v.as_int();
@@ -284,6 +287,8 @@ Value int_op(const std::string& op, int64_t x, int64_t y) {
   }
   if (op == "**") {
     if (y < 0) return Value::number(std::pow(double(x), double(y)));
+    if (x == 0 || x == 1) return Value::integer(y == 0 ? 1 : x);
+    if (x == -1) return Value::integer(y % 2 ? -1 : 1);
     r = 1;
     for (int64_t i = 0; i < y && !overflow; ++i) overflow = __builtin_mul_overflow(r, x, &r);
   }

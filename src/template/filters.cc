@@ -207,7 +207,7 @@ Value to_int(Renderer&, const Value& v, const Args& a) {
   const Value dflt = d ? *d : Value::integer(0);
   if (v.kind() == Kind::kInt || v.kind() == Kind::kBool) return Value::integer(v.as_int());
   if (v.kind() == Kind::kFloat)
-    return std::isfinite(v.as_double()) ? Value::integer(int64_t(v.as_double())) : dflt;
+    return std::fabs(v.as_double()) < 9e18 ? Value::integer(int64_t(v.as_double())) : dflt;
   if (!v.is_string()) return dflt;
   const std::string s = text::strip(v.str(), "", true, true, false);
   char* end = nullptr;
@@ -215,7 +215,7 @@ Value to_int(Renderer&, const Value& v, const Args& a) {
   const long long i = std::strtoll(s.c_str(), &end, 10);
   if (!s.empty() && end == s.c_str() + s.size() && errno == 0) return Value::integer(i);
   const double f = std::strtod(s.c_str(), &end);
-  if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(f))
+  if (!s.empty() && end == s.c_str() + s.size() && std::fabs(f) < 9e18)
     return Value::integer(int64_t(f));
   return dflt;
 }
@@ -364,6 +364,36 @@ Value min_max(Renderer& r, const Value& v, const Args& a, bool max) {
   return max ? all.back() : all.front();
 }
 
+Value trim(Renderer&, const Value& v, const Args& a) {
+  const Value* c = a.get(0, "chars");
+  const bool given = c && !c->is_none();
+  return Value::string(text::strip(v.to_string(), given ? c->to_string() : "", true, true, given));
+}
+
+Value replace(Renderer& r, const Value& v, const Args& a) {
+  std::string out =
+      text::replace(v.to_string(), str_arg(a.get(0, "old"), ""), str_arg(a.get(1, "new"), ""),
+                    a.get(2, "count") ? a.get(2, "count")->as_int() : -1);
+  r.check_size(out.size());
+  return Value::string(std::move(out));
+}
+
+Value abs_filter(Renderer&, const Value& v, const Args&) {
+  if (!v.is_number()) fail_render("TypeError: bad operand type for abs(): '" + v.type_name() + "'");
+  if (v.kind() == Kind::kFloat) return Value::number(std::fabs(v.as_double()));
+  if (v.as_int() == INT64_MIN) fail_render("OverflowError: integer result out of range");
+  return Value::integer(std::llabs(v.as_int()));
+}
+
+Value reverse(Renderer&, const Value& v, const Args&) {
+  std::vector<Value> all = iterate_value(v);
+  std::reverse(all.begin(), all.end());
+  if (!v.is_string()) return Value::list(std::move(all));
+  std::string out;
+  for (const Value& c : all) out += c.str();
+  return Value::string(std::move(out));
+}
+
 const std::map<std::string, FilterFn>& filters() {
   static const std::map<std::string, FilterFn> f = {
       {"tojson", tojson},
@@ -411,37 +441,10 @@ const std::map<std::string, FilterFn>& filters() {
                         const Args&) { return Value::string(text::capitalize(v.to_string())); }},
       {"title", [](Renderer&, const Value& v,
                    const Args&) { return Value::string(text::title(v.to_string())); }},
-      {"trim",
-       [](Renderer&, const Value& v, const Args& a) {
-         const Value* c = a.get(0, "chars");
-         const bool given = c && !c->is_none();
-         return Value::string(
-             text::strip(v.to_string(), given ? c->to_string() : "", true, true, given));
-       }},
-      {"replace",
-       [](Renderer& r, const Value& v, const Args& a) {
-         std::string out = text::replace(v.to_string(), str_arg(a.get(0, "old"), ""),
-                                         str_arg(a.get(1, "new"), ""),
-                                         a.get(2, "count") ? a.get(2, "count")->as_int() : -1);
-         r.check_size(out.size());
-         return Value::string(std::move(out));
-       }},
-      {"abs",
-       [](Renderer&, const Value& v, const Args&) {
-         if (!v.is_number())
-           fail_render("TypeError: bad operand type for abs(): '" + v.type_name() + "'");
-         return v.kind() == Kind::kFloat ? Value::number(std::fabs(v.as_double()))
-                                         : Value::integer(std::llabs(v.as_int()));
-       }},
-      {"reverse",
-       [](Renderer&, const Value& v, const Args&) {
-         std::vector<Value> all = iterate_value(v);
-         std::reverse(all.begin(), all.end());
-         if (!v.is_string()) return Value::list(std::move(all));
-         std::string out;
-         for (const Value& c : all) out += c.str();
-         return Value::string(std::move(out));
-       }},
+      {"trim", trim},
+      {"replace", replace},
+      {"abs", abs_filter},
+      {"reverse", reverse},
       {"attr", [](Renderer& r, const Value& v,
                   const Args& a) { return r.getattr(v, str_arg(a.get(0, "name"), "")); }},
       {"wordcount",

@@ -325,16 +325,29 @@ class Parser {
   }
 
   // ---- expressions ---------------------------------------------------------
+  // Expression trees stay shallow enough to evaluate and free recursively:
+  // "a + a + ... + a" or "x.a.b.c..." nests one node per operator.
+  static constexpr int kMaxExprHeight = 400;
+  void note_child(Expr& parent, const Expr& child) {
+    parent.height = std::max(parent.height, child.height + 1);
+    if (parent.height > kMaxExprHeight)
+      error("expression nested deeper than " + std::to_string(kMaxExprHeight) + " levels");
+  }
+  void attach(Expr& parent, ExprPtr child) {
+    if (child) note_child(parent, *child);
+    parent.args.push_back(std::move(child));
+  }
+
   // Comma-separated expressions: a tuple when there is a comma.
   ExprPtr tuple_expr(bool with_cond) {
     const int line = peek().line;
     ExprPtr first = expression(with_cond);
     if (!is_op(",")) return first;
     auto t = make(Expr::K::kTuple, line);
-    t->args.push_back(std::move(first));
+    attach(*t, std::move(first));
     while (skip_op(",")) {
       if (at_expression_end()) break;
-      t->args.push_back(expression(with_cond));
+      attach(*t, expression(with_cond));
     }
     return t;
   }
@@ -354,9 +367,9 @@ class Parser {
       auto c = make(Expr::K::kCond, line);
       ExprPtr cond = or_expr();
       ExprPtr otherwise = skip_name("else") ? expression(true) : nullptr;
-      c->args.push_back(std::move(e));
-      c->args.push_back(std::move(cond));
-      c->args.push_back(std::move(otherwise));
+      attach(*c, std::move(e));
+      attach(*c, std::move(cond));
+      attach(*c, std::move(otherwise));
       e = std::move(c);
     }
     return e;
@@ -365,8 +378,8 @@ class Parser {
   ExprPtr binary(std::string op, ExprPtr l, ExprPtr r, int line) {
     auto b = make(Expr::K::kBinary, line);
     b->name = std::move(op);
-    b->args.push_back(std::move(l));
-    b->args.push_back(std::move(r));
+    attach(*b, std::move(l));
+    attach(*b, std::move(r));
     return b;
   }
 
@@ -393,7 +406,7 @@ class Parser {
       Depth depth(*this);
       auto u = make(Expr::K::kUnary, next().line);
       u->name = "not";
-      u->args.push_back(not_expr());
+      attach(*u, not_expr());
       return u;
     }
     return compare();
@@ -469,7 +482,7 @@ class Parser {
       const Token& t = next();
       e = make(Expr::K::kUnary, t.line);
       e->name = t.text;
-      e->args.push_back(unary(false));
+      attach(*e, unary(false));
     } else {
       e = postfix(primary());
     }
@@ -534,7 +547,7 @@ class Parser {
         expect_op(",");
         if (skip_op(close)) break;
       }
-      e->args.push_back(expression(true));
+      attach(*e, expression(true));
     }
     return e;
   }
@@ -546,9 +559,9 @@ class Parser {
         expect_op(",");
         if (skip_op("}")) break;
       }
-      e->args.push_back(expression(true));
+      attach(*e, expression(true));
       expect_op(":");
-      e->args.push_back(expression(true));
+      attach(*e, expression(true));
     }
     return e;
   }
@@ -559,7 +572,7 @@ class Parser {
         e = subscript(std::move(e));
       } else if (is_op("(")) {
         auto c = make(Expr::K::kCall, peek().line);
-        c->args.push_back(std::move(e));
+        attach(*c, std::move(e));
         call_args(*c);
         e = std::move(c);
       } else {
@@ -573,13 +586,13 @@ class Parser {
     if (t.text == ".") {
       if (peek().type == Tok::kInt) {
         auto g = make(Expr::K::kItem, t.line);
-        g->args.push_back(std::move(e));
-        g->args.push_back(number(next()));
+        attach(*g, std::move(e));
+        attach(*g, number(next()));
         return g;
       }
       auto a = make(Expr::K::kAttr, t.line);
       a->name = expect_name();
-      a->args.push_back(std::move(e));
+      attach(*a, std::move(e));
       return a;
     }
     ExprPtr parts[3];
@@ -593,9 +606,9 @@ class Parser {
     }
     expect_op("]");
     auto g = make(slice ? Expr::K::kSlice : Expr::K::kItem, t.line);
-    g->args.push_back(std::move(e));
+    attach(*g, std::move(e));
     if (!slice && !parts[0]) error("empty subscript");
-    for (int i = 0; i < (slice ? 3 : 1); ++i) g->args.push_back(std::move(parts[i]));
+    for (int i = 0; i < (slice ? 3 : 1); ++i) attach(*g, std::move(parts[i]));
     return g;
   }
 
@@ -611,10 +624,12 @@ class Parser {
       if (peek().type == Tok::kName && is_op("=", 1)) {
         std::string key = next().text;
         next();
-        call.kwargs.emplace_back(std::move(key), expression(true));
+        ExprPtr value = expression(true);
+        note_child(call, *value);
+        call.kwargs.emplace_back(std::move(key), std::move(value));
       } else {
         if (!call.kwargs.empty()) error("a positional argument follows keyword arguments");
-        call.args.push_back(expression(true));
+        attach(call, expression(true));
       }
     }
   }
@@ -627,7 +642,7 @@ class Parser {
         e = test(std::move(e));
       } else if (is_op("(")) {
         auto c = make(Expr::K::kCall, peek().line);
-        c->args.push_back(std::move(e));
+        attach(*c, std::move(e));
         call_args(*c);
         e = std::move(c);
       } else {
@@ -646,7 +661,7 @@ class Parser {
         f->name += expect_name();
       }
       if (!known_filter(f->name)) error("no filter named '" + f->name + "'");
-      f->args.push_back(std::move(e));
+      attach(*f, std::move(e));
       if (is_op("(")) call_args(*f);
       e = std::move(f);
       if (single || !skip_op("|")) return e;
@@ -658,7 +673,7 @@ class Parser {
     t->negated = skip_name("not");
     t->name = expect_name();
     if (!known_test(t->name)) error("no test named '" + t->name + "'");
-    t->args.push_back(std::move(e));
+    attach(*t, std::move(e));
     const Token& p = peek();
     if (is_op("(")) {
       call_args(*t);
@@ -666,7 +681,7 @@ class Parser {
                 p.text != "if" && p.text != "is" && p.text != "in" && p.text != "not") ||
                p.type == Tok::kString || p.type == Tok::kInt || p.type == Tok::kFloat ||
                (p.type == Tok::kOp && (p.text == "[" || p.text == "{"))) {
-      t->args.push_back(postfix(primary()));
+      attach(*t, postfix(primary()));
     }
     return t;
   }

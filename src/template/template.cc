@@ -38,10 +38,10 @@ std::string Template::render(const nlohmann::ordered_json& variables,
   add_globals(*globals);
   if (!variables.is_null() && !variables.is_object())
     throw TemplateError(name_, 0, "the variables must be a JSON object");
-  if (variables.is_object())
-    for (const auto& [k, v] : variables.items()) globals->set(k, Value::from_json(v));
   Renderer r(options, globals);
   try {
+    if (variables.is_object())
+      for (const auto& [k, v] : variables.items()) globals->set(k, Value::from_json(v));
     return r.render(program_->body);
   } catch (const RenderFailure& f) {
     throw TemplateError(name_, r.line(), f.message, f.raised);

@@ -53,11 +53,40 @@ Value Value::string(std::string s) {
   return v;
 }
 
+namespace {
+
+int nested(int child_depth) {
+  if (child_depth + 1 > kMaxNesting)
+    fail_render("ValueError: values nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  return child_depth + 1;
+}
+
+// Repr, comparison and JSON recurse; a namespace may hold itself.
+struct RecursionGuard {
+  RecursionGuard() {
+    if (++level > kMaxNesting + 8)
+      fail_render("RecursionError: the value is nested too deeply (or contains itself)");
+  }
+  ~RecursionGuard() { --level; }
+  static thread_local int level;
+};
+thread_local int RecursionGuard::level = 0;
+
+}  // namespace
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind_ = Kind::kList;
-  v.list_ = std::make_shared<List>(List{std::move(items), tuple});
+  int depth = 0;
+  for (const Value& i : items) depth = std::max(depth, i.depth());
+  v.list_ = std::make_shared<List>(List{std::move(items), tuple, nested(depth)});
   return v;
+}
+
+int Value::depth() const {
+  if (kind_ == Kind::kList) return list_->depth;
+  if (kind_ == Kind::kDict || kind_ == Kind::kNamespace) return dict_->depth;
+  return 0;
 }
 
 Value Value::dict() {
@@ -86,7 +115,9 @@ Value Value::undefined(std::string name) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxNesting)
+    fail_render("ValueError: values nested deeper than " + std::to_string(kMaxNesting) + " levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return none();
@@ -105,17 +136,28 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Value d = dict();
-      for (const auto& [k, e] : j.items()) d.dict_->items.emplace_back(string(k), from_json(e));
+      // JSON keys are unique: no lookup per key.
+      for (const auto& [k, e] : j.items()) {
+        Value v = from_json(e, depth + 1);
+        d.dict_->depth = std::max(d.dict_->depth, nested(v.depth()));
+        d.dict_->items.emplace_back(string(k), std::move(v));
+      }
       return d;
     }
     default:
       return none();  // binary / discarded: not produced by the JSON parser
   }
+}
+
+int64_t Value::as_int() const {
+  if (kind_ != Kind::kFloat) return i_;
+  if (std::isnan(f_)) return 0;
+  return int64_t(std::clamp(f_, -9.2e18, 9.2e18));
 }
 
 const std::vector<Value>& Value::items() const {
@@ -248,6 +290,7 @@ std::string python_string_repr(std::string_view s) {
 }
 
 std::string Value::repr() const {
+  const RecursionGuard guard;
   switch (kind_) {
     case Kind::kString:
       return python_string_repr(s_);
@@ -310,6 +353,7 @@ const Value* Dict::find(std::string_view key) const {
 }
 
 void Dict::set(Value key, Value value) {
+  depth = std::max(depth, nested(std::max(key.depth(), value.depth())));
   for (auto& [k, v] : items) {
     if (equal(k, key)) {
       v = std::move(value);
@@ -320,6 +364,7 @@ void Dict::set(Value key, Value value) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  const RecursionGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind() == Kind::kFloat || b.kind() == Kind::kFloat) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -353,6 +398,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  const RecursionGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind() == Kind::kFloat || b.kind() == Kind::kFloat) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
@@ -479,7 +525,8 @@ void json_dict(std::string& out, const Dict& d, const JsonOptions& o, int level)
 }
 
 void json_value(std::string& out, const Value& v, const JsonOptions& o, int level) {
-  if (level > 512) fail_render("ValueError: value nested too deeply for tojson");
+  const RecursionGuard guard;
+  (void)level;
   switch (v.kind()) {
     case Kind::kNone:
       out += "null";

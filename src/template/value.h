@@ -42,9 +42,14 @@ enum class Kind {
 };
 
 class Value;
+// Containers nest at most this deep (a deeper value is an error where it
+// is built): printing, comparing and freeing values recurse over them.
+constexpr int kMaxNesting = 256;
+
 struct List {
   std::vector<Value> items;
   bool tuple = false;
+  int depth = 1;  // 1 + the deepest item's
 };
 struct Dict;
 class Renderer;
@@ -74,7 +79,8 @@ class Value {
   static Value name_space();
   static Value callable(std::string name, Function fn);
   static Value undefined(std::string name);
-  static Value from_json(const nlohmann::ordered_json& j);
+  // Containers nested deeper than kMaxNesting are an error (RenderFailure).
+  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -88,7 +94,7 @@ class Value {
   bool is_mapping_like() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
 
   bool as_bool() const { return b_; }
-  int64_t as_int() const { return kind_ == Kind::kFloat ? int64_t(f_) : i_; }
+  int64_t as_int() const;  // a float truncated (and clamped to int64)
   double as_double() const { return kind_ == Kind::kFloat ? f_ : double(i_); }
   const std::string& str() const { return s_; }  // String; Undefined: its name
   const std::vector<Value>& items() const;       // List
@@ -96,6 +102,7 @@ class Value {
   Dict& mutable_dict() const;                    // Namespace attributes
   const Callable& callable_ref() const;
   bool is_tuple() const;
+  int depth() const;  // containers: their nesting; others 0
 
   bool truthy() const;
   std::string to_string() const;  // Python str(); Undefined is ""
@@ -116,6 +123,7 @@ class Value {
 // Insertion-ordered, as Python's dict.
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;  // 1 + the deepest key's or value's
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);

@@ -74,6 +74,14 @@ TEST(TemplateSyntax, DeepNestingIsRefusedAtParse) {
   std::string ifs;
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   EXPECT_NE(parse_error(ifs).find("nesting deeper than"), std::string::npos);
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += " + 1";
+  EXPECT_NE(parse_error(sum + " }}").find("expression nested deeper than 400 levels"),
+            std::string::npos);
+  std::string attrs = "{{ x";
+  for (int i = 0; i < 100000; ++i) attrs += ".a";
+  EXPECT_NE(parse_error(attrs + " }}").find("expression nested deeper than 400 levels"),
+            std::string::npos);
   std::string nots = "{{ ";
   for (int i = 0; i < 5000; ++i) nots += "not ";
   EXPECT_NE(parse_error(nots + "x }}").find("nesting deeper than"), std::string::npos);
@@ -146,6 +154,25 @@ TEST(TemplateLimits, OutputAndStringSizesAreBounded) {
       limits);
   EXPECT_NE(err.find("MemoryError"), std::string::npos) << err;
   EXPECT_EQ(render_error("{{ 'x' * 1000 }}", limits), "");
+}
+
+TEST(TemplateLimits, DeepValuesAndSelfReferenceEndWithAnError) {
+  std::string err = render_error(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor "
+      "%}{{ ns.x }}");
+  EXPECT_NE(err.find("ValueError: values nested deeper than 256 levels"), std::string::npos) << err;
+  err = render_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | string }}");
+  EXPECT_NE(err.find("RecursionError"), std::string::npos) << err;
+  json deep = json::array();
+  for (int i = 0; i < 1000; ++i) deep = json::array({deep});
+  err = render_error("{{ x | length }}", {}, json{{"x", deep}});
+  EXPECT_NE(err.find("nested deeper than 256 levels"), std::string::npos) << err;
+  EXPECT_EQ(render_error("{{ 1 ** 9223372036854775807 }}{{ (-1) ** 9223372036854775807 }}"), "");
+  EXPECT_EQ(render_error("{{ [1, 2, 3][::-9223372036854775807] }}{{ range(0, 9223372036854775807, "
+                         "4611686018427387904) }}"),
+            "");
+  EXPECT_NE(render_error("{{ (-9223372036854775807 - 1) | abs }}").find("OverflowError"),
+            std::string::npos);
 }
 
 TEST(TemplateRender, StrftimeNowUsesTheGivenTime) {
