@@ -268,8 +268,8 @@ std::string strftime_now(Renderer& r, const std::string& fmt) {
 
 void add_globals(Frame& g) {
   g.set("range", Value::callable("range", [](Renderer&, const Args& a) { return range(a); }));
-  g.set("namespace", Value::callable("namespace", [](Renderer&, const Args& a) {
-          return with_attributes(Value::name_space(), a);
+  g.set("namespace", Value::callable("namespace", [](Renderer& r, const Args& a) {
+          return with_attributes(r.make_namespace(), a);
         }));
   g.set("dict", Value::callable("dict", [](Renderer&, const Args& a) {
           return with_attributes(Value::dict(), a);

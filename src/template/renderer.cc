@@ -33,6 +33,15 @@ Renderer::DepthGuard::DepthGuard(Renderer& r) : r_(r) {
 Renderer::Renderer(const RenderOptions& options, std::shared_ptr<Frame> globals)
     : options_(options), globals_(std::move(globals)) {}
 
+Renderer::~Renderer() {
+  for (const Value& ns : namespaces_) ns.mutable_dict().items.clear();
+}
+
+Value Renderer::make_namespace() {
+  namespaces_.push_back(Value::name_space());
+  return namespaces_.back();
+}
+
 std::string Renderer::render(const Body& body) {
   std::string out;
   out_ = &out;
@@ -217,10 +226,14 @@ void Renderer::exec_set(const Stmt& s, const std::shared_ptr<Frame>& frame) {
 
 Value Renderer::macro(const Stmt& m, const std::shared_ptr<Frame>& closure,
                       const std::string& name) {
-  // The closure keeps the defining frame alive; the program outlives the render.
+  // The renderer keeps the defining frame alive (the callable holds a weak
+  // reference: the frame holds the callable); the program outlives the render.
+  closures_.push_back(closure);
   const Stmt* def = &m;
-  return Value::callable(
-      name, [def, closure](Renderer& r, const Args& a) { return r.call_macro(*def, closure, a); });
+  std::weak_ptr<Frame> frame = closure;
+  return Value::callable(name, [def, frame](Renderer& r, const Args& a) {
+    return r.call_macro(*def, frame.lock(), a);
+  });
 }
 
 Value Renderer::call_macro(const Stmt& m, const std::shared_ptr<Frame>& closure, const Args& args) {
@@ -231,7 +244,9 @@ Value Renderer::call_macro(const Stmt& m, const std::shared_ptr<Frame>& closure,
   for (size_t i = m.params.size(); i < args.positional.size(); ++i)
     varargs.push_back(args.positional[i]);
   Value kwargs = Value::dict();
-  for (const auto& [k, v] : args.keywords) {
+  for (const auto& keyword : args.keywords) {
+    const std::string& k = keyword.first;
+    const Value& v = keyword.second;
     const bool is_param =
         std::any_of(m.params.begin(), m.params.end(), [&](const Param& p) { return p.name == k; });
     if (k == "caller") {
@@ -261,8 +276,11 @@ Value Renderer::call_macro(const Stmt& m, const std::shared_ptr<Frame>& closure,
 
 void Renderer::exec_call_block(const Stmt& s, const std::shared_ptr<Frame>& frame) {
   const Stmt* def = &s;
-  Value caller = Value::callable(
-      "caller", [def, frame](Renderer& r, const Args& a) { return r.call_macro(*def, frame, a); });
+  closures_.push_back(frame);
+  std::weak_ptr<Frame> weak = frame;
+  Value caller = Value::callable("caller", [def, weak](Renderer& r, const Args& a) {
+    return r.call_macro(*def, weak.lock(), a);
+  });
   const Expr& call = *s.expr;
   Value callee = eval(*call.args[0], frame);
   Args args = eval_args(call, 1, frame);

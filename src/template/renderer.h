@@ -25,6 +25,11 @@ struct Frame {
 class Renderer {
  public:
   Renderer(const RenderOptions& options, std::shared_ptr<Frame> globals);
+  // Empties the namespaces it made: a namespace may hold itself (or a list
+  // holding it), and the cycle would keep it alive after the render.
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   std::string render(const Body& body);
   int line() const { return line_; }
@@ -36,6 +41,7 @@ class Renderer {
   Value getitem(const Value& obj, const Value& key);
   void check_size(size_t bytes) const;  // a string of this size may be built
   void step();                          // one unit of work against max_steps
+  Value make_namespace();               // an empty namespace, emptied again at the end
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -72,6 +78,10 @@ class Renderer {
   int depth_ = 0;
   int line_ = 0;
   Value block_input_;  // the body of a {% filter %} block
+  // Frames that macros and call blocks close over: kept here (the callables
+  // hold weak references) so that a macro stored in its own frame is no cycle.
+  std::vector<std::shared_ptr<Frame>> closures_;
+  std::vector<Value> namespaces_;
 };
 
 // Python-style arithmetic and comparison on two values (op: + - * / // % ** ~).
