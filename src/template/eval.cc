@@ -40,9 +40,20 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     if (!v->is_undefined() && !v->is_none() && v->kind() != Kind::kInt && v->kind() != Kind::kBool)
       fail_render("TypeError: slice indices must be integers or None");
   if (obj.is_string()) {
-    const auto chars = utf8_chars(obj.str());
+    const std::string& s = obj.str();
+    const int64_t n = int64_t(utf8_length(s));
+    const bool forward = step.is_undefined() || step.is_none() || step.as_int() == 1;
+    if (forward) {  // one run of characters: no table of them
+      const std::vector<size_t> at = slice_indices(n, start, stop, Value());
+      if (at.empty()) return Value::string("");
+      const size_t from = utf8_offset(s, at.front());
+      const size_t to =
+          from + utf8_offset(std::string_view(s).substr(from), at.back() - at.front() + 1);
+      return Value::string(s.substr(from, to - from));
+    }
+    const auto chars = utf8_chars(s);
     std::string out;
-    for (size_t i : slice_indices(int64_t(chars.size()), start, stop, step)) out += chars[i];
+    for (size_t i : slice_indices(n, start, stop, step)) out += chars[i];
     return Value::string(std::move(out));
   }
   if (obj.is_list()) {
@@ -98,11 +109,11 @@ Value Renderer::getitem(const Value& obj, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) return obj.items()[size_t(i)];
         } else {
-          const auto chars = utf8_chars(obj.str());
+          const std::string& s = obj.str();
           int64_t i = key.as_int();
-          if (i < 0) i += int64_t(chars.size());
-          if (i >= 0 && i < int64_t(chars.size()))
-            return Value::string(std::string(chars[size_t(i)]));
+          if (i < 0) i += int64_t(utf8_length(s));
+          const size_t at = i >= 0 ? utf8_offset(s, size_t(i)) : s.size();
+          if (at < s.size()) return Value::string(s.substr(at, utf8_char_bytes(s, at)));
         }
         return Value::undefined(obj.type_name() + " object has no element " + key.to_string());
       }
@@ -218,6 +229,10 @@ std::vector<Value> iterate_value(const Value& v) {
       return keys;
     }
     case Kind::kString: {
+      constexpr size_t kMaxChars = 1 << 20;  // a Value each: bounds the memory
+      if (utf8_length(v.str()) > kMaxChars)
+        fail_render("the template iterates over a string of more than " +
+                    std::to_string(kMaxChars) + " characters");
       std::vector<Value> chars;
       for (std::string_view c : utf8_chars(v.str())) chars.push_back(Value::string(std::string(c)));
       return chars;

@@ -37,19 +37,25 @@ Value attribute(Renderer& r, const Value& item, const std::string& path) {
 }
 
 Value tojson(Renderer& r, const Value& v, const Args& a) {
+  // Hugging Face's signature: tojson(x, ensure_ascii=False, indent=None,
+  // separators=None, sort_keys=False).
   JsonOptions o;
-  const Value* indent = a.get(0, "indent");
+  o.ensure_ascii = flag(a.get(0, "ensure_ascii"), false);
+  const Value* indent = a.get(1, "indent");
   if (indent && !indent->is_none()) {
-    o.indent = indent->is_string() ? 0 : int(std::clamp<int64_t>(indent->as_int(), 0, 64));
+    o.pretty = true;
+    o.indent = indent->is_string()
+                   ? indent->str()
+                   : std::string(size_t(std::clamp<int64_t>(indent->as_int(), 0, 64)), ' ');
     o.item_separator = ",";
   }
-  if (const Value* sep = a.get(99, "separators"); sep && !sep->is_none()) {
+  if (const Value* sep = a.get(2, "separators"); sep && !sep->is_none()) {
     if (!sep->is_list() || sep->items().size() != 2)
       fail_render("ValueError: separators must be a pair of strings");
     o.item_separator = sep->items()[0].to_string();
     o.key_separator = sep->items()[1].to_string();
   }
-  o.sort_keys = flag(a.get(99, "sort_keys"), false);
+  o.sort_keys = flag(a.get(3, "sort_keys"), false);
   std::string out = to_json(v, o);
   r.check_size(out.size());
   return Value::string(std::move(out));
@@ -60,7 +66,7 @@ Value length(Renderer&, const Value& v, const Args&) {
     case Kind::kUndefined:
       return Value::integer(0);
     case Kind::kString:
-      return Value::integer(int64_t(utf8_chars(v.str()).size()));
+      return Value::integer(int64_t(utf8_length(v.str())));
     case Kind::kList:
       return Value::integer(int64_t(v.items().size()));
     case Kind::kDict:

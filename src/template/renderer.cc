@@ -57,7 +57,9 @@ void Renderer::check_size(size_t bytes) const {
 }
 
 void Renderer::step() {
-  if (++steps_ > options_.limits.max_steps)
+  // Building text is work too: a step per 256 bytes of strings made, so a
+  // loop that copies a long string each time ends like any long loop.
+  if (++steps_ + (string_bytes_made() - bytes_at_start_) / 256 > options_.limits.max_steps)
     fail_render("the template runs more than " + std::to_string(options_.limits.max_steps) +
                 " steps (an endless or huge loop?)");
 }

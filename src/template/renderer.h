@@ -75,6 +75,7 @@ class Renderer {
   std::string* out_ = nullptr;
   size_t produced_ = 0;
   uint64_t steps_ = 0;
+  uint64_t bytes_at_start_ = string_bytes_made();
   int depth_ = 0;
   int line_ = 0;
   Value block_input_;  // the body of a {% filter %} block

@@ -13,6 +13,14 @@ bool is_space(char c) {
 
 std::string strip(std::string_view s, std::string_view chars, bool left, bool right,
                   bool chars_given) {
+  if (!chars_given) {  // whitespace is ASCII: bytes will do
+    size_t b = 0, e = s.size();
+    if (left)
+      while (b < e && is_space(s[b])) ++b;
+    if (right)
+      while (e > b && is_space(s[e - 1])) --e;
+    return std::string(s.substr(b, e - b));
+  }
   const std::vector<std::string_view> cs = utf8_chars(s);
   const std::vector<std::string_view> set = utf8_chars(chars);
   auto drop = [&](std::string_view c) {
@@ -137,11 +145,11 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
 int64_t find(std::string_view s, std::string_view sub, bool reverse) {
   const size_t at = reverse ? s.rfind(sub) : s.find(sub);
   if (at == std::string_view::npos) return -1;
-  return int64_t(utf8_chars(s.substr(0, at)).size());
+  return int64_t(utf8_length(s.substr(0, at)));
 }
 
 int64_t count(std::string_view s, std::string_view sub) {
-  if (sub.empty()) return int64_t(utf8_chars(s).size()) + 1;
+  if (sub.empty()) return int64_t(utf8_length(s)) + 1;
   int64_t n = 0;
   for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size()))
     ++n;

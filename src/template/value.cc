@@ -8,6 +8,10 @@
 
 namespace tkv::tmpl {
 
+namespace {
+thread_local uint64_t bytes_made = 0;
+}  // namespace
+
 void fail_render(std::string message) {
   throw RenderFailure{std::move(message), false};
 }
@@ -49,7 +53,8 @@ Value Value::number(double f) {
 Value Value::string(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
-  v.s_ = std::move(s);
+  v.s_ = std::make_shared<const std::string>(std::move(s));
+  bytes_made += v.s_->size();
   return v;
 }
 
@@ -111,7 +116,7 @@ Value Value::callable(std::string name, Function fn) {
 
 Value Value::undefined(std::string name) {
   Value v;
-  v.s_ = std::move(name);
+  v.s_ = std::make_shared<const std::string>(std::move(name));
   return v;
 }
 
@@ -154,6 +159,15 @@ Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
   }
 }
 
+const std::string& Value::str() const {
+  static const std::string kEmpty;
+  return s_ ? *s_ : kEmpty;
+}
+
+uint64_t string_bytes_made() {
+  return bytes_made;
+}
+
 int64_t Value::as_int() const {
   if (kind_ != Kind::kFloat) return i_;
   if (std::isnan(f_)) return 0;
@@ -188,7 +202,7 @@ bool Value::truthy() const {
     case Kind::kFloat:
       return f_ != 0;
     case Kind::kString:
-      return !s_.empty();
+      return !str().empty();
     case Kind::kList:
       return !list_->items.empty();
     case Kind::kDict:
@@ -293,7 +307,7 @@ std::string Value::repr() const {
   const RecursionGuard guard;
   switch (kind_) {
     case Kind::kString:
-      return python_string_repr(s_);
+      return python_string_repr(str());
     case Kind::kList: {
       std::string out = list_->tuple ? "(" : "[";
       for (size_t i = 0; i < list_->items.size(); ++i) {
@@ -332,7 +346,7 @@ std::string Value::to_string() const {
     case Kind::kFloat:
       return format_float(f_);
     case Kind::kString:
-      return s_;
+      return str();
     case Kind::kCallable:
       return "<function " + fn_->name + ">";
     default:
@@ -416,58 +430,108 @@ bool less(const Value& a, const Value& b) {
               b.type_name() + "'");
 }
 
+size_t utf8_char_bytes(std::string_view s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (i + n > s.size()) return 1;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
+  return n;
+}
+
 std::vector<std::string_view> utf8_chars(std::string_view s) {
   std::vector<std::string_view> out;
-  out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    if (i + n > s.size()) n = 1;
-    for (size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) n = 1;
+    const size_t n = utf8_char_bytes(s, i);
     out.push_back(s.substr(i, n));
     i += n;
   }
   return out;
 }
 
+size_t utf8_length(std::string_view s) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size(); i += utf8_char_bytes(s, i)) ++count;
+  return count;
+}
+
+size_t utf8_offset(std::string_view s, size_t k) {
+  size_t i = 0;
+  for (; i < s.size() && k > 0; --k) i += utf8_char_bytes(s, i);
+  return i;
+}
+
 namespace {
 
-void json_string(std::string& out, std::string_view s) {
+void json_escape_code_point(std::string& out, uint32_t cp) {
+  char b[16];
+  if (cp > 0xFFFF) {
+    cp -= 0x10000;
+    std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+  } else {
+    std::snprintf(b, sizeof b, "\\u%04x", cp);
+  }
+  out += b;
+}
+
+// A multi-byte UTF-8 character as \uXXXX (ensure_ascii); bytes that are not
+// UTF-8 pass as they are.
+void json_non_ascii(std::string& out, std::string_view c) {
+  const unsigned char u = static_cast<unsigned char>(c[0]);
+  if (c.size() == 1) {
+    out += c;
+    return;
+  }
+  uint32_t cp = c.size() == 2 ? (u & 0x1F) : c.size() == 3 ? (u & 0x0F) : (u & 0x07);
+  for (size_t i = 1; i < c.size(); ++i) cp = (cp << 6) | (static_cast<unsigned char>(c[i]) & 0x3F);
+  json_escape_code_point(out, cp);
+}
+
+// One ASCII byte of a JSON string, escaped as json.dumps does.
+void json_ascii(std::string& out, char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    default:
+      if (static_cast<unsigned char>(c) < 0x20) {
+        json_escape_code_point(out, static_cast<unsigned char>(c));
+      } else {
+        out += c;
+      }
+  }
+}
+
+void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
-  for (const char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (u < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", u);
-          out += b;
-        } else {
-          out += c;
-        }
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = ensure_ascii ? utf8_char_bytes(s, i) : 1;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      json_ascii(out, s[i]);
+    } else if (ensure_ascii) {
+      json_non_ascii(out, s.substr(i, n));
+    } else {
+      out += s[i];
     }
+    i += n;
   }
   out += '"';
 }
@@ -476,7 +540,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
 
 void json_newline(std::string& out, const JsonOptions& o, int level) {
   out += '\n';
-  out.append(size_t(o.indent) * size_t(level), ' ');
+  for (int i = 0; i < level; ++i) out += o.indent;
 }
 
 void json_list(std::string& out, const std::vector<Value>& items, const JsonOptions& o, int level) {
@@ -487,10 +551,10 @@ void json_list(std::string& out, const std::vector<Value>& items, const JsonOpti
   out += '[';
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += o.item_separator;
-    if (o.indent >= 0) json_newline(out, o, level + 1);
+    if (o.pretty) json_newline(out, o, level + 1);
     json_value(out, items[i], o, level + 1);
   }
-  if (o.indent >= 0) json_newline(out, o, level);
+  if (o.pretty) json_newline(out, o, level);
   out += ']';
 }
 
@@ -515,12 +579,12 @@ void json_dict(std::string& out, const Dict& d, const JsonOptions& o, int level)
   out += '{';
   for (size_t i = 0; i < order.size(); ++i) {
     if (i) out += o.item_separator;
-    if (o.indent >= 0) json_newline(out, o, level + 1);
-    json_string(out, json_key(order[i]->first));
+    if (o.pretty) json_newline(out, o, level + 1);
+    json_string(out, json_key(order[i]->first), o.ensure_ascii);
     out += o.key_separator;
     json_value(out, order[i]->second, o, level + 1);
   }
-  if (o.indent >= 0) json_newline(out, o, level);
+  if (o.pretty) json_newline(out, o, level);
   out += '}';
 }
 
@@ -545,7 +609,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
       return;
     }
     case Kind::kString:
-      json_string(out, v.str());
+      json_string(out, v.str(), o.ensure_ascii);
       return;
     case Kind::kList:
       json_list(out, v.items(), o, level);

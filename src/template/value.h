@@ -96,10 +96,10 @@ class Value {
   bool as_bool() const { return b_; }
   int64_t as_int() const;  // a float truncated (and clamped to int64)
   double as_double() const { return kind_ == Kind::kFloat ? f_ : double(i_); }
-  const std::string& str() const { return s_; }  // String; Undefined: its name
-  const std::vector<Value>& items() const;       // List
-  const Dict& dict_ref() const;                  // Dict, Namespace
-  Dict& mutable_dict() const;                    // Namespace attributes
+  const std::string& str() const;           // String; Undefined: its name
+  const std::vector<Value>& items() const;  // List
+  const Dict& dict_ref() const;             // Dict, Namespace
+  Dict& mutable_dict() const;               // Namespace attributes
   const Callable& callable_ref() const;
   bool is_tuple() const;
   int depth() const;  // containers: their nesting; others 0
@@ -114,7 +114,7 @@ class Value {
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;
-  std::string s_;
+  std::shared_ptr<const std::string> s_;  // shared: copying a value is cheap
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Callable> fn_;
@@ -137,15 +137,27 @@ std::string format_float(double f);
 std::string python_string_repr(std::string_view s);
 
 struct JsonOptions {
-  int indent = -1;  // < 0: one line
+  bool pretty = false;  // one item per line, each level indented by `indent`
+  std::string indent;
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII as \uXXXX (surrogate pairs past U+FFFF)
 };
-// Python's json.dumps(value, ensure_ascii=False, ...).
+// Python's json.dumps(value, ...) with these options.
 std::string to_json(const Value& v, const JsonOptions& options);
+
+// Bytes of every string value made on this thread so far: the renderer
+// counts building text as work (RenderLimits::max_steps).
+uint64_t string_bytes_made();
 
 // Code points of UTF-8 text (invalid bytes count as one each).
 std::vector<std::string_view> utf8_chars(std::string_view s);
+// The bytes of the character at byte i, its number of characters, the byte
+// offset of character k (s.size() past the end): utf8_chars' reading,
+// without the vector.
+size_t utf8_char_bytes(std::string_view s, size_t i);
+size_t utf8_length(std::string_view s);
+size_t utf8_offset(std::string_view s, size_t k);
 
 }  // namespace tkv::tmpl

@@ -140,6 +140,23 @@ TEST(TemplateLimits, HugeLoopsEndWithAnError) {
             std::string::npos);
 }
 
+TEST(TemplateLimits, CopyingLongStringsCountsAsWork) {
+  RenderLimits limits;
+  limits.max_steps = 100000;
+  const std::string err = render_error(
+      "{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{% set t = s[1:] ~ s[:5] %}{% endfor "
+      "%}",
+      limits);
+  EXPECT_NE(err.find("the template runs more than 100000 steps"), std::string::npos) << err;
+  // Reading a long string is no copy: its length and a character, many times.
+  EXPECT_EQ(
+      render_error(
+          "{% set s = 'x' * 1000000 %}{% for i in range(10000) %}{{ s | length > 0 and s[-1] }}"
+          "{% endfor %}",
+          limits),
+      "");
+}
+
 TEST(TemplateLimits, OutputAndStringSizesAreBounded) {
   RenderLimits limits;
   limits.max_output_bytes = 1 << 20;
