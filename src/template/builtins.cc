@@ -142,9 +142,8 @@ Value method(const Value& obj, const std::string& name) {
     fail_render("SecurityError: access to attribute '" + name + "' of '" + obj.type_name() +
                 "' object is unsafe.");
   if (obj.is_string() && string_methods().count(name)) {
-    return Value::callable(name, [s = obj.str(), name](Renderer&, const Args& a) {
-      return string_method(s, name, a);
-    });
+    return Value::callable(
+        name, [obj, name](Renderer&, const Args& a) { return string_method(obj.str(), name, a); });
   }
   if (obj.is_dict() && (name == "get" || name == "items" || name == "keys" || name == "values")) {
     return Value::callable(
