@@ -148,7 +148,14 @@ ChatTemplate ChatTemplate::from_option(std::string_view name_or_file) {
 
 std::optional<ChatTemplate> ChatTemplate::of_model(const Tokenizer& tokenizer) {
   if (tokenizer.chat_template().empty()) return std::nullopt;
-  ChatTemplate t = from_source(tokenizer.chat_template(), "model");
+  std::optional<ChatTemplate> parsed;
+  try {
+    parsed = from_source(tokenizer.chat_template(), "model");
+  } catch (const tmpl::TemplateError& e) {
+    fail("the model's chat template (tokenizer.chat_template) line ", e.line(), ": ",
+         escape_bytes(e.reason()), " (pass --chat-template NAME|FILE to use another)");
+  }
+  ChatTemplate& t = *parsed;
   t.bind(tokenizer);
   return t;
 }
