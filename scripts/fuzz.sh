@@ -2,9 +2,11 @@
 # Runs every libFuzzer target for SECONDS each (default 60):
 #   scripts/fuzz.sh [SECONDS]
 # Targets (tests/fuzz): gguf (the GGUF reader, model config and weight
-# binding), tokenizer (every vocabulary fixture), chat_template (template
-# recognition and rendering), session (the KV session loader),
-# server_request (the server's request parser and response serializer).
+# binding), tokenizer (every vocabulary fixture), template (the chat-template
+# interpreter: parse and render), session (the KV session loader),
+# server_request (the server's request parser and response serializer),
+# gbnf and json_schema (the GBNF parser and the JSON Schema compiler, each
+# with the matcher over its input).
 # Builds them with clang into build/fuzz (ASan + UBSan + coverage), starts
 # each from its kept corpus tests/fuzz/corpus/<target>/ (read only: new
 # inputs go to build/fuzz/corpus/<target>/) and stops at the first crash,
@@ -22,7 +24,7 @@ scripts/setup.sh
 
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
-TARGETS=(gguf tokenizer chat_template session server_request gbnf json_schema)
+TARGETS=(gguf tokenizer template session server_request gbnf json_schema)
 
 echo "== fuzz: build (clang, libFuzzer + ASan + UBSan) into build/fuzz" >&2
 cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \

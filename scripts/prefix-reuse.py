@@ -14,8 +14,11 @@ prompt tokens each request reused and took to its first token:
      keeps nothing across a restart unless a client saves slots).
 turbokv's reuse is usage.prompt_tokens_details.cached_tokens, llama-server's
 is prompt tokens minus timings.prompt_n (the tokens it processed).
+A model without a chat template is served with --chat-template chatml
+(llama-server falls back to chatml itself), unless --turbokv-args names one.
 
-Usage: scripts/prefix-reuse.py -m MODEL.gguf [--turbokv BIN] [--llama-bin DIR]
+Usage: scripts/prefix-reuse.py -m MODEL.gguf [--turbokv BIN] [--turbokv-args ARGS]
+                                [--llama-bin DIR] [--llama-args ARGS]
                                 [--system-tokens N] [--turn-words N] [-t N] [--out FILE.md]
 Python 3 standard library only.
 """
@@ -174,10 +177,23 @@ def sh(cmd):
         return ""
 
 
+def has_chat_template(turbokv, model):
+    """Whether turbokv finds a chat template in the model (`turbokv template`
+    renders one message; a model without one fails saying so)."""
+    r = subprocess.run([turbokv, "template", "-m", model, "--messages", "-"],
+                       input='[{"role": "user", "content": "x"}]', capture_output=True, text=True)
+    if r.returncode == 0:
+        return True
+    if "no chat template" in r.stderr:
+        return False
+    sys.exit(f"prefix-reuse: {turbokv} template failed: {r.stderr.strip()}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--turbokv", default="build/release/apps/turbokv/turbokv")
+    ap.add_argument("--turbokv-args", default="", help="more turbokv serve arguments")
     ap.add_argument("--llama-bin", default="")
     ap.add_argument("--llama-args", default="", help="more llama-server arguments")
     ap.add_argument("--system-tokens", type=int, default=3000,
@@ -189,6 +205,9 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(a.model):
         sys.exit(f"prefix-reuse: no such model file: {a.model}")
+    tk_args = a.turbokv_args.split()
+    if "--chat-template" not in tk_args and not has_chat_template(a.turbokv, a.model):
+        tk_args += ["--chat-template", "chatml"]
     system = system_prompt(a.system_tokens // 3)
     rows = []
     work = tempfile.mkdtemp(prefix="prefix-reuse-")
@@ -196,7 +215,7 @@ def main():
         tk_cache = os.path.join(work, "turbokv-cache")
         run_engine("turbokv", lambda port: [a.turbokv, "serve", "-m", a.model, "--port", str(port),
                                             "-t", str(a.threads), "--cache-dir", tk_cache,
-                                            "-c", "16384"],
+                                            "-c", "16384"] + tk_args,
                    system, rows, a.turn_words)
         if a.llama_bin:
             slots = os.path.join(work, "llama-slots")

@@ -170,9 +170,9 @@ void declare_flags(FlagParser& flags, ChatFlags& f) {
   flags.section("conversation");
   flags.add_string({"--system", "-sys", "--system-prompt"}, "TEXT", "system prompt",
                    &f.system_prompt);
-  flags.add_string({"--chat-template"}, "NAME",
-                   "override the template the model's metadata names: chatml, llama2,\n"
-                   "llama2-sys, mistral-v1, mistral-v3, mistral-v7, llama3, gemma, phi3, ...",
+  flags.add_string({"--chat-template"}, "NAME|FILE",
+                   "override the model's chat template: a built-in (chatml, llama3, phi3,\n"
+                   "gemma, mistral-v7, llama2) or a Jinja file (default: the model's own)",
                    &f.template_name);
   flags.add_strings({"--stop", "-r", "--reverse-prompt"}, "STR",
                     "end a reply at STR (repeatable; not shown)", &f.stops);
@@ -273,15 +273,14 @@ int chat_main(std::span<const std::string> args) {
   const PrefillProgress progress = f.progress_flags.mode();
   for (const auto& stop : f.stops)
     if (stop.empty()) fail("--stop: the stop string is empty");
-  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");  // replaced below
-  if (!f.template_name.empty()) chat_template = tok::ChatTemplate::by_name(f.template_name);
+  // A bad --chat-template fails before the model is mapped.
+  if (!f.template_name.empty()) (void)tok::ChatTemplate::from_option(f.template_name);
   const auto model = f.model_flags.load("chat");
   if (const std::string note = f.kv_flags.adapt_to(*model, kv_config); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(model->gguf());
-  if (f.template_name.empty()) chat_template = tok::ChatTemplate::for_tokenizer(tokenizer);
-  if (!chat_template.warning().empty())
-    std::fprintf(stderr, "turbokv: warning: %s\n", chat_template.warning().c_str());
+  const tok::ChatTemplate chat_template =
+      tok::ChatTemplate::for_tokenizer(tokenizer, f.template_name);
 
   Sequence session(*model, tokenizer, f.context_flags.context_for(*model), kv_config,
                    f.thread_flags.count(), f.context_flags.ubatch);

@@ -154,9 +154,9 @@ void declare_flags(FlagParser& flags, ServeFlags& f, const server::SchedulerOpti
   flags.add_string({"--cache-dir-max"}, "SIZE",
                    "bound of --cache-dir; the oldest files go first (default none)",
                    &f.cache_dir_max);
-  flags.add_string({"--chat-template"}, "NAME",
-                   "override the model's chat template: chatml, llama2, llama3, mistral-v7,\n"
-                   "gemma, phi3, ... (default: recognized from the model's metadata)",
+  flags.add_string({"--chat-template"}, "NAME|FILE",
+                   "override the model's chat template: a built-in (chatml, llama3, phi3,\n"
+                   "gemma, mistral-v7, llama2) or a Jinja file (default: the model's own)",
                    &f.chat_template);
   flags.add_int({"--drain-grace"}, "S",
                 "on SIGTERM, let running requests finish for S seconds (default 10)",
@@ -220,7 +220,8 @@ ServePlan plan_of(const ServeFlags& f) {
   sched.prefill_chunk = f.context.ubatch;
   sched.prefill_tokens_per_step = f.prefill_step;
   sched.whole_prompt_tokens = f.prefill_whole;
-  if (!f.chat_template.empty()) plan.forced_template = tok::ChatTemplate::by_name(f.chat_template);
+  if (!f.chat_template.empty())
+    plan.forced_template = tok::ChatTemplate::from_option(f.chat_template);
 
   return plan;
 }
@@ -273,6 +274,20 @@ int serve_until_signal(server::HttpServer& server, server::Scheduler& scheduler,
   return sig != 0 ? 0 : 1;
 }
 
+// --chat-template's template, else the model's; neither: chat requests
+// are refused, which is said at start-up.
+std::optional<tok::ChatTemplate> served_template(const ServePlan& plan,
+                                                 const tok::Tokenizer& tokenizer) {
+  std::optional<tok::ChatTemplate> t =
+      plan.forced_template ? plan.forced_template : tok::ChatTemplate::of_model(tokenizer);
+  if (plan.forced_template) t->bind(tokenizer);
+  if (!t)
+    std::fprintf(stderr,
+                 "turbokv: warning: the model has no chat template (tokenizer.chat_template): chat "
+                 "requests are refused; pass --chat-template NAME|FILE to serve them\n");
+  return t;
+}
+
 int serve_main(std::span<const std::string> args) {
 #if defined(__GLIBC__)
   // Request bodies and their parsed JSON come and go in megabytes on every
@@ -319,10 +334,7 @@ int serve_main(std::span<const std::string> args) {
   served.id = model_id(f.model.path);
   served.created = modification_time(f.model.path);
   served.tokenizer = &tokenizer;
-  served.chat_template =
-      plan.forced_template ? *plan.forced_template : tok::ChatTemplate::for_tokenizer(tokenizer);
-  if (!served.chat_template.warning().empty())
-    std::fprintf(stderr, "turbokv: warning: %s\n", served.chat_template.warning().c_str());
+  served.chat_template = served_template(plan, tokenizer);
   served.context = f.context.context_for(*model);
   served.windowed = kv_config.window > 0;
   sched.context = int(served.context);
@@ -350,7 +362,8 @@ int serve_main(std::span<const std::string> args) {
   std::printf(
       "turbokv serve: listening on http://%s:%d (model %s, template %s, context %lld, "
       "parallel %d, kv %s, budget %s%s%s)\n",
-      f.host.c_str(), port, served.id.c_str(), served.chat_template.name().c_str(),
+      f.host.c_str(), port, served.id.c_str(),
+      served.chat_template ? served.chat_template->name().c_str() : "none",
       static_cast<long long>(served.context), sched.parallel, kv_config.describe().c_str(),
       sched.budget_bytes ? format_bytes(sched.budget_bytes).c_str() : "none",
       sched.cache_dir.empty() ? "" : ", cache dir ", sched.cache_dir.c_str());

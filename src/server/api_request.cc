@@ -63,13 +63,21 @@ constexpr FieldRule kCommonFields[] = {
 };
 
 constexpr FieldRule kChatFields[] = {
-    {"messages", FieldKind::kHandled},          {"max_completion_tokens", FieldKind::kHandled},
-    {"top_logprobs", FieldKind::kHandled},      {"tools", FieldKind::kUnsupported},
-    {"tool_choice", FieldKind::kUnsupported},   {"functions", FieldKind::kUnsupported},
-    {"function_call", FieldKind::kUnsupported}, {"parallel_tool_calls", FieldKind::kUnsupported},
-    {"audio", FieldKind::kUnsupported},         {"modalities", FieldKind::kUnsupported},
-    {"prediction", FieldKind::kUnsupported},    {"reasoning_effort", FieldKind::kHandled},
-    {"verbosity", FieldKind::kUnsupported},     {"web_search_options", FieldKind::kUnsupported},
+    {"messages", FieldKind::kHandled},
+    {"max_completion_tokens", FieldKind::kHandled},
+    {"top_logprobs", FieldKind::kHandled},
+    {"chat_template_kwargs", FieldKind::kHandled},
+    {"reasoning_effort", FieldKind::kHandled},
+    {"tools", FieldKind::kUnsupported},
+    {"tool_choice", FieldKind::kUnsupported},
+    {"functions", FieldKind::kUnsupported},
+    {"function_call", FieldKind::kUnsupported},
+    {"parallel_tool_calls", FieldKind::kUnsupported},
+    {"audio", FieldKind::kUnsupported},
+    {"modalities", FieldKind::kUnsupported},
+    {"prediction", FieldKind::kUnsupported},
+    {"verbosity", FieldKind::kUnsupported},
+    {"web_search_options", FieldKind::kUnsupported},
 };
 
 constexpr FieldRule kCompletionFields[] = {
@@ -347,6 +355,10 @@ void parse_prompt(const json& body, GenerationRequest& r) {
 
 void parse_chat_fields(const json& body, GenerationRequest& r) {
   parse_messages(body, r);
+  if (const json* v = field(body, "chat_template_kwargs")) {
+    if (!v->is_object()) invalid_type("chat_template_kwargs", "an object", *v);
+    r.chat_template_kwargs = nlohmann::ordered_json::parse(v->dump());
+  }
   if (const json* v = field(body, "max_completion_tokens"))
     r.max_tokens =
         int32_t(as_integer(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max()));

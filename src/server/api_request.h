@@ -83,6 +83,8 @@ struct GenerationRequest {
   // Chat: the conversation, roles normalized to system / user / assistant
   // ("developer" becomes "system"); content parts joined with "\n".
   std::vector<tok::ChatMessage> messages;
+  // Chat: more variables for the chat template (enable_thinking, ...).
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 
   // Completions: the prompts, one or more (a string, token ids as sent,
   // or an array of either); each id >= 0 (the front end checks them

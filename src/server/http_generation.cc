@@ -54,12 +54,15 @@ std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string
 // template renders the earlier messages otherwise on their own.
 std::vector<int64_t> last_message_start(const GenerationRequest& request, const ServedModel& model,
                                         const std::vector<int32_t>& ids) {
-  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2) return {};
+  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2 ||
+      !model.chat_template)
+    return {};
   std::vector<tok::ChatMessage> earlier(request.messages.begin(), request.messages.end() - 1);
   std::vector<int32_t> prefix;
   try {
     prefix = text_ids(*model.tokenizer,
-                      model.chat_template.apply(earlier, /*add_generation_prompt=*/false));
+                      model.chat_template->apply(earlier, /*add_generation_prompt=*/false,
+                                                 template_variables(request)));
   } catch (const Error&) {
     return {};
   }
@@ -70,7 +73,8 @@ std::vector<int64_t> last_message_start(const GenerationRequest& request, const 
 }
 
 // The prompt of a request as token ids (completions: prompt `which` of
-// its prompts), or the 400 that says why not.
+// its prompts), or the 400 (the 501 of a chat without a template) that
+// says why not.
 std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest& request,
                                                         const ServedModel& model, size_t which) {
   const tok::Tokenizer& tokenizer = *model.tokenizer;
@@ -80,13 +84,15 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
   if (!chat && request.prompts[which].is_tokens) {
     ids = request.prompts[which].tokens;
   } else {
+    if (chat && !model.chat_template) return no_chat_template();
     std::string text;
     try {
-      text = chat ? model.chat_template.apply(request.messages, /*add_generation_prompt=*/true)
+      text = chat ? model.chat_template->apply(request.messages, /*add_generation_prompt=*/true,
+                                               template_variables(request))
                   : request.prompts[which].text;
     } catch (const Error& e) {
       return make_api_error(400,
-                            str("The chat template (", model.chat_template.name(),
+                            str("The chat template (", model.chat_template->name(),
                                 ") cannot render these messages: ", e.what()),
                             param);
     }
@@ -134,10 +140,10 @@ Job make_job(const GenerationRequest& request, const ServedModel& model, std::ve
   } else {
     job.max_tokens = room >= 0 ? room : model.context;
   }
-  if (request.endpoint == Endpoint::kChatCompletions) {
+  if (request.endpoint == Endpoint::kChatCompletions && model.chat_template) {
     // The template's end-of-turn markers end the reply, as in `turbokv chat`.
-    job.stops = model.chat_template.stop_strings();
-    job.stop_tokens = model.chat_template.stop_tokens(*model.tokenizer);
+    job.stops = model.chat_template->stop_strings();
+    job.stop_tokens = model.chat_template->stop_tokens(*model.tokenizer);
   }
   for (const std::string& s : request.stop) job.stops.push_back(s);
   job.top_logprobs = request.logprobs ? request.top_logprobs : -1;
@@ -207,6 +213,29 @@ void send_unavailable(httplib::Response& res, const std::string& message) {
   res.set_header("Retry-After", "1");  // seconds
 }
 
+ApiError no_chat_template() {
+  return make_api_error(501,
+                        "This model has no chat template (tokenizer.chat_template): start the "
+                        "server with --chat-template NAME|FILE, or use /v1/completions.",
+                        "messages", "no_chat_template");
+}
+
+nlohmann::ordered_json template_variables(const GenerationRequest& request) {
+  nlohmann::ordered_json vars = request.chat_template_kwargs;
+  if (!request.reasoning_effort.empty() && !vars.contains("reasoning_effort"))
+    vars["reasoning_effort"] = request.reasoning_effort;
+  return vars;
+}
+
+void warn_unread_effort(const GenerationRequest& request, const ServedModel& model,
+                        const char* field, httplib::Response& res) {
+  if (request.reasoning_effort.empty() || !model.chat_template ||
+      model.chat_template->source().find("reasoning_effort") != std::string::npos)
+    return;
+  res.set_header(kWarningHeader,
+                 str(field, " is ignored: the chat template does not read reasoning_effort"));
+}
+
 GenerationRoutes::GenerationRoutes(const ServedModel& model, Scheduler& scheduler,
                                    ServerMetrics& metrics)
     : model_(model), scheduler_(scheduler), metrics_(metrics), next_id_(random_u64()) {}
@@ -234,10 +263,7 @@ void GenerationRoutes::handle(Endpoint endpoint, const std::string& body, httpli
                                                          : parse_completion_request(body);
   if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
   const GenerationRequest& request = std::get<GenerationRequest>(parsed);
-  if (!request.reasoning_effort.empty())
-    // The chat template renders messages alone (no template variables).
-    res.set_header(kWarningHeader,
-                   "reasoning_effort is ignored: the chat template takes no variables");
+  warn_unread_effort(request, model_, "reasoning_effort", res);
   ResponseMeta meta;
   meta.id = response_id(endpoint, next_id());
   meta.model = model_.id;

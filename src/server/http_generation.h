@@ -54,8 +54,21 @@ void send_unavailable(httplib::Response& res, const std::string& message);
 class ReplyFormat;
 
 // The response header that says a request field was accepted but had no
-// effect (reasoning_effort without template variables).
+// effect (a reasoning effort the chat template does not read).
 inline constexpr const char* kWarningHeader = "X-Turbokv-Warning";
+
+// The 501 of a chat request (any route) to a model that has no chat
+// template, none given with --chat-template.
+ApiError no_chat_template();
+// The chat template's variables besides messages and add_generation_prompt:
+// the request's chat_template_kwargs, and reasoning_effort when the request
+// sets it (gpt-oss's template reads it; a chat_template_kwargs entry of
+// that name wins).
+nlohmann::ordered_json template_variables(const GenerationRequest& request);
+// Sets kWarningHeader when the request sets a reasoning effort (`field`
+// names it in the message) that the model's chat template never reads.
+void warn_unread_effort(const GenerationRequest& request, const ServedModel& model,
+                        const char* field, httplib::Response& res);
 
 class GenerationRoutes {
  public:

@@ -1,5 +1,11 @@
 #include "server/http_routes.h"
 
+#include <utility>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
 #include "server/api_response.h"
 
 namespace tkv::server {
@@ -20,6 +26,36 @@ void handle_model(GenerationRoutes& routes, const std::string& id, httplib::Resp
   j["created"] = model.created;
   j["owned_by"] = "turbokv";
   res.set_content(to_json_text(j), "application/json");
+}
+
+void handle_apply_template(GenerationRoutes& routes, const std::string& body,
+                           httplib::Response& res) {
+  if (routes.draining()) return send_unavailable(res, "The server is shutting down.");
+  std::variant<GenerationRequest, ApiError> parsed = parse_chat_request(body);
+  if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
+  const GenerationRequest& request = std::get<GenerationRequest>(parsed);
+  const ServedModel& model = routes.model();
+  if (!model.chat_template) return send_api_error(res, no_chat_template());
+  nlohmann::ordered_json vars = template_variables(request);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const tok::ChatMessage& m : request.messages)
+    messages.push_back({{"role", m.role}, {"content", m.content}});
+  vars["messages"] = std::move(messages);
+  if (!vars.contains("add_generation_prompt")) vars["add_generation_prompt"] = true;
+  std::string prompt;
+  try {
+    prompt = model.chat_template->render(vars);
+  } catch (const Error& e) {
+    return send_api_error(res,
+                          make_api_error(400,
+                                         str("The chat template (", model.chat_template->name(),
+                                             ") cannot render these messages: ", e.what()),
+                                         "messages"));
+  }
+  res.status = 200;
+  res.set_content(nlohmann::ordered_json{{"prompt", prompt}}.dump(
+                      -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 }  // namespace tkv::server

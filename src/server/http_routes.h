@@ -4,6 +4,8 @@
 //   POST /v1/responses                route_responses.h
 //   POST /v1/messages                 route_messages.h
 //   POST /v1/messages/count_tokens    route_messages.h
+//   POST /apply-template              a chat body -> {"prompt": the rendered
+//                                     chat template}, as llama-server answers it
 #pragma once
 
 #include <httplib.h>
@@ -19,6 +21,13 @@ namespace tkv::server {
 // GET /v1/models/{id}: {"id", "object": "model", "created", "owned_by"} for
 // the served model's id; any other id is a 404 (code model_not_found).
 void handle_model(GenerationRoutes& routes, const std::string& id, httplib::Response& res);
+
+// POST /apply-template: the prompt the chat template renders for a chat
+// completions body (its messages, chat_template_kwargs and reasoning_effort;
+// add_generation_prompt true unless the kwargs say otherwise); the 501 of
+// chat requests when the model has no template.
+void handle_apply_template(GenerationRoutes& routes, const std::string& body,
+                           httplib::Response& res);
 
 // `with_body(handle)` makes a handler that reads the request's body and
 // calls handle(body, res, close_delimited).
@@ -38,6 +47,10 @@ void add_other_routes(httplib::Server& http, GenerationRoutes& routes, WithBody 
   http.Post("/v1/messages/count_tokens",
             with_body([&routes](const std::string& body, httplib::Response& res, bool) {
               handle_count_tokens(routes, body, res);
+            }));
+  http.Post("/apply-template",
+            with_body([&routes](const std::string& body, httplib::Response& res, bool) {
+              handle_apply_template(routes, body, res);
             }));
 }
 

@@ -37,6 +37,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST"},
     {"/v1/completions", "POST"},
+    {"/apply-template", "POST"},
     {"/v1/models", "GET"},
     {"/v1/models/{id}", "GET"},
     {"/v1/responses", "POST"},

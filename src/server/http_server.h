@@ -6,12 +6,15 @@
 //   GET  /v1/models             the one served model
 //   GET  /health                {"status": "ok"}; never needs the API key
 //   GET  /metrics               Prometheus text (metrics.h)
+//   and the routes of http_routes.h (/v1/models/{id}, /v1/responses,
+//   /v1/messages, /v1/messages/count_tokens, /apply-template)
 //
 // Both generation routes stream as server-sent events with "stream": true.
 // Every error is an OpenAI error object (api_response.h error_json): 400 for
 // a request turbokv cannot serve (parse errors, a prompt over the context,
-// with the numbers), 401 without the right `Authorization: Bearer KEY`
-// (compared in constant time), 404 / 405 for unknown routes and methods,
+// with the numbers), 501 for a chat to a model without a chat template,
+// 401 without the right `Authorization: Bearer KEY` (compared in constant
+// time), 404 / 405 for unknown routes and methods,
 // 413 for a body over the cap (however it is framed), 415 for a multipart
 // body (any other Content-Type is read as JSON), 503 with Retry-After when
 // the queue is full or the server is draining, 500 for anything unexpected
@@ -29,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/http_cors.h"
@@ -70,7 +74,9 @@ struct ServedModel {
   std::string id;       // the name /v1/models lists and responses carry
   int64_t created = 0;  // Unix seconds (the model file's modification time)
   const tok::Tokenizer* tokenizer = nullptr;
-  tok::ChatTemplate chat_template = tok::ChatTemplate::by_name("chatml");
+  // Renders chat requests; none: the model has no template and none was
+  // given (--chat-template), chat requests are refused.
+  std::optional<tok::ChatTemplate> chat_template;
   int64_t context = 0;    // tokens per sequence (prompt + completion)
   bool windowed = false;  // a --kv-window policy: prompts may exceed the context
 };

@@ -289,9 +289,7 @@ void handle_responses(GenerationRoutes& routes, const std::string& body, httplib
   std::variant<GenerationRequest, ApiError> parsed = parse_responses_request(body);
   if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
   GenerationRequest& request = std::get<GenerationRequest>(parsed);
-  if (!request.reasoning_effort.empty())
-    res.set_header(kWarningHeader,
-                   "reasoning.effort is ignored: the chat template takes no variables");
+  warn_unread_effort(request, routes.model(), "reasoning.effort", res);
   const std::string id =
       str("resp_", response_id(Endpoint::kCompletions, routes.next_id()).substr(5));
   auto format = std::make_unique<ResponsesFormat>(id, routes.model().id, request);

@@ -1,94 +1,92 @@
-// Chat prompt formats. GGUF files carry their format as a Jinja template
-// (tokenizer.chat_template); instead of evaluating Jinja we recognize the
-// family by its distinctive markers, as llama.cpp's llm_chat_detect_template
-// does, and render it in C++ (same output as llama.cpp's
-// llm_chat_apply_template for these families):
+// Chat prompt formats. A GGUF carries its format as a Jinja template
+// (tokenizer.chat_template); it is parsed when the model loads and executed
+// by the template interpreter (src/template) with the variables Hugging
+// Face's apply_chat_template passes: messages, tools (when given),
+// add_generation_prompt, bos_token and eos_token (the vocabulary's), and
+// any extra keyword variables (enable_thinking, ...), which override them.
 //
-//   llama3            <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|>
-//   chatml (Qwen)     <|im_start|>ROLE\nTEXT<|im_end|>\n
-//   llama2 variants   [INST] <<SYS>>\nSYS\n<</SYS>>\n\nUSER [/INST]ANSWER</s>
-//   mistral-v1/v3/v3-tekken/v7   [INST] / [SYSTEM_PROMPT] layouts
-//   gemma             <start_of_turn>user\nTEXT<end_of_turn>\n  (assistant is "model")
-//   phi3              <|ROLE|>\nTEXT<|end|>\n
+// A few formats are built in, by name (chatml, llama3, ...), as small Jinja
+// sources; --chat-template NAME|FILE picks one or a .jinja file instead of
+// the model's. A model without a template has no chat format: for_tokenizer
+// fails unless an override is given.
 //
-// The rendered prompt does not contain the BOS token: encode it with
-// add_special = true (BOS as the vocabulary asks) and parse_special = true
-// (so the markers become their control tokens).
+// apply() returns the prompt without the leading BOS text the template
+// writes when the tokenizer adds BOS itself: encode it with BOS as the
+// vocabulary asks and parse_special = true (markers become control tokens).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace tkv::gguf {
-class GgufFile;
-}
+#include <nlohmann/json.hpp>
+
+#include "template/template.h"
 
 namespace tkv::tok {
 
 class Tokenizer;
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (some formats accept others)
+  std::string role;  // "system", "user", "assistant", ... (the template decides what it accepts)
   std::string content;
-};
-
-enum class ChatFamily {
-  kChatml,
-  kLlama2,
-  kLlama2Sys,
-  kLlama2SysBos,
-  kLlama2SysStrip,
-  kMistralV1,
-  kMistralV3,
-  kMistralV3Tekken,
-  kMistralV7,
-  kLlama3,
-  kGemma,
-  kPhi3,
 };
 
 class ChatTemplate {
  public:
-  // Recognizes the family from template text. Empty or unrecognized text
-  // gives chatml, with warning() saying so. The text may also be a family
-  // name (as llama.cpp accepts).
-  static ChatTemplate detect(std::string_view template_text);
-  // By name: chatml, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip,
-  // mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, llama3, gemma,
-  // phi3 (aliases: qwen, llama-3, phi-3, llama-2, mistral = mistral-v3).
-  // Unknown name: tkv::Error listing the names.
+  // Parses Jinja source; a syntax error is a tkv::Error naming `name`, the
+  // line and the reason.
+  static ChatTemplate from_source(std::string_view source, std::string name);
+  // A built-in format: chatml, llama3, phi3, gemma, mistral-v7, llama2
+  // (aliases: qwen, llama-3, phi-3). Unknown name: tkv::Error listing them.
   static ChatTemplate by_name(std::string_view name);
-  // The tokenizer's chat template, or `override_name` when not empty.
+  // --chat-template's value: a built-in name, else the path of a Jinja file.
+  static ChatTemplate from_option(std::string_view name_or_file);
+  // The model's template (tokenizer.chat_template), bound to the tokenizer;
+  // nullopt when the file has none.
+  static std::optional<ChatTemplate> of_model(const Tokenizer& tokenizer);
+  // `override_option` (from_option) when not empty, else the model's;
+  // bound to the tokenizer. Neither: a tkv::Error saying to pass
+  // --chat-template.
   static ChatTemplate for_tokenizer(const Tokenizer& tokenizer,
-                                    std::string_view override_name = {});
+                                    std::string_view override_option = {});
   static std::vector<std::string> names();
 
-  ChatFamily family() const { return family_; }
+  // Takes bos_token / eos_token from the vocabulary, and the BOS to leave
+  // out of apply()'s text when the tokenizer adds it.
+  void bind(const Tokenizer& tokenizer);
+
+  // "chatml", ... for built-ins, "model" for the GGUF's, the path for a file.
   const std::string& name() const { return name_; }
-  // Non-empty when detection fell back to chatml; meant for the user.
-  const std::string& warning() const { return warning_; }
-  // chatml templates that insert a system prompt when the conversation has
-  // none (Qwen: "You are a helpful assistant"); "" otherwise.
-  const std::string& default_system_prompt() const { return default_system_; }
+  const std::string& source() const { return program_->source(); }
 
-  // Renders the conversation; add_generation_prompt appends the header of
-  // the assistant's next turn. Roles a format cannot express are a tkv::Error.
-  std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // The exact rendering of `variables` (a JSON object: messages, tools,
+  // add_generation_prompt, any other variable); bos_token and eos_token are
+  // the bound tokenizer's unless given. tkv::Error when the template fails
+  // (raise_exception's message, or the error and its line).
+  std::string render(const nlohmann::ordered_json& variables) const;
+  // The conversation's prompt, without the leading BOS text (see above);
+  // `extra`: more variables (enable_thinking, tools, ...).
+  std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                    const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
-  // Texts that end an assistant turn in this format ("<|eot_id|>", ...).
+  // Texts that end an assistant turn in this format ("<|eot_id|>", ...):
+  // the end-of-turn markers the template writes, and the EOS text.
   const std::vector<std::string>& stop_strings() const { return stop_strings_; }
   // The stop strings that are single tokens of `tokenizer`, plus its
   // end-of-generation tokens; sorted, unique.
   std::vector<int32_t> stop_tokens(const Tokenizer& tokenizer) const;
 
  private:
-  explicit ChatTemplate(ChatFamily family);
-  ChatFamily family_;
+  ChatTemplate(std::shared_ptr<const tmpl::Template> program, std::string name);
+  std::shared_ptr<const tmpl::Template> program_;
   std::string name_;
-  std::string warning_;
-  std::string default_system_;
+  std::string bos_text_;
+  std::string eos_text_;
+  bool strip_bos_ = false;
   std::vector<std::string> stop_strings_;
 };
 

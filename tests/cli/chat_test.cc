@@ -13,9 +13,10 @@ namespace tkv::test {
 namespace {
 
 std::vector<std::string> chat_args(const std::string& model) {
-  // stories260K has no chat template: chatml is used (with a warning).
+  // stories260K has no chat template: chatml is named.
   // stories260K's trained context is 128 tokens: room for a few turns.
-  return {"chat", "-m", model, "--temp", "0", "-n", "12", "-t", "1", "--verbose", "-c", "512"};
+  return {"chat",      "-m", model, "--temp",          "0",     "-n", "12", "-t", "1",
+          "--verbose", "-c", "512", "--chat-template", "chatml"};
 }
 
 struct Turn {
@@ -166,12 +167,22 @@ TEST(CliChat, ExplicitTemplateAndSystemPrompt) {
   EXPECT_NE(bad.err.find("nonsense"), std::string::npos);
 }
 
+TEST(CliChat, AModelWithoutATemplateNeedsChatTemplate) {
+  TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
+  const CliResult r = run_cli({"chat", "-m", model, "-t", "1", "-n", "2"}, "Hi\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(
+      r.err.find("the model has no chat template (tokenizer.chat_template); pass --chat-template"),
+      std::string::npos)
+      << r.err;
+}
+
 TEST(CliChat, CtrlCStopsTheReplyNotTheProgram) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
   // No -n and a window policy: from this message stories260K generates
   // greedily without end (tested: no EOS in 100K tokens), until Ctrl-C.
   CliProcess chat({"chat", "-m", model, "--temp", "0", "-t", "1", "--kv", "f16", "--kv-window",
-                   "64", "--verbose"});
+                   "64", "--verbose", "--chat-template", "chatml"});
   ASSERT_TRUE(chat.running());
   chat.write_stdin("Hello\n");
   ASSERT_TRUE(chat.wait_for(" the ", /*in_stderr=*/false, 120)) << "no reply started";
@@ -188,7 +199,8 @@ TEST(CliChat, CtrlCStopsTheReplyNotTheProgram) {
 
 TEST(CliChat, CtrlCAtThePromptExits) {
   TKV_REQUIRE_FIXTURE(model, "stories260K.gguf");
-  CliProcess chat({"chat", "-m", model, "--temp", "0", "-t", "1", "-n", "4"});
+  CliProcess chat(
+      {"chat", "-m", model, "--temp", "0", "-t", "1", "-n", "4", "--chat-template", "chatml"});
   ASSERT_TRUE(chat.running());
   chat.write_stdin("Hello\n/stats\n");  // stdin stays open: the REPL waits for more
   ASSERT_TRUE(chat.wait_for("last reply:", /*in_stderr=*/false, 120));

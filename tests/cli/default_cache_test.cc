@@ -29,7 +29,8 @@ TEST(CliDefaultCache, RunChatAndServeReportTheSameCompressedCache) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string from_run = summary_field(run.err, "kv");
 
-  const CliResult chat = run_cli({"chat", "-m", model, "-n", "2", "-t", "1"}, "Hi\n/stats\n");
+  const CliResult chat = run_cli(
+      {"chat", "-m", model, "-n", "2", "-t", "1", "--chat-template", "chatml"}, "Hi\n/stats\n");
   ASSERT_EQ(chat.exit_code, 0) << chat.err;
   const std::string from_chat = between(chat.out, " peak scratch; ", "\n");
 

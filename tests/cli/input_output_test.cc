@@ -155,9 +155,9 @@ TEST(CliProgress, PrefillProgressOnRequestAndSilentOtherwise) {
   quiet.push_back("--quiet");
   EXPECT_EQ(run_cli(quiet).err_lines().size(), 1u);
   // chat shows the prefill of each turn the same way.
-  const CliResult chat =
-      run_cli({"chat", "-m", model, "--temp", "0", "-n", "2", "-t", "1", "-ub", "4", "--progress"},
-              "Hello there my friend\n");
+  const CliResult chat = run_cli({"chat", "-m", model, "--temp", "0", "-n", "2", "-t", "1", "-ub",
+                                  "4", "--progress", "--chat-template", "chatml"},
+                                 "Hello there my friend\n");
   ASSERT_EQ(chat.exit_code, 0) << chat.err;
   EXPECT_NE(chat.err.find("\nprefill 4/"), std::string::npos) << chat.err;
 }

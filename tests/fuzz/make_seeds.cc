@@ -79,18 +79,41 @@ int main(int argc, char** argv) {
       put(root / "tokenizer", "seed-" + std::to_string(i),
           std::string(1, char(i * 37 + (i % 2 ? 0xc0 : 0x00))) + texts[i]);
 
-    // chat_template: template text, 0, then role \x01 content \x02 ...
-    const std::vector<std::string> chats = {
-        std::string("{% for m in messages %}<|im_start|>{{ m.role }}") + '\0' +
-            "system\x01You are terse.\x02user\x01Hi\x02" + "assistant\x01Hello",
-        std::string("<|start_header_id|>") + '\0' + "user\x01hello",
-        std::string("[INST] <<SYS>>") + '\0' + "system\x01s\x02user\x01" + "a\x02" +
-            "assistant\x01" + "b\x02user\x01" + "c",
-        std::string("<start_of_turn>") + '\0' + "user\x01hi\x02model\x01yo",
-        std::string("<|user|>") + '\0' + "user\x01x\x02tool\x01y",
-        std::string("mistral-v7") + '\0' + "system\x01sys\x02user\x01q"};
-    for (size_t i = 0; i < chats.size(); ++i)
-      put(root / "chat_template", "seed-" + std::to_string(i), chats[i]);
+    // template: Jinja source, then 0 and the variables as JSON (or none:
+    // the target's default conversation).
+    const std::string conv =
+        R"({"messages":[{"role":"system","content":"S"},{"role":"user","content":"q"},)"
+        R"({"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}],)"
+        R"("tools":[{"type":"function","function":{"name":"f","parameters":{"b":[1.5,true,null]}}}],)"
+        R"("add_generation_prompt":true,"enable_thinking":false})";
+    const std::vector<std::string> templates = {
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        std::string(
+            "{{ bos_token }}{%- for m in messages if m.role != 'system' -%}\n  {{- loop.index }}:"
+            "{{ m.content | trim | upper }}{% if not loop.last %},{% endif %}\n{%- else %}none{% "
+            "endfor %}"),
+        std::string(
+            "{% set ns = namespace(n=0) %}{% for k, v in tools[0].function.parameters.items() %}"
+            "{% set ns.n = ns.n + 1 %}{{ k }}={{ v | tojson(indent=2) }}{% endfor %}{{ ns.n }}") +
+            '\0' + conv,
+        std::string(
+            "{% macro f(x, d='-') %}[{{ x ~ d }}]{% endmacro %}{{ f(1) }}{{ f('a', d=2) }}"
+            "{% call f(3) %}c{% endcall %}{{ raise_exception('stop') if messages | length > 5 }}") +
+            '\0' + conv,
+        std::string(
+            "{# c #}{% raw %}{{ x }}{% endraw %}{{ 'a b'.split() | join(',') }}{{ [3,1,2] | sort }}"
+            "{{ {'b':1,'a':2} | dictsort }}{{ 7 // 2 }}{{ 1.5e3 }}{{ 'x'[::-1] }}{{ none is none "
+            "}}"),
+        std::string("{%- if enable_thinking is defined and not enable_thinking "
+                    "-%}<think>\n\n</think>{%- endif -%}"
+                    "{{ strftime_now('%Y-%m-%d') }}{% for i in range(3) %}{% if i == 1 %}{% break "
+                    "%}{% endif %}"
+                    "{{ i }}{% endfor %}") +
+            '\0' + conv,
+    };
+    for (size_t i = 0; i < templates.size(); ++i)
+      put(root / "template", "seed-" + std::to_string(i), templates[i]);
 
     // server_request: request bodies (both parsers read every input).
     const std::vector<std::string> requests = {

@@ -1,7 +1,8 @@
 // The routes and request fields beyond plain chat and completions, over
 // raw HTTP on stories260K: GET /v1/models/{id}, logit_bias, n > 1 (whole
 // and streamed, several prompts), /v1/responses, /v1/messages and
-// count_tokens, reasoning_effort's warning header, and CORS.
+// count_tokens, reasoning_effort's warning header (chatml does not read
+// it), and CORS.
 #include <gtest/gtest.h>
 #include <httplib.h>
 

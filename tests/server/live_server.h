@@ -29,7 +29,10 @@ struct Options {
   int context = 256;
   int whole_prompt_tokens = 256;
   const char* kv = "f16";
-  const char* cors = "";  // --cors; empty: off
+  const char* cors = "";      // --cors; empty: off
+  bool chat_template = true;  // false: served as a model without one
+  // A Jinja source served as the chat template instead of chatml.
+  const char* template_source = nullptr;
 };
 
 // A server on a free port with its own scheduler; stopped at the end.
@@ -47,7 +50,10 @@ class LiveServer {
     ServedModel served;
     served.id = "stories260K";
     served.tokenizer = m.tokenizer.get();
-    served.chat_template = tok::ChatTemplate::by_name("chatml");
+    if (o.template_source)
+      served.chat_template = tok::ChatTemplate::from_source(o.template_source, "test");
+    else if (o.chat_template)
+      served.chat_template = tok::ChatTemplate::by_name("chatml");
     served.context = s.context;
     HttpOptions h;
     h.port = 0;

@@ -146,6 +146,8 @@ class StructuredOutputServer : public ::testing::Test {
     ServedModel served;
     served.id = "tiny";
     served.tokenizer = m_->tokenizer.get();
+    // A synthesized model has no chat template.
+    served.chat_template = tok::ChatTemplate::by_name("chatml");
     served.context = s.context;
     HttpOptions h;
     h.port = 0;

@@ -1,10 +1,14 @@
-// Chat templates: recognition from real Jinja templates, exact rendering of a
-// multi-turn conversation with a system prompt for every family, stop tokens.
+// Chat templates: the built-in formats render a multi-turn conversation with
+// a system prompt exactly; a model's own template (tokenizer.chat_template)
+// is executed, its BOS left to the tokenizer; overrides by name or file; stop
+// tokens; a model without a template asks for --chat-template.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "common/error.h"
+#include "common/test_util.h"
 #include "fixtures.h"
 #include "tokenizer/chat_template.h"
 
@@ -58,117 +62,92 @@ TEST(ChatTemplate, GemmaFoldsTheSystemPromptIntoTheFirstUserTurn) {
             "<start_of_turn>model\n");
 }
 
-TEST(ChatTemplate, Llama2Variants) {
-  EXPECT_EQ(render("llama2"),
-            "[INST] You are terse.\nHi! [/INST]Hello.</s>[INST] Sum 2+2? [/INST]");
+TEST(ChatTemplate, Llama2) {
   EXPECT_EQ(
-      render("llama2-sys"),
+      render("llama2"),
       "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi! [/INST]Hello.</s>[INST] Sum 2+2? [/INST]");
-  EXPECT_EQ(render("llama2-sys-bos"),
-            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi! [/INST]Hello.</s><s>[INST] Sum 2+2? "
-            "[/INST]");
-  EXPECT_EQ(ChatTemplate::by_name("llama2-sys-strip").apply({{"user", " Hi! "}}, true),
-            "[INST] Hi! [/INST]");
 }
 
-TEST(ChatTemplate, MistralVariants) {
-  EXPECT_EQ(render("mistral-v1"),
-            " [INST] You are terse.\n\nHi! [/INST] Hello.</s> [INST] Sum 2+2? [/INST]");
-  EXPECT_EQ(render("mistral-v3"),
-            "[INST] You are terse.\n\nHi![/INST] Hello.</s>[INST] Sum 2+2?[/INST]");
-  EXPECT_EQ(render("mistral-v3-tekken"),
-            "[INST]You are terse.\n\nHi![/INST]Hello.</s>[INST]Sum 2+2?[/INST]");
+TEST(ChatTemplate, MistralV7) {
   EXPECT_EQ(render("mistral-v7"),
             "[SYSTEM_PROMPT] You are terse.[/SYSTEM_PROMPT][INST] Hi![/INST] Hello.</s>"
             "[INST] Sum 2+2?[/INST]");
-  EXPECT_THROW(ChatTemplate::by_name("mistral-v3").apply({{"tool", "{}"}}, true), Error);
-}
-
-TEST(ChatTemplate, RecognizesRealTemplates) {
-  struct Case {
-    const char* tmpl;
-    ChatFamily family;
-  };
-  const Case cases[] = {
-      // Meta Llama 3 Instruct
-      {"{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-       "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
-       "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
-       "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
-       "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
-       ChatFamily::kLlama3},
-      // Google Gemma
-      {"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% "
-       "set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ "
-       "'<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% "
-       "endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}",
-       ChatFamily::kGemma},
-      // Mistral 7B Instruct v0.2
-      {"{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' "
-       "+ message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
-       "message['content'] + eos_token}}{% endif %}{% endfor %}",
-       ChatFamily::kLlama2},
-      // Meta Llama 2 chat
-      {"{% if messages[0]['role'] == 'system' %}{% set system_message = messages[0]['content'] "
-       "%}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message "
-       "!= false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
-       "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' "
-       "+ content.strip() + ' [/INST]' }}{% endif %}{% endfor %}",
-       ChatFamily::kLlama2SysStrip},
-      // Mistral v3 (tools) and v7
-      {"{%- if tools %}[AVAILABLE_TOOLS]{%- endif %}{{- '[INST] ' + message['content'] + "
-       "'[/INST]' }}",
-       ChatFamily::kMistralV3},
-      {"{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + "
-       "message['content'] + '[/INST]' }}",
-       ChatFamily::kMistralV7},
-  };
-  for (const Case& c : cases) {
-    const ChatTemplate t = ChatTemplate::detect(c.tmpl);
-    EXPECT_EQ(t.family(), c.family) << c.tmpl;
-    EXPECT_TRUE(t.warning().empty());
-  }
+  EXPECT_THROW(ChatTemplate::by_name("mistral-v7").apply({{"tool", "{}"}}, true), Error);
 }
 
 TEST(ChatTemplate, FromTheSharedVocabularies) {
   TKV_REQUIRE_TOKENIZER(phi3, "vocab/ggml-vocab-phi-3.gguf");
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*phi3).family(), ChatFamily::kPhi3);
+  // Phi-3's own template: no system turn, BOS written by the template and
+  // left to the tokenizer (which adds it).
+  const ChatTemplate phi = ChatTemplate::for_tokenizer(*phi3);
+  EXPECT_EQ(phi.name(), "model");
+  EXPECT_EQ(phi.apply(kConversation, true),
+            "<|user|>\nHi!<|end|>\n<|assistant|>\nHello.<|end|>\n<|user|>\nSum "
+            "2+2?<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(phi.render({{"messages", {{{"role", "user"}, {"content", "x"}}}}}),
+            "<s><|user|>\nx<|end|>\n<|assistant|>\n");
+  const std::vector<int32_t> stops = phi.stop_tokens(*phi3);
+  EXPECT_TRUE(std::find(stops.begin(), stops.end(), phi3->find_token("<|end|>")) != stops.end());
 
   TKV_REQUIRE_TOKENIZER(qwen2, "vocab/ggml-vocab-qwen2.gguf");
   const ChatTemplate qwen = ChatTemplate::for_tokenizer(*qwen2);
-  EXPECT_EQ(qwen.family(), ChatFamily::kChatml);
   // Qwen's template supplies a system prompt when the conversation has none.
-  EXPECT_EQ(qwen.default_system_prompt(), "You are a helpful assistant");
   EXPECT_EQ(qwen.apply({{"user", "Hi"}}, true),
             "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(qwen.apply({{"system", "S"}, {"user", "Hi"}}, false),
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  EXPECT_EQ(qwen.stop_strings(), std::vector<std::string>{"<|im_end|>"});
   // The override wins over the file's template.
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*qwen2, "llama3").family(), ChatFamily::kLlama3);
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*qwen2, "llama3").name(), "llama3");
 }
 
-TEST(ChatTemplate, UnknownTemplatesFallBackToChatmlWithAWarning) {
-  const ChatTemplate empty = ChatTemplate::detect("");
-  EXPECT_EQ(empty.family(), ChatFamily::kChatml);
-  EXPECT_NE(empty.warning().find("no chat template"), std::string::npos);
-  const ChatTemplate odd =
-      ChatTemplate::detect("{% for m in messages %}{{ m.content }}{% endfor %}");
-  EXPECT_EQ(odd.family(), ChatFamily::kChatml);
-  EXPECT_FALSE(odd.warning().empty());
-  EXPECT_EQ(ChatTemplate::detect("gemma").family(), ChatFamily::kGemma);  // a bare name works too
+TEST(ChatTemplate, AModelWithoutATemplateNeedsAnOverride) {
+  TKV_REQUIRE_TOKENIZER(tok, "vocab/ggml-vocab-llama-bpe.gguf");
+  EXPECT_FALSE(ChatTemplate::of_model(*tok).has_value());
+  try {
+    ChatTemplate::for_tokenizer(*tok);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pass --chat-template"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*tok, "chatml").name(), "chatml");
+}
+
+TEST(ChatTemplate, FileOverrideIsParsedWithLineNumbers) {
+  const std::string dir = tkv::test::temp_dir();
+  const std::string good = dir + "/good.jinja", bad = dir + "/bad.jinja";
+  std::ofstream(good)
+      << "{% for m in messages %}<{{ m.role }}>{{ m.content | upper }}{% endfor %}\n";
+  std::ofstream(bad) << "ok\n{% for m in messages %}\n{{ m.content }}\n";
+  const ChatTemplate t = ChatTemplate::from_option(good);
+  EXPECT_EQ(t.name(), good);
+  EXPECT_EQ(t.apply({{"user", "hi"}}, true), "<user>HI");
+  try {
+    ChatTemplate::from_option(bad);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "chat template " + bad +
+                  " line 3: unexpected end of template, expected 'else' or 'endfor'");
+  }
+}
+
+TEST(ChatTemplate, ExtraVariablesReachTheTemplate) {
+  const ChatTemplate t = ChatTemplate::from_source(
+      "{{ messages[0].content }}{% if enable_thinking is defined and not enable_thinking "
+      "%}/no_think{% endif %}"
+      "{% if add_generation_prompt %}!{% endif %}",
+      "kwargs");
+  EXPECT_EQ(t.apply({{"user", "q"}}, true), "q!");
+  EXPECT_EQ(t.apply({{"user", "q"}}, true, {{"enable_thinking", false}}), "q/no_think!");
+  // Given variables override: add_generation_prompt from the extras wins.
+  EXPECT_EQ(t.apply({{"user", "q"}}, true, {{"add_generation_prompt", false}}), "q");
 }
 
 TEST(ChatTemplate, ErrorsQuoteBytesEscaped) {
   // A role or template name from a file or a client may hold any bytes:
   // the message shows them escaped, on one line.
-  const ChatTemplate mistral = ChatTemplate::by_name("mistral-v7");
-  try {
-    mistral.apply({{"to\x01ol\n\xff", "x"}}, true);
-    ADD_FAILURE() << "no error for an unknown role";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'to\\x01ol\\n\\xff'"), std::string::npos) << e.what();
-  }
   try {
     ChatTemplate::by_name("bad\nname\x80");
     ADD_FAILURE() << "no error for an unknown name";
@@ -179,9 +158,10 @@ TEST(ChatTemplate, ErrorsQuoteBytesEscaped) {
 
 TEST(ChatTemplate, NamesAndAliases) {
   for (const std::string& n : ChatTemplate::names()) EXPECT_EQ(ChatTemplate::by_name(n).name(), n);
-  EXPECT_EQ(ChatTemplate::by_name("qwen").family(), ChatFamily::kChatml);
-  EXPECT_EQ(ChatTemplate::by_name("llama-3").family(), ChatFamily::kLlama3);
-  EXPECT_EQ(ChatTemplate::by_name("phi-3").family(), ChatFamily::kPhi3);
+  EXPECT_EQ(ChatTemplate::by_name("qwen").name(), "chatml");
+  EXPECT_EQ(ChatTemplate::by_name("llama-3").name(), "llama3");
+  EXPECT_EQ(ChatTemplate::by_name("phi-3").name(), "phi3");
+  EXPECT_EQ(ChatTemplate::from_option("qwen").name(), "chatml");
   try {
     ChatTemplate::by_name("vicuna");
     FAIL() << "expected an error";
@@ -193,7 +173,7 @@ TEST(ChatTemplate, NamesAndAliases) {
 
 TEST(ChatTemplate, StopTokensAndEncoding) {
   TKV_REQUIRE_TOKENIZER(tok, "vocab/ggml-vocab-llama-bpe.gguf");
-  const ChatTemplate t = ChatTemplate::by_name("llama3");
+  const ChatTemplate t = ChatTemplate::for_tokenizer(*tok, "llama3");
   const std::vector<int32_t> stops = t.stop_tokens(*tok);
   for (int32_t id : {128001, 128009}) {
     EXPECT_TRUE(std::find(stops.begin(), stops.end(), id) != stops.end()) << id;
@@ -208,6 +188,8 @@ TEST(ChatTemplate, StopTokensAndEncoding) {
   EXPECT_EQ(ids[ids.size() - 2], 128007);  // <|end_header_id|>
   EXPECT_EQ(tok->decode(std::vector<int32_t>{ids.back()}), "\n\n");
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 128009), 4);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 128000), 1);  // the template's BOS is not doubled
+  EXPECT_EQ(t.render({{"messages", nlohmann::ordered_json::array()}}), "<|begin_of_text|>");
 }
 
 }  // namespace

@@ -91,8 +91,29 @@ TEST(GgufVocab, KeysOverrideDefaults) {
   EXPECT_EQ(t.eos(), 1);
   EXPECT_EQ(t.pad(), kNoToken);
   EXPECT_EQ(t.encode("a", true, false), (std::vector<int32_t>{4, 1}));
-  EXPECT_EQ(ChatTemplate::for_tokenizer(t).family(), ChatFamily::kChatml);
-  EXPECT_TRUE(ChatTemplate::for_tokenizer(t).warning().empty());
+  EXPECT_EQ(ChatTemplate::for_tokenizer(t).apply({{"user", "a"}, {"user", "b"}}, true),
+            "<|im_start|><|im_start|>");
+  EXPECT_EQ(ChatTemplate::for_tokenizer(t).stop_strings(), std::vector<std::string>{});
+}
+
+// A template that does not parse fails the load, naming the line and why.
+TEST(GgufVocab, ABadChatTemplateFailsWithItsLine) {
+  GgufWriter w;
+  add_spm_keys(w);
+  w.set_string("tokenizer.chat_template",
+               "{% for m in messages %}\n{{ m.content | nosuch }}\n{% endfor %}");
+  const Loaded l = parse(w);
+  const Tokenizer t = Tokenizer::from_gguf(*l.file);
+  try {
+    ChatTemplate::for_tokenizer(t);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "the model's chat template (tokenizer.chat_template) line 2: no filter named "
+                 "'nosuch' (pass "
+                 "--chat-template NAME|FILE to use another)");
+  }
+  EXPECT_EQ(ChatTemplate::for_tokenizer(t, "chatml").name(), "chatml");  // an override still works
 }
 
 // tokenizer.ggml.model = "gemma4": SentencePiece-style BPE with the gemma4

@@ -25,7 +25,7 @@ function assertError(r, status, { param, code, match } = {}) {
 
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '1024', '--api-key', KEY, '--max-body', '1M']);
+  const server = await startServer(model, ['-t', '2', '-c', '1024', '--api-key', KEY, '--max-body', '1M', '--chat-template', 'chatml']);
   const client = server.client({ apiKey: KEY });
   const user = [{ role: 'user', content: 'Hello' }];
 

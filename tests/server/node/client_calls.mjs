@@ -6,7 +6,7 @@ import { main, requireModel, startServer, streamTimed, tokenize, request } from 
 
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '1024']);
+  const server = await startServer(model, ['-t', '2', '-c', '1024', '--chat-template', 'chatml']);
   const client = server.client();
 
   const health = await request(server, 'GET', '/health');

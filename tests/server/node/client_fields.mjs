@@ -8,7 +8,7 @@ import { filler, main, metric, request, requireModel, startServer } from './lib/
 
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '4096']);
+  const server = await startServer(model, ['-t', '2', '-c', '4096', '--chat-template', 'chatml']);
   const client = server.client();
   const prompt = 'The kernel scheduler decides';
 

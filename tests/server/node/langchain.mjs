@@ -8,7 +8,7 @@ import { main, requireModel, requirePackage, startServer } from './lib/harness.m
 main(async () => {
   const { OpenAI, ChatOpenAI } = await requirePackage('@langchain/openai');
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '1024']);
+  const server = await startServer(model, ['-t', '2', '-c', '1024', '--chat-template', 'chatml']);
   const configuration = { baseURL: `${server.baseURL}/v1` };
   const common = { apiKey: 'unused', configuration, maxRetries: 0, temperature: 0, model: 'tkv-test-23M' };
 

@@ -105,7 +105,7 @@ function hostileCases() {
 
 main(async () => {
   const model = requireModel(MODEL);
-  const server = await startServer(model, ['-t', '1', '--timeout', '5']);
+  const server = await startServer(model, ['-t', '1', '--timeout', '5', '--chat-template', 'chatml']);
   const port = server.port;
   const pid = server.child.pid;
   const client = server.client({ timeout: 10_000 });

@@ -34,7 +34,7 @@ function checkProject(choice) {
 
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '1024']);
+  const server = await startServer(model, ['-t', '2', '-c', '1024', '--chat-template', 'chatml']);
   const client = server.client();
   const messages = [{ role: 'user', content: 'Describe the Linux kernel as JSON.' }];
 

@@ -8,7 +8,7 @@ main(async () => {
   const { generateText, streamText } = await requirePackage('ai');
   const { createOpenAI } = await requirePackage('@ai-sdk/openai');
   const model = requireModel('tkv-test-23M.gguf');
-  const server = await startServer(model, ['-t', '2', '-c', '1024', '--api-key', 'sk-local']);
+  const server = await startServer(model, ['-t', '2', '-c', '1024', '--api-key', 'sk-local', '--chat-template', 'chatml']);
   const bodies = [];
   const provider = createOpenAI({
     baseURL: `${server.baseURL}/v1`,
