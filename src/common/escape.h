@@ -2,6 +2,7 @@
 // `inspect` and `tokenize` output, and stored in JSON (which must be UTF-8).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,9 @@ std::string escape_bytes(std::string_view bytes);
 // True when `bytes` is valid UTF-8 (no overlong forms, surrogates or code
 // points above U+10FFFF).
 bool is_valid_utf8(std::string_view bytes);
+
+// Appends code point `cp` (at most U+10FFFF) to `out` in UTF-8.
+void append_utf8(std::string& out, uint32_t cp);
 
 // Lowercase hex, two digits a byte, and back (nullopt for anything that is
 // not an even number of hex digits).

@@ -14,7 +14,7 @@ ByteLevelAlphabet::ByteLevelAlphabet() {
   for (int b = 0; b < 256; ++b) {
     const uint32_t cp = printable(b) ? uint32_t(b) : next_extra++;
     cp_of_byte_[b] = cp;
-    utf8_append(utf8_of_byte_[b], cp);
+    append_utf8(utf8_of_byte_[b], cp);
     TKV_CHECK(cp < byte_of_cp_.size());
     byte_of_cp_[cp] = int16_t(b);
   }

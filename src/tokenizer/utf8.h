@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/escape.h"  // append_utf8
+
 namespace tkv::tok {
 
 // Length of the UTF-8 sequence announced by a lead byte, judged from its top
@@ -34,8 +36,5 @@ enum class Utf8Prefix {
 Utf8Prefix utf8_classify(std::string_view s, size_t pos, size_t* len);
 
 bool utf8_is_valid(std::string_view s);
-
-// Appends the UTF-8 encoding of cp (must be <= U+10FFFF).
-void utf8_append(std::string& out, uint32_t cp);
 
 }  // namespace tkv::tok

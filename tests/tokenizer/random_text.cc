@@ -35,7 +35,7 @@ std::string random_utf8(std::mt19937& rng, size_t max_code_points) {
     const auto [lo, hi] = kRanges[range_dist(rng)];
     uint32_t cp = std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
     if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;  // surrogates are not characters
-    utf8_append(s, cp);
+    append_utf8(s, cp);
   }
   return s;
 }
