@@ -64,6 +64,17 @@ TEST(KvFlagsSwa, WindowLayersKeepTheirHistoryUnlessAsked) {
   }
 }
 
+// --kv-snapshots sets how many recurrent-state snapshots a sequence keeps;
+// unset, the cache's default stands.
+TEST(KvFlagsSnapshots, CountReachesTheConfig) {
+  KvFlags flags;
+  EXPECT_EQ(flags.config().state_snapshots, kv::KvConfig{}.state_snapshots);
+  flags.snapshots = 0;
+  EXPECT_EQ(flags.config().state_snapshots, 0);
+  flags.snapshots = 9;
+  EXPECT_EQ(flags.config().state_snapshots, 9);
+}
+
 std::string config_error(KvFlags flags) {
   try {
     flags.config();
