@@ -501,18 +501,33 @@ int64_t KvCache::restore_point(int64_t n) const {
   return best;
 }
 
+namespace {
+
+// Whether recurrent states can be at n: none, or a snapshot there.
+bool states_reach(const KvCache::Impl& c, int64_t n) {
+  return c.states.count() == 0 ||
+         std::any_of(c.snapshots.begin(), c.snapshots.end(),
+                     [&](const KvCache::Impl::Snapshot& s) { return s.position == n; });
+}
+
+// The first layer that already dropped positions a query at n must see
+// ([max(S, kept_from(n)), n]: a window policy or --kv-swa window), or -1.
+int layer_missing(const KvCache::Impl& c, int64_t n) {
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerKv& L = c.layers[l];
+    if (L.first_page > 0 && std::max<int64_t>(c.S, c.kept_from(L, n)) < c.S + L.first_page * c.P)
+      return int(l);
+  }
+  return -1;
+}
+
+}  // namespace
+
 bool KvCache::can_truncate(int64_t n) const {
   const Impl& c = *impl_;
   if (n < 0 || n > c.n_tokens) return false;
   if (n == c.n_tokens || n == 0) return true;
-  if (c.states.count() > 0 &&
-      std::none_of(c.snapshots.begin(), c.snapshots.end(),
-                   [&](const Impl::Snapshot& s) { return s.position == n; }))
-    return false;
-  for (const LayerKv& L : c.layers)
-    if (L.first_page > 0 && std::max<int64_t>(c.S, c.kept_from(L, n)) < c.S + L.first_page * c.P)
-      return false;
-  return true;
+  return states_reach(c, n) && layer_missing(c, n) < 0;
 }
 
 void KvCache::truncate(int64_t n) {
@@ -522,21 +537,15 @@ void KvCache::truncate(int64_t n) {
     fail("KV cache: cannot truncate to ", n, " tokens: the sequence holds ", c.n_tokens);
   if (n == c.n_tokens) return;
   if (n == 0) return clear();
-  if (c.states.count() > 0 && !can_truncate(n))
+  if (!states_reach(c, n))
     fail("KV cache: cannot truncate to ", n, " tokens: the recurrent layers' state holds position ",
          c.n_tokens, " and snapshots at ", snapshot_positions(c), " only (restore_point() says ",
          "where truncate can go)");
-  for (size_t l = 0; l < c.layers.size(); ++l) {
-    const LayerKv& L = c.layers[l];
-    if (L.first_page == 0) continue;
-    // The next query (at n) must see [max(S, kept_from(n)), n]: none of it
-    // may have been evicted.
-    const int64_t kept_lo = c.S + L.first_page * c.P;
-    if (std::max<int64_t>(c.S, c.kept_from(L, n)) < kept_lo)
-      fail("KV cache: cannot truncate to ", n, " tokens: ",
-           c.W > 0 ? "the window policy" : str("window layer ", l, " (--kv-swa window)"),
-           " already dropped positions [", c.S, ", ", kept_lo, ")");
-  }
+  if (const int l = layer_missing(c, n); l >= 0)
+    fail("KV cache: cannot truncate to ", n,
+         " tokens: ", c.W > 0 ? "the window policy" : str("window layer ", l, " (--kv-swa window)"),
+         " already dropped positions [", c.S, ", ", c.S + c.layers[size_t(l)].first_page * c.P,
+         ")");
   for (auto& L : c.layers) {
     // Pages keep positions below n: their slots at or beyond n are stale and
     // are rewritten in full by the next encode (Codec::encode touches only
