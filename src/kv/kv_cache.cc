@@ -210,12 +210,15 @@ bool KvShape::uniform() const {
   return true;
 }
 
-bool KvShape::operator==(const KvShape& o) const {
-  if (n_layers != o.n_layers || max_tokens != o.max_tokens || recurrent != o.recurrent)
-    return false;
+bool KvShape::same_layers(const KvShape& o) const {
+  if (n_layers != o.n_layers || recurrent != o.recurrent) return false;
   for (int l = 0; l < n_layers; ++l)
     if (!(layer(l) == o.layer(l))) return false;
   return true;
+}
+
+bool KvShape::operator==(const KvShape& o) const {
+  return max_tokens == o.max_tokens && same_layers(o);
 }
 
 KvCache::KvCache(const KvShape& shape, const KvConfig& config)

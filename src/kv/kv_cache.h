@@ -94,6 +94,9 @@ struct KvShape {
   }
   // Every layer has the scalar fields' geometry, K and V alike.
   bool uniform() const;
+  // The same layers (geometry, windows, recurrent states), whatever the
+  // context limit.
+  bool same_layers(const KvShape& o) const;
   bool operator==(const KvShape& o) const;
 };
 

@@ -80,6 +80,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory)
   for (const LayerSpec& s : m->config_.layers)
     m->cache_index_.push_back(s.attention.kind == AttentionKind::Recurrent ? recurrent++
                                                                            : attention++);
+  m->kv_shape_ = m->layer_shapes();
   m->fingerprint_ = compute_fingerprint(m->file_);
   return m;
 }
@@ -154,7 +155,12 @@ kv::KvLayerShape kv_layer_of(const AttentionSpec& a) {
 }  // namespace
 
 kv::KvShape Model::kv_shape(int ctx) const {
-  const int max_tokens = ctx > 0 ? ctx : config_.n_ctx_train;
+  kv::KvShape shape = kv_shape_;
+  shape.max_tokens = ctx > 0 ? ctx : config_.n_ctx_train;
+  return shape;
+}
+
+kv::KvShape Model::layer_shapes() const {
   std::vector<kv::KvLayerShape> layers;
   std::vector<int64_t> recurrent;
   for (const LayerSpec& s : config_.layers) {
@@ -164,7 +170,7 @@ kv::KvShape Model::kv_shape(int ctx) const {
       layers.push_back(kv_layer_of(s.attention));
     }
   }
-  kv::KvShape shape = kv::KvShape::of_layers(std::move(layers), max_tokens);
+  kv::KvShape shape = kv::KvShape::of_layers(std::move(layers), config_.n_ctx_train);
   shape.recurrent = std::move(recurrent);
   // Every layer alike: the short form (what session files of such a model hold).
   if (shape.uniform()) shape.layers.clear();
@@ -179,8 +185,7 @@ uint64_t Model::scratch_bytes() const {
 void Model::check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const {
   const ModelConfig& c = config_;
   const kv::KvShape& shape = cache.shape();
-  kv::KvShape want = kv_shape(shape.max_tokens);
-  if (!(shape == want)) {
+  if (!shape.same_layers(kv_shape_)) {
     fail("KV cache shape (", shape.n_layers, " layers, ", shape.n_heads, "/", shape.n_kv_heads,
          " heads x ", shape.head_dim, ") does not match the model (", c.n_layers, " layers, ",
          c.n_heads, "/", c.n_kv_heads, " heads x ", c.head_dim, ")");

@@ -267,9 +267,10 @@ class Model {
 
  private:
   Model() = default;
-  friend class Forward;    // one eval_batch (model/forward.h)
-  void reorder_weights();  // load(): F16 matrices of a copy into row blocks
-  void make_ropes();       // load(): ropes_ and the layers' indexes into it
+  friend class Forward;              // one eval_batch (model/forward.h)
+  void reorder_weights();            // load(): F16 matrices of a copy into row blocks
+  void make_ropes();                 // load(): ropes_ and the layers' indexes into it
+  kv::KvShape layer_shapes() const;  // load(): what kv_shape_ holds
   // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
   gguf::GgufFile file_;
@@ -285,6 +286,8 @@ class Model {
   // Layer l's index in the sequence's memory: among the attention layers
   // (kv::KvCache layers), or among the recurrent ones (KvCache::state).
   std::vector<int> cache_index_;
+  // kv_shape()'s layers (its max_tokens is the trained context), made at load.
+  kv::KvShape kv_shape_;
   std::string fingerprint_;
 
   mutable std::mutex mu_;  // guards context_ (one eval() at a time)
