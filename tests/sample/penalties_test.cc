@@ -10,28 +10,10 @@
 
 #include "common/error.h"
 #include "sample/sampler.h"
+#include "sample_test_util.h"
 
 namespace tkv::sample {
 namespace {
-
-SamplerConfig plain(uint64_t seed = 1) {
-  SamplerConfig c;
-  c.temperature = 1.0f;
-  c.top_k = 0;
-  c.top_p = 1.0f;
-  c.min_p = 0.0f;
-  c.repeat_penalty = 1.0f;
-  c.seed = seed;
-  return c;
-}
-
-std::vector<float> random_logits(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 2.0f);
-  std::vector<float> l(n);
-  for (float& x : l) x = d(rng);
-  return l;
-}
 
 // Probability of every token under the sampler's distribution (0 for the
 // filtered ones).
@@ -53,7 +35,7 @@ std::vector<double> softmax(const std::vector<float>& logits) {
 }
 
 TEST(Penalties, LogitBiasIsAddedToTheLogits) {
-  const std::vector<float> logits = random_logits(50, 3);
+  const std::vector<float> logits = random_logits(50, 3, 2.0f);
   SamplerConfig c = plain();
   c.logit_bias = {{7, 5.0f}, {11, -100.0f}, {2, 0.5f}};
   const Sampler s(c);
@@ -68,7 +50,7 @@ TEST(Penalties, LogitBiasIsAddedToTheLogits) {
 }
 
 TEST(Penalties, LogitBiasSteersGreedy) {
-  const std::vector<float> logits = random_logits(50, 4);
+  const std::vector<float> logits = random_logits(50, 4, 2.0f);
   SamplerConfig c = plain();
   c.temperature = 0;
   c.logit_bias = {{13, 100.0f}};
@@ -77,7 +59,7 @@ TEST(Penalties, LogitBiasSteersGreedy) {
 }
 
 TEST(Penalties, PresenceAndFrequencyFollowOpenAIsFormula) {
-  const std::vector<float> logits = random_logits(40, 5);
+  const std::vector<float> logits = random_logits(40, 5, 2.0f);
   SamplerConfig c = plain();
   c.presence_penalty = 0.7f;
   c.frequency_penalty = 0.3f;
@@ -94,7 +76,7 @@ TEST(Penalties, PresenceAndFrequencyFollowOpenAIsFormula) {
 }
 
 TEST(Penalties, NegativePenaltiesRaiseRepeatedTokens) {
-  const std::vector<float> logits = random_logits(40, 6);
+  const std::vector<float> logits = random_logits(40, 6, 2.0f);
   SamplerConfig c = plain();
   c.frequency_penalty = -2.0f;
   Sampler s(c);
@@ -142,7 +124,7 @@ TEST(Penalties, RepeatWindowSeesThePromptButPresenceDoesNot) {
 }
 
 TEST(Penalties, SeededSamplingIsDeterministic) {
-  const std::vector<float> logits = random_logits(300, 7);
+  const std::vector<float> logits = random_logits(300, 7, 2.0f);
   SamplerConfig c = plain(42);
   c.presence_penalty = 0.4f;
   c.frequency_penalty = 0.2f;

@@ -9,33 +9,14 @@
 #include <random>
 
 #include "common/error.h"
+#include "sample_test_util.h"
 
 namespace tkv::sample {
 namespace {
 
-// All filters off, temperature 1: the plain softmax distribution.
-SamplerConfig plain(uint64_t seed = 1) {
-  SamplerConfig c;
-  c.temperature = 1.0f;
-  c.top_k = 0;
-  c.top_p = 1.0f;
-  c.min_p = 0.0f;
-  c.repeat_penalty = 1.0f;
-  c.seed = seed;
-  return c;
-}
-
 std::vector<float> log_probs(const std::vector<double>& p) {
   std::vector<float> l;
   for (double x : p) l.push_back(float(std::log(x)));
-  return l;
-}
-
-std::vector<float> random_logits(size_t n, uint32_t seed, float scale = 3.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);  // test data only: portability irrelevant
-  std::vector<float> l(n);
-  for (float& x : l) x = d(rng);
   return l;
 }
 
