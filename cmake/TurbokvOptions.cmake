@@ -82,7 +82,10 @@ if(TURBOKV_SANITIZE)
   endif()
 endif()
 
-# Shared fixtures (../shared/models), found through TURBOKV_MODELS at run time;
-# this is only the default when the variable is unset.
+# Shared fixtures (../shared/models, ../shared/templates), found through
+# TURBOKV_MODELS and TURBOKV_SHARED at run time; these are only the defaults
+# when the variables are unset.
 get_filename_component(TURBOKV_DEFAULT_MODELS_DIR
   ${PROJECT_SOURCE_DIR}/../shared/models ABSOLUTE)
+get_filename_component(TURBOKV_DEFAULT_SHARED_DIR
+  ${PROJECT_SOURCE_DIR}/../shared ABSOLUTE)

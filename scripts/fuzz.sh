@@ -24,6 +24,7 @@ scripts/setup.sh
 
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
+export TURBOKV_SHARED=${TURBOKV_SHARED:-$(cd .. && pwd)/shared}
 TARGETS=(gguf tokenizer template session server_request gbnf json_schema)
 
 echo "== fuzz: build (clang, libFuzzer + ASan + UBSan) into build/fuzz" >&2

@@ -58,6 +58,7 @@ fi
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 BUILD=build/aarch64
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
+export TURBOKV_SHARED=${TURBOKV_SHARED:-$(cd .. && pwd)/shared}
 BUILD_TARGETS=(tensor_test kv_codec_test softmax_test model_ops_test sample_test common_test
   model_stories_test)
 CLI=${TURBOKV_AARCH64_CLI:-1}

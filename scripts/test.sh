@@ -18,7 +18,8 @@
 #                  qemu-user (scripts/test-aarch64.sh).
 # Test code itself is compiled at -O1 (-O0 in build/asan); the engine it
 # tests keeps the build type's optimization.
-# Shared fixtures come from $TURBOKV_MODELS (default ../shared/models);
+# Shared fixtures come from $TURBOKV_MODELS (default ../shared/models) and
+# $TURBOKV_SHARED (default ../shared: chat templates);
 # tests that need an absent fixture skip and say why. TURBOKV_JOBS sets the
 # build and test jobs (default: every core); docs/ENVIRONMENT.md lists the
 # rest.
@@ -28,6 +29,7 @@ scripts/setup.sh
 
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
+export TURBOKV_SHARED=${TURBOKV_SHARED:-$(cd .. && pwd)/shared}
 
 phase() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

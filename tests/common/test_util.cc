@@ -24,6 +24,11 @@ std::string models_dir() {
   return TURBOKV_DEFAULT_MODELS_DIR;
 }
 
+std::string shared_dir() {
+  if (const char* env = std::getenv("TURBOKV_SHARED"); env && *env) return env;
+  return TURBOKV_DEFAULT_SHARED_DIR;
+}
+
 std::string model_path(const std::string& relative) {
   const fs::path p = fs::path(models_dir()) / relative;
   std::error_code ec;

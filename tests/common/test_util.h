@@ -16,6 +16,9 @@ namespace tkv::test {
 
 // TURBOKV_MODELS if set, else the ../shared/models next to the source tree.
 std::string models_dir();
+// TURBOKV_SHARED if set, else the ../shared next to the source tree (chat
+// templates and other non-model fixtures).
+std::string shared_dir();
 // Full path of a fixture, or "" when it does not exist.
 std::string model_path(const std::string& relative);
 // Path of the built `turbokv` binary (for CLI tests).

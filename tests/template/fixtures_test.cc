@@ -4,7 +4,6 @@
 // raises, rendering must fail (with raise_exception's exact message).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -20,10 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-fs::path fixtures_dir() {
-  const char* env = std::getenv("TURBOKV_SHARED");
-  return fs::path(env && *env ? env : "../shared") / "templates";
-}
+fs::path fixtures_dir() { return fs::path(test::shared_dir()) / "templates"; }
 
 std::string read(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
