@@ -1,0 +1,114 @@
+// What a chat model's reply looks like, as its chat template implies: where
+// its reasoning goes and how it writes tool calls. The server reads a
+// reply through a ReplyParser to split it into content, reasoning_content
+// and tool_calls (OpenAI's message fields), and constrains replies that
+// must be tool calls (tool_choice "required" or a named function) with
+// tool_call_gbnf().
+//
+// Families (the syntax each template teaches its model):
+//   kHermesJson  <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>
+//                (Qwen2.5, Qwen3, Hermes 3, Granite 4)
+//   kQwenXml     <tool_call>\n<function=N>\n<parameter=P>\nV\n</parameter>\n
+//                </function>\n</tool_call>  (Qwen3-Coder, Qwen3.5)
+//   kLlama3Json  {"name": N, "parameters": {...}}  (Llama 3.1-3.3)
+//   kMistral     [TOOL_CALLS]N[ARGS]{...}  (Mistral Small 3.2)
+//   kHarmony     <|channel|>commentary to=functions.N <|constrain|>json
+//                <|message|>{...}<|call|>  (gpt-oss; analysis = reasoning)
+//   kDeepSeekR1  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
+//                \n```json\n{...}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+//   kGemma4      <|tool_call>call:N{key:<|"|>text<|"|>,...}<tool_call|>
+// Reasoning: <think>...</think> (Qwen3, Qwen3.5, DeepSeek R1), harmony's
+// analysis channel, Gemma 4's <|channel>thought...<channel|>.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tkv::chat {
+
+enum class ToolSyntax {
+  kNone,  // the template has no tool calls
+  kHermesJson,
+  kQwenXml,
+  kLlama3Json,
+  kMistral,
+  kHarmony,
+  kDeepSeekR1,
+  kGemma4,
+};
+
+// "none", "hermes", "qwen-xml", "llama3", "mistral", "harmony",
+// "deepseek-r1", "gemma4".
+const char* syntax_name(ToolSyntax syntax);
+
+struct ReplySyntax {
+  ToolSyntax tools = ToolSyntax::kNone;
+  // The texts that open and close a reasoning section ("<think>",
+  // "</think>"); empty when the template has none (harmony's channels are
+  // handled by kHarmony itself).
+  std::string reasoning_open, reasoning_close;
+  // Whether the markers are special tokens that only appear in the text
+  // when special tokens are rendered (harmony, Gemma 4): the server then
+  // decodes the reply with render_special.
+  bool needs_special_tokens = false;
+};
+
+// The syntax a chat template's source implies (recognized by the markers
+// the template writes). kNone and no reasoning markers for anything else.
+ReplySyntax detect_reply_syntax(std::string_view template_source);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as compact text ("{}" when none)
+};
+
+// What a stretch of reply text holds.
+struct ReplyDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCall> calls;  // whole calls only, in order
+  bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
+};
+
+// Reads a reply as it is generated. Text that may still turn out to be a
+// marker (a prefix of "<tool_call>" at the end of what came so far) is held
+// back until the next feed() tells; a call is returned once it is whole.
+class ReplyParser {
+ public:
+  // `prompt`: the rendered prompt; when it ends inside an open reasoning
+  // section (Qwen3.5 and DeepSeek R1 templates open "<think>" for the
+  // model) the reply starts as reasoning. `parse_tools`: false when the
+  // request has no tools (tool syntax is then plain content).
+  ReplyParser(ReplySyntax syntax, std::string_view prompt, bool parse_tools);
+
+  // Appends generated text; returns what is now certain.
+  ReplyDelta feed(std::string_view text);
+  // The end of the reply: everything still held. A call left unfinished
+  // (or one whose arguments are not a JSON object) is returned as content,
+  // as it was written.
+  ReplyDelta finish();
+
+ private:
+  struct State;
+  ReplySyntax syntax_;
+  bool parse_tools_;
+  std::string buffer_;  // text not yet returned
+  int mode_ = 0;        // content / reasoning / inside a call (implementation's)
+};
+
+struct ToolSpec {
+  std::string name;
+  nlohmann::ordered_json parameters;  // a JSON Schema (object); {} = any object
+};
+
+// The GBNF grammar of a reply made of tool calls to `tools` in `syntax`:
+// exactly one call, or (`parallel`) one or more; each call's arguments
+// follow its tool's schema (json_schema.h, the same subset and the same
+// 400-worthy tkv::Error for an unsupported keyword). tkv::Error when
+// `syntax` has no tool calls (kNone) or `tools` is empty.
+std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools, bool parallel);
+
+}  // namespace tkv::chat
