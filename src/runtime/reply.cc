@@ -59,7 +59,7 @@ ReplyStep ReplyRules::step(sample::Sampler& sampler, std::span<const float> logi
 }
 
 Reply::Reply(const tok::Tokenizer& tokenizer, ReplyLimits limits, const ReplyText& text)
-    : decoder_(tokenizer, text.start),
+    : decoder_(tokenizer, text.start, text.render_special),
       text_(decoder_, text.stops),
       rules_(tokenizer, std::move(limits)) {
   for (int32_t id : text.spelled_after) decoder_.push(id);

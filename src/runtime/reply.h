@@ -80,6 +80,9 @@ struct ReplyText {
   // text already shown (a chat's next turn).
   tok::StreamDecoder::Start start = tok::StreamDecoder::Start::kTextStart;
   std::span<const int32_t> spelled_after;
+  // Control tokens appear as their text (a reply syntax whose markers are
+  // control tokens, e.g. harmony's channels, is read from the text).
+  bool render_special = false;
 };
 
 // A reply of a sequence: its rules and its text (the streaming detokenizer

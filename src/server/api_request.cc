@@ -12,6 +12,7 @@
 
 #include "common/escape.h"
 #include "server/api_json.h"
+#include "server/api_tools.h"
 #include "server/structured_output.h"
 
 namespace tkv::server {
@@ -68,11 +69,11 @@ constexpr FieldRule kChatFields[] = {
     {"top_logprobs", FieldKind::kHandled},
     {"chat_template_kwargs", FieldKind::kHandled},
     {"reasoning_effort", FieldKind::kHandled},
-    {"tools", FieldKind::kUnsupported},
-    {"tool_choice", FieldKind::kUnsupported},
+    {"tools", FieldKind::kHandled},  // api_tools.h
+    {"tool_choice", FieldKind::kHandled},
+    {"parallel_tool_calls", FieldKind::kHandled},
     {"functions", FieldKind::kUnsupported},
     {"function_call", FieldKind::kUnsupported},
-    {"parallel_tool_calls", FieldKind::kUnsupported},
     {"audio", FieldKind::kUnsupported},
     {"modalities", FieldKind::kUnsupported},
     {"prediction", FieldKind::kUnsupported},
@@ -97,8 +98,8 @@ const FieldRule* find_rule(const FieldRule (&rules)[N], std::string_view name) {
 // True when an unsupported field carries the value that means "off", which
 // clients sometimes send explicitly.
 bool is_off_value(std::string_view name, const json& v) {
-  if (name == "tools" || name == "functions") return v.is_array() && v.empty();
-  if (name == "tool_choice" || name == "function_call") return v == "none";
+  if (name == "functions") return v.is_array() && v.empty();
+  if (name == "function_call") return v == "none";
   if (name == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
   if (name == "echo") return v == false;
   if (name == "suffix") return v.is_string() && v.get_ref<const std::string&>().empty();
@@ -107,9 +108,8 @@ bool is_off_value(std::string_view name, const json& v) {
 }
 
 std::string unsupported_reason(std::string_view name) {
-  if (name == "tools" || name == "tool_choice" || name == "functions" || name == "function_call" ||
-      name == "parallel_tool_calls")
-    return " (tool and function calling are not implemented).";
+  if (name == "functions" || name == "function_call")
+    return " (deprecated by OpenAI: use 'tools' and 'tool_choice').";
   if (name == "echo") return " (false is accepted).";
   if (name == "best_of") return " (1 is accepted).";
   if (name == "audio" || name == "modalities") return " (text is the only modality).";
@@ -272,26 +272,30 @@ tok::ChatMessage parse_message(const json& m, const std::string& param) {
   if (!role_v) missing(param + ".role");
   std::string role = as_string(*role_v, param + ".role");
   if (role == "developer") role = "system";
-  if (role == "tool" || role == "function")
-    reject("Invalid value for '" + param + ".role': '" + clipped(role) +
-               "' messages are not supported (turbokv does not implement tool calls).",
+  if (role == "function")
+    reject("Invalid value for '" + param +
+               ".role': 'function' messages are deprecated by OpenAI and not supported (use "
+               "'tool' messages).",
            param + ".role", "unsupported_value");
-  if (role != "system" && role != "user" && role != "assistant")
-    invalid_value(
-        param + ".role",
-        "'" + clipped(role) + "' is not one of 'system', 'developer', 'user', 'assistant'.");
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+    invalid_value(param + ".role", "'" + clipped(role) +
+                                       "' is not one of 'system', 'developer', 'user', "
+                                       "'assistant', 'tool'.");
   for (const auto& [name, value] : m.items()) {
-    if (name == "role" || name == "content" || name == "name" || name == "refusal") continue;
-    if (name == "tool_calls" || name == "function_call" || name == "tool_call_id" ||
-        name == "audio") {
-      if (value.is_null() || (value.is_array() && value.empty())) continue;
-      unsupported(param + "." + name, " (tool and function calling are not implemented).");
+    if (name == "role" || name == "content" || name == "name" || name == "refusal" ||
+        name == "tool_calls" || name == "tool_call_id" || name == "reasoning_content")
+      continue;
+    if (name == "function_call" || name == "audio") {
+      if (value.is_null()) continue;
+      unsupported(param + "." + name, name == "audio" ? " (text is the only modality)."
+                                                       : " (deprecated: use 'tool_calls').");
     }
     unrecognized(param + "." + name);
   }
   if (const json* v = field(m, "name")) as_string(*v, param + ".name");
   tok::ChatMessage message;
   message.role = std::move(role);
+  parse_message_tool_fields(m, param, message);
   const json* content = field(m, "content");
   if (content) {
     message.content = parse_content(*content, param + ".content");
@@ -353,8 +357,10 @@ void parse_prompt(const json& body, GenerationRequest& r) {
   }
 }
 
-void parse_chat_fields(const json& body, GenerationRequest& r) {
+void parse_chat_fields(const json& body, std::string_view raw, GenerationRequest& r) {
   parse_messages(body, r);
+  if (field(body, "tools") || field(body, "tool_choice") || field(body, "parallel_tool_calls"))
+    parse_tool_fields(body, nlohmann::ordered_json::parse(raw), r);
   if (const json* v = field(body, "chat_template_kwargs")) {
     if (!v->is_object()) invalid_type("chat_template_kwargs", "an object", *v);
     r.chat_template_kwargs = nlohmann::ordered_json::parse(v->dump());
@@ -381,7 +387,7 @@ void parse_chat_fields(const json& body, GenerationRequest& r) {
   }
 }
 
-void parse_completion_fields(const json& body, GenerationRequest& r) {
+void parse_completion_fields(const json& body, std::string_view, GenerationRequest& r) {
   parse_prompt(body, r);
   if (int64_t(r.prompts.size()) * r.n > kMaxChoices)
     invalid_value("n", "n x the number of prompts must be at most " + std::to_string(kMaxChoices) +
@@ -405,7 +411,7 @@ std::variant<GenerationRequest, ApiError> parse_request(std::string_view body, E
     GenerationRequest r;
     r.endpoint = endpoint;
     parse_common(doc, r);
-    parse_fields(doc, r);
+    parse_fields(doc, body, r);
     auto grammar = output_grammar(doc, body);
     if (const ApiError* e = std::get_if<ApiError>(&grammar)) throw RequestError{*e};
     r.grammar = std::get<0>(std::move(grammar));

@@ -8,16 +8,17 @@
 //   - wrong JSON types and values out of range are 400s whose message and
 //     `param` name the field ("Invalid type for 'temperature': expected a
 //     number, but got a string instead.");
-//   - fields OpenAI defines that turbokv does not implement (tools,
-//     echo, ...) are 400s naming the field, unless they carry their "off"
-//     value (tools: [], echo: false, best_of: 1, tool_choice: "none",
+//   - fields OpenAI defines that turbokv does not implement (echo,
+//     functions, ...) are 400s naming the field, unless they carry their
+//     "off" value (echo: false, best_of: 1, function_call: "none",
 //     modalities: ["text"]);
 //   - any other field is "Unrecognized request argument supplied: NAME"
 //     (param NAME), as is an unknown key inside a message, a content part
 //     or stream_options (param "messages[0].NAME", ...).
 // Codes: invalid_json, invalid_type, invalid_value, missing_required_parameter,
 // unknown_parameter, unsupported_parameter (a field), unsupported_value (a
-// value of a known field: a tool role, an image part).
+// value of a known field: an image part, a tool type other than function).
+// Tools, tool_choice and the tool turns of a conversation: api_tools.h.
 // Extensions (llama-server's names): top_k (>= 0, 0 = off), min_p ([0, 1],
 // 0 = off), repeat_penalty (> 0, 1 = off), repeat_last_n (>= -1) and
 // cache_prompt (default true). Structured output: response_format and
@@ -69,6 +70,10 @@ ApiError make_api_error(int status, const std::string& message, std::string para
 
 enum class Endpoint { kChatCompletions, kCompletions };
 
+// tool_choice (api_tools.h): kAuto lets the model choose, kNone does not
+// offer the tools, kRequired and kNamed make the reply tool calls.
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+
 // One prompt of a completions request: text, or token ids as sent.
 struct CompletionPrompt {
   std::string text;
@@ -85,6 +90,13 @@ struct GenerationRequest {
   std::vector<tok::ChatMessage> messages;
   // Chat: more variables for the chat template (enable_thinking, ...).
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // Chat: the tools offered (OpenAI's form, key order as sent; empty when
+  // none), tool_choice (its function's name when kNamed) and
+  // parallel_tool_calls (api_tools.h).
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;
 
   // Completions: the prompts, one or more (a string, token ids as sent,
   // or an array of either); each id >= 0 (the front end checks them

@@ -61,6 +61,8 @@ Json finish_reason_json(FinishReason reason) {
       return "stop";
     case FinishReason::kLength:
       return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
     case FinishReason::kNone:
       break;
   }
@@ -127,6 +129,15 @@ Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int64_t t
   return j;
 }
 
+Json tool_call_json(const ToolCallOut& call, int index) {
+  Json j;
+  if (index >= 0) j["index"] = index;
+  j["id"] = call.id;
+  j["type"] = "function";
+  j["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+  return j;
+}
+
 Json chat_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage) {
   return chat_completion_json(meta, std::vector<CompletionChoice>{choice}, usage);
@@ -138,7 +149,16 @@ Json chat_completion_json(const ResponseMeta& meta, const std::vector<Completion
   for (const CompletionChoice& choice : choices) {
     Json message;
     message["role"] = "assistant";
-    message["content"] = choice.text;
+    if (choice.text.empty() && !choice.tool_calls.empty())
+      message["content"] = nullptr;
+    else
+      message["content"] = choice.text;
+    if (!choice.reasoning.empty()) message["reasoning_content"] = choice.reasoning;
+    if (!choice.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCallOut& call : choice.tool_calls) calls.push_back(tool_call_json(call));
+      message["tool_calls"] = std::move(calls);
+    }
     message["refusal"] = nullptr;
     Json c;
     c["index"] = choice.index;
@@ -180,10 +200,20 @@ Json text_completion_json(const ResponseMeta& meta, const std::vector<Completion
 Json chat_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool include_usage) {
   Json delta = Json::object();
   if (piece.first) delta["role"] = "assistant";
-  // The last chunk of a stream carries only what text is left ({} if none);
-  // every other chunk carries content, even "".
-  if (piece.first || !piece.text.empty() || piece.finish_reason == FinishReason::kNone)
+  if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+  // The last chunk of a stream carries only what is left ({} if nothing);
+  // every other chunk carries content, even "", unless it has other news.
+  const bool other = !piece.reasoning.empty() || !piece.calls.empty();
+  if (!piece.text.empty() || piece.first ||
+      (piece.finish_reason == FinishReason::kNone && !other))
     delta["content"] = piece.text;
+  if (!piece.calls.empty()) {
+    Json calls = Json::array();
+    for (size_t i = 0; i < piece.calls.size(); ++i) {
+      calls.push_back(tool_call_json(piece.calls[i], piece.first_call + int(i)));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
   Json c;
   c["index"] = piece.index;
   c["delta"] = std::move(delta);

@@ -36,9 +36,10 @@ enum class FinishReason {
   kNone,    // not finished (a streamed chunk before the last): null
   kStop,    // end-of-generation token or a stop string: "stop"
   kLength,  // max_tokens or the end of the context: "length"
+  kToolCalls,  // the reply ended with tool calls: "tool_calls"
 };
 
-// "stop", "length", or JSON null for kNone.
+// "stop", "length", "tool_calls", or JSON null for kNone.
 Json finish_reason_json(FinishReason reason);
 
 struct ResponseMeta {
@@ -79,15 +80,32 @@ struct TokenLogprob {
   std::vector<TopLogprob> top;
 };
 
+// A tool call of a reply: {"id", "type": "function", "function": {"name",
+// "arguments"}} (arguments as JSON text).
+struct ToolCallOut {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 // A finished choice of a non-streamed response.
 struct CompletionChoice {
   int index = 0;  // OpenAI's choice index: prompt i, choice j of n -> i * n + j
   std::string text;
+  // Chat: the reply's reasoning (reasoning_content, left out when empty)
+  // and tool calls (tool_calls, left out when none; content is then null
+  // when the reply has no other text).
+  std::string reasoning;
+  std::vector<ToolCallOut> tool_calls;
   FinishReason finish_reason = FinishReason::kStop;
   bool logprobs_requested = false;     // false: "logprobs": null
   std::vector<TokenLogprob> logprobs;  // one per generated token
   int64_t prompt_bytes = 0;            // completions: starts text_offset
 };
+
+// {"id", "type": "function", "function": {"name", "arguments"}}; a stream's
+// delta entries begin with "index" (index >= 0).
+Json tool_call_json(const ToolCallOut& call, int index = -1);
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token,
 // logprob, bytes}]}], "refusal": null}.
@@ -102,7 +120,8 @@ Json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
 Json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, int64_t text_offset_start);
 
 // object "chat.completion": choices[{index, message {role, content,
-// refusal}, logprobs, finish_reason}], usage.
+// reasoning_content?, tool_calls?, refusal}, logprobs, finish_reason}],
+// usage.
 Json chat_completion_json(const ResponseMeta& meta, const CompletionChoice& choice,
                           const Usage& usage);
 // The same with several choices (n > 1), in the order given.
@@ -123,14 +142,22 @@ struct StreamPiece {
   int index = 0;       // the choice's index
   bool first = false;  // chat: the delta opens with "role": "assistant"
   std::string text;
+  // Chat: reasoning text, and whole tool calls (each one delta entry with
+  // its id, name and all its arguments: clients join entries by `index`,
+  // which counts the choice's calls from first_call).
+  std::string reasoning;
+  std::vector<ToolCallOut> calls;
+  int first_call = 0;
   FinishReason finish_reason = FinishReason::kNone;
   bool logprobs_requested = false;
   std::vector<TokenLogprob> logprobs;
   int64_t text_offset_start = 0;  // completions: see completion_logprobs_json
 };
 
-// object "chat.completion.chunk". A finished piece's delta holds only the
-// text it still carries ({} when none). include_usage adds "usage": null.
+// object "chat.completion.chunk". A delta holds reasoning_content, content
+// and tool_calls, each when the piece has it (content "" on a piece with
+// nothing else); a finished piece's delta holds only what it still carries
+// ({} when nothing). include_usage adds "usage": null.
 Json chat_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool include_usage);
 
 // object "text_completion" (OpenAI names stream chunks the same).

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "server/http_connection.h"
+#include "server/reply_reading.h"
 
 namespace tkv::server {
 namespace {
@@ -57,7 +58,9 @@ class OpenAIFormat : public ReplyFormat {
       CompletionChoice c;
       c.index = s.index;
       c.text = s.text;
-      c.finish_reason = api_finish(s.done_event.finish);
+      c.reasoning = s.reasoning;
+      c.tool_calls = s.calls;
+      c.finish_reason = choice_finish(s);
       c.logprobs_requested = logprobs_;
       c.logprobs = s.logprobs;
       c.prompt_bytes = s.prompt_bytes;
@@ -67,6 +70,7 @@ class OpenAIFormat : public ReplyFormat {
                  : text_completion_json(meta_, choices, usage);
   }
   bool logprobs() const override { return logprobs_; }
+  bool reads_reply_syntax() const override { return chat_; }
 
  private:
   bool chat_;
@@ -80,6 +84,11 @@ FinishReason api_finish(JobFinish finish) {
   return finish == JobFinish::kStop ? FinishReason::kStop : FinishReason::kLength;
 }
 
+FinishReason choice_finish(const ChoiceState& choice) {
+  const FinishReason f = api_finish(choice.done_event.finish);
+  return f == FinishReason::kStop && !choice.calls.empty() ? FinishReason::kToolCalls : f;
+}
+
 std::unique_ptr<ReplyFormat> openai_format(Endpoint endpoint, ResponseMeta meta, bool logprobs,
                                            bool include_usage) {
   return std::make_unique<OpenAIFormat>(endpoint, std::move(meta), logprobs, include_usage);
@@ -87,12 +96,13 @@ std::unique_ptr<ReplyFormat> openai_format(Endpoint endpoint, ResponseMeta meta,
 
 Exchange::Exchange(GenerationRoutes& routes, std::shared_ptr<JobStream> stream,
                    std::unique_ptr<ReplyFormat> format, int choices_per_job,
-                   const std::vector<int64_t>& prompt_bytes)
+                   const std::vector<int64_t>& prompt_bytes, ReplyParsing parsing)
     : in_flight_(routes),
       routes_(routes),
       stream_(std::move(stream)),
       format_(std::move(format)),
       per_job_(choices_per_job),
+      call_syntax_(parsing.tools),
       last_event_(Clock::now()),
       last_check_(Clock::now()) {
   for (size_t job = 0; job < prompt_bytes.size(); ++job)
@@ -100,6 +110,7 @@ Exchange::Exchange(GenerationRoutes& routes, std::shared_ptr<JobStream> stream,
       ChoiceState s;
       s.index = int(job) * per_job_ + c;
       s.prompt_bytes = prompt_bytes[job];
+      if (parsing.make) s.parser = parsing.make();
       choices_.push_back(std::move(s));
     }
   remaining_ = int(choices_.size());
@@ -132,10 +143,17 @@ bool Exchange::flush_choice(ChoiceState& c, httplib::DataSink& sink) {
       return false;
   }
   const bool finishing = c.done && !failed();
-  if (c.pending_text.empty() && c.pending_logprobs.empty() && !finishing) return true;
+  if (c.pending_text.empty() && c.pending_reasoning.empty() && c.calls_sent == c.calls.size() &&
+      c.pending_logprobs.empty() && !finishing)
+    return true;
   StreamPiece piece;
   piece.index = c.index;
   piece.text = std::move(c.pending_text);
+  piece.reasoning = std::move(c.pending_reasoning);
+  c.pending_reasoning.clear();
+  piece.first_call = int(c.calls_sent);
+  piece.calls.assign(c.calls.begin() + std::ptrdiff_t(c.calls_sent), c.calls.end());
+  c.calls_sent = c.calls.size();
   piece.logprobs_requested = format_->logprobs();
   piece.logprobs = std::move(c.pending_logprobs);
   piece.text_offset_start = c.prompt_bytes + c.text_sent;
@@ -143,7 +161,7 @@ bool Exchange::flush_choice(ChoiceState& c, httplib::DataSink& sink) {
   c.pending_logprobs.clear();
   c.text_sent += int64_t(piece.text.size());
   if (finishing) {
-    piece.finish_reason = api_finish(c.done_event.finish);
+    piece.finish_reason = choice_finish(c);
     c.closed = true;
   }
   return write(sink, format_->piece(piece));
@@ -213,14 +231,14 @@ void Exchange::take(Event event) {
     fail("exchange: event of choice ", event.choice, " outside ", choices_.size(), " choices");
   ChoiceState& c = choices_[size_t(event.choice)];
   if (event.kind == Event::Kind::kDone) {
+    add_text(c, event.text, /*last=*/true);
     c.done = true;
     --remaining_;
     record_metrics(event, event.choice % per_job_ == 0);
     c.done_event = std::move(event);
     return;
   }
-  c.pending_text += event.text;
-  c.text += event.text;
+  add_text(c, event.text, /*last=*/false);
   if (!event.tokens.empty()) {
     // Counted as they come, so that a request cancelled half-way counts
     // what it cost.
@@ -242,6 +260,31 @@ void Exchange::take(Event event) {
       c.pending_logprobs.push_back(entry);
       c.logprobs.push_back(std::move(entry));
     }
+}
+
+// Text as it comes, or what the choice's parser makes of it (the rest it
+// holds at the end).
+void Exchange::add_text(ChoiceState& c, const std::string& text, bool last) {
+  if (!c.parser) {
+    c.pending_text += text;
+    c.text += text;
+    return;
+  }
+  chat::ReplyDelta d = c.parser->feed(text);
+  if (last) {
+    chat::ReplyDelta rest = c.parser->finish();
+    d.content += rest.content;
+    d.reasoning += rest.reasoning;
+    for (chat::ToolCall& call : rest.calls) d.calls.push_back(std::move(call));
+  }
+  c.pending_text += d.content;
+  c.text += d.content;
+  c.pending_reasoning += d.reasoning;
+  c.reasoning += d.reasoning;
+  for (chat::ToolCall& call : d.calls)
+    c.calls.push_back({.id = tool_call_id(call_syntax_),
+                       .name = std::move(call.name),
+                       .arguments = std::move(call.arguments)});
 }
 
 TokenLogprob Exchange::token_logprob(const GeneratedToken& t) const {

@@ -12,11 +12,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "chat_output/reply_syntax.h"
 #include "server/api_response.h"
 #include "server/http_generation.h"
 #include "server/scheduler.h"
@@ -31,8 +33,14 @@ namespace tkv::server {
 // What one choice brought so far, and how it ended.
 struct ChoiceState {
   int index = 0;
-  std::string text;          // the whole reply so far
+  std::string text;          // the whole reply so far (its content, when parsed)
   std::string pending_text;  // not yet streamed
+  // A chat reply read by its template's syntax (reply_reading.h): the
+  // parser, the reasoning and the tool calls so far; null for plain text.
+  std::unique_ptr<chat::ReplyParser> parser;
+  std::string reasoning, pending_reasoning;
+  std::vector<ToolCallOut> calls;
+  size_t calls_sent = 0;
   int64_t text_sent = 0;
   int64_t prompt_bytes = 0;  // completions: starts text_offset
   std::vector<TokenLogprob> pending_logprobs, logprobs;
@@ -64,9 +72,23 @@ class ReplyFormat {
   virtual Json error(const ApiError& error) { return error_json(error); }
   // Whether pieces carry logprobs.
   virtual bool logprobs() const { return false; }
+  // Whether this format carries reasoning and tool calls (replies are then
+  // read by the template's syntax when the request has one).
+  virtual bool reads_reply_syntax() const { return false; }
 };
 
 FinishReason api_finish(JobFinish finish);
+// A choice's finish_reason: "tool_calls" for a reply that stopped with
+// tool calls, else api_finish of how its job ended.
+FinishReason choice_finish(const ChoiceState& choice);
+
+// How the choices' replies are parsed (reply_reading.h): `make` gives each
+// choice its parser (empty: replies are plain text); `tools` is the syntax
+// whose tool-call ids the calls get.
+struct ReplyParsing {
+  std::function<std::unique_ptr<chat::ReplyParser>()> make;
+  chat::ToolSyntax tools = chat::ToolSyntax::kNone;
+};
 
 // The OpenAI chat and completions formats (api_response.h).
 std::unique_ptr<ReplyFormat> openai_format(Endpoint endpoint, ResponseMeta meta, bool logprobs,
@@ -79,7 +101,7 @@ class Exchange {
   // choices (n), job i's choice j numbered i * n + j.
   Exchange(GenerationRoutes& routes, std::shared_ptr<JobStream> stream,
            std::unique_ptr<ReplyFormat> format, int choices_per_job,
-           const std::vector<int64_t>& prompt_bytes);
+           const std::vector<int64_t>& prompt_bytes, ReplyParsing parsing = {});
   ~Exchange();  // cancels the jobs when they did not end (client gone)
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -100,6 +122,7 @@ class Exchange {
   bool client_there(httplib::DataSink& sink, const char* probe);
   bool connection_checked_recently();
   void take(Event event);
+  void add_text(ChoiceState& c, const std::string& text, bool last);
   void record_metrics(const Event& e, bool first_of_job);
   TokenLogprob token_logprob(const GeneratedToken& t) const;
   Usage usage() const;
@@ -112,6 +135,7 @@ class Exchange {
   std::shared_ptr<JobStream> stream_;
   std::unique_ptr<ReplyFormat> format_;
   int per_job_;
+  chat::ToolSyntax call_syntax_;
   std::vector<ChoiceState> choices_;
   int remaining_;
   bool probed_ = false;

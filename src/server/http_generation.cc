@@ -18,6 +18,7 @@
 #include "server/api_response.h"
 #include "server/http_connection.h"
 #include "server/http_exchange.h"
+#include "server/reply_reading.h"
 
 namespace tkv::server {
 namespace {
@@ -76,7 +77,8 @@ std::vector<int64_t> last_message_start(const GenerationRequest& request, const 
 // its prompts), or the 400 (the 501 of a chat without a template) that
 // says why not.
 std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest& request,
-                                                        const ServedModel& model, size_t which) {
+                                                        const ServedModel& model, size_t which,
+                                                        std::string* chat_text = nullptr) {
   const tok::Tokenizer& tokenizer = *model.tokenizer;
   const bool chat = request.endpoint == Endpoint::kChatCompletions;
   const char* param = chat ? "messages" : "prompt";
@@ -97,6 +99,7 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
                             param);
     }
     ids = text_ids(tokenizer, text);
+    if (chat && chat_text) *chat_text = std::move(text);
   }
   // At least one token must fit after the prompt.
   using Problem = runtime::PromptVerdict::Problem;
@@ -179,16 +182,24 @@ void add_constraints(const std::shared_ptr<const grammar::Grammar>& grammar,
   }
 }
 
+// A request's jobs, and how a chat request's replies are read.
+struct PreparedJobs {
+  std::vector<Job> jobs;
+  ReplyReading reading;     // chat only
+  std::string chat_prompt;  // chat: the rendered prompt
+};
+
 // Every prompt's job; choice seeds run on across them (choice index i
 // samples with seed + i).
-std::variant<std::vector<Job>, ApiError> make_jobs(const GenerationRequest& request,
-                                                   const ServedModel& model, uint64_t seed) {
+std::variant<PreparedJobs, ApiError> make_jobs(const GenerationRequest& request,
+                                               const ServedModel& model, uint64_t seed) {
   if (std::optional<ApiError> e = check_logit_bias(request, model.tokenizer->n_vocab())) return *e;
-  const size_t prompts =
-      request.endpoint == Endpoint::kChatCompletions ? 1 : request.prompts.size();
-  std::vector<Job> jobs;
+  const bool chat = request.endpoint == Endpoint::kChatCompletions;
+  const size_t prompts = chat ? 1 : request.prompts.size();
+  PreparedJobs prepared;
   for (size_t i = 0; i < prompts; ++i) {
-    std::variant<std::vector<int32_t>, ApiError> ids = prompt_ids(request, model, i);
+    std::variant<std::vector<int32_t>, ApiError> ids =
+        prompt_ids(request, model, i, &prepared.chat_prompt);
     if (ApiError* error = std::get_if<ApiError>(&ids)) {
       if (prompts > 1 && error->param == "prompt") error->param = str("prompt[", i, "]");
       return *error;
@@ -196,9 +207,16 @@ std::variant<std::vector<Job>, ApiError> make_jobs(const GenerationRequest& requ
     Job job = make_job(request, model, std::move(std::get<0>(ids)));
     job.first_choice = int(i) * request.n;
     job.sampling.seed = seed + uint64_t(job.first_choice);
-    jobs.push_back(std::move(job));
+    prepared.jobs.push_back(std::move(job));
   }
-  return jobs;
+  if (chat) {
+    std::variant<ReplyReading, ApiError> reading =
+        reply_reading(request, *model.chat_template, prepared.chat_prompt);
+    if (ApiError* error = std::get_if<ApiError>(&reading)) return *error;
+    prepared.reading = std::get<ReplyReading>(std::move(reading));
+    for (Job& job : prepared.jobs) job.render_special = prepared.reading.syntax.needs_special_tokens;
+  }
+  return prepared;
 }
 
 }  // namespace
@@ -221,7 +239,11 @@ ApiError no_chat_template() {
 }
 
 nlohmann::ordered_json template_variables(const GenerationRequest& request) {
-  nlohmann::ordered_json vars = request.chat_template_kwargs;
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  // Tools not offered ("none") are not shown to the model either.
+  if (!request.tools.empty() && request.tool_choice != ToolChoice::kNone)
+    vars["tools"] = request.tools;
+  for (const auto& [k, v] : request.chat_template_kwargs.items()) vars[k] = v;
   if (!request.reasoning_effort.empty() && !vars.contains("reasoning_effort"))
     vars["reasoning_effort"] = request.reasoning_effort;
   return vars;
@@ -290,10 +312,12 @@ void GenerationRoutes::serve(const GenerationRequest& request, std::unique_ptr<R
                              httplib::Response& res, bool close_delimited) {
   if (draining_.load())
     return send_error(res, *format, make_api_error(503, "The server is shutting down."));
-  std::variant<std::vector<Job>, ApiError> made =
+  std::variant<PreparedJobs, ApiError> made =
       make_jobs(request, model_, request.seed ? uint64_t(*request.seed) : random_u64());
   if (const ApiError* error = std::get_if<ApiError>(&made)) return send_error(res, *format, *error);
-  std::vector<Job>& jobs = std::get<0>(made);
+  PreparedJobs& prepared = std::get<PreparedJobs>(made);
+  std::vector<Job>& jobs = prepared.jobs;
+  if (!prepared.reading.warning.empty()) res.set_header(kWarningHeader, prepared.reading.warning);
 
   std::vector<int64_t> prompt_bytes;
   size_t prompt_tokens = 0;
@@ -304,8 +328,8 @@ void GenerationRoutes::serve(const GenerationRequest& request, std::unique_ptr<R
   }
   std::shared_ptr<JobStream> stream;
   try {
-    if (request.grammar)
-      add_constraints(request.grammar, tries_.get(*model_.tokenizer), *model_.tokenizer, jobs);
+    if (const auto& grammar = request.grammar ? request.grammar : prepared.reading.grammar)
+      add_constraints(grammar, tries_.get(*model_.tokenizer), *model_.tokenizer, jobs);
     stream = scheduler_.submit(std::move(jobs));
   } catch (const QueueFull& e) {
     return send_error(
@@ -319,8 +343,15 @@ void GenerationRoutes::serve(const GenerationRequest& request, std::unique_ptr<R
   metrics_.add_prompt_tokens(prompt_tokens);
   format->prepared(int64_t(prompt_tokens));
 
+  ReplyParsing parsing;
+  if (prepared.reading.active() && format->reads_reply_syntax()) {
+    parsing.tools = prepared.reading.syntax.tools;
+    parsing.make = [reading = prepared.reading, prompt = std::move(prepared.chat_prompt)] {
+      return reading.parser(prompt);
+    };
+  }
   auto exchange = std::make_shared<Exchange>(*this, std::move(stream), std::move(format), request.n,
-                                             prompt_bytes);
+                                             prompt_bytes, std::move(parsing));
   if (request.stream) {
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");

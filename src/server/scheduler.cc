@@ -125,7 +125,8 @@ void Active::start_reply() {
       {.max_tokens = job.max_tokens, .stop_at_eog = true, .stop_tokens = job.stop_tokens},
       {.stops = job.stops,
        .start = tok::StreamDecoder::Start::kTextStart,
-       .spelled_after = job.prompt});
+       .spelled_after = job.prompt,
+       .render_special = job.render_special});
   const size_t fed = sequence->tokens().size();
   if (fed < job.prompt.size()) sequence->queue(std::span<const int32_t>(job.prompt).subspan(fed));
 }

@@ -182,6 +182,7 @@ struct Job {
   int64_t max_tokens = -1;           // < 0: until a stop or the context is full
   std::vector<std::string> stops;    // stop strings (not shown, not in the text)
   std::vector<int32_t> stop_tokens;  // end the reply like EOG tokens (end-of-turn ids)
+  bool render_special = false;       // control tokens appear in the text as they are spelled
   // Makes the rule on which tokens may come next (a grammar: structured
   // output), called once per choice so that each has its own state; empty
   // for free text. The sampler applies it after the prompt.

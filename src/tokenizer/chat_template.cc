@@ -201,17 +201,53 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& variables) const 
   return program_->render(vars);
 }
 
+namespace {
+
+// The messages as the template sees them; `arguments_as_objects`: tool-call
+// arguments that parse as a JSON object are given as that object.
+nlohmann::ordered_json message_list(const std::vector<ChatMessage>& messages,
+                                    bool arguments_as_objects) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) {
+    nlohmann::ordered_json item = {{"role", m.role}, {"content", m.content}};
+    for (const auto& [k, v] : m.fields.items()) item[k] = v;
+    if (arguments_as_objects && item.contains("tool_calls") && item["tool_calls"].is_array())
+      for (auto& call : item["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function")) continue;
+        nlohmann::ordered_json& args = call["function"]["arguments"];
+        if (!args.is_string()) continue;
+        nlohmann::ordered_json parsed =
+            nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        if (parsed.is_object()) args = std::move(parsed);
+      }
+    list.push_back(std::move(item));
+  }
+  return list;
+}
+
+bool has_tool_calls(const std::vector<ChatMessage>& messages) {
+  return std::any_of(messages.begin(), messages.end(),
+                     [](const ChatMessage& m) { return m.fields.contains("tool_calls"); });
+}
+
+}  // namespace
+
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra) const {
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-  vars["messages"] = std::move(list);
+  vars["messages"] = message_list(messages, /*arguments_as_objects=*/true);
   vars["add_generation_prompt"] = add_generation_prompt;
   if (extra.is_object())
     for (const auto& [k, v] : extra.items()) vars[k] = v;
-  std::string out = render(vars);
+  std::string out;
+  try {
+    out = render(vars);
+  } catch (const Error&) {
+    if (!has_tool_calls(messages)) throw;
+    vars["messages"] = message_list(messages, /*arguments_as_objects=*/false);
+    out = render(vars);
+  }
   if (strip_bos_ && out.compare(0, bos_text_.size(), bos_text_) == 0)
     out.erase(0, bos_text_.size());
   return out;

@@ -33,6 +33,10 @@ class Tokenizer;
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (the template decides what it accepts)
   std::string content;
+  // More keys of the message as the template sees them (tool_calls,
+  // tool_call_id, name, reasoning_content; "content": null for an
+  // assistant turn that only calls tools). Empty for plain messages.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
 class ChatTemplate {
@@ -69,7 +73,12 @@ class ChatTemplate {
   // (raise_exception's message, or the error and its line).
   std::string render(const nlohmann::ordered_json& variables) const;
   // The conversation's prompt, without the leading BOS text (see above);
-  // `extra`: more variables (enable_thinking, tools, ...).
+  // `extra`: more variables (enable_thinking, tools, ...). Tool-call
+  // arguments are sent as JSON text (OpenAI's form) but most templates
+  // expect an object (they write `arguments | tojson` or iterate over it):
+  // they are rendered as objects where they parse as one, and when the
+  // template fails on that, rendered again as the text they were (the
+  // templates of Qwen3, gpt-oss and Phi-3.5 take only text).
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 

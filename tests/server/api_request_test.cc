@@ -135,8 +135,8 @@ TEST(ApiRequest, MessagesRejections) {
       {R"({"messages":[]})", "messages", "invalid_value", "at least one"},
       {R"({"messages":[3]})", "messages[0]", "invalid_type", "expected an object"},
       {R"({"messages":[{"content":"x"}]})", "messages[0].role", "missing_required_parameter", ""},
-      {R"({"messages":[{"role":"tool","content":"x","tool_call_id":"a"}]})", "messages[0].role",
-       "unsupported_value", "'tool'"},
+      {R"({"messages":[{"role":"tool","content":"x"}]})", "messages[0].tool_call_id",
+       "missing_required_parameter", "'messages[0].tool_call_id'"},
       {R"({"messages":[{"role":"function","content":"x"}]})", "messages[0].role",
        "unsupported_value", "'function'"},
       {R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role", "invalid_value",
@@ -155,7 +155,7 @@ TEST(ApiRequest, MessagesRejections) {
       {R"({"messages":[{"role":"user","content":[{"type":"text","text":"a","x":1}]}]})",
        "messages[0].content[0].x", "unknown_parameter", "Unrecognized request argument"},
       {R"({"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]})",
-       "messages[0].tool_calls", "unsupported_parameter", "tool_calls"},
+       "messages[0].tool_calls[0].function", "missing_required_parameter", "function"},
       {R"({"messages":[{"role":"user","content":"x","mood":"happy"}]})", "messages[0].mood",
        "unknown_parameter", "Unrecognized request argument supplied: messages[0].mood"},
       {R"({"messages":[{"role":"user","content":"x","name":5}]})", "messages[0].name",
@@ -368,11 +368,8 @@ TEST(ApiRequest, StreamOptionsNeedStream) {
 
 TEST(ApiRequest, UnimplementedFieldsAreNamed) {
   const char* chat_fields[] = {
-      R"("tools":[{"type":"function","function":{"name":"f"}}])",
-      R"("tool_choice":"auto")",
       R"("functions":[{"name":"f"}])",
       R"("function_call":"auto")",
-      R"("parallel_tool_calls":true)",
       R"("audio":{"voice":"alloy","format":"wav"})",
       R"("modalities":["text","audio"])",
       R"("prediction":{"type":"content","content":"x"})",

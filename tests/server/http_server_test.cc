@@ -271,7 +271,7 @@ TEST_F(HttpServerTest, BadBodiesAre400s) {
   expect_error(post("/v1/chat/completions", "{\"messages\": 3}"), 400, "messages");
   expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
                                                "tools": [{"type": "function"}]})"),
-               400, "tools");
+               400, "tools[0].function");
   expect_error(post("/v1/completions", R"({"prompt": "x", "n": 129})"), 400, "n");
   expect_error(post("/v1/completions", R"({"prompt": "x", "bogus": 1})"), 400, "bogus");
   // Token ids outside the vocabulary (512 tokens).

@@ -194,3 +194,39 @@ TEST(ChatTemplate, StopTokensAndEncoding) {
 
 }  // namespace
 }  // namespace tkv::tok::test
+
+// Tool-call arguments come as JSON text (OpenAI's form). Templates that
+// read them as an object (Qwen3.5) get the object, templates that only take
+// text (Qwen3) get the text: each renders as Hugging Face renders the
+// conversation in the form it accepts.
+TEST(ChatTemplate, ToolCallArgumentsInTheFormTheTemplateTakes) {
+  const std::string dir = ::tkv::test::shared_dir() + "/templates";
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  if (read(dir + "/cases/conversations.json").empty())
+    TKV_MISSING_FIXTURE << "chat-template fixtures not found in " << dir;
+  const auto cases = nlohmann::ordered_json::parse(read(dir + "/cases/conversations.json"))["cases"];
+  nlohmann::ordered_json conversation;
+  for (const auto& c : cases)
+    if (c["id"] == "05b-tool-call-args-string") conversation = c;
+  ASSERT_FALSE(conversation.is_null());
+  std::vector<ChatMessage> messages;
+  for (const auto& m : conversation["messages"]) {
+    ChatMessage message{m["role"], m["content"].is_string() ? m["content"] : "", {}};
+    for (const char* key : {"tool_calls", "tool_call_id"})
+      if (m.contains(key)) message.fields[key] = m[key];
+    messages.push_back(std::move(message));
+  }
+  const nlohmann::ordered_json extra = {{"tools", conversation["tools"]}};
+  for (const auto& [stem, expected] :
+       {std::pair{"Qwen3.5-4B", "05a-tool-call-args-object"},
+        std::pair{"Qwen-Qwen3-0.6B", "05b-tool-call-args-string"}}) {
+    SCOPED_TRACE(stem);
+    const ChatTemplate t =
+        ChatTemplate::from_source(read(dir + "/templates/" + stem + ".jinja"), stem);
+    EXPECT_EQ(t.apply(messages, true, extra),
+              read(dir + "/expected/" + stem + "/" + expected + ".txt"));
+  }
+}

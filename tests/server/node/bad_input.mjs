@@ -1,6 +1,6 @@
 // Bad input gets the right status and an OpenAI error object, while another
 // stream keeps going: malformed JSON, wrong types, unknown and unsupported
-// fields (tools), n = 2, penalties, a prompt over the context (400 naming
+// fields (a malformed tool), n = 2, penalties, a prompt over the context (400 naming
 // both numbers), no or a wrong API key (401), a body over --max-body (413),
 // unknown routes (404) and methods (405). /health needs no key, /metrics
 // does. The stream started first ends normally afterwards.
@@ -62,8 +62,8 @@ main(async () => {
   assertError(await chat({ messages: [{ role: 'user', content: 42 }] }), 400);
   assertError(await chat({ messages: [] }), 400, { param: 'messages' });
   assertError(await chat({ messages: user, frobnicate: true }), 400, { param: 'frobnicate', match: /frobnicate/ });
-  assertError(await chat({ messages: user, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }),
-              400, { param: 'tools', match: /tools/ });
+  assertError(await chat({ messages: user, tools: [{ type: 'function', function: { name: 'f g', parameters: {} } }] }),
+              400, { param: 'tools[0].function.name', match: /valid function name/ });
   assertError(await chat({ messages: user, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { allOf: [] } } } }),
               400, { param: 'response_format.json_schema.schema', match: /allOf/ });
   assertError(await chat({ messages: user, grammar: 'root ::= [' }), 400, { param: 'grammar', match: /line 1, column/ });

@@ -55,6 +55,15 @@ export function requireModel(name) {
   return p;
 }
 
+// The path of a real chat template in TURBOKV_SHARED/templates/templates
+// (STEM.jinja); skips the test when it is absent.
+export function requireTemplate(stem) {
+  const shared = process.env.TURBOKV_SHARED || process.env.TURBOKV_DEFAULT_SHARED || '../shared';
+  const p = path.join(shared, 'templates', 'templates', `${stem}.jinja`);
+  if (!existsSync(p)) skip(`chat template ${stem} not found under ${shared} (set TURBOKV_SHARED)`);
+  return p;
+}
+
 // A fresh temporary directory, removed when the test process exits.
 export function tempDir() {
   const dir = mkdtempSync(path.join(tmpdir(), 'tkv-serve-'));

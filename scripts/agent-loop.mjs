@@ -1,0 +1,152 @@
+#!/usr/bin/env node
+// An agent's tool loop through `turbokv serve` with the official openai
+// client: a long system prompt (~--system-tokens) and tool schemas, then
+// --steps requests, each the whole conversation so far with tool_choice
+// "required" and the previous call's tool result appended. Run twice on a
+// fresh server each: with the prefix cache (the default) and with it off
+// (cache_prompt: false on every request). Reports per step the prompt
+// tokens and usage.prompt_tokens_details.cached_tokens, and per run the
+// server's own time to first token summed over the loop (the
+// time_to_first_token_seconds histogram's sum in /metrics: queue + prefill
+// + the first token), and checks that from step 2 on every request reuses at
+// least the previous request's prompt.
+//
+// Usage: node scripts/agent-loop.mjs -m MODEL.gguf [--chat-template FILE]
+//          [--steps 20] [--system-tokens 2000] [-t THREADS] [-c CONTEXT]
+//          [--turbokv BIN] [--out FILE.md]
+// Needs the openai package of tests/server/node (scripts/setup.sh installs it).
+import { execSync, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(path.join(root, 'tests/server/node/package.json'));
+const OpenAI = require('openai').default ?? require('openai');
+
+function parseArgs(argv) {
+  const o = { steps: 20, systemTokens: 2000, threads: 2, context: 16384, turbokv: path.join(root, 'build/release/apps/turbokv/turbokv') };
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i], v = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
+    if (a === '-m') o.model = v();
+    else if (a === '--chat-template') o.template = v();
+    else if (a === '--steps') o.steps = Number(v());
+    else if (a === '--system-tokens') o.systemTokens = Number(v());
+    else if (a === '-t') o.threads = Number(v());
+    else if (a === '-c') o.context = Number(v());
+    else if (a === '--turbokv') o.turbokv = v();
+    else if (a === '--out') o.out = v();
+    else die(`unknown argument ${a}`);
+  }
+  if (!o.model) die('-m MODEL.gguf is required');
+  if (!(o.steps >= 2)) die('--steps must be at least 2');
+  return o;
+}
+
+function die(message) {
+  console.error(`agent-loop: ${message}`);
+  process.exit(2);
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+async function startServer(o) {
+  const port = await freePort();
+  const args = ['serve', '-m', o.model, '--port', String(port), '-t', String(o.threads), '-c', String(o.context)];
+  if (o.template) args.push('--chat-template', o.template);
+  const proc = spawn(o.turbokv, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => { log += d; });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    if (proc.exitCode !== null) die(`the server exited at start:\n${log}`);
+    try { if ((await fetch(`${base}/health`)).ok) return { proc, base }; } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  proc.kill();
+  die('the server did not become ready in 120 s');
+}
+
+async function ttftSum(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => /^\w*time_to_first_token_seconds_sum /.test(l));
+  if (!line) die('/metrics has no time_to_first_token_seconds_sum');
+  return Number(line.split(' ')[1]);
+}
+
+const WORDS = 'river stone lantern orchard violet copper meadow harbor whisper canyon ember glacier saffron thunder willow marble falcon quartz timber velvet'.split(' ');
+
+// About `tokens` tokens of instructions (two words of ~1.5 tokens each per three tokens).
+function systemPrompt(tokens) {
+  const words = [];
+  for (let i = 0; words.length < tokens * 0.6; i++) words.push(`${WORDS[i % WORDS.length]}-${i}`);
+  return `You are a research agent. Use the tools to answer. Reference notes: ${words.join(' ')}`;
+}
+
+const TOOLS = [
+  { type: 'function', function: { name: 'search', description: 'Search the web and return the top results.',
+    parameters: { type: 'object', properties: { query: { type: 'string', maxLength: 40 }, max_results: { type: 'integer' } }, required: ['query', 'max_results'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'read_page', description: 'Read a web page.',
+    parameters: { type: 'object', properties: { url: { type: 'string', maxLength: 60 } }, required: ['url'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'write_note', description: 'Save a note for the final answer.',
+    parameters: { type: 'object', properties: { text: { type: 'string', maxLength: 80 } }, required: ['text'], additionalProperties: false } } },
+];
+
+function toolResult(step) {
+  return Array.from({ length: 40 }, (_, i) => `${WORDS[(step * 7 + i) % WORDS.length]}${step}-${i}`).join(' ');
+}
+
+async function loop(o, cachePrompt) {
+  const server = await startServer(o);
+  try {
+    const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const messages = [{ role: 'system', content: systemPrompt(o.systemTokens) },
+      { role: 'user', content: 'Find out when the first transatlantic cable was laid and who paid for it.' }];
+    const before = await ttftSum(server.base);
+    const steps = [];
+    for (let step = 1; step <= o.steps; step++) {
+      const r = await client.chat.completions.create({
+        model: 'm', messages, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false,
+        temperature: 0.7, seed: step, max_tokens: 96, cache_prompt: cachePrompt,
+      });
+      const msg = r.choices[0].message;
+      if (!msg.tool_calls?.length) die(`step ${step}: no tool call (finish_reason ${r.choices[0].finish_reason})`);
+      steps.push({ step, prompt: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details?.cached_tokens ?? 0 });
+      messages.push(msg, { role: 'tool', tool_call_id: msg.tool_calls[0].id, content: toolResult(step) });
+      process.stderr.write(`  ${cachePrompt ? 'cache' : 'no cache'} step ${step}: ${steps.at(-1).prompt} prompt, ${steps.at(-1).cached} cached\n`);
+    }
+    return { steps, ttft: (await ttftSum(server.base)) - before };
+  } finally {
+    server.proc.kill('SIGTERM');
+  }
+}
+
+function sh(cmd) {
+  try { return execSync(cmd, { cwd: root, encoding: 'utf8' }).trim(); } catch { return '?'; }
+}
+
+const o = parseArgs(process.argv);
+const cached = await loop(o, true);
+const uncached = await loop(o, false);
+const failures = cached.steps.slice(1).filter((s, i) => s.cached < cached.steps[i].prompt);
+const ratio = cached.ttft / uncached.ttft;
+const lines = [
+  '# Agent loop: prefix reuse across tool steps', '',
+  `- command: \`node scripts/agent-loop.mjs ${process.argv.slice(2).join(' ')}\``,
+  `- machine: ${sh("lscpu | sed -n 's/^Model name: *//p'")}, ${sh('nproc')} cores`,
+  `- commit: ${sh('git rev-parse --short=12 HEAD')}`, `- date: ${new Date().toISOString().slice(0, 10)}`, '',
+  `${o.steps} requests through the openai client, each the conversation so far (system prompt of ~${o.systemTokens} tokens, ${TOOLS.length} tools, tool_choice "required"), each step appending the call and a ~120-token tool result.`, '',
+  '| step | prompt tokens | cached (cache on) | cached (cache off) |', '|---|---|---|---|',
+  ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
+  `Time to first token summed over the loop (server's histogram): ${cached.ttft.toFixed(2)} s with the prefix cache, ${uncached.ttft.toFixed(2)} s without: **${ratio.toFixed(3)}x**.`,
+  failures.length ? `Steps reusing less than the previous prompt: ${failures.map((s) => s.step).join(', ')}.` : 'From step 2 on, every request reused at least the whole previous prompt.', '',
+];
+const report = lines.join('\n');
+if (o.out) writeFileSync(o.out, report); else process.stdout.write(report);
+process.exit(failures.length ? 1 : 0);

@@ -1,0 +1,113 @@
+// The agent paths of the three real clients on tkv-test-23M served with
+// Qwen2.5's chat template (Hermes <tool_call> syntax): the Vercel AI SDK's
+// generateText with a tool it executes (maxSteps 2: call, result, answer)
+// and generateObject; LangChain's bindTools and withStructuredOutput; the
+// openai client's zod helpers (zodFunction tools, zodResponseFormat with
+// chat.completions.parse). On random weights the grammar makes the calls and
+// objects well-formed: each is validated against its schema.
+import assert from 'node:assert/strict';
+import { main, requireModel, requirePackage, requireTemplate, startServer } from './lib/harness.mjs';
+
+const weatherSchema = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+  required: ['city', 'unit'],
+  additionalProperties: false,
+};
+const projectSchema = {
+  type: 'object',
+  properties: { title: { type: 'string', maxLength: 20 }, year: { type: 'integer' }, stable: { type: 'boolean' } },
+  required: ['title', 'year', 'stable'],
+  additionalProperties: false,
+};
+
+function checkWeather(args, what) {
+  assert.equal(typeof args.city, 'string', what);
+  assert.ok([...args.city].length <= 12, what);
+  assert.ok(['celsius', 'fahrenheit'].includes(args.unit), what);
+}
+
+function checkProject(p, what) {
+  assert.deepEqual(Object.keys(p).sort(), ['stable', 'title', 'year'], what);
+  assert.ok(typeof p.title === 'string' && [...p.title].length <= 20, what);
+  assert.ok(Number.isInteger(p.year), what);
+  assert.equal(typeof p.stable, 'boolean', what);
+}
+
+async function vercel(server) {
+  const { generateText, generateObject, jsonSchema, tool } = await requirePackage('ai');
+  const { createOpenAI } = await requirePackage('@ai-sdk/openai');
+  const provider = createOpenAI({ baseURL: `${server.baseURL}/v1`, apiKey: 'unused', compatibility: 'compatible' });
+  const executed = [];
+  const result = await generateText({
+    model: provider('m'), prompt: 'Weather in Oslo?', seed: 1, temperature: 0.8, maxTokens: 60, maxRetries: 0,
+    maxSteps: 2, toolChoice: 'required',
+    tools: {
+      get_weather: tool({
+        description: 'Current weather in a city',
+        parameters: jsonSchema(weatherSchema),
+        execute: async (args) => { executed.push(args); return '7 degrees, light rain'; },
+      }),
+    },
+  });
+  assert.ok(executed.length >= 1, 'the SDK executed the tool');
+  for (const args of executed) checkWeather(args, 'vercel tool call');
+  assert.equal(result.steps[0].finishReason, 'tool-calls');
+  assert.equal(result.steps.length, 2);
+
+  const object = await generateObject({
+    model: provider('m'), prompt: 'Describe a project as JSON.', schema: jsonSchema(projectSchema),
+    seed: 2, temperature: 0.8, maxTokens: 120, maxRetries: 0,
+  });
+  checkProject(object.object, 'vercel generateObject');
+}
+
+async function langchain(server) {
+  const { ChatOpenAI } = await requirePackage('@langchain/openai');
+  const chat = new ChatOpenAI({
+    apiKey: 'unused', configuration: { baseURL: `${server.baseURL}/v1` }, maxRetries: 0,
+    model: 'm', temperature: 0.8, maxTokens: 120,
+  });
+  const weatherTool = { type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weatherSchema } };
+  const bound = chat.bindTools([weatherTool], { tool_choice: 'required' });
+  const msg = await bound.invoke([['human', 'Weather in Rome?']], { seed: 3 });
+  assert.ok(msg.tool_calls.length >= 1, JSON.stringify(msg));
+  for (const call of msg.tool_calls) {
+    assert.equal(call.name, 'get_weather');
+    checkWeather(call.args, 'langchain bindTools');
+  }
+  for (const method of ['jsonSchema', 'functionCalling', 'jsonMode']) {
+    const structured = chat.withStructuredOutput(projectSchema, { name: 'project', method });
+    const p = await structured.invoke([['human', 'Describe a project as JSON.']], { seed: 4 });
+    if (method === 'jsonMode') assert.equal(typeof p, 'object', method);
+    else checkProject(p, `langchain withStructuredOutput ${method}`);
+  }
+}
+
+async function openaiZod(server) {
+  const { z } = await requirePackage('zod');
+  const { zodFunction, zodResponseFormat } = await requirePackage('openai/helpers/zod');
+  const client = server.client();
+  const Weather = z.object({ city: z.string().max(12), unit: z.enum(['celsius', 'fahrenheit']) });
+  const r = await client.beta.chat.completions.parse({
+    model: 'm', messages: [{ role: 'user', content: 'Weather in Lima?' }], seed: 5, temperature: 0.8, max_tokens: 80,
+    tools: [zodFunction({ name: 'get_weather', parameters: Weather })], tool_choice: 'required',
+  });
+  const call = r.choices[0].message.tool_calls[0];
+  checkWeather(call.function.parsed_arguments, 'openai zodFunction');
+  const Project = z.object({ title: z.string().max(20), year: z.number().int(), stable: z.boolean() });
+  const p = await client.beta.chat.completions.parse({
+    model: 'm', messages: [{ role: 'user', content: 'Describe a project.' }], seed: 6, temperature: 0.8, max_tokens: 120,
+    response_format: zodResponseFormat(Project, 'project'),
+  });
+  checkProject(p.choices[0].message.parsed, 'openai zodResponseFormat');
+}
+
+main(async () => {
+  const model = requireModel('tkv-test-23M.gguf');
+  const server = await startServer(model, ['-t', '2', '-c', '2048', '--chat-template', requireTemplate('Qwen-Qwen2.5-7B-Instruct')]);
+  await vercel(server);
+  await langchain(server);
+  await openaiZod(server);
+  assert.equal((await server.stop()).code, 0);
+});
