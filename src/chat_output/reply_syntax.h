@@ -92,11 +92,31 @@ class ReplyParser {
   ReplyDelta finish();
 
  private:
-  struct State;
+  enum class Mode {
+    kStart,          // Llama 3: the reply may be a bare JSON call
+    kContent,        // content, watching for reasoning and call openers
+    kReasoning,      // inside a reasoning section
+    kCall,           // inside a call: held until it is whole
+    kHarmonyHeader,  // harmony: a message header, up to <|message|>
+  };
+  // One step over buffer_ in the current mode; false when nothing more can
+  // be decided until more text comes (or, `final`, everything is out).
+  bool step(bool final, ReplyDelta& out);
+  bool start_step(bool final);
+  bool text_step(bool final, ReplyDelta& out);
+  bool call_step(bool final, ReplyDelta& out);
+  bool harmony_header_step(bool final);
+  void on_marker(const std::string& marker, const std::string& space);
+  // Appends text to a field, dropping leading whitespace after a marker.
+  void emit(std::string& field, std::string_view text);
+
   ReplySyntax syntax_;
   bool parse_tools_;
   std::string buffer_;  // text not yet returned
-  int mode_ = 0;        // content / reasoning / inside a call (implementation's)
+  Mode mode_ = Mode::kContent;
+  bool skip_space_ = true;      // drop whitespace before the next text
+  std::string call_open_;       // the text that opened the call in progress
+  std::string harmony_header_;  // harmony: the header of the message in progress
 };
 
 struct ToolSpec {

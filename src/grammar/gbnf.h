@@ -12,6 +12,7 @@
 // code point HH, as in llama.cpp). The start rule is `root`.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "grammar/grammar.h"
@@ -22,5 +23,8 @@ namespace tkv::grammar {
 // error, or "grammar: ..." for an undefined rule, a missing root, left
 // recursion, or a grammar over the size limits (grammar.h).
 Grammar parse_gbnf(std::string_view text);
+
+// `text` as a GBNF literal: quoted, with \" \\ and control bytes escaped.
+std::string gbnf_literal(const std::string& text);
 
 }  // namespace tkv::grammar

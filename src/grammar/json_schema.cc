@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "grammar/gbnf.h"
 #include "grammar/grammar.h"
 
 namespace tkv::grammar {
@@ -78,32 +79,19 @@ const std::set<std::string>& keywords() {
   return k;
 }
 
-// `text` as a GBNF literal.
 std::string literal(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      static const char* hex = "0123456789ABCDEF";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
+  return gbnf_literal(text);
 }
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) { defined_.insert("root"); }
+  Compiler(const Json& root, const std::string& prefix) : root_(root), prefix_(prefix) {
+    defined_.insert(prefix_ + "root");
+  }
 
   std::string compile() {
     const std::string expr = visit(root_, "root", "#", 0);
-    std::string out = "root ::= " + expr + "\n";
+    std::string out = prefix_ + "root ::= " + expr + "\n";
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
   }
@@ -135,9 +123,9 @@ class Compiler {
       base +=
           ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '-';
     if (base.empty()) base = "r";
-    std::string name = base;
+    std::string name = prefix_ + base;
     for (int i = 1; primitives().count(name) || !defined_.insert(name).second; ++i)
-      name = base + "-" + std::to_string(i);
+      name = prefix_ + base + "-" + std::to_string(i);
     return name;
   }
 
@@ -379,6 +367,7 @@ class Compiler {
   }
 
   const Json& root_;
+  const std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> defined_;
   std::map<std::string, std::string> refs_;
@@ -386,8 +375,11 @@ class Compiler {
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
-  return Compiler(schema).compile();
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const std::string& prefix) {
+  for (char c : prefix)
+    TKV_CHECK((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-');
+  return Compiler(schema, prefix).compile();
 }
 
 std::string json_object_gbnf() {

@@ -25,7 +25,13 @@ namespace tkv::grammar {
 // The grammar of JSON values valid under `schema` (an ordered_json, so
 // properties keep the order they were written in). Throws tkv::Error
 // "json schema: <problem> at <path>" naming an unsupported keyword or value.
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// `prefix` (letters, digits, '-') names the start rule prefix + "root" and
+// starts every rule the schema adds; the shared primitives (space, string,
+// number, value, ...) keep their names and are written the same way by
+// every call, so the rule sets of several schemas, each under its own
+// prefix, compose into one grammar once each primitive is kept once.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema,
+                                const std::string& prefix = "");
 
 // The grammar of any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "grammar_test_util.h"
@@ -200,6 +202,36 @@ TEST(JsonSchema, DeepNestingIsRefused) {
   for (int i = 0; i < 100; ++i) s += "}";
   const std::string e = error_of([&] { json_schema_to_gbnf(nlohmann::ordered_json::parse(s)); });
   EXPECT_NE(e.find("nested deeper than"), std::string::npos) << e;
+}
+
+// Two schemas under their own prefixes compose into one grammar: only the
+// shared primitives have the same names, and they read the same.
+TEST(JsonSchema, PrefixedRuleSetsCompose) {
+  const auto a = json_schema_to_gbnf(nlohmann::ordered_json::parse(
+                                         R"({"type":"object","properties":{"x":{"type":"integer"}},
+                                             "required":["x"]})"),
+                                     "a-");
+  const auto b = json_schema_to_gbnf(
+      nlohmann::ordered_json::parse(R"({"type":"array","items":{"type":"string"}})"), "b-");
+  EXPECT_EQ(a.find("root ::="), a.find("a-root ::=") + 2);
+  EXPECT_NE(b.find("b-root ::="), std::string::npos);
+  std::string merged = "root ::= a-root | b-root\n";
+  std::set<std::string> names;
+  for (const std::string& text : {a, b}) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (names.insert(line.substr(0, line.find(" ::= "))).second) merged += line + "\n";
+  }
+  const auto g = gbnf(merged);
+  EXPECT_TRUE(matches(g, R"({"x": 1})"));
+  EXPECT_TRUE(matches(g, R"(["p", "q"])"));
+  EXPECT_FALSE(matches(g, R"({"x": "1"})"));
+  EXPECT_FALSE(matches(g, R"([1])"));
+}
+
+TEST(Gbnf, LiteralEscapes) {
+  EXPECT_EQ(gbnf_literal("a\"b\\c\n"), R"("a\"b\\c\x0A")");
+  EXPECT_TRUE(matches(gbnf("root ::= " + gbnf_literal("q\"\\\t|")), "q\"\\\t|"));
 }
 
 }  // namespace
