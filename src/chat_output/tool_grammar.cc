@@ -2,6 +2,7 @@
 // family. Each tool's arguments are compiled by json_schema_to_gbnf under
 // the rule prefix "tI-" (Qwen XML: each parameter under "tI-pJ-"), and the
 // rule sets are merged keeping each shared primitive once.
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "chat_output/reply_syntax.h"
 #include "common/error.h"
 #include "grammar/gbnf.h"
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 
 namespace tkv::chat {
@@ -79,7 +81,16 @@ std::string xml_value(Rules& rules, const std::string& pre, const Json& schema) 
     if (strings) return "( " + alts + " )";
   } else if (object && schema.contains("type") && schema["type"] == "string" &&
              !schema.contains("anyOf") && !schema.contains("oneOf")) {
-    return "xml-text";
+    // A length bound is kept (without "<" at all, which keeps it simple).
+    const auto bound = [&](const char* key, int64_t fallback) {
+      return schema.contains(key) && schema[key].is_number_integer()
+                 ? std::clamp<int64_t>(schema[key].get<int64_t>(), 0, grammar::kMaxRepeat)
+                 : fallback;
+    };
+    if (!schema.contains("minLength") && !schema.contains("maxLength")) return "xml-text";
+    const int64_t lo = bound("minLength", 0), hi = bound("maxLength", -1);
+    return "[^<]{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(std::max(lo, hi))) +
+           "}";
   }
   rules.add_all(grammar::json_schema_to_gbnf(schema, pre));
   return pre + "root";

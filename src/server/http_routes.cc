@@ -36,15 +36,10 @@ void handle_apply_template(GenerationRoutes& routes, const std::string& body,
   const GenerationRequest& request = std::get<GenerationRequest>(parsed);
   const ServedModel& model = routes.model();
   if (!model.chat_template) return send_api_error(res, no_chat_template());
-  nlohmann::ordered_json vars = template_variables(request);
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  for (const tok::ChatMessage& m : request.messages)
-    messages.push_back({{"role", m.role}, {"content", m.content}});
-  vars["messages"] = std::move(messages);
-  if (!vars.contains("add_generation_prompt")) vars["add_generation_prompt"] = true;
   std::string prompt;
   try {
-    prompt = model.chat_template->render(vars);
+    prompt = model.chat_template->render_chat(request.messages, /*add_generation_prompt=*/true,
+                                              template_variables(request));
   } catch (const Error& e) {
     return send_api_error(res,
                           make_api_error(400,

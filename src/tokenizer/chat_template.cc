@@ -235,6 +235,15 @@ bool has_tool_calls(const std::vector<ChatMessage>& messages) {
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra) const {
+  std::string out = render_chat(messages, add_generation_prompt, extra);
+  if (strip_bos_ && out.compare(0, bos_text_.size(), bos_text_) == 0)
+    out.erase(0, bos_text_.size());
+  return out;
+}
+
+std::string ChatTemplate::render_chat(const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt,
+                                      const nlohmann::ordered_json& extra) const {
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
   vars["messages"] = message_list(messages, /*arguments_as_objects=*/true);
   vars["add_generation_prompt"] = add_generation_prompt;
@@ -248,8 +257,6 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
     vars["messages"] = message_list(messages, /*arguments_as_objects=*/false);
     out = render(vars);
   }
-  if (strip_bos_ && out.compare(0, bos_text_.size(), bos_text_) == 0)
-    out.erase(0, bos_text_.size());
   return out;
 }
 

@@ -195,6 +195,9 @@ TEST(ChatTemplate, StopTokensAndEncoding) {
 }  // namespace
 }  // namespace tkv::tok::test
 
+namespace tkv::tok::test {
+namespace {
+
 // Tool-call arguments come as JSON text (OpenAI's form). Templates that
 // read them as an object (Qwen3.5) get the object, templates that only take
 // text (Qwen3) get the text: each renders as Hugging Face renders the
@@ -214,7 +217,9 @@ TEST(ChatTemplate, ToolCallArgumentsInTheFormTheTemplateTakes) {
   ASSERT_FALSE(conversation.is_null());
   std::vector<ChatMessage> messages;
   for (const auto& m : conversation["messages"]) {
-    ChatMessage message{m["role"], m["content"].is_string() ? m["content"] : "", {}};
+    ChatMessage message;
+    message.role = m["role"];
+    message.content = m["content"].is_string() ? m["content"].get<std::string>() : "";
     for (const char* key : {"tool_calls", "tool_call_id"})
       if (m.contains(key)) message.fields[key] = m[key];
     messages.push_back(std::move(message));
@@ -230,3 +235,6 @@ TEST(ChatTemplate, ToolCallArgumentsInTheFormTheTemplateTakes) {
               read(dir + "/expected/" + stem + "/" + expected + ".txt"));
   }
 }
+
+}  // namespace
+}  // namespace tkv::tok::test

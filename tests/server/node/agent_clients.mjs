@@ -40,7 +40,7 @@ async function vercel(server) {
   const provider = createOpenAI({ baseURL: `${server.baseURL}/v1`, apiKey: 'unused', compatibility: 'compatible' });
   const executed = [];
   const result = await generateText({
-    model: provider('m'), prompt: 'Weather in Oslo?', seed: 1, temperature: 0.8, maxTokens: 60, maxRetries: 0,
+    model: provider('m', { parallelToolCalls: false }), prompt: 'Weather in Oslo?', seed: 1, temperature: 0.8, maxTokens: 200, maxRetries: 0,
     maxSteps: 2, toolChoice: 'required',
     tools: {
       get_weather: tool({
@@ -50,7 +50,7 @@ async function vercel(server) {
       }),
     },
   });
-  assert.ok(executed.length >= 1, 'the SDK executed the tool');
+  assert.ok(executed.length >= 1, `the SDK executed the tool: ${JSON.stringify(result.steps.map((s) => [s.finishReason, s.text, s.toolCalls]))}`);
   for (const args of executed) checkWeather(args, 'vercel tool call');
   assert.equal(result.steps[0].finishReason, 'tool-calls');
   assert.equal(result.steps.length, 2);
@@ -69,7 +69,7 @@ async function langchain(server) {
     model: 'm', temperature: 0.8, maxTokens: 120,
   });
   const weatherTool = { type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weatherSchema } };
-  const bound = chat.bindTools([weatherTool], { tool_choice: 'required' });
+  const bound = chat.bindTools([weatherTool], { tool_choice: 'required', parallel_tool_calls: false });
   const msg = await bound.invoke([['human', 'Weather in Rome?']], { seed: 3 });
   assert.ok(msg.tool_calls.length >= 1, JSON.stringify(msg));
   for (const call of msg.tool_calls) {
