@@ -86,8 +86,11 @@ struct CallScan {
 }  // namespace detail
 
 // Reads a reply as it is generated. Text that may still turn out to be a
-// marker (a prefix of "<tool_call>" at the end of what came so far) is held
-// back until the next feed() tells; a call is returned once it is whole.
+// marker (a prefix of "<tool_call>" at the end of what came so far, with
+// the whitespace before it) or half a UTF-8 character is held back until
+// the next feed() tells; a call is returned once it is whole. Whitespace
+// around markers is dropped (docs/TOOL_CALLS.md). Fed whole or in pieces,
+// a reply reads the same.
 class ReplyParser {
  public:
   // `prompt`: the rendered prompt; when it ends inside an open reasoning
