@@ -25,7 +25,7 @@ scripts/setup.sh
 JOBS=${TURBOKV_JOBS:-$(nproc)}
 export TURBOKV_MODELS=${TURBOKV_MODELS:-$(cd .. && pwd)/shared/models}
 export TURBOKV_SHARED=${TURBOKV_SHARED:-$(cd .. && pwd)/shared}
-TARGETS=(gguf tokenizer template session server_request gbnf json_schema)
+TARGETS=(gguf tokenizer template session server_request gbnf json_schema reply_parser)
 
 echo "== fuzz: build (clang, libFuzzer + ASan + UBSan) into build/fuzz" >&2
 cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <initializer_list>
+
 #include "chat_output/call_parse.h"
 
 namespace tkv::chat::detail {
@@ -33,75 +36,97 @@ CallFrame call_frame(ToolSyntax syntax) {
   return {};
 }
 
-size_t json_value_end(std::string_view text, size_t from) {
-  size_t i = from;
-  while (i < text.size() && is_space(text[i])) ++i;
-  if (i == text.size()) return kIncomplete;
-  if (text[i] != '{' && text[i] != '[') return kNotJson;
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-    }
-  }
-  return kIncomplete;
-}
-
 namespace {
 
-// A call that ends where its JSON value ends, the value starting at `from`.
-std::optional<CallEnd> json_call_end(std::string_view body, size_t from) {
-  const size_t end = json_value_end(body, from);
-  if (end == kIncomplete) return std::nullopt;
-  if (end == kNotJson) return CallEnd{from, from};
+constexpr size_t npos = std::string_view::npos;
+
+// The end of the JSON object or array at scan.json_at (after whitespace),
+// continuing where the last look stopped: the index past its last byte,
+// npos while the text stops first. A call whose JSON is not an object or
+// array ends where it should have started (and reads as no call).
+size_t json_end(std::string_view text, CallScan& scan) {
+  size_t i = std::max(scan.json_pos, scan.json_at);
+  if (scan.depth == 0) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    scan.json_pos = i;
+    if (i == text.size()) return npos;
+    if (text[i] != '{' && text[i] != '[') return scan.json_at;
+  }
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (scan.in_string) {
+      if (scan.escaped) {
+        scan.escaped = false;
+      } else if (c == '\\') {
+        scan.escaped = true;
+      } else if (c == '"') {
+        scan.in_string = false;
+      }
+    } else if (c == '"') {
+      scan.in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++scan.depth;
+    } else if ((c == '}' || c == ']') && --scan.depth == 0) {
+      return i + 1;
+    }
+  }
+  scan.json_pos = i;
+  return npos;
+}
+
+std::optional<CallEnd> json_call_end(std::string_view body, CallScan& scan) {
+  const size_t end = json_end(body, scan);
+  if (end == npos) return std::nullopt;
   return CallEnd{end, end};
 }
 
-// Harmony: a call message ends at <|call|>, or at the end of any message.
-std::optional<CallEnd> harmony_call_end(std::string_view body) {
-  size_t best = std::string_view::npos, len = 0;
-  for (std::string_view closer : {"<|call|>", "<|end|>", "<|return|>"}) {
-    const size_t at = body.find(closer);
+// The first of `closers` in `body`, searching only what the last look could
+// not rule out.
+std::optional<CallEnd> closer_end(std::string_view body, CallScan& scan,
+                                  std::initializer_list<std::string_view> closers) {
+  size_t best = npos, len = 0, longest = 0;
+  for (std::string_view closer : closers) {
+    const size_t at = body.find(closer, scan.searched);
     if (at < best) best = at, len = closer.size();
+    longest = std::max(longest, closer.size());
   }
-  if (best == std::string_view::npos) return std::nullopt;
-  return CallEnd{best, best + len};
+  if (best != npos) return CallEnd{best, best + len};
+  scan.searched = body.size() >= longest ? body.size() - longest + 1 : 0;
+  return std::nullopt;
 }
 
 // Mistral: NAME[ARGS]{...} (NAME[CALL_ID]ID[ARGS]{...} as the template
 // renders history), or the older [{"name": ..., "arguments": ...}] list.
-std::optional<CallEnd> mistral_call_end(std::string_view body) {
-  const std::string_view lead = trim(body);
-  if (!lead.empty() && (lead.front() == '[' || lead.front() == '{')) return json_call_end(body, 0);
-  const size_t args = body.find("[ARGS]");
-  if (args == std::string_view::npos) return std::nullopt;
-  return json_call_end(body, args + 6);
+std::optional<CallEnd> mistral_call_end(std::string_view body, CallScan& scan) {
+  if (scan.json_at == npos) {
+    const std::string_view lead = trim(body);
+    if (!lead.empty() && (lead.front() == '[' || lead.front() == '{')) {
+      scan.json_at = 0;
+    } else {
+      const auto args = closer_end(body, scan, {"[ARGS]"});
+      if (!args) return std::nullopt;
+      scan.json_at = args->consumed;
+    }
+  }
+  return json_call_end(body, scan);
 }
 
 }  // namespace
 
-std::optional<CallEnd> find_call_end(ToolSyntax syntax, std::string_view body) {
-  if (syntax == ToolSyntax::kHarmony) return harmony_call_end(body);
-  if (syntax == ToolSyntax::kMistral) return mistral_call_end(body);
-  if (syntax == ToolSyntax::kLlama3Json) return json_call_end(body, 0);
+std::optional<CallEnd> find_call_end(ToolSyntax syntax, std::string_view body, CallScan& scan) {
+  switch (syntax) {
+    case ToolSyntax::kHarmony:  // a call message ends at <|call|>, or where any message ends
+      return closer_end(body, scan, {"<|call|>", "<|end|>", "<|return|>"});
+    case ToolSyntax::kMistral:
+      return mistral_call_end(body, scan);
+    case ToolSyntax::kLlama3Json:
+      scan.json_at = 0;
+      return json_call_end(body, scan);
+    default:
+      break;
+  }
   const std::string close = call_frame(syntax).close;
-  const size_t at = body.find(close);
-  if (at == std::string_view::npos) return std::nullopt;
-  return CallEnd{at, at + close.size()};
+  return closer_end(body, scan, {close});
 }
 
 }  // namespace tkv::chat::detail

@@ -23,18 +23,13 @@ CallFrame call_frame(ToolSyntax syntax);
 
 // Where the call whose text (after its opener) starts `body` ends: `body`
 // bytes are the call, `consumed` bytes with the closer. nullopt: not known
-// until more text comes.
+// until more text comes. `scan` carries the search over from the last call
+// with a shorter `body` (the same call, less of it); a new call starts with
+// a fresh CallScan.
 struct CallEnd {
   size_t body = 0, consumed = 0;
 };
-std::optional<CallEnd> find_call_end(ToolSyntax syntax, std::string_view body);
-
-// The end of the JSON object or array that starts at text[from] (after
-// whitespace): the index past its last byte, kIncomplete when the text
-// stops first, kNotJson when no object or array starts there.
-constexpr size_t kIncomplete = std::string_view::npos;
-constexpr size_t kNotJson = std::string_view::npos - 1;
-size_t json_value_end(std::string_view text, size_t from);
+std::optional<CallEnd> find_call_end(ToolSyntax syntax, std::string_view body, CallScan& scan);
 
 // The calls a call's body holds; nullopt when it is not a well-formed call.
 std::optional<std::vector<ToolCall>> parse_calls(ToolSyntax syntax, std::string_view body);

@@ -66,9 +66,11 @@ bool opens_reasoning(const ReplySyntax& s, std::string_view prompt) {
   return open != npos && prompt.find(s.reasoning_close, open) == npos;
 }
 
-// Harmony: whether `text` may still be (the start of) a message header.
-bool could_be_header(std::string_view text) {
-  if (text.size() > 256) return false;
+// Harmony: whether `text` may be (the start of) a message header at most
+// `limit` bytes long (the one '<' of <|message|> starts any part of it). What holds for a text
+// holds for its prefixes, so a header is told apart the same way however the reply was cut.
+bool could_be_header(std::string_view text, size_t limit) {
+  if (text.size() > limit) return false;
   for (std::string_view h :
        {"<|channel|>", "<|start|>", "assistant", " to=", "to=", "<|constrain|>"})
     if (starts_with(text, h) || starts_with(h, text)) return true;
@@ -205,15 +207,17 @@ void ReplyParser::on_marker(const std::string& marker, const std::string& space)
 }
 
 bool ReplyParser::call_step(bool final, ReplyDelta& out) {
-  const auto end = detail::find_call_end(syntax_.tools, buffer_);
+  const auto end = detail::find_call_end(syntax_.tools, buffer_, call_scan_);
   const bool harmony = syntax_.tools == ToolSyntax::kHarmony;
   if (!end) {
     if (!final) return false;
     out.content += call_open_ + buffer_;  // unfinished: as written
     buffer_.clear();
     mode_ = Mode::kContent;
+    call_scan_ = {};
     return false;
   }
+  call_scan_ = {};  // the next call starts its own search
   const std::string_view body = std::string_view(buffer_).substr(0, end->body);
   std::optional<std::vector<ToolCall>> calls;
   if (parse_tools_ && harmony) {
@@ -236,12 +240,20 @@ bool ReplyParser::call_step(bool final, ReplyDelta& out) {
 }
 
 bool ReplyParser::harmony_header_step(bool final) {
+  // A header is at most 256 bytes; before its <|message|> is all there,
+  // the buffer may also end with that marker's first bytes.
   const size_t at = buffer_.find(kHarmonyMessage);
+  std::string_view head = std::string_view(buffer_).substr(0, at);
   if (at == npos) {
-    if (!final && could_be_header(buffer_)) return false;
+    const size_t lt = head.rfind('<');
+    if (lt != npos && starts_with(kHarmonyMessage, head.substr(lt))) head = head.substr(0, lt);
+  }
+  const bool header = could_be_header(head, 256);
+  if (!header || (at == npos && final)) {
     mode_ = Mode::kContent;  // not a header: plain text up to the next message
     return true;
   }
+  if (at == npos) return false;
   harmony_header_ = buffer_.substr(0, at);
   buffer_.erase(0, at + kHarmonyMessage.size());
   skip_space_ = true;

@@ -73,9 +73,24 @@ struct ReplyDelta {
   bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
 };
 
+namespace detail {
+// How far the search for the end of a call got, so that a long call (a file
+// written through a tool) is scanned once, not again on every feed.
+struct CallScan {
+  size_t searched = 0;  // bytes searched for the closing marker (or Mistral's [ARGS])
+  size_t json_at = std::string::npos;  // where the call's JSON starts, once known
+  size_t json_pos = 0;                 // the JSON scanned so far: up to here,
+  int depth = 0;                       // this deep in objects and arrays,
+  bool in_string = false, escaped = false;
+};
+}  // namespace detail
+
 // Reads a reply as it is generated. Text that may still turn out to be a
-// marker (a prefix of "<tool_call>" at the end of what came so far) is held
-// back until the next feed() tells; a call is returned once it is whole.
+// marker (a prefix of "<tool_call>" at the end of what came so far, with
+// the whitespace before it) or half a UTF-8 character is held back until
+// the next feed() tells; a call is returned once it is whole. Whitespace
+// around markers is dropped (docs/TOOL_CALLS.md). Fed whole or in pieces,
+// a reply reads the same.
 class ReplyParser {
  public:
   // `prompt`: the rendered prompt; when it ends inside an open reasoning
@@ -114,8 +129,9 @@ class ReplyParser {
   bool parse_tools_;
   std::string buffer_;  // text not yet returned
   Mode mode_ = Mode::kContent;
-  bool skip_space_ = true;      // drop whitespace before the next text
-  std::string call_open_;       // the text that opened the call in progress
+  bool skip_space_ = true;  // drop whitespace before the next text
+  std::string call_open_;   // the text that opened the call in progress
+  detail::CallScan call_scan_;
   std::string harmony_header_;  // harmony: the header of the message in progress
 };
 

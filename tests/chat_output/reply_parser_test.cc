@@ -58,6 +58,8 @@ std::vector<Case> cases() {
       {"qwen xml unfinished", kQwenXml, "", "<tool_call>\n<function=f>\n<parameter=n>\n4", true},
       {"llama call", kLlama, "", "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}",
        true},
+      {"llama escaped quote", kLlama, "\n",
+       "{\"name\": \"f\", \"parameters\": {\"a\": \"q\\\"}\\\\\", \"b\": [\"]\"]}}", true},
       {"llama plain", kLlama, "", "  The answer is {not json", true},
       {"llama json not a call", kLlama, "", "{\"answer\": 4} done", true},
       {"mistral", kMistral, "",
@@ -138,6 +140,7 @@ TEST(ReplyParser, WhatEachReplyHolds) {
       {"", "plan", {{"f", R"({"n":42,"s":"two\nlines","o":{"k":[1,null]}})"}, {"g", "{}"}}},
       {"<tool_call>\n<function=f>\n<parameter=n>\n4", "", {}},
       {"", "", {{"f", R"({"a":"}"})"}}},
+      {"", "", {{"f", R"({"a":"q\"}\\","b":["]"]})"}}},
       {"The answer is {not json", "", {}},
       {"{\"answer\": 4} done", "", {}},
       {"Checking.", "", {{"f", R"({"a":{"b":"]"}})"}, {"g", "{}"}}},
@@ -167,6 +170,23 @@ TEST(ReplyParser, HoldsBackOnlyWhatMayBeAMarker) {
   ASSERT_EQ(call.calls.size(), 1u);
   EXPECT_EQ(call.calls[0].name, "f");
   EXPECT_TRUE(p.finish().empty());
+}
+
+// A call as long as a file written through a tool, fed a few bytes at a
+// time (the end of a call is searched for once over its text, not again
+// from its start on every piece).
+TEST(ReplyParser, LongCallsReadWhole) {
+  std::string code;
+  for (int i = 0; i < 20000; ++i) code += "if (a < b) { x = \"</param\"; }\n";
+  const std::string xml = "<tool_call>\n<function=write>\n<parameter=text>\n" + code +
+                          "\n</parameter>\n</function>\n</tool_call>";
+  const ReplyDelta d = parse(kQwenXml, "", xml, true, 3);
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(d.calls[0].arguments)["text"], code);
+  const std::string json = "[TOOL_CALLS]write[ARGS]" + nlohmann::json{{"text", code}}.dump();
+  const ReplyDelta m = parse(kMistral, "", json, true, 3);
+  ASSERT_EQ(m.calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(m.calls[0].arguments)["text"], code);
 }
 
 TEST(ReplyParser, AnUnclosedReasoningEndsAsReasoning) {
