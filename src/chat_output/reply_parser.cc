@@ -211,6 +211,16 @@ bool ReplyParser::call_step(bool final, ReplyDelta& out) {
   const bool harmony = syntax_.tools == ToolSyntax::kHarmony;
   if (!end) {
     if (!final) return false;
+    // A harmony call message ends with <|call|>, an end-of-generation token
+    // that never reaches the text: at the end, a whole body is a call.
+    if (harmony && parse_tools_)
+      if (auto call = detail::parse_harmony_call(harmony_header_, buffer_)) {
+        out.calls.push_back(std::move(*call));
+        buffer_.clear();
+        mode_ = Mode::kHarmonyHeader;
+        call_scan_ = {};
+        return false;
+      }
     out.content += call_open_ + buffer_;  // unfinished: as written
     buffer_.clear();
     mode_ = Mode::kContent;

@@ -121,7 +121,70 @@ void add_gemma_values(Rules& rules) {
   rules.add("g-dict", R"("{" ( g-key ":" g-value ( "," g-key ":" g-value )* )? "}")");
   rules.add("g-key", R"([a-zA-Z0-9_]+)");
   rules.add("g-arr", R"("[" ( g-value ( "," g-value )* )? "]")");
-  rules.add("g-num", R"("-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?)");
+  rules.add("g-num", R"("-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?)");
+}
+
+std::string gemma_value(Rules& rules, const Json& schema);
+
+// A Gemma 4 object's properties from `k` on, in the schema's order; `first`:
+// no property written yet (no comma before the next).
+std::string gemma_properties(Rules& rules, const std::vector<std::pair<std::string, Json>>& props,
+                             const std::set<std::string>& required, size_t k, bool first) {
+  if (k == props.size()) return "\"\"";
+  const auto& [key, prop] = props[k];
+  const std::string entry = (first ? "" : "\",\" ") + gbnf_literal(key + ":") + " " +
+                            gemma_value(rules, prop) + " " +
+                            gemma_properties(rules, props, required, k + 1, false);
+  if (required.count(key)) return "( " + entry + " )";
+  return "( " + entry + " | " + gemma_properties(rules, props, required, k + 1, first) + " )";
+}
+
+// A value in Gemma 4's call syntax that follows `schema` where it is one of
+// the common shapes (string with bounds or enum, integer, number, boolean,
+// object with properties, array); any value otherwise.
+std::string gemma_value(Rules& rules, const Json& schema) {
+  if (!schema.is_object()) return "g-value";
+  const std::string quote = R"("<|\"|>")";
+  if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+    std::string alts;
+    for (const Json& v : schema["enum"]) {
+      if (!v.is_string()) return "g-value";
+      alts += (alts.empty() ? "" : " | ") + gbnf_literal(v.get<std::string>());
+    }
+    return "( " + quote + " ( " + alts + " ) " + quote + " )";
+  }
+  const std::string type = schema.contains("type") && schema["type"].is_string()
+                               ? schema["type"].get<std::string>()
+                               : "";
+  if (type == "string") {
+    if (!schema.contains("minLength") && !schema.contains("maxLength")) return "g-str";
+    const auto bound = [&](const char* k, int64_t fallback) {
+      return schema.contains(k) && schema[k].is_number_integer()
+                 ? std::clamp<int64_t>(schema[k].get<int64_t>(), 0, grammar::kMaxRepeat)
+                 : fallback;
+    };
+    const int64_t lo = bound("minLength", 0), hi = bound("maxLength", -1);
+    return "( " + quote + " [^<]{" + std::to_string(lo) + "," +
+           (hi < 0 ? "" : std::to_string(std::max(lo, hi))) + "} " + quote + " )";
+  }
+  if (type == "integer") return R"(( "-"? ( "0" | [1-9] [0-9]{0,15} ) ))";
+  if (type == "number") return "g-num";
+  if (type == "boolean") return R"(( "true" | "false" ))";
+  if (type == "array" && schema.contains("items")) {
+    const std::string item = gemma_value(rules, schema["items"]);
+    return "( \"[\" ( " + item + " ( \",\" " + item + " )* )? \"]\" )";
+  }
+  if (type == "object" && schema.contains("properties") && schema["properties"].is_object()) {
+    std::vector<std::pair<std::string, Json>> props;
+    for (const auto& [k, v] : schema["properties"].items()) props.emplace_back(k, v);
+    std::set<std::string> required;
+    if (schema.contains("required") && schema["required"].is_array())
+      for (const Json& r : schema["required"])
+        if (r.is_string()) required.insert(r.get<std::string>());
+    return "( \"{\" " + gemma_properties(rules, props, required, 0, true) + " \"}\" )";
+  }
+  if (type == "object") return "g-dict";
+  return "g-value";
 }
 
 // The rule of one call to `tool` (index i) in `syntax`.
@@ -142,14 +205,16 @@ std::string call_rule(Rules& rules, ToolSyntax syntax, size_t i, const ToolSpec&
              json_arguments(rules, i, tool.parameters);
     case ToolSyntax::kHarmony:
       return R"("<|channel|>commentary to=functions." )" + name +
-             R"( " <|constrain|>json<|message|>" )" + json_arguments(rules, i, tool.parameters) +
-             R"( "<|call|>")";
+             R"( " <|constrain|>json<|message|>" )" + json_arguments(rules, i, tool.parameters);
     case ToolSyntax::kDeepSeekR1:
       return R"("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" )" + name + R"( "\n```json\n" )" +
              json_arguments(rules, i, tool.parameters) + R"( "\n```<｜tool▁call▁end｜>")";
     case ToolSyntax::kGemma4:
       add_gemma_values(rules);
-      return R"("<|tool_call>call:" )" + name + R"( g-dict "<tool_call|>")";
+      return R"("<|tool_call>call:" )" + name + " " +
+             (tool.parameters.empty() ? std::string("g-dict")
+                                      : gemma_value(rules, tool.parameters)) +
+             R"( "<tool_call|>")";
     case ToolSyntax::kNone:
       break;
   }

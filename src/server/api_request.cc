@@ -288,7 +288,7 @@ tok::ChatMessage parse_message(const json& m, const std::string& param) {
     if (name == "function_call" || name == "audio") {
       if (value.is_null()) continue;
       unsupported(param + "." + name, name == "audio" ? " (text is the only modality)."
-                                                       : " (deprecated: use 'tool_calls').");
+                                                      : " (deprecated: use 'tool_calls').");
     }
     unrecognized(param + "." + name);
   }

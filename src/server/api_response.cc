@@ -204,8 +204,7 @@ Json chat_chunk_json(const ResponseMeta& meta, const StreamPiece& piece, bool in
   // The last chunk of a stream carries only what is left ({} if nothing);
   // every other chunk carries content, even "", unless it has other news.
   const bool other = !piece.reasoning.empty() || !piece.calls.empty();
-  if (!piece.text.empty() || piece.first ||
-      (piece.finish_reason == FinishReason::kNone && !other))
+  if (!piece.text.empty() || piece.first || (piece.finish_reason == FinishReason::kNone && !other))
     delta["content"] = piece.text;
   if (!piece.calls.empty()) {
     Json calls = Json::array();

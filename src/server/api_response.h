@@ -33,9 +33,9 @@ namespace tkv::server {
 using Json = nlohmann::ordered_json;
 
 enum class FinishReason {
-  kNone,    // not finished (a streamed chunk before the last): null
-  kStop,    // end-of-generation token or a stop string: "stop"
-  kLength,  // max_tokens or the end of the context: "length"
+  kNone,       // not finished (a streamed chunk before the last): null
+  kStop,       // end-of-generation token or a stop string: "stop"
+  kLength,     // max_tokens or the end of the context: "length"
   kToolCalls,  // the reply ended with tool calls: "tool_calls"
 };
 

@@ -14,9 +14,8 @@ using ordered = nlohmann::ordered_json;
 // OpenAI's rule for function names.
 bool valid_function_name(const std::string& name) {
   return !name.empty() && name.size() <= 64 &&
-         std::all_of(name.begin(), name.end(), [](unsigned char c) {
-           return std::isalnum(c) || c == '_' || c == '-';
-         });
+         std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-'; });
 }
 
 const std::string& function_name(const json& v, const std::string& param) {
@@ -61,9 +60,12 @@ std::string parse_tool(const json& t, const std::string& param) {
 void parse_tool_choice(const json& v, const std::set<std::string>& names, GenerationRequest& r) {
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
-    if (s == "auto") r.tool_choice = ToolChoice::kAuto;
-    else if (s == "none") r.tool_choice = ToolChoice::kNone;
-    else if (s == "required") r.tool_choice = ToolChoice::kRequired;
+    if (s == "auto")
+      r.tool_choice = ToolChoice::kAuto;
+    else if (s == "none")
+      r.tool_choice = ToolChoice::kNone;
+    else if (s == "required")
+      r.tool_choice = ToolChoice::kRequired;
     else
       invalid_value("tool_choice", "'" + clipped(s) +
                                        "' is not one of 'none', 'auto', 'required' (or an object "
@@ -131,8 +133,7 @@ void parse_tool_fields(const json& body, const ordered& ordered_body, Generation
     r.parallel_tool_calls = as_bool(*v, "parallel_tool_calls");
 }
 
-void parse_message_tool_fields(const json& m, const std::string& param,
-                               tok::ChatMessage& message) {
+void parse_message_tool_fields(const json& m, const std::string& param, tok::ChatMessage& message) {
   if (message.role == "tool") {
     const json* id = field(m, "tool_call_id");
     if (!id) missing(param + ".tool_call_id");
@@ -145,7 +146,8 @@ void parse_message_tool_fields(const json& m, const std::string& param,
     // An empty tool_calls list is what some clients send on every message.
     for (const char* key : {"tool_calls", "reasoning_content"})
       if (const json* v = field(m, key); v && !(v->is_array() && v->empty()))
-        invalid_value(param + "." + key, "only assistant messages carry '" + std::string(key) + "'.");
+        invalid_value(param + "." + key,
+                      "only assistant messages carry '" + std::string(key) + "'.");
     if (field(m, "tool_call_id"))
       invalid_value(param + ".tool_call_id", "only tool messages carry 'tool_call_id'.");
     return;
@@ -162,10 +164,11 @@ void parse_message_tool_fields(const json& m, const std::string& param,
   for (size_t i = 0; i < calls->size(); ++i) {
     const json& c = (*calls)[i];
     parse_tool_call(c, param + ".tool_calls[" + std::to_string(i) + "]");
-    list.push_back({{"id", c["id"]},
-                    {"type", "function"},
-                    {"function",
-                     {{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}}}});
+    list.push_back(
+        {{"id", c["id"]},
+         {"type", "function"},
+         {"function",
+          {{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}}}});
   }
   message.fields["tool_calls"] = std::move(list);
 }

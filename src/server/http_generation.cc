@@ -214,7 +214,8 @@ std::variant<PreparedJobs, ApiError> make_jobs(const GenerationRequest& request,
         reply_reading(request, *model.chat_template, prepared.chat_prompt);
     if (ApiError* error = std::get_if<ApiError>(&reading)) return *error;
     prepared.reading = std::get<ReplyReading>(std::move(reading));
-    for (Job& job : prepared.jobs) job.render_special = prepared.reading.syntax.needs_special_tokens;
+    for (Job& job : prepared.jobs)
+      job.render_special = prepared.reading.syntax.needs_special_tokens;
   }
   return prepared;
 }
@@ -328,8 +329,12 @@ void GenerationRoutes::serve(const GenerationRequest& request, std::unique_ptr<R
   }
   std::shared_ptr<JobStream> stream;
   try {
-    if (const auto& grammar = request.grammar ? request.grammar : prepared.reading.grammar)
-      add_constraints(grammar, tries_.get(*model_.tokenizer), *model_.tokenizer, jobs);
+    if (request.grammar)
+      add_constraints(request.grammar, tries_.get(*model_.tokenizer), *model_.tokenizer, jobs);
+    else if (prepared.reading.grammar)
+      add_constraints(prepared.reading.grammar,
+                      tries_.get(*model_.tokenizer, prepared.reading.syntax.needs_special_tokens),
+                      *model_.tokenizer, jobs);
     stream = scheduler_.submit(std::move(jobs));
   } catch (const QueueFull& e) {
     return send_error(

@@ -13,7 +13,8 @@ namespace {
 // template opened for the model (Qwen3.5, DeepSeek R1: "...<think>\n").
 bool starts_in_reasoning(const chat::ReplySyntax& syntax, std::string_view prompt) {
   if (syntax.reasoning_open.empty()) return false;
-  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.remove_suffix(1);
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' '))
+    prompt.remove_suffix(1);
   return prompt.ends_with(syntax.reasoning_open);
 }
 
@@ -49,9 +50,12 @@ std::shared_ptr<const grammar::Grammar> calls_grammar(const GenerationRequest& r
     gbnf.replace(root, 4, "tool-calls");
     std::string close;
     for (char c : "\n" + syntax.reasoning_close + "\n\n") {
-      if (c == '\n') close += "\\n";
-      else if (c == '"' || c == '\\') close += std::string("\\") + c;
-      else close += c;
+      if (c == '\n')
+        close += "\\n";
+      else if (c == '"' || c == '\\')
+        close += std::string("\\") + c;
+      else
+        close += c;
     }
     gbnf += "\nroot ::= \"" + close + "\" tool-calls\n";
   }
@@ -61,7 +65,8 @@ std::shared_ptr<const grammar::Grammar> calls_grammar(const GenerationRequest& r
 }  // namespace
 
 bool ReplyReading::active() const {
-  return parse_tools || !syntax.reasoning_open.empty() || syntax.tools == chat::ToolSyntax::kHarmony;
+  return parse_tools || !syntax.reasoning_open.empty() ||
+         syntax.tools == chat::ToolSyntax::kHarmony;
 }
 
 std::unique_ptr<chat::ReplyParser> ReplyReading::parser(std::string_view prompt) const {
@@ -104,8 +109,7 @@ std::variant<ReplyReading, ApiError> reply_reading(const GenerationRequest& requ
 }
 
 std::string tool_call_id(chat::ToolSyntax syntax) {
-  static constexpr char kAlnum[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const bool mistral = syntax == chat::ToolSyntax::kMistral;
   std::string id = mistral ? "" : "call_";

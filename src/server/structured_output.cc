@@ -136,17 +136,23 @@ std::variant<GrammarPtr, ApiError> output_grammar(const json& body, std::string_
   }
 }
 
-std::shared_ptr<const grammar::TokenTrie> TokenTrieCache::get(const tok::Tokenizer& tokenizer) {
+std::shared_ptr<const grammar::TokenTrie> TokenTrieCache::get(const tok::Tokenizer& tokenizer,
+                                                              bool spell_control) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!trie_) {
+  std::shared_ptr<const grammar::TokenTrie>& trie = spell_control ? spelled_trie_ : trie_;
+  if (!trie) {
     std::vector<std::string> bytes(size_t(tokenizer.n_vocab()));
     // Control tokens spell nothing (token_to_piece gives ""): a grammar
-    // never allows them; the end tokens are the constraint's.
+    // never allows them; the end tokens are the constraint's. Spelled, they
+    // are the markers of a reply syntax read with special tokens (harmony's
+    // <|channel|>): the grammar's marker text takes the model's own token.
     for (int32_t t = 0; t < tokenizer.n_vocab(); ++t)
-      bytes[size_t(t)] = tokenizer.token_to_piece(t);
-    trie_ = std::make_shared<const grammar::TokenTrie>(std::move(bytes));
+      bytes[size_t(t)] = tokenizer.token_to_piece(t, spell_control);
+    if (spell_control)
+      for (int32_t t : tokenizer.eog_ids()) bytes[size_t(t)].clear();
+    trie = std::make_shared<const grammar::TokenTrie>(std::move(bytes));
   }
-  return trie_;
+  return trie;
 }
 
 std::shared_ptr<grammar::GrammarConstraint> output_constraint(

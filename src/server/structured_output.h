@@ -31,14 +31,17 @@ namespace tkv::server {
 std::variant<std::shared_ptr<const grammar::Grammar>, ApiError> output_grammar(
     const nlohmann::json& body, std::string_view raw);
 
-// The token trie of the served vocabulary, built on first use and shared.
+// The token trie of the served vocabulary, built on first use and shared;
+// `spell_control`: control tokens spelled as their text (end-of-generation
+// tokens still spell nothing), for replies read with special tokens.
 class TokenTrieCache {
  public:
-  std::shared_ptr<const grammar::TokenTrie> get(const tok::Tokenizer& tokenizer);
+  std::shared_ptr<const grammar::TokenTrie> get(const tok::Tokenizer& tokenizer,
+                                                bool spell_control = false);
 
  private:
   std::mutex mu_;
-  std::shared_ptr<const grammar::TokenTrie> trie_;
+  std::shared_ptr<const grammar::TokenTrie> trie_, spelled_trie_;
 };
 
 // The constraint of one job: `grammar` over `trie`; generation may end (EOS,

@@ -83,8 +83,9 @@ class ChatTemplate {
                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   // The same rendering with the BOS text left in (what the template
   // writes: `turbokv template`, POST /apply-template).
-  std::string render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  std::string render_chat(
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
   // Texts that end an assistant turn in this format ("<|eot_id|>", ...):
   // the end-of-turn markers the template writes, and the EOS text.

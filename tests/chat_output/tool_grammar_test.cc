@@ -80,9 +80,9 @@ std::vector<Family> families() {
        {"[TOOL_CALLS]get_weather[ARGS]{}", "get_weather[ARGS]{\"city\": \"Oslo\"}"}},
       {ToolSyntax::kHarmony,
        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
-       "\"Oslo\"}<|call|>",
+       "\"Oslo\"}",
        "<|channel|>commentary to=functions.search_web <|constrain|>json<|message|>{\"query\": "
-       "\"x\"}<|call|>",
+       "\"x\"}",
        "-",
        {"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}<|call|>",
         "<|channel|>final<|message|>Oslo<|return|>"}},

@@ -16,9 +16,9 @@ const char* kWeather =
     R"("parameters":{"type":"object","properties":{"unit":{"type":"string"},)"
     R"("city":{"type":"string"}},"required":["city"]},"strict":true}})";
 
-std::variant<GenerationRequest, ApiError> chat(const std::string& fields,
-                                               const std::string& messages =
-                                                   R"([{"role":"user","content":"hi"}])") {
+std::variant<GenerationRequest, ApiError> chat(
+    const std::string& fields,
+    const std::string& messages = R"([{"role":"user","content":"hi"}])") {
   return parse_chat_request(R"({"messages":)" + messages + fields + "}");
 }
 
@@ -52,8 +52,8 @@ TEST(ApiTools, ToolChoiceForms) {
   const std::string tools = std::string(R"(,"tools":[)") + kWeather + "]";
   EXPECT_EQ(ok(chat(tools + R"(,"tool_choice":"none")")).tool_choice, ToolChoice::kNone);
   EXPECT_EQ(ok(chat(tools + R"(,"tool_choice":"required")")).tool_choice, ToolChoice::kRequired);
-  const GenerationRequest named = ok(chat(
-      tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})"));
+  const GenerationRequest named =
+      ok(chat(tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})"));
   EXPECT_EQ(named.tool_choice, ToolChoice::kNamed);
   EXPECT_EQ(named.tool_choice_name, "get_weather");
   EXPECT_FALSE(ok(chat(tools + R"(,"parallel_tool_calls":false)")).parallel_tool_calls);

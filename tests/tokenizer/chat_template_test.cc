@@ -210,7 +210,8 @@ TEST(ChatTemplate, ToolCallArgumentsInTheFormTheTemplateTakes) {
   };
   if (read(dir + "/cases/conversations.json").empty())
     TKV_MISSING_FIXTURE << "chat-template fixtures not found in " << dir;
-  const auto cases = nlohmann::ordered_json::parse(read(dir + "/cases/conversations.json"))["cases"];
+  const auto cases =
+      nlohmann::ordered_json::parse(read(dir + "/cases/conversations.json"))["cases"];
   nlohmann::ordered_json conversation;
   for (const auto& c : cases)
     if (c["id"] == "05b-tool-call-args-string") conversation = c;
@@ -225,9 +226,8 @@ TEST(ChatTemplate, ToolCallArgumentsInTheFormTheTemplateTakes) {
     messages.push_back(std::move(message));
   }
   const nlohmann::ordered_json extra = {{"tools", conversation["tools"]}};
-  for (const auto& [stem, expected] :
-       {std::pair{"Qwen3.5-4B", "05a-tool-call-args-object"},
-        std::pair{"Qwen-Qwen3-0.6B", "05b-tool-call-args-string"}}) {
+  for (const auto& [stem, expected] : {std::pair{"Qwen3.5-4B", "05a-tool-call-args-object"},
+                                       std::pair{"Qwen-Qwen3-0.6B", "05b-tool-call-args-string"}}) {
     SCOPED_TRACE(stem);
     const ChatTemplate t =
         ChatTemplate::from_source(read(dir + "/templates/" + stem + ".jinja"), stem);
