@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <limits>
+#include <new>
 
 #include "common/sys_info.h"
 
@@ -485,7 +486,14 @@ void PagePool::release(uint8_t* page, size_t bytes) {
     }
     lru_of(live).erase(live.lru);
   }
-  free_[{bytes, live.movable}].push_back(page);
+  try {
+    free_[{bytes, live.movable}].push_back(page);
+  } catch (const std::bad_alloc&) {
+    // Releases run in destructors, often while an out-of-memory error
+    // unwinds: a free list that cannot grow gives the bytes back instead.
+    free_bytes(page, bytes, live.movable);
+    reserved_ -= footprint(bytes, live.movable);
+  }
 }
 
 int PagePool::refcount(const uint8_t* page) const {

@@ -40,8 +40,13 @@ void check_accepted(const GenerationRequest& r) {
   FUZZ_CHECK(r.stream || !r.include_usage);
   if (r.endpoint == tkv::server::Endpoint::kChatCompletions) {
     FUZZ_CHECK(!r.messages.empty());
-    for (const auto& m : r.messages)
-      FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant");
+    for (const auto& m : r.messages) {
+      FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
+                 m.role == "tool");
+      FUZZ_CHECK(m.role != "tool" || m.fields.contains("tool_call_id"));
+    }
+    // A named tool choice names a tool that was sent.
+    if (r.tool_choice == tkv::server::ToolChoice::kNamed) FUZZ_CHECK(!r.tools.empty());
   } else {
     FUZZ_CHECK(r.messages.empty());
     FUZZ_CHECK(!r.prompts.empty());
