@@ -82,10 +82,10 @@ async function ttftSum(base) {
 
 const WORDS = 'river stone lantern orchard violet copper meadow harbor whisper canyon ember glacier saffron thunder willow marble falcon quartz timber velvet'.split(' ');
 
-// About `tokens` tokens of instructions (two words of ~1.5 tokens each per three tokens).
+// About `tokens` tokens of instructions (common words: about a token each).
 function systemPrompt(tokens) {
   const words = [];
-  for (let i = 0; words.length < tokens * 0.6; i++) words.push(`${WORDS[i % WORDS.length]}-${i}`);
+  for (let i = 0; words.length < tokens; i++) words.push(WORDS[(i * 7) % WORDS.length] + (i % 12 === 11 ? '.' : ''));
   return `You are a research agent. Use the tools to answer. Reference notes: ${words.join(' ')}`;
 }
 
@@ -141,7 +141,7 @@ const lines = [
   `- command: \`node scripts/agent-loop.mjs ${process.argv.slice(2).join(' ')}\``,
   `- machine: ${sh("lscpu | sed -n 's/^Model name: *//p'")}, ${sh('nproc')} cores`,
   `- commit: ${sh('git rev-parse --short=12 HEAD')}`, `- date: ${new Date().toISOString().slice(0, 10)}`, '',
-  `${o.steps} requests through the openai client, each the conversation so far (system prompt of ~${o.systemTokens} tokens, ${TOOLS.length} tools, tool_choice "required"), each step appending the call and a ~120-token tool result.`, '',
+  `${o.steps} requests through the openai client, each the conversation so far (a first prompt of ${cached.steps[0].prompt} tokens: system prompt, ${TOOLS.length} tool schemas and the question; tool_choice "required"), each step appending the call and a tool result of about 120 tokens.`, '',
   '| step | prompt tokens | cached (cache on) | cached (cache off) |', '|---|---|---|---|',
   ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
   `Time to first token summed over the loop (server's histogram): ${cached.ttft.toFixed(2)} s with the prefix cache, ${uncached.ttft.toFixed(2)} s without: **${ratio.toFixed(3)}x**.`,

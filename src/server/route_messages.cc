@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "server/api_json.h"
 #include "server/api_response.h"
+#include "server/api_tools.h"
 #include "server/http_exchange.h"
 #include "server/http_generation.h"
 
@@ -36,10 +37,11 @@ constexpr std::array kHandled = {"model",
                                  "repeat_last_n",
                                  "logit_bias",
                                  "cache_prompt",
-                                 "min_p"};
+                                 "min_p",
+                                 "tools",
+                                 "tool_choice"};
 constexpr std::array kIgnored = {"metadata", "service_tier"};
-constexpr std::array kUnsupported = {"tools", "tool_choice", "thinking", "container",
-                                     "mcp_servers"};
+constexpr std::array kUnsupported = {"thinking", "container", "mcp_servers"};
 
 template <size_t N>
 bool one_of(const std::array<const char*, N>& names, const std::string& name) {
@@ -47,9 +49,7 @@ bool one_of(const std::array<const char*, N>& names, const std::string& name) {
 }
 
 bool is_off(const std::string& name, const json& v) {
-  if (name == "tools" || name == "mcp_servers") return v.is_array() && v.empty();
-  if (name == "tool_choice")
-    return v.is_object() && v.contains("type") && (v["type"] == "none" || v["type"] == "auto");
+  if (name == "mcp_servers") return v.is_array() && v.empty();
   if (name == "thinking") return v.is_object() && v.contains("type") && v["type"] == "disabled";
   return false;
 }
@@ -60,7 +60,7 @@ void check_names(const json& body) {
     if (!one_of(kUnsupported, name)) unrecognized(name);
     if (!value.is_null() && !is_off(name, value))
       unsupported(name, name == "thinking" ? " (extended thinking is not implemented)."
-                                           : " (tool calling is not implemented).");
+                                           : " (server-side tools are not implemented).");
   }
 }
 
@@ -85,49 +85,113 @@ std::string tool_result_text(const json& block, const std::string& param) {
   return text;
 }
 
-// One content block as the text the template renders. Tool blocks become
-// text the model can read: turbokv has no tool-calling template support.
-std::string block_text(const json& b, const std::string& param) {
+const json& block_type_checked(const json& b, const std::string& param, std::string& type) {
   if (!b.is_object()) invalid_type(param, "an object", b);
-  const json* type = field(b, "type");
-  if (!type) missing(param + ".type");
-  const std::string& t = as_string(*type, param + ".type");
-  if (t == "text") {
-    const json* text = field(b, "text");
-    if (!text) missing(param + ".text");
-    return as_string(*text, param + ".text");
-  }
-  if (t == "tool_use") {
-    const json* name = field(b, "name");
-    if (!name) missing(param + ".name");
-    const json* input = field(b, "input");
-    return "[tool call " + as_string(*name, param + ".name") + ": " +
-           (input ? input->dump() : std::string("{}")) + "]";
-  }
-  if (t == "tool_result") {
-    const bool error = b.contains("is_error") && b["is_error"] == true;
-    return std::string(error ? "[tool error: " : "[tool result: ") + tool_result_text(b, param) +
-           "]";
-  }
-  reject("Invalid value for '" + param + ".type': content blocks of type '" + clipped(t) +
-             "' are not supported (turbokv serves text only).",
+  const json* t = field(b, "type");
+  if (!t) missing(param + ".type");
+  type = as_string(*t, param + ".type");
+  return b;
+}
+
+std::string text_block(const json& b, const std::string& param) {
+  const json* text = field(b, "text");
+  if (!text) missing(param + ".text");
+  return as_string(*text, param + ".text");
+}
+
+[[noreturn]] void unsupported_block(const std::string& type, const std::string& param) {
+  reject("Invalid value for '" + param + ".type': content blocks of type '" + clipped(type) +
+             "' are not supported here (text, tool_use, tool_result).",
          param + ".type", "unsupported_value");
 }
 
-std::string content_text(const json& v, const std::string& param) {
+// system: a string or text blocks.
+std::string system_text(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (!v.is_array()) invalid_type(param, "a string or an array of content blocks", v);
+  if (!v.is_array()) invalid_type("system", "a string or an array of content blocks", v);
   std::string text;
   for (size_t i = 0; i < v.size(); ++i) {
+    const std::string param = "system[" + std::to_string(i) + "]";
+    std::string t;
+    block_type_checked(v[i], param, t);
+    if (t != "text") unsupported_block(t, param);
     if (i > 0) text += '\n';
-    text += block_text(v[i], param + "[" + std::to_string(i) + "]");
+    text += text_block(v[i], param);
   }
   return text;
 }
 
+// An assistant turn: its text blocks joined, its tool_use blocks as the
+// turn's tool calls (input as the arguments' JSON text).
+tok::ChatMessage assistant_turn(const json& v, const std::string& param) {
+  tok::ChatMessage m{.role = "assistant", .content = ""};
+  if (v.is_string()) {
+    m.content = v.get<std::string>();
+    return m;
+  }
+  if (!v.is_array()) invalid_type(param, "a string or an array of content blocks", v);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    std::string t;
+    const json& b = block_type_checked(v[i], p, t);
+    if (t == "text") {
+      if (!m.content.empty()) m.content += '\n';
+      m.content += text_block(b, p);
+    } else if (t == "tool_use") {
+      for (const char* key : {"id", "name"})
+        if (!field(b, key)) missing(p + "." + key);
+      const json* input = field(b, "input");
+      if (input && !input->is_object()) invalid_type(p + ".input", "an object", *input);
+      Json call;
+      call["id"] = as_string(b["id"], p + ".id");
+      call["type"] = "function";
+      call["function"] = {{"name", as_string(b["name"], p + ".name")},
+                          {"arguments", input ? input->dump() : std::string("{}")}};
+      if (!m.fields.contains("tool_calls")) m.fields["tool_calls"] = Json::array();
+      m.fields["tool_calls"].push_back(std::move(call));
+    } else if (t != "thinking" && t != "redacted_thinking") {  // earlier thinking: not rendered
+      unsupported_block(t, p);
+    }
+  }
+  return m;
+}
+
+// A user turn: each tool_result block a tool message (first, as the results
+// answer the calls before), the text blocks one user message after them.
+void user_turn(const json& v, const std::string& param, GenerationRequest& r) {
+  if (v.is_string()) {
+    r.messages.push_back({.role = "user", .content = v.get<std::string>()});
+    return;
+  }
+  if (!v.is_array()) invalid_type(param, "a string or an array of content blocks", v);
+  std::string text;
+  bool has_text = false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    std::string t;
+    const json& b = block_type_checked(v[i], p, t);
+    if (t == "text") {
+      if (has_text) text += '\n';
+      text += text_block(b, p);
+      has_text = true;
+    } else if (t == "tool_result") {
+      const json* id = field(b, "tool_use_id");
+      if (!id) missing(p + ".tool_use_id");
+      const bool error = b.contains("is_error") && b["is_error"] == true;
+      tok::ChatMessage result{.role = "tool", .content = error ? "Error: " : ""};
+      result.content += tool_result_text(b, p);
+      result.fields["tool_call_id"] = as_string(*id, p + ".tool_use_id");
+      r.messages.push_back(std::move(result));
+    } else {
+      unsupported_block(t, p);
+    }
+  }
+  if (has_text) r.messages.push_back({.role = "user", .content = text});
+}
+
 void parse_messages(const json& body, GenerationRequest& r) {
   if (const json* s = field(body, "system"))
-    r.messages.push_back({.role = "system", .content = content_text(*s, "system")});
+    r.messages.push_back({.role = "system", .content = system_text(*s)});
   const json* v = field(body, "messages");
   if (!v) missing("messages");
   if (!v->is_array()) invalid_type("messages", "an array", *v);
@@ -145,7 +209,74 @@ void parse_messages(const json& body, GenerationRequest& r) {
       invalid_value(param + ".role", "'" + clipped(rl) + "' is not one of 'user', 'assistant'.");
     const json* content = field(m, "content");
     if (!content) missing(param + ".content");
-    r.messages.push_back({.role = rl, .content = content_text(*content, param + ".content")});
+    if (rl == "assistant")
+      r.messages.push_back(assistant_turn(*content, param + ".content"));
+    else
+      user_turn(*content, param + ".content", r);
+  }
+}
+
+// tools [{name, description, input_schema}] and tool_choice {type: auto |
+// any | tool | none, name, disable_parallel_tool_use} in the chat form
+// api_tools.h reads.
+void parse_tools(const json& body, std::string_view text, GenerationRequest& r) {
+  const json* tools = field(body, "tools");
+  const json* choice = field(body, "tool_choice");
+  if (!tools && !choice) return;
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  nlohmann::ordered_json chat = nlohmann::ordered_json::object();
+  if (tools) {
+    if (!tools->is_array()) invalid_type("tools", "an array", *tools);
+    chat["tools"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string param = "tools[" + std::to_string(i) + "]";
+      const nlohmann::ordered_json& tool = ordered["tools"][i];
+      if (!tool.is_object()) invalid_type(param, "an object", (*tools)[i]);
+      if (tool.contains("type") && tool["type"] != "custom")
+        reject("Invalid value for '" + param + ".type': server tools are not supported (custom " +
+                   "tools with an input_schema are).",
+               param + ".type", "unsupported_value");
+      nlohmann::ordered_json fn = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : tool.items()) {
+        if (k == "input_schema")
+          fn["parameters"] = v;
+        else if (k == "name" || k == "description")
+          fn[k] = v;
+        else if (k != "type" && k != "cache_control")
+          unrecognized(param + "." + k);
+      }
+      chat["tools"].push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  }
+  if (choice) {
+    if (!choice->is_object()) invalid_type("tool_choice", "an object", *choice);
+    const json* type = field(*choice, "type");
+    if (!type) missing("tool_choice.type");
+    const std::string& t = as_string(*type, "tool_choice.type");
+    if (t == "any")
+      chat["tool_choice"] = "required";
+    else if (t == "auto" || t == "none")
+      chat["tool_choice"] = t;
+    else if (t == "tool") {
+      const json* name = field(*choice, "name");
+      if (!name) missing("tool_choice.name");
+      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
+    } else {
+      invalid_value("tool_choice.type",
+                    "'" + clipped(t) + "' is not one of 'auto', 'any', 'tool', 'none'.");
+    }
+    if (const json* d = field(*choice, "disable_parallel_tool_use"))
+      chat["parallel_tool_calls"] = !as_bool(*d, "tool_choice.disable_parallel_tool_use");
+  }
+  try {
+    parse_tool_fields(json::parse(chat.dump()), chat, r);
+  } catch (RequestError& e) {  // name the field as this route has it
+    for (std::string* s : {&e.error.param, &e.error.message}) {
+      for (size_t at; (at = s->find(".function.parameters")) != std::string::npos;)
+        s->replace(at, 20, ".input_schema");
+      for (size_t at; (at = s->find(".function.")) != std::string::npos;) s->erase(at, 9);
+    }
+    throw;
   }
 }
 
@@ -161,6 +292,7 @@ GenerationRequest parse(std::string_view text, bool count_only) {
   else if (!count_only)
     missing("max_tokens");
   parse_messages(body, r);
+  parse_tools(body, text, r);
   if (const json* v = field(body, "stop_sequences")) {
     if (!v->is_array()) invalid_type("stop_sequences", "an array of strings", *v);
     for (size_t i = 0; i < v->size(); ++i) {
@@ -218,15 +350,31 @@ class MessagesFormat : public ReplyFormat {
            event("ping", Json::object());
   }
   std::string piece(const StreamPiece& p) override {
-    if (p.text.empty()) return {};
-    return event("content_block_delta",
-                 {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", p.text}}}});
+    std::string out;
+    if (!p.text.empty())
+      out += event("content_block_delta",
+                   {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", p.text}}}});
+    // Blocks stream one after another: the text block ends before a call's.
+    for (const ToolCallOut& call : p.calls) {
+      if (blocks_ == 1) out += event("content_block_stop", {{"index", 0}});
+      Json start = tool_use_block(call);
+      start["input"] = Json::object();
+      out += event("content_block_start", {{"index", blocks_}, {"content_block", start}});
+      out += event("content_block_delta",
+                   {{"index", blocks_},
+                    {"delta", {{"type", "input_json_delta"}, {"partial_json", call.arguments}}}});
+      out += event("content_block_stop", {{"index", blocks_}});
+      ++blocks_;
+    }
+    return out;
   }
   std::string close(const std::vector<ChoiceState>& choices, const Usage& usage) override {
-    const Event& done = choices.at(0).done_event;
-    return event("content_block_stop", {{"index", 0}}) +
+    const ChoiceState& c = choices.at(0);
+    const std::string text_stop = blocks_ == 1 ? event("content_block_stop", {{"index", 0}}) : "";
+    return text_stop +
            event("message_delta",
-                 {{"delta", {{"stop_reason", stop_reason(done)}, {"stop_sequence", stop_of(done)}}},
+                 {{"delta",
+                   {{"stop_reason", stop_reason(c)}, {"stop_sequence", stop_of(c.done_event)}}},
                   {"usage", {{"output_tokens", usage.completion_tokens}}}}) +
            event("message_stop", Json::object());
   }
@@ -235,14 +383,17 @@ class MessagesFormat : public ReplyFormat {
   }
   Json whole(const std::vector<ChoiceState>& choices, const Usage& usage) override {
     const ChoiceState& c = choices.at(0);
-    Json content = Json::array({{{"type", "text"}, {"text", c.text}}});
-    Json j = message_json(std::move(content), stop_reason(c.done_event), stop_of(c.done_event));
+    Json content = Json::array();
+    if (!c.text.empty() || c.calls.empty()) content.push_back({{"type", "text"}, {"text", c.text}});
+    for (const ToolCallOut& call : c.calls) content.push_back(tool_use_block(call));
+    Json j = message_json(std::move(content), stop_reason(c), stop_of(c.done_event));
     j["usage"] = {{"input_tokens", usage.prompt_tokens},
                   {"output_tokens", usage.completion_tokens},
                   {"cache_read_input_tokens", usage.cached_tokens},
                   {"cache_creation_input_tokens", 0}};
     return j;
   }
+  bool reads_reply_syntax() const override { return true; }
   Json error(const ApiError& e) override { return anthropic_error(e); }
 
  private:
@@ -257,9 +408,17 @@ class MessagesFormat : public ReplyFormat {
     if (std::find(stops_.begin(), stops_.end(), done.stop_string) == stops_.end()) return nullptr;
     return done.stop_string;
   }
-  Json stop_reason(const Event& done) const {
+  Json stop_reason(const ChoiceState& c) const {
+    const Event& done = c.done_event;
     if (done.finish == JobFinish::kLength) return "max_tokens";
+    if (!c.calls.empty()) return "tool_use";
     return stop_of(done).is_null() ? "end_turn" : "stop_sequence";
+  }
+  // {"type": "tool_use", "id", "name", "input"} (input: the arguments' object).
+  static Json tool_use_block(const ToolCallOut& call) {
+    Json input = Json::parse(call.arguments, nullptr, false);
+    if (!input.is_object()) input = Json::object();
+    return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}};
   }
   Json message_json(Json content, Json stop_reason, Json stop_sequence) const {
     Json j;
@@ -276,6 +435,7 @@ class MessagesFormat : public ReplyFormat {
   std::string id_, model_;
   std::vector<std::string> stops_;
   int64_t prompt_tokens_ = 0;
+  int blocks_ = 1;  // content blocks streamed (the text block is 0)
 };
 
 void send_anthropic_error(httplib::Response& res, const ApiError& e) {

@@ -6,10 +6,12 @@
 #include <ctime>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "server/api_json.h"
 #include "server/api_response.h"
+#include "server/api_tools.h"
 #include "server/http_exchange.h"
 #include "server/http_generation.h"
 
@@ -37,12 +39,19 @@ constexpr std::array kHandled = {"model",
                                  "repeat_penalty",
                                  "repeat_last_n",
                                  "logit_bias",
-                                 "cache_prompt"};
-constexpr std::array kIgnored = {"store",        "metadata",         "user",
-                                 "include",      "truncation",       "parallel_tool_calls",
-                                 "service_tier", "prompt_cache_key", "safety_identifier"};
-constexpr std::array kUnsupported = {"tools",         "tool_choice",  "previous_response_id",
-                                     "background",    "conversation", "prompt",
+                                 "cache_prompt",
+                                 "tools",
+                                 "tool_choice",
+                                 "parallel_tool_calls"};
+constexpr std::array kIgnored = {"store",
+                                 "metadata",
+                                 "user",
+                                 "include",
+                                 "truncation",
+                                 "service_tier",
+                                 "prompt_cache_key",
+                                 "safety_identifier"};
+constexpr std::array kUnsupported = {"previous_response_id", "background", "conversation", "prompt",
                                      "max_tool_calls"};
 
 template <size_t N>
@@ -54,8 +63,6 @@ bool one_of(const std::array<const char*, N>& names, const std::string& name) {
 
 // The "off" values clients send for features they do not use.
 bool is_off(const std::string& name, const json& v) {
-  if (name == "tools") return v.is_array() && v.empty();
-  if (name == "tool_choice") return v == "none" || v == "auto";
   if (name == "background") return v == false;
   return false;
 }
@@ -65,9 +72,7 @@ void check_names(const json& body) {
     if (one_of(kHandled, name) || one_of(kIgnored, name)) continue;
     if (!one_of(kUnsupported, name)) unrecognized(name);
     if (!value.is_null() && !is_off(name, value))
-      unsupported(name, name == "tools" || name == "tool_choice"
-                            ? " (tool calling is not implemented)."
-                            : " (each request stands alone: send the whole conversation).");
+      unsupported(name, " (each request stands alone: send the whole conversation).");
   }
 }
 
@@ -94,6 +99,39 @@ std::string item_content(const json& v, const std::string& param) {
   return text;
 }
 
+// A function_call item: the assistant's call, joined to the assistant
+// message before it when that one has calls already (parallel calls).
+void add_function_call(const json& item, const std::string& param, GenerationRequest& r) {
+  for (const char* key : {"call_id", "name", "arguments"})
+    if (!field(item, key)) missing(param + "." + key);
+  Json call;
+  call["id"] = as_string(item["call_id"], param + ".call_id");
+  call["type"] = "function";
+  call["function"] = {{"name", as_string(item["name"], param + ".name")},
+                      {"arguments", as_string(item["arguments"], param + ".arguments")}};
+  if (r.messages.empty() || r.messages.back().role != "assistant" ||
+      !r.messages.back().fields.contains("tool_calls")) {
+    tok::ChatMessage turn{.role = "assistant", .content = ""};
+    turn.fields["tool_calls"] = Json::array();
+    r.messages.push_back(std::move(turn));
+  }
+  r.messages.back().fields["tool_calls"].push_back(std::move(call));
+}
+
+void add_message_item(const json& item, const std::string& param, GenerationRequest& r) {
+  const json* role = field(item, "role");
+  if (!role) missing(param + ".role");
+  std::string r_role = as_string(*role, param + ".role");
+  if (r_role == "developer") r_role = "system";
+  if (r_role != "system" && r_role != "user" && r_role != "assistant")
+    invalid_value(param + ".role", "'" + clipped(r_role) +
+                                       "' is not one of 'system', 'developer', 'user', "
+                                       "'assistant'.");
+  const json* content = field(item, "content");
+  if (!content) missing(param + ".content");
+  r.messages.push_back({.role = r_role, .content = item_content(*content, param + ".content")});
+}
+
 void parse_input(const json& body, GenerationRequest& r) {
   const json* v = field(body, "input");
   if (!v) missing("input");
@@ -107,20 +145,64 @@ void parse_input(const json& body, GenerationRequest& r) {
     const json& item = (*v)[i];
     const std::string param = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) invalid_type(param, "an object", item);
-    if (const json* type = field(item, "type"); type && *type != "message")
-      reject("Invalid value for '" + param + ".type': only message items are supported.",
+    const json* type = field(item, "type");
+    const std::string t = type ? as_string(*type, param + ".type") : "message";
+    if (t == "message") {
+      add_message_item(item, param, r);
+    } else if (t == "function_call") {
+      add_function_call(item, param, r);
+    } else if (t == "function_call_output") {
+      for (const char* key : {"call_id", "output"})
+        if (!field(item, key)) missing(param + "." + key);
+      tok::ChatMessage result{.role = "tool",
+                              .content = item_content(item["output"], param + ".output")};
+      result.fields["tool_call_id"] = as_string(item["call_id"], param + ".call_id");
+      r.messages.push_back(std::move(result));
+    } else if (t != "reasoning") {  // a reasoning item the client echoes back: not rendered
+      reject("Invalid value for '" + param + ".type': items of type '" + clipped(t) +
+                 "' are not supported (message, function_call, function_call_output).",
              param + ".type", "unsupported_value");
-    const json* role = field(item, "role");
-    if (!role) missing(param + ".role");
-    std::string r_role = as_string(*role, param + ".role");
-    if (r_role == "developer") r_role = "system";
-    if (r_role != "system" && r_role != "user" && r_role != "assistant")
-      invalid_value(param + ".role", "'" + clipped(r_role) +
-                                         "' is not one of 'system', 'developer', 'user', "
-                                         "'assistant'.");
-    const json* content = field(item, "content");
-    if (!content) missing(param + ".content");
-    r.messages.push_back({.role = r_role, .content = item_content(*content, param + ".content")});
+    }
+  }
+}
+
+// The Responses API's flat tools ({"type": "function", "name", ...}) and
+// tool_choice ({"type": "function", "name"}) in the chat form api_tools.h
+// reads.
+void parse_tools(const json& body, std::string_view text, GenerationRequest& r) {
+  if (!field(body, "tools") && !field(body, "tool_choice") && !field(body, "parallel_tool_calls"))
+    return;
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  nlohmann::ordered_json chat = nlohmann::ordered_json::object();
+  json chat_body = json::object();
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) invalid_type("tools", "an array", *tools);
+    chat["tools"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string param = "tools[" + std::to_string(i) + "]";
+      const nlohmann::ordered_json& tool = ordered["tools"][i];
+      if (!tool.is_object()) invalid_type(param, "an object", (*tools)[i]);
+      if (tool.value("type", "") != "function")
+        reject("Invalid value for '" + param + ".type': only function tools are supported.",
+               param + ".type", "unsupported_value");
+      nlohmann::ordered_json fn = tool;
+      fn.erase("type");
+      chat["tools"].push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  }
+  if (const json* choice = field(body, "tool_choice")) {
+    if (choice->is_object() && choice->contains("name"))
+      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
+    else
+      chat["tool_choice"] = ordered["tool_choice"];
+  }
+  if (const json* p = field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
+  try {
+    parse_tool_fields(json::parse(chat.dump()), chat, r);
+  } catch (RequestError& e) {  // name the field as this route has it
+    for (std::string* s : {&e.error.param, &e.error.message})
+      for (size_t at; (at = s->find(".function.")) != std::string::npos;) s->erase(at, 9);
+    throw;
   }
 }
 
@@ -151,6 +233,7 @@ GenerationRequest parse(std::string_view text) {
     r.messages.push_back({.role = "system", .content = as_string(*v, "instructions")});
   parse_input(body, r);
   parse_options(body, r);
+  parse_tools(body, text, r);
   return r;
 }
 
@@ -178,6 +261,7 @@ class ResponsesFormat : public ReplyFormat {
   std::string piece(const StreamPiece& p) override {
     text_ += p.text;
     std::string out;
+    for (const ToolCallOut& call : p.calls) out += call_events(call);
     if (!p.text.empty()) {
       Json delta = part_event(p.text, "delta");
       delta["logprobs"] = Json::array();
@@ -195,9 +279,10 @@ class ResponsesFormat : public ReplyFormat {
   }
   std::string close(const std::vector<ChoiceState>&, const Usage& usage) override {
     const bool cut = finish_ == FinishReason::kLength;
+    Json output = Json::array({message_item("completed", text_)});
+    for (const ToolCallOut& call : calls_) output.push_back(call_item(call, "completed"));
     return event(cut ? "response.incomplete" : "response.completed",
-                 {{"response", response_json(cut ? "incomplete" : "completed",
-                                             Json::array({message_item("completed", text_)}),
+                 {{"response", response_json(cut ? "incomplete" : "completed", std::move(output),
                                              usage_of(usage))}});
   }
   std::string stream_error(const ApiError& e) override {
@@ -208,9 +293,12 @@ class ResponsesFormat : public ReplyFormat {
   Json whole(const std::vector<ChoiceState>& choices, const Usage& usage) override {
     const ChoiceState& c = choices.at(0);
     const bool cut = c.done_event.finish == JobFinish::kLength;
-    return response_json(cut ? "incomplete" : "completed",
-                         Json::array({message_item("completed", c.text)}), usage_of(usage));
+    Json output = Json::array();
+    if (!c.text.empty() || c.calls.empty()) output.push_back(message_item("completed", c.text));
+    for (const ToolCallOut& call : c.calls) output.push_back(call_item(call, "completed"));
+    return response_json(cut ? "incomplete" : "completed", std::move(output), usage_of(usage));
   }
+  bool reads_reply_syntax() const override { return true; }
 
  private:
   std::string event(const char* type, Json body) {
@@ -221,6 +309,35 @@ class ResponsesFormat : public ReplyFormat {
     return std::string("event: ") + type + "\n" + sse_event(j);
   }
   Json in_progress() const { return response_json("in_progress", Json::array(), nullptr); }
+  // {"type": "function_call", "id": "fc_...", "call_id", "name", "arguments", "status"}.
+  static Json call_item(const ToolCallOut& call, const char* status) {
+    Json item;
+    item["id"] = "fc_" + call.id;
+    item["type"] = "function_call";
+    item["status"] = status;
+    item["arguments"] = call.arguments;
+    item["call_id"] = call.id;
+    item["name"] = call.name;
+    return item;
+  }
+  // A whole call streamed: its item added, its arguments in one delta, done.
+  std::string call_events(const ToolCallOut& call) {
+    calls_.push_back(call);
+    const int index = int(calls_.size());  // the message item is output 0
+    Json added = call_item(call, "in_progress");
+    added["arguments"] = "";
+    std::string out =
+        event("response.output_item.added", {{"output_index", index}, {"item", added}});
+    const Json ids = {{"item_id", "fc_" + call.id}, {"output_index", index}};
+    Json delta = ids, done = ids;
+    delta["delta"] = call.arguments;
+    done["arguments"] = call.arguments;
+    out += event("response.function_call_arguments.delta", std::move(delta));
+    out += event("response.function_call_arguments.done", std::move(done));
+    out += event("response.output_item.done",
+                 {{"output_index", index}, {"item", call_item(call, "completed")}});
+    return out;
+  }
   static Json text_part(const std::string& text) {
     return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
   }
@@ -261,10 +378,16 @@ class ResponsesFormat : public ReplyFormat {
     j["max_output_tokens"] = request_.max_tokens ? Json(*request_.max_tokens) : Json(nullptr);
     j["model"] = model_;
     j["output"] = std::move(output);
-    j["parallel_tool_calls"] = false;
+    j["parallel_tool_calls"] = request_.parallel_tool_calls;
     j["temperature"] = request_.temperature;
-    j["tool_choice"] = "none";
-    j["tools"] = Json::array();
+    j["tool_choice"] = tool_choice_json();
+    Json tools = Json::array();
+    for (const auto& t : request_.tools) {
+      Json flat = {{"type", "function"}};
+      for (const auto& [k, v] : t["function"].items()) flat[k] = v;
+      tools.push_back(std::move(flat));
+    }
+    j["tools"] = std::move(tools);
     j["top_p"] = request_.top_p;
     j["usage"] = std::move(usage);
     return j;
@@ -274,7 +397,22 @@ class ResponsesFormat : public ReplyFormat {
   GenerationRequest request_;
   int64_t created_;
   int64_t sequence_ = 0;
+  Json tool_choice_json() const {
+    switch (request_.tool_choice) {
+      case ToolChoice::kNone:
+        return "none";
+      case ToolChoice::kRequired:
+        return "required";
+      case ToolChoice::kNamed:
+        return {{"type", "function"}, {"name", request_.tool_choice_name}};
+      case ToolChoice::kAuto:
+        break;
+    }
+    return "auto";
+  }
+
   std::string text_;
+  std::vector<ToolCallOut> calls_;
   FinishReason finish_ = FinishReason::kNone;
 };
 

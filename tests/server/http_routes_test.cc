@@ -258,7 +258,11 @@ TEST_F(HttpServerTest, ResponsesWholeAndStreamed) {
   httplib::Client c = server.client();
   expect_error(c.Post("/v1/responses", auth(), R"({"input": "x", "tools": [{"type": "function"}]})",
                       "application/json"),
-               400, "tools");
+               400, "tools[0].name");
+  expect_error(
+      c.Post("/v1/responses", auth(),
+             R"({"input": "x", "tools": [{"type": "web_search_preview"}]})", "application/json"),
+      400, "tools[0].type");
   expect_error(c.Post("/v1/responses", auth(), R"({"input": "x", "bogus": 1})", "application/json"),
                400, "bogus");
   expect_error(c.Post("/v1/responses", auth(), R"({"max_output_tokens": 3})", "application/json"),
@@ -320,7 +324,9 @@ TEST_F(HttpServerTest, AnthropicMessagesWholeStreamedAndCounted) {
   EXPECT_EQ(names, expected);
   EXPECT_EQ(deltas, text);
 
-  // Tool blocks are rendered into the conversation as text.
+  // Tool blocks reach the template as the turn's tool calls and tool
+  // results (this template has no call syntax: the tools are offered, the
+  // reply is text, and a required call is a 400).
   Json tools = request;
   tools["messages"] = {
       {{"role", "user"}, {"content", "Weather?"}},
@@ -329,6 +335,16 @@ TEST_F(HttpServerTest, AnthropicMessagesWholeStreamedAndCounted) {
       {{"role", "user"},
        {"content", {{{"type", "tool_result"}, {"tool_use_id", "t1"}, {"content", "sunny"}}}}}};
   EXPECT_EQ(post_json(server, "/v1/messages", tools, key)["type"], "message");
+  tools["tools"] = {{{"name", "w"}, {"input_schema", {{"type", "object"}}}}};
+  tools["tool_choice"] = {{"type", "any"}};
+  httplib::Client tc = server.client();
+  const auto refused = tc.Post("/v1/messages", key, tools.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  tools["tools"] = {{{"name", "w"}, {"type", "bash_20250124"}}};
+  const auto server_tool = tc.Post("/v1/messages", key, tools.dump(), "application/json");
+  ASSERT_TRUE(server_tool);
+  EXPECT_EQ(server_tool->status, 400) << server_tool->body;
 
   const Json counted = post_json(server, "/v1/messages/count_tokens",
                                  {{"model", "claude"},

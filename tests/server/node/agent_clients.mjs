@@ -4,7 +4,9 @@
 // and generateObject; LangChain's bindTools and withStructuredOutput; the
 // openai client's zod helpers (zodFunction tools, zodResponseFormat with
 // chat.completions.parse). On random weights the grammar makes the calls and
-// objects well-formed: each is validated against its schema.
+// objects well-formed: each is validated against its schema. The same
+// through the Responses API (the openai client's responses.create and
+// LangChain's useResponsesApi).
 import assert from 'node:assert/strict';
 import { main, requireModel, requirePackage, requireTemplate, startServer } from './lib/harness.mjs';
 
@@ -103,11 +105,86 @@ async function openaiZod(server) {
   checkProject(p.choices[0].message.parsed, 'openai zodResponseFormat');
 }
 
+// The Responses API: function tools in its flat form, the call as a
+// function_call output item, the result sent back as function_call_output;
+// streamed, the call's events; LangChain's ChatOpenAI over it with bindTools.
+async function responses(server) {
+  const client = server.client();
+  const tool = { type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: weatherSchema, strict: true };
+  const r = await client.responses.create({
+    model: 'm', input: 'Weather in Kyiv?', tools: [tool], tool_choice: 'required', parallel_tool_calls: false,
+    max_output_tokens: 120, temperature: 0.8, seed: 7,
+  });
+  const calls = r.output.filter((item) => item.type === 'function_call');
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  assert.equal(calls[0].name, 'get_weather');
+  checkWeather(JSON.parse(calls[0].arguments), 'responses function_call');
+  const next = await client.responses.create({
+    model: 'm', tools: [tool], max_output_tokens: 8, temperature: 0,
+    input: [{ role: 'user', content: 'Weather in Kyiv?' }, calls[0],
+      { type: 'function_call_output', call_id: calls[0].call_id, output: '3 degrees, snow' }],
+  });
+  assert.ok(next.usage.input_tokens > r.usage.input_tokens);
+  let done = null;
+  for await (const event of await client.responses.create({
+    model: 'm', input: 'Weather in Kyiv?', tools: [tool], tool_choice: { type: 'function', name: 'get_weather' },
+    parallel_tool_calls: false, max_output_tokens: 120, temperature: 0.8, seed: 8, stream: true,
+  })) {
+    if (event.type === 'response.function_call_arguments.done') done = event.arguments;
+  }
+  assert.ok(done !== null, 'a streamed function call');
+  checkWeather(JSON.parse(done), 'responses streamed');
+
+  const { ChatOpenAI } = await requirePackage('@langchain/openai');
+  // This LangChain version leaves bindTools' tool_choice out of Responses
+  // requests: modelKwargs puts it in.
+  const chat = new ChatOpenAI({
+    apiKey: 'unused', configuration: { baseURL: `${server.baseURL}/v1` }, maxRetries: 0,
+    model: 'm', temperature: 0.8, maxTokens: 120, useResponsesApi: true, modelKwargs: { tool_choice: 'required' },
+  });
+  const bound = chat.bindTools([{ type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weatherSchema } }],
+    { tool_choice: 'required', parallel_tool_calls: false });
+  const msg = await bound.invoke([['human', 'Weather in Rome?']], { seed: 9 });
+  assert.equal(msg.tool_calls.length, 1, JSON.stringify(msg));
+  checkWeather(msg.tool_calls[0].args, 'langchain responses bindTools');
+}
+
+// Anthropic's Messages API (sent as a coding agent's client sends it): a
+// custom tool with tool_choice "any" gives a tool_use block whose input
+// follows the schema and stop_reason "tool_use"; its tool_result goes back;
+// streamed, the call is a tool_use block with its input_json_delta.
+async function messages(server) {
+  const post = (body) => fetch(`${server.baseURL}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'unused', 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify(body),
+  });
+  const tools = [{ name: 'get_weather', description: 'Current weather in a city', input_schema: weatherSchema }];
+  const base = { model: 'm', max_tokens: 120, temperature: 0.8, tools, messages: [{ role: 'user', content: 'Weather in Bern?' }] };
+  const m = await (await post({ ...base, seed: 10, tool_choice: { type: 'any', disable_parallel_tool_use: true } })).json();
+  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m));
+  const use = m.content.find((b) => b.type === 'tool_use');
+  assert.equal(use.name, 'get_weather');
+  checkWeather(use.input, 'messages tool_use');
+  const next = await post({ ...base, max_tokens: 8, messages: [...base.messages, { role: 'assistant', content: m.content },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '12 degrees' }, { type: 'text', text: 'And tomorrow?' }] }] });
+  assert.equal(next.status, 200, await next.text());
+  const streamed = await post({ ...base, seed: 11, stream: true, tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
+  const text = await streamed.text();
+  const events = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  const start = events.find((e) => e.type === 'content_block_start' && e.content_block.type === 'tool_use');
+  assert.ok(start, text);
+  const json = events.filter((e) => e.type === 'content_block_delta' && e.index === start.index).map((e) => e.delta.partial_json).join('');
+  checkWeather(JSON.parse(json), 'messages streamed');
+  assert.equal(events.find((e) => e.type === 'message_delta').delta.stop_reason, 'tool_use');
+}
+
 main(async () => {
   const model = requireModel('tkv-test-23M.gguf');
   const server = await startServer(model, ['-t', '2', '-c', '2048', '--chat-template', requireTemplate('Qwen-Qwen2.5-7B-Instruct')]);
   await vercel(server);
   await langchain(server);
   await openaiZod(server);
+  await responses(server);
+  await messages(server);
   assert.equal((await server.stop()).code, 0);
 });
