@@ -23,6 +23,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,12 @@ struct ReplyDelta {
   std::string reasoning;
   std::vector<ToolCall> calls;  // whole calls only, in order
   bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
+  // Appends what `later` holds (the text after this one's).
+  void append(ReplyDelta&& later) {
+    content += later.content;
+    reasoning += later.reasoning;
+    for (ToolCall& c : later.calls) calls.push_back(std::move(c));
+  }
 };
 
 namespace detail {

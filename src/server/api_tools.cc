@@ -173,4 +173,29 @@ void parse_message_tool_fields(const json& m, const std::string& param, tok::Cha
   message.fields["tool_calls"] = std::move(list);
 }
 
+ordered chat_tools(const json& tools, const ordered& ordered_tools, const ToolConverter& convert) {
+  if (!tools.is_array()) invalid_type("tools", "an array", tools);
+  ordered out = ordered::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string param = "tools[" + std::to_string(i) + "]";
+    if (!tools[i].is_object()) invalid_type(param, "an object", tools[i]);
+    out.push_back({{"type", "function"}, {"function", convert(ordered_tools[i], param)}});
+  }
+  return out;
+}
+
+void parse_chat_form_tools(
+    const ordered& chat, GenerationRequest& r,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> renames) {
+  try {
+    parse_tool_fields(json::parse(chat.dump()), chat, r);
+  } catch (RequestError& e) {
+    for (std::string* text : {&e.error.param, &e.error.message})
+      for (const auto& [from, to] : renames)
+        for (size_t at = 0; (at = text->find(from, at)) != std::string::npos; at += to.size())
+          text->replace(at, from.size(), to);
+    throw;
+  }
+}
+
 }  // namespace tkv::server

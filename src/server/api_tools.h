@@ -18,7 +18,11 @@
 // tool_calls[0].function.name, tools[1].function.parameters, ...).
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -36,5 +40,22 @@ void parse_tool_fields(const nlohmann::json& body, const nlohmann::ordered_json&
 // message ("messages[3]").
 void parse_message_tool_fields(const nlohmann::json& m, const std::string& param,
                                tok::ChatMessage& message);
+
+// Another route's tool list (Responses, Anthropic Messages) in the chat
+// form: tool i of `tools` (`ordered`: the same, key order kept) becomes
+// {"type": "function", "function": convert(tool, "tools[i]")}; convert
+// throws RequestError for a tool it refuses.
+using ToolConverter = std::function<nlohmann::ordered_json(const nlohmann::ordered_json& tool,
+                                                           const std::string& param)>;
+nlohmann::ordered_json chat_tools(const nlohmann::json& tools,
+                                  const nlohmann::ordered_json& ordered,
+                                  const ToolConverter& convert);
+
+// parse_tool_fields of `chat` (a route's tool fields in the chat form); an
+// error names the field as the route spells it: `renames` (chat spelling,
+// route spelling) replace in its param and message, in order.
+void parse_chat_form_tools(
+    const nlohmann::ordered_json& chat, GenerationRequest& r,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> renames);
 
 }  // namespace tkv::server

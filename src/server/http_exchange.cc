@@ -271,12 +271,7 @@ void Exchange::add_text(ChoiceState& c, const std::string& text, bool last) {
     return;
   }
   chat::ReplyDelta d = c.parser->feed(text);
-  if (last) {
-    chat::ReplyDelta rest = c.parser->finish();
-    d.content += rest.content;
-    d.reasoning += rest.reasoning;
-    for (chat::ToolCall& call : rest.calls) d.calls.push_back(std::move(call));
-  }
+  if (last) d.append(c.parser->finish());
   c.pending_text += d.content;
   c.text += d.content;
   c.pending_reasoning += d.reasoning;

@@ -216,68 +216,58 @@ void parse_messages(const json& body, GenerationRequest& r) {
   }
 }
 
-// tools [{name, description, input_schema}] and tool_choice {type: auto |
-// any | tool | none, name, disable_parallel_tool_use} in the chat form
-// api_tools.h reads.
+// tool_choice {type: auto | any | tool | none, name,
+// disable_parallel_tool_use} in the chat form.
+void chat_tool_choice(const json& choice, nlohmann::ordered_json& chat) {
+  if (!choice.is_object()) invalid_type("tool_choice", "an object", choice);
+  const json* type = field(choice, "type");
+  if (!type) missing("tool_choice.type");
+  const std::string& t = as_string(*type, "tool_choice.type");
+  if (t == "any") {
+    chat["tool_choice"] = "required";
+  } else if (t == "auto" || t == "none") {
+    chat["tool_choice"] = t;
+  } else if (t == "tool") {
+    const json* name = field(choice, "name");
+    if (!name) missing("tool_choice.name");
+    chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
+  } else {
+    invalid_value("tool_choice.type",
+                  "'" + clipped(t) + "' is not one of 'auto', 'any', 'tool', 'none'.");
+  }
+  if (const json* d = field(choice, "disable_parallel_tool_use"))
+    chat["parallel_tool_calls"] = !as_bool(*d, "tool_choice.disable_parallel_tool_use");
+}
+
+// tools [{name, description, input_schema}] and tool_choice in the chat
+// form api_tools.h reads.
 void parse_tools(const json& body, std::string_view text, GenerationRequest& r) {
   const json* tools = field(body, "tools");
   const json* choice = field(body, "tool_choice");
   if (!tools && !choice) return;
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   nlohmann::ordered_json chat = nlohmann::ordered_json::object();
-  if (tools) {
-    if (!tools->is_array()) invalid_type("tools", "an array", *tools);
-    chat["tools"] = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const std::string param = "tools[" + std::to_string(i) + "]";
-      const nlohmann::ordered_json& tool = ordered["tools"][i];
-      if (!tool.is_object()) invalid_type(param, "an object", (*tools)[i]);
-      if (tool.contains("type") && tool["type"] != "custom")
-        reject("Invalid value for '" + param + ".type': server tools are not supported (custom " +
-                   "tools with an input_schema are).",
-               param + ".type", "unsupported_value");
-      nlohmann::ordered_json fn = nlohmann::ordered_json::object();
-      for (const auto& [k, v] : tool.items()) {
-        if (k == "input_schema")
-          fn["parameters"] = v;
-        else if (k == "name" || k == "description")
-          fn[k] = v;
-        else if (k != "type" && k != "cache_control")
-          unrecognized(param + "." + k);
-      }
-      chat["tools"].push_back({{"type", "function"}, {"function", std::move(fn)}});
-    }
-  }
-  if (choice) {
-    if (!choice->is_object()) invalid_type("tool_choice", "an object", *choice);
-    const json* type = field(*choice, "type");
-    if (!type) missing("tool_choice.type");
-    const std::string& t = as_string(*type, "tool_choice.type");
-    if (t == "any")
-      chat["tool_choice"] = "required";
-    else if (t == "auto" || t == "none")
-      chat["tool_choice"] = t;
-    else if (t == "tool") {
-      const json* name = field(*choice, "name");
-      if (!name) missing("tool_choice.name");
-      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
-    } else {
-      invalid_value("tool_choice.type",
-                    "'" + clipped(t) + "' is not one of 'auto', 'any', 'tool', 'none'.");
-    }
-    if (const json* d = field(*choice, "disable_parallel_tool_use"))
-      chat["parallel_tool_calls"] = !as_bool(*d, "tool_choice.disable_parallel_tool_use");
-  }
-  try {
-    parse_tool_fields(json::parse(chat.dump()), chat, r);
-  } catch (RequestError& e) {  // name the field as this route has it
-    for (std::string* s : {&e.error.param, &e.error.message}) {
-      for (size_t at; (at = s->find(".function.parameters")) != std::string::npos;)
-        s->replace(at, 20, ".input_schema");
-      for (size_t at; (at = s->find(".function.")) != std::string::npos;) s->erase(at, 9);
-    }
-    throw;
-  }
+  if (tools)
+    chat["tools"] =
+        chat_tools(*tools, ordered["tools"], [](const auto& tool, const std::string& p) {
+          if (tool.contains("type") && tool["type"] != "custom")
+            reject("Invalid value for '" + p +
+                       ".type': server tools are not supported (custom tools with an input_schema "
+                       "are).",
+                   p + ".type", "unsupported_value");
+          nlohmann::ordered_json fn = nlohmann::ordered_json::object();
+          for (const auto& [k, v] : tool.items()) {
+            if (k == "input_schema")
+              fn["parameters"] = v;
+            else if (k == "name" || k == "description")
+              fn[k] = v;
+            else if (k != "type" && k != "cache_control")
+              unrecognized(p + "." + k);
+          }
+          return fn;
+        });
+  if (choice) chat_tool_choice(*choice, chat);
+  parse_chat_form_tools(chat, r, {{".function.parameters", ".input_schema"}, {".function.", "."}});
 }
 
 GenerationRequest parse(std::string_view text, bool count_only) {

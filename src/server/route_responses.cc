@@ -174,22 +174,16 @@ void parse_tools(const json& body, std::string_view text, GenerationRequest& r) 
     return;
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   nlohmann::ordered_json chat = nlohmann::ordered_json::object();
-  json chat_body = json::object();
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) invalid_type("tools", "an array", *tools);
-    chat["tools"] = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const std::string param = "tools[" + std::to_string(i) + "]";
-      const nlohmann::ordered_json& tool = ordered["tools"][i];
-      if (!tool.is_object()) invalid_type(param, "an object", (*tools)[i]);
-      if (tool.value("type", "") != "function")
-        reject("Invalid value for '" + param + ".type': only function tools are supported.",
-               param + ".type", "unsupported_value");
-      nlohmann::ordered_json fn = tool;
-      fn.erase("type");
-      chat["tools"].push_back({{"type", "function"}, {"function", std::move(fn)}});
-    }
-  }
+  if (const json* tools = field(body, "tools"))
+    chat["tools"] =
+        chat_tools(*tools, ordered["tools"], [](const auto& tool, const std::string& p) {
+          if (tool.value("type", "") != "function")
+            reject("Invalid value for '" + p + ".type': only function tools are supported.",
+                   p + ".type", "unsupported_value");
+          nlohmann::ordered_json fn = tool;
+          fn.erase("type");
+          return fn;
+        });
   if (const json* choice = field(body, "tool_choice")) {
     if (choice->is_object() && choice->contains("name"))
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
@@ -197,13 +191,7 @@ void parse_tools(const json& body, std::string_view text, GenerationRequest& r) 
       chat["tool_choice"] = ordered["tool_choice"];
   }
   if (const json* p = field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
-  try {
-    parse_tool_fields(json::parse(chat.dump()), chat, r);
-  } catch (RequestError& e) {  // name the field as this route has it
-    for (std::string* s : {&e.error.param, &e.error.message})
-      for (size_t at; (at = s->find(".function.")) != std::string::npos;) s->erase(at, 9);
-    throw;
-  }
+  parse_chat_form_tools(chat, r, {{".function.", "."}});
 }
 
 void parse_options(const json& body, GenerationRequest& r) {

@@ -17,11 +17,7 @@ inline ReplyDelta parse(const ReplySyntax& syntax, const std::string& prompt,
                         const std::string& reply, bool parse_tools, size_t chunk = 0) {
   ReplyParser parser(syntax, prompt, parse_tools);
   ReplyDelta all;
-  auto add = [&](ReplyDelta d) {
-    all.content += d.content;
-    all.reasoning += d.reasoning;
-    for (ToolCall& c : d.calls) all.calls.push_back(std::move(c));
-  };
+  auto add = [&](ReplyDelta d) { all.append(std::move(d)); };
   if (chunk == 0) {
     add(parser.feed(reply));
   } else {

@@ -23,11 +23,7 @@ ReplyDelta read(const ReplySyntax& syntax, const std::string& prompt, std::strin
                 bool tools, size_t piece) {
   ReplyParser parser(syntax, prompt, tools);
   ReplyDelta all;
-  auto add = [&](ReplyDelta d) {
-    all.content += d.content;
-    all.reasoning += d.reasoning;
-    for (auto& c : d.calls) all.calls.push_back(std::move(c));
-  };
+  auto add = [&](ReplyDelta d) { all.append(std::move(d)); };
   for (size_t i = 0; i < reply.size(); i += piece) add(parser.feed(reply.substr(i, piece)));
   add(parser.finish());
   return all;
