@@ -140,7 +140,8 @@ const uncached = await loop(o, false);
 // (-ub, 16 by default: docs/SERVER.md, the prefix cache): the previous
 // prompt's last partial chunk is prefilled again.
 const shortfalls = cached.steps.slice(1).map((s, i) => cached.steps[i].prompt - s.cached);
-const failures = cached.steps.slice(1).filter((s, i) => s.cached < Math.floor(cached.steps[i].prompt / o.grid) * o.grid);
+// (its last token is always evaluated, so a prompt of k * grid tokens leaves k - 1).
+const failures = cached.steps.slice(1).filter((s, i) => s.cached < Math.floor((cached.steps[i].prompt - 1) / o.grid) * o.grid);
 const ratio = cached.ttft / uncached.ttft;
 const lines = [
   '# Agent loop: prefix reuse across tool steps', '',
@@ -151,7 +152,7 @@ const lines = [
   '| step | prompt tokens | cached (cache on) | cached (cache off) |', '|---|---|---|---|',
   ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
   `Time to first token summed over the loop (server's histogram): ${cached.ttft.toFixed(2)} s with the prefix cache, ${uncached.ttft.toFixed(2)} s without: **${ratio.toFixed(3)}x**.`,
-  `From step 2 on, each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (the part of its last ${o.grid}-token prefill chunk: reuse is exact, at grid boundaries).`,
+  `From step 2 on, each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (its last ${o.grid}-token prefill chunk, which holds its last token: reuse is exact, at grid boundaries).`,
   failures.length ? `Steps reusing less than the previous prompt's last grid boundary: ${failures.map((s) => s.step).join(', ')}.` : '', '',
 ];
 const report = lines.join('\n');
