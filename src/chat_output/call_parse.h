@@ -39,8 +39,9 @@ std::optional<ToolCall> parse_harmony_call(std::string_view header, std::string_
 // Parse-side helpers shared by the families.
 std::optional<ToolCall> parse_qwen_xml_call(std::string_view body);
 std::optional<ToolCall> parse_gemma4_call(std::string_view body);
-// An arguments value as compact object text (keys in the order written):
-// an object, or a string that holds one. nullopt otherwise.
+// An arguments value as compact object text (keys in the order written;
+// invalid UTF-8 written as U+FFFD): an object, or a string that holds one.
+// nullopt otherwise.
 std::optional<std::string> arguments_text(const nlohmann::ordered_json& value);
 std::string_view trim(std::string_view text);
 bool is_space(char c);

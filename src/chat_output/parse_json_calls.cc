@@ -112,10 +112,14 @@ std::optional<std::vector<ToolCall>> parse_deepseek(std::string_view body) {
 }  // namespace
 
 std::optional<std::string> arguments_text(const Json& value) {
-  if (value.is_object()) return value.dump();
+  // Strings read from a reply may hold invalid UTF-8: written as U+FFFD.
+  const auto compact = [](const Json& object) {
+    return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  if (value.is_object()) return compact(value);
   if (value.is_string()) {
     const auto inner = parse_json(value.get_ref<const std::string&>());
-    if (inner && inner->is_object()) return inner->dump();
+    if (inner && inner->is_object()) return compact(*inner);
   }
   return std::nullopt;
 }

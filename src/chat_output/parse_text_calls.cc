@@ -109,7 +109,7 @@ std::optional<ToolCall> parse_qwen_xml_call(std::string_view body) {
     args[std::string(trim(*key))] = parameter_value(*value);
   }
   if (!trim(t).empty()) return std::nullopt;
-  return ToolCall{std::string(trim(*name)), args.dump()};
+  return ToolCall{std::string(trim(*name)), *arguments_text(args)};
 }
 
 // call:NAME{key:<|"|>text<|"|>,n:1,...}
@@ -122,7 +122,7 @@ std::optional<ToolCall> parse_gemma4_call(std::string_view body) {
   t.remove_prefix(brace + 1);
   auto args = gemma_dict(t, 0);
   if (name.empty() || !args || !trim(t).empty()) return std::nullopt;
-  return ToolCall{name, args->dump()};
+  return ToolCall{name, *arguments_text(*args)};
 }
 
 }  // namespace tkv::chat::detail
