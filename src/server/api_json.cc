@@ -1,5 +1,6 @@
 #include "server/api_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -166,6 +167,17 @@ json parse_body(std::string_view body) {
     reject(std::string("The request body must be a JSON object, got ") + json_type_name(doc) + ".",
            "", "invalid_json");
   return doc;
+}
+
+void check_route_fields(const json& body, const RouteFields& fields) {
+  const auto listed = [](std::span<const char* const> names, const std::string& name) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return name == n; });
+  };
+  for (const auto& [name, value] : body.items()) {
+    if (listed(fields.handled, name) || listed(fields.ignored, name)) continue;
+    if (!listed(fields.unsupported, name)) unrecognized(name);
+    if (!value.is_null() && !fields.off(name, value)) unsupported(name, fields.why(name));
+  }
 }
 
 }  // namespace tkv::server::api_json

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -54,6 +56,18 @@ const std::string& as_string(const json& v, const std::string& param);
 // apart), 3.5 does not.
 int64_t as_integer(const json& v, const std::string& param, int64_t lo, int64_t hi);
 void check_range(const std::string& param, double v, double lo, double hi, bool lo_open);
+
+// The field names of a route's body (Responses, Anthropic Messages):
+// `handled` and `ignored` names pass; an `unsupported` one is a 400
+// ending in why(name), unless null or off(name, value) (the "off" value a
+// client sends for a feature it does not use); any other name is
+// "Unrecognized request argument supplied: NAME".
+struct RouteFields {
+  std::span<const char*const> handled, ignored, unsupported;
+  std::function<bool(const std::string& name, const json& value)> off;
+  std::function<std::string(const std::string& name)> why;
+};
+void check_route_fields(const json& body, const RouteFields& fields);
 
 // Parses the body into a JSON object, refusing nesting deeper than
 // kMaxJsonDepth while it is built (so no later step recurses deeply).

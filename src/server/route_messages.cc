@@ -43,11 +43,7 @@ constexpr std::array kHandled = {"model",
 constexpr std::array kIgnored = {"metadata", "service_tier"};
 constexpr std::array kUnsupported = {"thinking", "container", "mcp_servers"};
 
-template <size_t N>
-bool one_of(const std::array<const char*, N>& names, const std::string& name) {
-  return std::any_of(names.begin(), names.end(), [&](const char* n) { return name == n; });
-}
-
+// The "off" values clients send for features they do not use.
 bool is_off(const std::string& name, const json& v) {
   if (name == "mcp_servers") return v.is_array() && v.empty();
   if (name == "thinking") return v.is_object() && v.contains("type") && v["type"] == "disabled";
@@ -55,13 +51,15 @@ bool is_off(const std::string& name, const json& v) {
 }
 
 void check_names(const json& body) {
-  for (const auto& [name, value] : body.items()) {
-    if (one_of(kHandled, name) || one_of(kIgnored, name)) continue;
-    if (!one_of(kUnsupported, name)) unrecognized(name);
-    if (!value.is_null() && !is_off(name, value))
-      unsupported(name, name == "thinking" ? " (extended thinking is not implemented)."
-                                           : " (server-side tools are not implemented).");
-  }
+  check_route_fields(body, {.handled = kHandled,
+                            .ignored = kIgnored,
+                            .unsupported = kUnsupported,
+                            .off = is_off,
+                            .why = [](const std::string& name) -> std::string {
+                              return name == "thinking"
+                                         ? " (extended thinking is not implemented)."
+                                         : " (server-side tools are not implemented).";
+                            }});
 }
 
 // A tool_result's content: a string, or text blocks.

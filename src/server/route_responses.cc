@@ -54,13 +54,6 @@ constexpr std::array kIgnored = {"store",
 constexpr std::array kUnsupported = {"previous_response_id", "background", "conversation", "prompt",
                                      "max_tool_calls"};
 
-template <size_t N>
-bool one_of(const std::array<const char*, N>& names, const std::string& name) {
-  for (const char* n : names)
-    if (name == n) return true;
-  return false;
-}
-
 // The "off" values clients send for features they do not use.
 bool is_off(const std::string& name, const json& v) {
   if (name == "background") return v == false;
@@ -68,12 +61,13 @@ bool is_off(const std::string& name, const json& v) {
 }
 
 void check_names(const json& body) {
-  for (const auto& [name, value] : body.items()) {
-    if (one_of(kHandled, name) || one_of(kIgnored, name)) continue;
-    if (!one_of(kUnsupported, name)) unrecognized(name);
-    if (!value.is_null() && !is_off(name, value))
-      unsupported(name, " (each request stands alone: send the whole conversation).");
-  }
+  check_route_fields(body, {.handled = kHandled,
+                            .ignored = kIgnored,
+                            .unsupported = kUnsupported,
+                            .off = is_off,
+                            .why = [](const std::string&) -> std::string {
+                              return " (each request stands alone: send the whole conversation).";
+                            }});
 }
 
 // A message item's content: a string, or input_text / output_text parts.
