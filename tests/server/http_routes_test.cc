@@ -366,6 +366,11 @@ TEST_F(HttpServerTest, AnthropicMessagesWholeStreamedAndCounted) {
                          "invalid_request_error");
 }
 
+// A browser's preflight of a POST from `origin`.
+httplib::Result preflight_post(httplib::Client& c, const char* route, const char* origin) {
+  return c.Options(route, {{"Origin", origin}, {"Access-Control-Request-Method", "POST"}});
+}
+
 TEST_F(HttpServerTest, CorsPreflightAndHeaders) {
   Options o;
   o.cors = "http://app.example,http://localhost:3000";
@@ -383,8 +388,7 @@ TEST_F(HttpServerTest, CorsPreflightAndHeaders) {
   EXPECT_NE(p->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
   EXPECT_EQ(p->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
   EXPECT_EQ(p->get_header_value("Access-Control-Allow-Credentials"), "true");
-  const auto other = c.Options("/v1/chat/completions", {{"Origin", "http://evil.example"},
-                                                        {"Access-Control-Request-Method", "POST"}});
+  const auto other = preflight_post(c, "/v1/chat/completions", "http://evil.example");
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 403);
   EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
@@ -411,8 +415,7 @@ TEST_F(HttpServerTest, CorsAnyOriginNeverAllowsCredentials) {
   o.cors = "*";
   LiveServer server(*model_, o);
   httplib::Client c = server.client();
-  const auto p = c.Options("/v1/completions", {{"Origin", "http://x.example"},
-                                               {"Access-Control-Request-Method", "POST"}});
+  const auto p = preflight_post(c, "/v1/completions", "http://x.example");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->status, 204);
   EXPECT_EQ(p->get_header_value("Access-Control-Allow-Origin"), "*");
@@ -422,8 +425,7 @@ TEST_F(HttpServerTest, CorsAnyOriginNeverAllowsCredentials) {
 TEST_F(HttpServerTest, CorsOffByDefault) {
   LiveServer server(*model_);
   httplib::Client c = server.client();
-  const auto p = c.Options("/v1/completions", {{"Origin", "http://x.example"},
-                                               {"Access-Control-Request-Method", "POST"}});
+  const auto p = preflight_post(c, "/v1/completions", "http://x.example");
   ASSERT_TRUE(p);
   EXPECT_NE(p->status, 204);
   EXPECT_FALSE(p->has_header("Access-Control-Allow-Origin"));
