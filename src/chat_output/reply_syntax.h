@@ -150,8 +150,11 @@ struct ToolSpec {
 // The GBNF grammar of a reply made of tool calls to `tools` in `syntax`:
 // exactly one call, or (`parallel`) one or more; each call's arguments
 // follow its tool's schema (json_schema.h, the same subset and the same
-// 400-worthy tkv::Error for an unsupported keyword). tkv::Error when
-// `syntax` has no tool calls (kNone) or `tools` is empty.
-std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools, bool parallel);
+// 400-worthy tkv::Error for an unsupported keyword). `opening`: text the
+// reply writes before its calls (the close of a reasoning section the
+// prompt opened). tkv::Error when `syntax` has no tool calls (kNone) or
+// `tools` is empty.
+std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools, bool parallel,
+                           std::string_view opening = {});
 
 }  // namespace tkv::chat

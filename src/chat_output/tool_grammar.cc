@@ -238,7 +238,8 @@ std::optional<std::string> separator(ToolSyntax syntax) {
 
 }  // namespace
 
-std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools, bool parallel) {
+std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools, bool parallel,
+                           std::string_view opening) {
   if (syntax == ToolSyntax::kNone)
     fail("tool call grammar: the chat template has no tool-call syntax");
   if (tools.empty()) fail("tool call grammar: no tools to call");
@@ -253,6 +254,7 @@ std::string tool_call_gbnf(ToolSyntax syntax, const std::vector<ToolSpec>& tools
   std::string calls = parallel && sep ? "call ( " + *sep + " call )*" : "call";
   if (syntax == ToolSyntax::kDeepSeekR1)
     calls = R"("<｜tool▁calls▁begin｜>" )" + calls + R"( "<｜tool▁calls▁end｜>")";
+  if (!opening.empty()) calls = gbnf_literal(std::string(opening)) + " " + calls;
   return "root ::= " + calls + "\ncall ::= " + alts + "\n" + rules.text();
 }
 

@@ -40,26 +40,10 @@ std::vector<chat::ToolSpec> callable_tools(const GenerationRequest& request) {
 std::shared_ptr<const grammar::Grammar> calls_grammar(const GenerationRequest& request,
                                                       const chat::ReplySyntax& syntax,
                                                       std::string_view prompt) {
-  std::string gbnf =
-      chat::tool_call_gbnf(syntax.tools, callable_tools(request), request.parallel_tool_calls);
-  if (starts_in_reasoning(syntax, prompt)) {
-    // The calls' grammar under another name, after the closing marker.
-    const size_t root = gbnf.find("root ::=");
-    if (root == std::string::npos || (root > 0 && gbnf[root - 1] != '\n'))
-      fail("the tool-call grammar has no root rule");
-    gbnf.replace(root, 4, "tool-calls");
-    std::string close;
-    for (char c : "\n" + syntax.reasoning_close + "\n\n") {
-      if (c == '\n')
-        close += "\\n";
-      else if (c == '"' || c == '\\')
-        close += std::string("\\") + c;
-      else
-        close += c;
-    }
-    gbnf += "\nroot ::= \"" + close + "\" tool-calls\n";
-  }
-  return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf));
+  const std::string opening =
+      starts_in_reasoning(syntax, prompt) ? "\n" + syntax.reasoning_close + "\n\n" : "";
+  return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(chat::tool_call_gbnf(
+      syntax.tools, callable_tools(request), request.parallel_tool_calls, opening)));
 }
 
 }  // namespace
