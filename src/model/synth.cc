@@ -17,27 +17,9 @@ namespace tkv::model {
 
 // ---- presets ---------------------------------------------------------------
 
-namespace {
+using synth_detail::make_spec;
 
-SynthSpec make_spec(std::string preset, std::string arch, int embd, int layers, int heads,
-                    int kv_heads, int head_dim, int ff, int vocab, int ctx, float rope_base,
-                    float eps, bool tied) {
-  SynthSpec s;
-  s.preset = std::move(preset);
-  s.arch = std::move(arch);
-  s.n_embd = embd;
-  s.n_layers = layers;
-  s.n_heads = heads;
-  s.n_kv_heads = kv_heads;
-  s.head_dim = head_dim;
-  s.n_ff = ff;
-  s.n_vocab = vocab;
-  s.n_ctx = ctx;
-  s.rope_base = rope_base;
-  s.rms_eps = eps;
-  s.tied_output = tied;
-  return s;
-}
+namespace {
 
 SynthSpec with_llama3_rope(SynthSpec s, float factor) {
   s.llama3_factor = factor;
@@ -247,6 +229,26 @@ void uniform_row(uint64_t seed, float* out, int64_t n) {
 // ---- the tensor plan ---------------------------------------------------------
 
 namespace synth_detail {
+
+SynthSpec make_spec(std::string preset, std::string arch, int embd, int layers, int heads,
+                    int kv_heads, int head_dim, int ff, int vocab, int ctx, float rope_base,
+                    float eps, bool tied) {
+  SynthSpec s;
+  s.preset = std::move(preset);
+  s.arch = std::move(arch);
+  s.n_embd = embd;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.n_ff = ff;
+  s.n_vocab = vocab;
+  s.n_ctx = ctx;
+  s.rope_base = rope_base;
+  s.rms_eps = eps;
+  s.tied_output = tied;
+  return s;
+}
 
 TypePlan TypePlan::parse(const std::string& name) {
   TypePlan p;

@@ -16,19 +16,8 @@ namespace {
 
 SynthSpec hybrid(std::string preset, std::string arch, int embd, int layers, int heads,
                  int kv_heads, int ff, int v_heads) {
-  SynthSpec s;
-  s.preset = std::move(preset);
-  s.arch = std::move(arch);
-  s.n_embd = embd;
-  s.n_layers = layers;
-  s.n_heads = heads;
-  s.n_kv_heads = kv_heads;
-  s.head_dim = 256;
-  s.n_ff = ff;
-  s.n_vocab = 248320;
-  s.n_ctx = 262144;
-  s.rope_base = 1e7f;
-  s.rms_eps = 1e-6f;
+  SynthSpec s = make_spec(std::move(preset), std::move(arch), embd, layers, heads, kv_heads, 256,
+                          ff, 248320, 262144, 1e7f, 1e-6f, /*tied=*/false);
   s.full_attention_interval = 4;
   s.ssm_conv_kernel = 4;
   s.ssm_state_size = 128;

@@ -70,6 +70,10 @@ struct PlanBuilder {
 // ---- the Qwen3.5 / Qwen3.6 hybrids (synth_hybrid.cc) ----
 
 // qwen3.5-9b, qwen3.6-27b, qwen3.6-35b-a3b, tiny-qwen35, tiny-qwen35moe.
+// A preset's shapes; the rest of the spec keeps its defaults.
+SynthSpec make_spec(std::string preset, std::string arch, int embd, int layers, int heads,
+                    int kv_heads, int head_dim, int ff, int vocab, int ctx, float rope_base,
+                    float eps, bool tied);
 void add_qwen35_presets(std::vector<SynthSpec>& p);
 bool is_hybrid(const SynthSpec& s);
 // Throws tkv::Error for a hybrid spec llama.cpp could not load.
