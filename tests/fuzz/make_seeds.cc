@@ -157,10 +157,13 @@ int main(int argc, char** argv) {
 
     // reply_parser: the first byte is family (low 3 bits) | reasoning 8 |
     // tools 16 | prompt opens reasoning 32 | piece size - 1 (top 2 bits).
-    auto reply = [](int head, const std::string& text) { return std::string(1, char(head)) + text; };
+    auto reply = [](int head, const std::string& text) {
+      return std::string(1, char(head)) + text;
+    };
     const std::vector<std::string> replies = {
-        reply(1 | 8 | 16, "<think>\nA.\n</think>\n\nHi <tool_call>\n{\"name\": \"f\", "
-                          "\"arguments\": {\"a\": [1, \"\u00e9\"]}}\n</tool_call>"),
+        reply(1 | 8 | 16,
+              "<think>\nA.\n</think>\n\nHi <tool_call>\n{\"name\": \"f\", "
+              "\"arguments\": {\"a\": [1, \"\u00e9\"]}}\n</tool_call>"),
         reply(2 | 8 | 16 | 32 | 64,
               "plan\n</think>\n<tool_call>\n<function=f>\n<parameter=n>\n42\n</parameter>\n"
               "<parameter=s>\ntext\n</parameter>\n</function>\n</tool_call>"),
@@ -168,13 +171,15 @@ int main(int argc, char** argv) {
         reply(4 | 16 | 128, R"(ok[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[CALL_ID]x[ARGS]{})"),
         reply(5 | 16, R"(<|channel|>analysis<|message|>t<|end|><|start|>assistant<|channel|>)"
                       R"(commentary to=functions.f <|constrain|>json<|message|>{"a":1}<|call|>)"),
-        reply(6 | 8 | 16, "<think>x</think><\uff5ctool\u2581calls\u2581begin\uff5c>"
-                          "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>f"
-                          "\n```json\n{}\n```<\uff5ctool\u2581call\u2581end\uff5c>"
-                          "<\uff5ctool\u2581calls\u2581end\uff5c>"),
-        reply(7 | 8 | 16, R"(<|channel>thought)"
-                          "\n"
-                          R"(h<channel|><|tool_call>call:f{a:<|"|>x<|"|>,b:[1,true],c:{d:null}}<tool_call|>)"),
+        reply(6 | 8 | 16,
+              "<think>x</think><\uff5ctool\u2581calls\u2581begin\uff5c>"
+              "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>f"
+              "\n```json\n{}\n```<\uff5ctool\u2581call\u2581end\uff5c>"
+              "<\uff5ctool\u2581calls\u2581end\uff5c>"),
+        reply(7 | 8 | 16,
+              R"(<|channel>thought)"
+              "\n"
+              R"(h<channel|><|tool_call>call:f{a:<|"|>x<|"|>,b:[1,true],c:{d:null}}<tool_call|>)"),
     };
     for (size_t i = 0; i < replies.size(); ++i)
       put(root / "reply_parser", "seed-" + std::to_string(i), replies[i]);

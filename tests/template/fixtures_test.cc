@@ -19,7 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-fs::path fixtures_dir() { return fs::path(test::shared_dir()) / "templates"; }
+fs::path fixtures_dir() {
+  return fs::path(test::shared_dir()) / "templates";
+}
 
 std::string read(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
