@@ -9,12 +9,14 @@
 // server's own time to first token summed over the loop (the
 // time_to_first_token_seconds histogram's sum in /metrics: queue + prefill
 // + the first token), and checks that from step 2 on every request reuses
-// the previous request's prompt up to its last prefill-grid boundary (exits
-// 1 when one does not).
+// the previous request's prompt: up to its last prefill-grid boundary under
+// the server's default --prefix-reuse exact, all of it under
+// --prefix-reuse any (exits 1 when one does not).
 //
 // Usage: node scripts/agent-loop.mjs -m MODEL.gguf [--chat-template FILE]
 //          [--steps 20] [--system-tokens 2000] [-t THREADS] [-c CONTEXT]
-//          [--turbokv BIN] [--grid N (the server's -ub, 16)] [--out FILE.md]
+//          [--turbokv BIN] [--grid N (the server's -ub, 16)]
+//          [--prefix-reuse exact|any] [--out FILE.md]
 // Needs the openai package of tests/server/node (scripts/setup.sh installs it).
 import { execSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -28,7 +30,7 @@ const require = createRequire(path.join(root, 'tests/server/node/package.json'))
 const OpenAI = require('openai').default ?? require('openai');
 
 function parseArgs(argv) {
-  const o = { steps: 20, systemTokens: 2000, grid: 16, threads: 2, context: 16384, turbokv: path.join(root, 'build/release/apps/turbokv/turbokv') };
+  const o = { steps: 20, systemTokens: 2000, grid: 16, reuse: 'exact', threads: 2, context: 16384, turbokv: path.join(root, 'build/release/apps/turbokv/turbokv') };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
     if (a === '-m') o.model = v();
@@ -39,11 +41,13 @@ function parseArgs(argv) {
     else if (a === '-c') o.context = Number(v());
     else if (a === '--turbokv') o.turbokv = v();
     else if (a === '--grid') o.grid = Number(v());
+    else if (a === '--prefix-reuse') o.reuse = v();
     else if (a === '--out') o.out = v();
     else die(`unknown argument ${a}`);
   }
   if (!o.model) die('-m MODEL.gguf is required');
   if (!(o.steps >= 2)) die('--steps must be at least 2');
+  if (o.reuse !== 'exact' && o.reuse !== 'any') die('--prefix-reuse must be exact or any');
   return o;
 }
 
@@ -62,6 +66,8 @@ async function startServer(o) {
   const port = await freePort();
   const args = ['serve', '-m', o.model, '--port', String(port), '-t', String(o.threads), '-c', String(o.context)];
   if (o.template) args.push('--chat-template', o.template);
+  if (o.grid !== 16) args.push('-ub', String(o.grid));
+  args.push('--prefix-reuse', o.reuse);
   const proc = spawn(o.turbokv, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   proc.stderr.on('data', (d) => { log += d; });
@@ -136,12 +142,13 @@ function sh(cmd) {
 const o = parseArgs(process.argv);
 const cached = await loop(o, true);
 const uncached = await loop(o, false);
-// A prefix is reused exactly up to a boundary of the server's prefill grid
-// (-ub, 16 by default: docs/SERVER.md, the prefix cache): the previous
-// prompt's last partial chunk is prefilled again.
+// Exact reuse stops at a boundary of the server's prefill grid (-ub, 16 by
+// default: docs/SERVER.md, the prefix cache): the previous prompt's last
+// partial chunk is prefilled again (its last token is always evaluated, so
+// a prompt of k * grid tokens leaves k - 1). Any reuse takes it all.
 const shortfalls = cached.steps.slice(1).map((s, i) => cached.steps[i].prompt - s.cached);
-// (its last token is always evaluated, so a prompt of k * grid tokens leaves k - 1).
-const failures = cached.steps.slice(1).filter((s, i) => s.cached < Math.floor((cached.steps[i].prompt - 1) / o.grid) * o.grid);
+const expected = (prev) => (o.reuse === 'any' ? prev : Math.floor((prev - 1) / o.grid) * o.grid);
+const failures = cached.steps.slice(1).filter((s, i) => s.cached < expected(cached.steps[i].prompt));
 const ratio = cached.ttft / uncached.ttft;
 const lines = [
   '# Agent loop: prefix reuse across tool steps', '',
@@ -152,8 +159,10 @@ const lines = [
   '| step | prompt tokens | cached (cache on) | cached (cache off) |', '|---|---|---|---|',
   ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
   `Time to first token summed over the loop (server's histogram): ${cached.ttft.toFixed(2)} s with the prefix cache, ${uncached.ttft.toFixed(2)} s without: **${ratio.toFixed(3)}x**.`,
-  `From step 2 on, each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (its last ${o.grid}-token prefill chunk, which holds its last token: reuse is exact, at grid boundaries).`,
-  failures.length ? `Steps reusing less than the previous prompt's last grid boundary: ${failures.map((s) => s.step).join(', ')}.` : '', '',
+  o.reuse === 'any'
+    ? `Server run with \`--prefix-reuse any\`. From step 2 on, each request reused the previous request's prompt and ${Math.min(...shortfalls.map((x) => -x))}-${Math.max(...shortfalls.map((x) => -x))} tokens beyond it (of the previous reply).`
+    : `From step 2 on, each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (its last ${o.grid}-token prefill chunk, which holds its last token: reuse is exact, at grid boundaries).`,
+  failures.length ? `Steps reusing less than ${o.reuse === 'any' ? "the previous prompt" : "the previous prompt's last grid boundary"}: ${failures.map((s) => s.step).join(', ')}.` : '', '',
 ];
 const report = lines.join('\n');
 if (o.out) writeFileSync(o.out, report); else process.stdout.write(report);

@@ -54,6 +54,7 @@ struct ServeFlags {
   int parallel = server::SchedulerOptions{}.parallel;
   int queue = server::SchedulerOptions{}.queue_capacity;
   std::string cache_dir, cache_dir_max;
+  std::string prefix_reuse = "exact";
   std::string chat_template;
   std::string max_body = "8M";
   std::string cors;
@@ -149,6 +150,11 @@ void declare_flags(FlagParser& flags, ServeFlags& f, const server::SchedulerOpti
                 1024);
   flags.add_int({"--queue"}, "N", "requests waiting beyond --parallel (default 64; full: 503)",
                 &f.queue, 1, 1 << 20);
+  flags.add_string({"--prefix-reuse"}, "exact|any",
+                   "exact: reuse cached prefixes at -ub boundaries, the bits of a cold\n"
+                   "prefill (default); any: also at a prompt's end and into a finished\n"
+                   "reply, as llama-server does (its last bits may differ from a cold run's)",
+                   &f.prefix_reuse);
   flags.add_string({"--cache-dir"}, "DIR",
                    "keep cached prefixes in DIR as session files, across restarts", &f.cache_dir);
   flags.add_string({"--cache-dir-max"}, "SIZE",
@@ -213,6 +219,9 @@ ServePlan plan_of(const ServeFlags& f) {
   kv_config.budget_bytes = 0;  // the scheduler's pool has the budget and the disk tier
   kv_config.spill_dir.clear();
   sched.cache_dir = f.cache_dir;
+  if (f.prefix_reuse != "exact" && f.prefix_reuse != "any")
+    fail("--prefix-reuse: expected exact or any, got '", f.prefix_reuse, "'");
+  sched.exact_reuse = f.prefix_reuse == "exact";
   if (!f.cache_dir_max.empty()) {
     if (f.cache_dir.empty()) fail("--cache-dir-max: needs --cache-dir");
     sched.cache_dir_max_bytes = size_flag("--cache-dir-max", f.cache_dir_max);

@@ -477,6 +477,11 @@ const float* KvCache::state(int r) const {
   return impl_->states.data(r);
 }
 
+PagePins KvCache::pin_state(int r) {
+  TKV_CHECK(r >= 0 && r < impl_->states.count());
+  return PagePins(*impl_->pool, {impl_->states.allocations()[size_t(r)]}, nullptr, true);
+}
+
 uint64_t KvCache::Impl::snapshot_bytes() const {
   uint64_t s = 0;
   for (const Snapshot& snap : snapshots) s += snap.states->bytes_apart_from(states);

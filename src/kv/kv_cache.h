@@ -203,6 +203,10 @@ class KvCache {
   // a fork shared it); outside a chunk it is read-only by convention.
   float* state(int r);
   const float* state(int r) const;
+  // Brings state r into RAM for as long as the result lives (a chunk's
+  // update of it; with the pool's disk tier it may be on disk otherwise):
+  // KvSpillError or KvBudgetExceeded as a page's pin.
+  PagePins pin_state(int r);
   // Keeps the recurrent states as they are now (at n_tokens()) so that
   // truncate() can come back here: the newest KvConfig::state_snapshots are
   // kept. It shares the states (nothing copied until the next chunk updates

@@ -240,6 +240,7 @@ LoadedStates read_states(SessionReader& r, const KvCache::Impl& c, int64_t n_tok
     }
     auto states = std::make_unique<RecurrentStates>();
     states->init(c.pool, floats);  // KvBudgetExceeded: nothing changed yet
+    const PagePins pins(*c.pool, states->allocations(), nullptr, true);
     for (int k = 0; k < R; ++k) std::memcpy(states->data(k), bytes[size_t(k)], states->bytes(k));
     out.snapshots.push_back({p, std::move(states)});
   }
@@ -433,6 +434,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   StagedPages staged = stage_pages(c, loaded);
   try {
     c.states.make_private();  // so that clear() below allocates nothing
+    c.states.pin(true);       // nor reads a state back from the disk tier
   } catch (...) {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (uint8_t* p : staged.fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
@@ -442,6 +444,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   clear();
   for (int i = 0; i < c.states.count(); ++i)
     std::memcpy(c.states.data(i), states.now[size_t(i)], c.states.bytes(i));
+  c.states.unpin();
   c.snapshots = std::move(states.snapshots);
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];

@@ -5,9 +5,9 @@
 // failed system allocation throws KvOutOfMemory.
 //
 // Disk tier: a pool with a budget and a spill directory keeps at most the
-// budget in RAM and moves its coldest movable pages (least recently pinned;
-// sinks and residual rings are not movable) still compressed to a page file
-// there (spill_file.h) instead of failing. A page keeps its address: its RAM
+// budget in RAM and moves its coldest movable allocations (KV pages and
+// recurrent states, least recently pinned; sinks and residual rings are not
+// movable) to a page file there (spill_file.h) instead of failing. A page keeps its address: its RAM
 // is returned to the system (madvise) while it is on disk and refilled when
 // it is pinned again, so every holder's pointer stays valid. Whoever reads or
 // writes a movable page pins it first (PagePins); an unpinned page may be on

@@ -10,7 +10,20 @@ RecurrentStates::~RecurrentStates() {
   release_all();
 }
 
+void RecurrentStates::pin(bool for_write) {
+  TKV_CHECK(!pinned_);
+  if (pool_) pool_->pin(data_, nullptr, for_write);
+  pinned_ = true;
+}
+
+void RecurrentStates::unpin() {
+  if (!pinned_) return;
+  if (pool_) pool_->unpin(data_);
+  pinned_ = false;
+}
+
 void RecurrentStates::release_all() {
+  unpin();
   for (size_t r = 0; r < data_.size(); ++r)
     if (data_[r]) pool_->release(data_[r], bytes_[r]);
   data_.clear();
@@ -24,8 +37,9 @@ void RecurrentStates::init(std::shared_ptr<PagePool> pool, const std::vector<int
     for (int64_t n : floats) {
       TKV_CHECK(n > 0);
       const size_t b = size_t(n) * sizeof(float);
-      data_.push_back(pool_->allocate(b));
+      data_.push_back(pool_->allocate(b, movable()));
       bytes_.push_back(b);
+      PagePins pins(*pool_, {data_.back()}, nullptr, true);
       std::memset(data_.back(), 0, b);
     }
   } catch (...) {
@@ -35,6 +49,7 @@ void RecurrentStates::init(std::shared_ptr<PagePool> pool, const std::vector<int
 }
 
 void RecurrentStates::share(const RecurrentStates& from) {
+  TKV_CHECK(!from.pinned_ || &from != this);
   release_all();
   pool_ = from.pool_;
   for (size_t r = 0; r < from.data_.size(); ++r) {
@@ -48,13 +63,24 @@ void RecurrentStates::make_private() {
   std::vector<std::pair<size_t, uint8_t*>> copies;
   try {
     for (size_t r = 0; r < data_.size(); ++r)
-      if (pool_->refcount(data_[r]) > 1) copies.emplace_back(r, pool_->allocate(bytes_[r]));
+      if (pool_->refcount(data_[r]) > 1)
+        copies.emplace_back(r, pool_->allocate(bytes_[r], movable()));
   } catch (...) {
     for (auto& [r, p] : copies) pool_->release(p, bytes_[r]);
     throw;
   }
+  try {
+    // One pin for both (a caller waiting on pins must hold none); the
+    // source is marked written too, which only costs a rewrite on eviction.
+    for (auto& [r, p] : copies) {
+      PagePins pins(*pool_, {data_[r], p}, nullptr, true);
+      std::memcpy(p, data_[r], bytes_[r]);
+    }
+  } catch (...) {  // the disk tier failed: nothing changed
+    for (auto& [r, p] : copies) pool_->release(p, bytes_[r]);
+    throw;
+  }
   for (auto& [r, p] : copies) {
-    std::memcpy(p, data_[r], bytes_[r]);
     pool_->release(data_[r], bytes_[r]);  // the other holders keep theirs
     data_[r] = p;
   }
@@ -63,8 +89,22 @@ void RecurrentStates::make_private() {
 void RecurrentStates::reset() {
   std::vector<std::pair<size_t, uint8_t*>> fresh;
   try {
+    // A fresh one for each shared state, and for each on disk (zeros need
+    // not read it back: it may be unreadable, as after a failed chunk).
     for (size_t r = 0; r < data_.size(); ++r)
-      if (pool_->refcount(data_[r]) > 1) fresh.emplace_back(r, pool_->allocate(bytes_[r]));
+      if (pool_->refcount(data_[r]) > 1 || (movable() && !pool_->resident(data_[r])))
+        fresh.emplace_back(r, pool_->allocate(bytes_[r], movable()));
+  } catch (...) {
+    for (auto& [r, p] : fresh) pool_->release(p, bytes_[r]);
+    throw;
+  }
+  // Zeroed where they will be, under one pin: a disk-tier failure changes
+  // nothing.
+  std::vector<uint8_t*> target = data_;
+  for (auto& [r, p] : fresh) target[r] = p;
+  try {
+    PagePins pins(*pool_, target, nullptr, true);
+    for (size_t r = 0; r < target.size(); ++r) std::memset(target[r], 0, bytes_[r]);
   } catch (...) {
     for (auto& [r, p] : fresh) pool_->release(p, bytes_[r]);
     throw;
@@ -73,7 +113,6 @@ void RecurrentStates::reset() {
     pool_->release(data_[r], bytes_[r]);
     data_[r] = p;
   }
-  for (size_t r = 0; r < data_.size(); ++r) std::memset(data_[r], 0, bytes_[r]);
 }
 
 uint64_t RecurrentStates::total_bytes() const {

@@ -10,6 +10,12 @@
 // all-or-nothing allocation phase). A state is the sequence's position in
 // one piece: it cannot be rolled back to an earlier position, only reset to
 // the empty sequence's (all zero).
+//
+// With the pool's disk tier the states are movable like KV pages: a state
+// no chunk is updating (a snapshot's, a cached prefix's, an idle
+// sequence's) may be on disk. Their bytes are read or written only under
+// a pin: pin() for a chunk's duration (KvCache::begin_chunk to end_chunk),
+// and inside every member function here that touches them.
 #pragma once
 
 #include <cstddef>
@@ -40,9 +46,19 @@ class RecurrentStates {
   // for a fresh one (which may throw KvBudgetExceeded, nothing changed).
   void reset();
 
+  // Brings the states into RAM and keeps them there until unpin() (for a
+  // chunk that updates them: `for_write`); no-op without a disk tier.
+  // KvBudgetExceeded or KvSpillError with nothing pinned. Pins do not nest.
+  void pin(bool for_write);
+  void unpin();
+  bool pinned() const { return pinned_; }
+
   int count() const { return int(data_.size()); }
+  // The bytes of state r: valid to read or write only while pinned.
   float* data(int r) { return reinterpret_cast<float*>(data_[size_t(r)]); }
   const float* data(int r) const { return reinterpret_cast<const float*>(data_[size_t(r)]); }
+  // The allocations, for a caller's own PagePins (the session writer's).
+  const std::vector<uint8_t*>& allocations() const { return data_; }
   size_t bytes(int r) const { return bytes_[size_t(r)]; }
   uint64_t total_bytes() const;
   uint64_t shared_bytes() const;  // of total_bytes, states another sequence holds too
@@ -51,7 +67,9 @@ class RecurrentStates {
 
  private:
   void release_all();
+  bool movable() const { return pool_ && pool_->spilling(); }
   std::shared_ptr<PagePool> pool_;
+  bool pinned_ = false;
   std::vector<uint8_t*> data_;
   std::vector<size_t> bytes_;
 };

@@ -18,6 +18,8 @@
 // ExecutionContext.
 #pragma once
 
+#include <functional>
+
 #include <span>
 #include <vector>
 
@@ -61,6 +63,14 @@ class Forward {
   void full_attention(int l);
   void qkv_rows(int l);  // normed x -> q, k, v with biases, QK norms and RoPE
   void attend_items(int l, const float* q, const float* k, const float* v);
+  // Runs `work` on each live item of a layer whose memory may be on the
+  // pool's disk tier. An item whose memory fails to move (KvSpillError) or
+  // to fit (KvBudgetExceeded, KvOutOfMemory) fails alone: its chunk is
+  // abandoned, its rows of `out` (`width` floats each) zeroed (its rows stay
+  // in the batch: their kernels do not depend on the others) and it leaves
+  // the later layers.
+  void each_item_with_memory(const std::function<void(const LiveItem&)>& work, float* out,
+                             int width);
   void split_output_gate(int l);  // q rows [q | gate] per head -> q_, attn_gate_
   void gate_output(int l);        // att *= sigmoid(gate)
   // forward_recurrent.cc: Gated DeltaNet.

@@ -120,22 +120,27 @@ void Forward::attend_items(int l, const float* q, const float* k, const float* v
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
   check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
   check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
+  each_item_with_memory(
+      [&](const LiveItem& live) {
+        kv::KvCache& seq = *items_[live.index].sequence;
+        const size_t r = size_t(live.row0);
+        float* out = ctx_.att_.data() + r * at.out_width();
+        seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
+        if (ctx_.sequence_scratch_) {
+          seq.attend(kv_layer, q + r * qw, out, pool_, sinks);
+        } else {
+          seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks);
+        }
+      },
+      ctx_.att_.data(), at.out_width());
+}
+
+void Forward::each_item_with_memory(const std::function<void(const LiveItem&)>& work, float* out,
+                                    int width) {
   std::vector<size_t> dropped;  // items (caller's indexes) that failed in this layer
   for (const auto& live : ctx_.live_) {
-    kv::KvCache& seq = *items_[live.index].sequence;
-    const size_t r = size_t(live.row0);
-    float* out = ctx_.att_.data() + r * at.out_width();
-    // With the pool's disk tier a page may fail to move (KvSpillError) or a
-    // layer's pages may not fit at once (KvBudgetExceeded): that ends this
-    // item only. Its rows stay in the batch (their kernels do not depend on
-    // the other rows) with zero attention, and it leaves the later layers.
     try {
-      seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
-      if (ctx_.sequence_scratch_) {
-        seq.attend(kv_layer, q + r * qw, out, pool_, sinks);
-      } else {
-        seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks);
-      }
+      work(live);
       continue;
     } catch (const kv::KvSpillError& e) {
       status_[live.index] = failed_status(ItemStatus::Code::kSpillError, e);
@@ -144,8 +149,9 @@ void Forward::attend_items(int l, const float* q, const float* k, const float* v
     } catch (const kv::KvOutOfMemory& e) {
       status_[live.index] = failed_status(ItemStatus::Code::kSpillError, e);
     }
-    seq.abandon_chunk();
-    std::fill(out, out + size_t(live.n_rows) * at.out_width(), 0.0f);
+    items_[live.index].sequence->abandon_chunk();
+    float* rows = out + size_t(live.row0) * size_t(width);
+    std::fill(rows, rows + size_t(live.n_rows) * size_t(width), 0.0f);
     dropped.push_back(live.index);
   }
   std::erase_if(ctx_.live_, [&](const LiveItem& li) {

@@ -76,7 +76,8 @@ void Forward::recurrent_layer(int l) {
     beta[i] = sigmoid(beta[i]);
     gate[i] = std::exp(softplus(gate[i] + L.dt_bias[size_t(h)]) * L.ssm_a[size_t(h)]);
   }
-  for (const auto& live : ctx_.live_) recurrent_item(l, live);
+  each_item_with_memory([&](const LiveItem& live) { recurrent_item(l, live); }, ctx_.att_.data(),
+                        at.out_width());
   // The output norm, per row and value head, gated by silu(z).
   const int S = at.state_size;
   pool_.parallel_for(int64_t(T) * Hv, 16, [&](int64_t b, int64_t e, int) {
@@ -97,7 +98,10 @@ void Forward::recurrent_item(int l, const LiveItem& live) {
   const LayerWeights& L = m_.weights_.layers[size_t(l)];
   const int C = at.conv_channels(), K = at.conv_kernel, S = at.state_size, Hv = at.n_v_heads;
   const int G = at.n_groups, T = live.n_rows;
-  float* state = items_[live.index].sequence->state(m_.cache_index_[size_t(l)]);
+  kv::KvCache& seq = *items_[live.index].sequence;
+  const int r = m_.cache_index_[size_t(l)];
+  const kv::PagePins pinned = seq.pin_state(r);  // with the disk tier it may be there
+  float* state = seq.state(r);
   float* conv_state = state;
   float* matrices = state + at.conv_state_floats();
   float* rows = ctx_.conv_rows_.data() + int64_t(live.row0) * C;

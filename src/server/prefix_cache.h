@@ -14,7 +14,9 @@
 // a time (other kernels than the prefill's, in the last bits) and, with a
 // residual ring, its last prompt tokens have left the ring for their codec.
 // Checkpoints differ only in their sinks, ring and last page; the rest of
-// their pages are shared.
+// their pages are shared. Where reuse need not be exact (ReuseRule::exact
+// false) prompts leave a checkpoint at their end too, and finished
+// sequences are kept where they can be cut (Scheduler::Impl::keep_finished).
 //
 // Eviction is LRU (a hit refreshes its entry). An evicted entry is written
 // to the disk tier first when there is one (cache_dir.h) and no file there

@@ -29,7 +29,8 @@ int64_t ReuseRule::boundary(int64_t common, int64_t prompt_len) const {
 }
 
 int64_t ReuseRule::point(int64_t held_len, int64_t common, int64_t prompt_len) const {
-  const int64_t at = boundary(common, prompt_len);
+  const int64_t at =
+      exact ? boundary(common, prompt_len) : std::max<int64_t>(0, std::min(common, prompt_len - 1));
   // Whole: `at` reaching held_len means every held token is shared.
   return truncatable || at == held_len ? at : 0;
 }

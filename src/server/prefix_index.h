@@ -31,15 +31,22 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
 // tokens before it in f16, the checkpoint holds them encoded
 // (KvCache::truncate). Without a ring (f16 pages, or residual 0) truncating
 // to any grid boundary is exact.
+//
+// Not exact (SchedulerOptions::exact_reuse false): a sequence is reused up
+// to the prompt's last shared token wherever it ends (a prompt's end, a
+// finished reply), and cut anywhere where its layers allow it (truncatable:
+// with a residual ring the cut keeps the ring's tokens encoded). The reused
+// state then differs from a cold prefill's in its last bits.
 struct ReuseRule {
-  int grid = 1;              // the prefill grid: reuse points are multiples of it
-  bool truncatable = false;  // no residual ring: a checkpoint serves its grid prefixes too
+  int grid = 1;              // the prefill grid: exact reuse points are multiples of it
+  bool truncatable = false;  // a checkpoint serves its prefixes too (exactly: no residual ring)
+  bool exact = true;         // reuse only at grid boundaries (see above)
 
   // The last grid boundary within the first `common` tokens of a prompt of
   // `prompt_len`, short of its last token (which is always evaluated).
   int64_t boundary(int64_t common, int64_t prompt_len) const;
   // Prompt tokens a sequence of `held_len` tokens, `common` of them shared
-  // with a prompt of `prompt_len`, gives exactly (0: none).
+  // with a prompt of `prompt_len`, gives (0: none).
   int64_t point(int64_t held_len, int64_t common, int64_t prompt_len) const;
   int64_t point(std::span<const int32_t> held, std::span<const int32_t> prompt) const {
     return point(int64_t(held.size()), common_prefix(held, prompt), int64_t(prompt.size()));

@@ -174,19 +174,23 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
   }
   const bool cacheable = options.prefix_cache && options.kv.window == 0;
   // A checkpoint serves its grid prefixes too when truncating it loses
-  // nothing: no residual ring, no window layer that dropped its pages, and
-  // no recurrent layer (its state holds the checkpoint's position only).
-  const ReuseRule rule{.grid = options.prefill_chunk,
-                       .truncatable = options.kv.effective_residual() == 0 &&
-                                      !options.kv.swa_window_only &&
-                                      model.kv_shape(options.context).recurrent.empty()};
+  // nothing: no residual ring (unless reuse need not be exact), no window
+  // layer that dropped its pages, and no recurrent layer (its state holds
+  // the checkpoint's position only).
+  const ReuseRule rule{
+      .grid = options.prefill_chunk,
+      .truncatable = (options.kv.effective_residual() == 0 || !options.exact_reuse) &&
+                     !options.kv.swa_window_only &&
+                     model.kv_shape(options.context).recurrent.empty(),
+      .exact = options.exact_reuse};
   if (cacheable && !options.cache_dir.empty()) {
     // Everything that decides a prefill's bits: a file made under another
     // grid or thread count would not give this server's cold logits.
     const kv::KvShape shape = model.kv_shape(options.context);
     const std::string key = str(model.fingerprint(), " ", options.kv.describe_storage(),
                                 " ctx=", shape.max_tokens, " seed=", options.kv.seed,
-                                " grid=", options.prefill_chunk, " threads=", options.threads);
+                                " grid=", options.prefill_chunk, " threads=", options.threads,
+                                options.exact_reuse ? "" : " reuse=any");
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
                                       options.kv.page_tokens, rule, options.on_warning);
   }
@@ -210,7 +214,8 @@ uint64_t Scheduler::smallest_budget(const model::Model& model, const SchedulerOp
 std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,
                                                   const PrefixCache::Hit& hit) const {
   // The prompt's last grid boundary (the next turn of a conversation, a
-  // regenerated reply, the same request again start there), and without a
+  // regenerated reply, the same request again start there) and, when reuse
+  // need not be exact, its end; without a
   // truncatable cache the boundary where it parted from a cached prompt
   // (a system prompt the next conversations share) and those at or before
   // the job's hints (where its last message starts: the next conversation
@@ -227,6 +232,9 @@ std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,
     }
   }
   if (last > hit.reuse) at.push_back(last);
+  // Reuse that need not be exact keeps the prompt's end too (after its last
+  // chunk: Scheduler::Impl::step): the next turn starts there.
+  if (!rule.exact && prompt_len > hit.reuse) at.push_back(prompt_len);
   std::sort(at.begin(), at.end());
   at.erase(std::unique(at.begin(), at.end()), at.end());
   return at;

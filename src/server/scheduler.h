@@ -144,6 +144,15 @@ struct SchedulerOptions {
   std::string spill_dir;
   int threads = 1;           // the worker's ThreadPool (counts the worker itself)
   bool prefix_cache = true;  // keep finished sequences for reuse (off under kv.window > 0)
+  // Where a cached prefix is reused (--prefix-reuse). true ("exact"): at
+  // grid boundaries only, so a reused prefix holds the bits a cold prefill
+  // gives and a cached prefix never changes an answer (ReuseRule); up to
+  // prefill_chunk - 1 shared tokens are prefilled again. false ("any"), as
+  // llama-server reuses its slots: also at the prompt's end and into a
+  // finished reply (prefix_cache.h), the last partial chunk and the decoded
+  // tokens held as they were computed, which may differ from a cold
+  // prefill's in their last bits.
+  bool exact_reuse = true;
   // Cached prefixes kept in memory at most (LRU beyond it, to the cache dir
   // when there is one); the budget evicts sooner when it needs their pages.
   int max_cached_prefixes = 256;

@@ -188,6 +188,9 @@ struct Scheduler::Impl {
   // Forks `a` into the prefix cache when its next chunk starts at its next
   // checkpoint (a fork the budget cannot hold is skipped).
   void take_checkpoint(Active& a);
+  // Keeps a finished job's sequence, prompt and reply, in the prefix cache
+  // where reuse need not be exact (SchedulerOptions::exact_reuse).
+  void keep_finished(Active& a);
   // A prompt prefilled whole just ended (`logits` after its last token):
   // its sequence and logits go to the prefix cache (prefix_cache.h).
   void keep_whole_prompt(Active& a, std::span<const float> logits);

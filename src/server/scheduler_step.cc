@@ -85,7 +85,9 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   figures.completion_tokens += uint64_t(a.generated());
   ++figures.jobs_finished;
   // Its checkpoints are in the prefix cache; the finished sequence itself is
-  // not reusable exactly (prefix_cache.h) and frees its pages.
+  // not reusable exactly (prefix_cache.h): it frees its pages, or is kept
+  // when reuse need not be exact.
+  if (reason == JobFinish::kStop || reason == JobFinish::kLength) keep_finished(a);
   a.sequence.reset();
   // The figures, and the free places submit() counts, include this job's
   // end before its consumer hears it: a client that sends its next request
@@ -93,6 +95,18 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   publish();
   p.stream->push(std::move(done));
   if (options.on_finish) options.on_finish();
+}
+
+void Scheduler::Impl::keep_finished(Active& a) {
+  // A reply is kept where a checkpoint of it can serve the prompts sharing
+  // part of it (truncatable; a recurrent state is at its end only), once
+  // per job. No room for it: its pages are freed as usual.
+  if (!prefixes || prefixes->rule().exact || !prefixes->rule().truncatable || a.choice != 0 ||
+      !a.pending.job.cache_prompt)
+    return;
+  if (a.sequence->tokens().size() <= a.pending.job.prompt.size()) return;
+  prefixes->insert(std::move(a.sequence));
+  cache_changed = true;
 }
 
 void Scheduler::Impl::take_checkpoint(Active& a) {
@@ -309,7 +323,10 @@ bool Scheduler::Impl::step() {
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;
-    if (a.generated() == 0 && !a.forked) keep_whole_prompt(a, ctx.logits(b));
+    if (a.generated() == 0 && !a.forked) {
+      keep_whole_prompt(a, ctx.logits(b));
+      take_checkpoint(a);  // the prompt's end, when a checkpoint goes there
+    }
     const std::vector<Active*> more = fork_choices(a);
     sample_reply(a, ctx.logits(b));
     for (Active* c : more) sample_reply(*c, ctx.logits(b));

@@ -60,6 +60,11 @@ TEST(CliErrors, ServeKvDiskTierNeedsABudget) {
                      "--kv-budget: must be larger than 0");
 }
 
+TEST(CliErrors, ServePrefixReuseIsExactOrAny) {
+  expect_usage_error({"serve", "-m", "x.gguf", "--prefix-reuse", "some"},
+                     "--prefix-reuse: expected exact or any, got 'some'");
+}
+
 TEST(CliErrors, NonNumericAndOutOfRangeNumbers) {
   expect_usage_error({"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"},
                      "-n: 'ten' is not an integer");

@@ -4,8 +4,11 @@
 // (copy-on-write), all-or-nothing when the budget is short, saved and
 // loaded with the session file, and no truncation but to the end or to 0.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,10 +38,13 @@ kv::KvConfig config() {
 
 using States = std::vector<std::vector<float>>;
 
-States states_of(const kv::KvCache& c) {
+// (Pinned while read: with the pool's disk tier a state may be on disk.)
+States states_of(kv::KvCache& c) {
   States out;
-  for (size_t r = 0; r < c.shape().recurrent.size(); ++r)
+  for (size_t r = 0; r < c.shape().recurrent.size(); ++r) {
+    const kv::PagePins pinned = c.pin_state(int(r));
     out.emplace_back(c.state(int(r)), c.state(int(r)) + c.shape().recurrent[r]);
+  }
   return out;
 }
 
@@ -50,6 +56,7 @@ void chunk(kv::KvCache& c, const RandomInputs& in, ThreadPool& pool, int64_t fro
   const kv::KvShape& s = c.shape();
   c.begin_chunk(n);
   for (size_t r = 0; r < s.recurrent.size(); ++r) {
+    const kv::PagePins pinned = c.pin_state(int(r));
     float* st = c.state(int(r));
     for (int64_t i = 0; i < s.recurrent[r]; ++i) st[i] = st[i] * 0.5f + step + float(i);
   }
@@ -242,6 +249,51 @@ TEST(RecurrentState, SessionOfOtherRecurrentSizesIsRefused) {
     EXPECT_EQ(c.n_tokens(), 3);
     EXPECT_EQ(states_of(c), before);
   }
+}
+
+// With the pool's disk tier, states no chunk is updating move to disk like
+// pages when the budget needs their RAM (states of idle sequences and
+// snapshots past it), and come back unchanged: read, updated by the next
+// chunk, restored from a snapshot, saved to a session file.
+TEST(RecurrentState, StatesMoveToTheDiskTierAndBackUnchanged) {
+  const std::string dir = temp_dir() + "/state_spill_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<int64_t> big = {40000, 24000};  // 256 KB a sequence
+  const uint64_t state_bytes = (40000 + 24000) * sizeof(float);
+  constexpr int kSequences = 8;
+  auto pool = std::make_shared<kv::PagePool>(3 * state_bytes, dir);
+  ThreadPool threads(1);
+  RandomInputs in(hybrid_shape(big), 64, 11);
+  std::vector<std::unique_ptr<kv::KvCache>> seqs;
+  std::vector<States> expected;
+  for (int i = 0; i < kSequences; ++i) {
+    seqs.push_back(std::make_unique<kv::KvCache>(hybrid_shape(big), config(), pool));
+    chunk(*seqs.back(), in, threads, 0, 8, float(i + 1));
+    seqs.back()->snapshot();
+    expected.push_back(states_of(*seqs.back()));
+  }
+  EXPECT_GT(pool->stats().spilled_bytes, 0u) << "the states of 8 sequences exceed the budget";
+  EXPECT_LE(pool->bytes_reserved(), 3 * state_bytes);
+  for (int i = 0; i < kSequences; ++i) EXPECT_EQ(states_of(*seqs[size_t(i)]), expected[size_t(i)]);
+
+  // The next chunk updates the state read back from disk; truncate goes
+  // back to the snapshot (shared with the state until that chunk).
+  kv::KvCache& first = *seqs[0];
+  chunk(first, in, threads, 8, 4, 20.0f);
+  EXPECT_NE(states_of(first), expected[0]);
+  for (int i = 1; i < kSequences; ++i) states_of(*seqs[size_t(i)]);  // the first's to disk
+  first.truncate(8);
+  EXPECT_EQ(states_of(first), expected[0]);
+
+  const std::string path = dir + "/spilled.session";
+  seqs[3]->save(path, "model-a");
+  kv::KvCache loaded(hybrid_shape(big), config(), pool);
+  loaded.load(path, "model-a");
+  EXPECT_EQ(states_of(loaded), expected[3]);
+  EXPECT_GT(pool->stats().spill_reads, 0);
+  seqs.clear();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RecurrentState, TruncateOnlyToTheEndOrZero) {

@@ -13,6 +13,7 @@
 #include "kv/kv_cache.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "test_models.h"
 
 namespace tkv::model {
@@ -130,6 +131,79 @@ TEST(BatchSpill, UnreadablePageFailsOnlyItsItem) {
   EXPECT_THROW(model->eval_last(*spilled[1], {&one, 1}, pool), kv::KvSpillError);
   EXPECT_EQ(spilled[1]->n_tokens(), 0);
   for (const auto& d : dirs) fs::remove_all(d);
+}
+
+// A hybrid model's recurrent states move to the disk tier like pages: three
+// tiny-qwen35 sequences in one pool whose budget holds fewer states than
+// they have (each step's states come back from disk) give the logits they
+// give without a disk tier, bit for bit; a state that cannot be read back
+// fails only its item.
+TEST(BatchSpill, HybridStatesOnDiskGiveTheSameLogits) {
+  const std::string path = test::write_model(model::synth_preset("tiny-qwen35"));
+  const auto model = Model::load(path);
+  const int vocab = model->config().n_vocab;
+  ThreadPool pool(2);
+  ExecutionContext ctx, alone_ctx;
+  kv::KvConfig config;
+  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  constexpr int kSeqs = 3, kPrompt = 300;
+  std::vector<std::unique_ptr<kv::KvCache>> plain;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<Logit> want;
+  for (int i = 0; i < kSeqs; ++i) {
+    prompts.push_back(test::random_tokens(kPrompt, vocab, uint32_t(21 + i)));
+    plain.push_back(std::make_unique<kv::KvCache>(model->kv_shape(1024), config));
+    want.push_back(prefill(*model, alone_ctx, *plain.back(), prompts.back(), pool));
+  }
+  const kv::KvStats one = plain[0]->stats();
+  ASSERT_GT(one.state_bytes, 0u);
+  // Room for every sequence's sinks, ring and pages, and one sequence's states.
+  const std::string dir = spill_dir(9);
+  auto shared =
+      std::make_shared<kv::PagePool>(kSeqs * (one.persistent_bytes - one.state_bytes) +
+                                         one.state_bytes + one.state_bytes / 2,
+                                     dir);
+  std::vector<std::unique_ptr<kv::KvCache>> spilled;
+  for (int i = 0; i < kSeqs; ++i)
+    spilled.push_back(std::make_unique<kv::KvCache>(model->kv_shape(1024), config, shared));
+  // Chunk by chunk in turn: each sequence's states went to disk for the others'.
+  std::vector<Logit> got(kSeqs);
+  for (size_t done = 0; done < size_t(kPrompt); done += kChunk)
+    for (int i = 0; i < kSeqs; ++i) {
+      const auto part = std::span<const int32_t>(prompts[size_t(i)])
+                            .subspan(done, std::min<size_t>(kChunk, kPrompt - done));
+      got[size_t(i)] = run_alone(*model, ctx, *spilled[size_t(i)], part, pool);
+    }
+  EXPECT_GT(shared->stats().spill_reads, 0);
+  for (int i = 0; i < kSeqs; ++i)
+    EXPECT_TRUE(same_bits(got[size_t(i)], want[size_t(i)])) << "sequence " << i;
+
+  // Every page and state on disk unreadable: the next step fails the items
+  // whose memory is there, with their sequences cleared and usable.
+  const int fd = page_file_fd(dir);
+  ASSERT_GE(fd, 0);
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  const std::vector<uint8_t> zeros(size_t(size), 0);
+  ASSERT_EQ(::pwrite(fd, zeros.data(), zeros.size(), 0), ssize_t(size));
+  std::vector<int32_t> next = {1, 2, 3};
+  std::vector<BatchItem> items;
+  for (int i = 0; i < kSeqs; ++i)
+    items.push_back({spilled[size_t(i)].get(), {&next[size_t(i)], 1}, Logits::kLast});
+  const auto st = model->eval_batch(ctx, items, pool);
+  int failed = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    if (st[size_t(i)].ok()) continue;
+    ++failed;
+    EXPECT_EQ(st[size_t(i)].code, ItemStatus::Code::kSpillError) << st[size_t(i)].message;
+    EXPECT_EQ(spilled[size_t(i)]->n_tokens(), 0);
+  }
+  EXPECT_GE(failed, 1);
+  const std::span<const int32_t> start(prompts[0].data(), kChunk);
+  kv::KvCache fresh(model->kv_shape(1024), config);
+  spilled[0]->clear();
+  EXPECT_TRUE(same_bits(run_alone(*model, ctx, *spilled[0], start, pool),
+                        run_alone(*model, alone_ctx, fresh, start, pool)));
+  fs::remove_all(dir);
 }
 
 }  // namespace
