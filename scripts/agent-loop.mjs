@@ -9,9 +9,10 @@
 // server's own time to first token summed over the loop (the
 // time_to_first_token_seconds histogram's sum in /metrics: queue + prefill
 // + the first token), and checks that from step 2 on every request reuses
-// the previous request's prompt: up to its last prefill-grid boundary under
-// the server's default --prefix-reuse exact, all of it under
-// --prefix-reuse any (exits 1 when one does not).
+// the tokens it shares with the previous request's prompt (the server's
+// /apply-template and /tokenize give both prompts' ids): up to the last
+// prefill-grid boundary under the server's default --prefix-reuse exact, all
+// of them under --prefix-reuse any (exits 1 when one does not).
 //
 // Usage: node scripts/agent-loop.mjs -m MODEL.gguf [--chat-template FILE]
 //          [--steps 20] [--system-tokens 2000] [-t THREADS] [-c CONTEXT]
@@ -81,6 +82,23 @@ async function startServer(o) {
   die('the server did not become ready in 120 s');
 }
 
+// The prompt's token ids as the server renders and counts them.
+async function promptIds(base, body) {
+  const post = async (route, b) => {
+    const r = await fetch(`${base}${route}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+    if (!r.ok) die(`${route}: ${r.status} ${await r.text()}`);
+    return r.json();
+  };
+  const { prompt } = await post('/apply-template', body);
+  return (await post('/tokenize', { content: prompt, add_special: true })).tokens;
+}
+
+function sharedPrefix(a, b) {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
 async function ttftSum(base) {
   const text = await (await fetch(`${base}/metrics`)).text();
   const line = text.split('\n').find((l) => /^\w*time_to_first_token_seconds_sum /.test(l));
@@ -118,14 +136,19 @@ async function loop(o, cachePrompt) {
       { role: 'user', content: 'Find out when the first transatlantic cable was laid and who paid for it.' }];
     const before = await ttftSum(server.base);
     const steps = [];
+    let previousIds = [];
     for (let step = 1; step <= o.steps; step++) {
+      const body = { model: 'm', messages, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false };
+      const ids = await promptIds(server.base, body);
+      const shared = sharedPrefix(previousIds, ids);
+      previousIds = ids;
       const r = await client.chat.completions.create({
-        model: 'm', messages, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false,
-        temperature: 0.7, seed: step, max_tokens: 96, cache_prompt: cachePrompt,
+        ...body, temperature: 0.7, seed: step, max_tokens: 96, cache_prompt: cachePrompt,
       });
       const msg = r.choices[0].message;
       if (!msg.tool_calls?.length) die(`step ${step}: no tool call (finish_reason ${r.choices[0].finish_reason})`);
-      steps.push({ step, prompt: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details?.cached_tokens ?? 0 });
+      if (r.usage.prompt_tokens !== ids.length) die(`step ${step}: ${r.usage.prompt_tokens} prompt tokens, /tokenize gave ${ids.length}`);
+      steps.push({ step, prompt: r.usage.prompt_tokens, shared, cached: r.usage.prompt_tokens_details?.cached_tokens ?? 0 });
       messages.push(msg, { role: 'tool', tool_call_id: msg.tool_calls[0].id, content: toolResult(step) });
       process.stderr.write(`  ${cachePrompt ? 'cache' : 'no cache'} step ${step}: ${steps.at(-1).prompt} prompt, ${steps.at(-1).cached} cached\n`);
     }
@@ -145,10 +168,14 @@ const uncached = await loop(o, false);
 // Exact reuse stops at a boundary of the server's prefill grid (-ub, 16 by
 // default: docs/SERVER.md, the prefix cache): the previous prompt's last
 // partial chunk is prefilled again (its last token is always evaluated, so
-// a prompt of k * grid tokens leaves k - 1). Any reuse takes it all.
+// a prompt of k * grid tokens leaves k - 1). Any reuse takes every shared
+// token.
 const shortfalls = cached.steps.slice(1).map((s, i) => cached.steps[i].prompt - s.cached);
-const expected = (prev) => (o.reuse === 'any' ? prev : Math.floor((prev - 1) / o.grid) * o.grid);
-const failures = cached.steps.slice(1).filter((s, i) => s.cached < expected(cached.steps[i].prompt));
+const expected = (s, prev) => (o.reuse === 'any' ? s.shared
+  : Math.min(Math.floor((prev - 1) / o.grid) * o.grid, Math.floor(s.shared / o.grid) * o.grid));
+const failures = cached.steps.slice(1).filter((s, i) => s.cached < expected(s, cached.steps[i].prompt));
+const unshared = cached.steps.slice(1).map((s, i) => cached.steps[i].prompt - s.shared);
+const extra = cached.steps.slice(1).map((s) => s.cached - s.shared);
 const ratio = cached.ttft / uncached.ttft;
 const lines = [
   '# Agent loop: prefix reuse across tool steps', '',
@@ -156,13 +183,14 @@ const lines = [
   `- machine: ${sh("lscpu | sed -n 's/^Model name: *//p'")}, ${sh('nproc')} cores`,
   `- commit: ${sh('git rev-parse --short=12 HEAD')}`, `- date: ${new Date().toISOString().slice(0, 10)}`, '',
   `${o.steps} requests through the openai client, each the conversation so far (a first prompt of ${cached.steps[0].prompt} tokens: system prompt, ${TOOLS.length} tool schemas and the question; tool_choice "required"), each step appending the call and a tool result of about 120 tokens.`, '',
-  '| step | prompt tokens | cached (cache on) | cached (cache off) |', '|---|---|---|---|',
-  ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
+  '| step | prompt tokens | shared with the previous prompt | cached (cache on) | cached (cache off) |', '|---|---|---|---|---|',
+  ...cached.steps.map((s, i) => `| ${s.step} | ${s.prompt} | ${s.shared} | ${s.cached} | ${uncached.steps[i].cached} |`), '',
   `Time to first token summed over the loop (server's histogram): ${cached.ttft.toFixed(2)} s with the prefix cache, ${uncached.ttft.toFixed(2)} s without: **${ratio.toFixed(3)}x**.`,
+  `From step 2 on, each prompt shared with the previous one ${Math.min(...unshared) === 0 && Math.max(...unshared) === 0 ? 'all of its tokens' : `all of its tokens but the last ${Math.min(...unshared)}-${Math.max(...unshared)} (the template renders them otherwise in the next turn)`}.`,
   o.reuse === 'any'
-    ? `Server run with \`--prefix-reuse any\`. From step 2 on, each request reused the previous request's prompt and ${Math.min(...shortfalls.map((x) => -x))}-${Math.max(...shortfalls.map((x) => -x))} tokens beyond it (of the previous reply).`
-    : `From step 2 on, each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (its last ${o.grid}-token prefill chunk, which holds its last token: reuse is exact, at grid boundaries).`,
-  failures.length ? `Steps reusing less than ${o.reuse === 'any' ? "the previous prompt" : "the previous prompt's last grid boundary"}: ${failures.map((s) => s.step).join(', ')}.` : '', '',
+    ? `Server run with \`--prefix-reuse any\`: each request reused every token it shared with the previous prompt, and ${Math.min(...extra)}-${Math.max(...extra)} more (of the previous reply).`
+    : `Each request reused the previous request's prompt but its last ${Math.min(...shortfalls)}-${Math.max(...shortfalls)} tokens (reuse is exact, at ${o.grid}-token prefill-grid boundaries; \`--prefix-reuse any\` takes every shared token).`,
+  failures.length ? `Steps reusing less than ${o.reuse === 'any' ? 'the tokens shared with the previous prompt' : "the shared tokens' last grid boundary"}: ${failures.map((s) => s.step).join(', ')}.` : '', '',
 ];
 const report = lines.join('\n');
 if (o.out) writeFileSync(o.out, report); else process.stdout.write(report);

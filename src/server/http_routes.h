@@ -6,6 +6,7 @@
 //   POST /v1/messages/count_tokens    route_messages.h
 //   POST /apply-template              a chat body -> {"prompt": the rendered
 //                                     chat template}, as llama-server answers it
+//   POST /tokenize, /detokenize       route_tokenize.h
 #pragma once
 
 #include <httplib.h>
@@ -15,6 +16,7 @@
 #include "server/http_generation.h"
 #include "server/route_messages.h"
 #include "server/route_responses.h"
+#include "server/route_tokenize.h"
 
 namespace tkv::server {
 
@@ -52,6 +54,10 @@ void add_other_routes(httplib::Server& http, GenerationRoutes& routes, WithBody 
             with_body([&routes](const std::string& body, httplib::Response& res, bool) {
               handle_apply_template(routes, body, res);
             }));
+  http.Post("/tokenize", with_body([&routes](const std::string& body, httplib::Response& res,
+                                             bool) { handle_tokenize(routes, body, res); }));
+  http.Post("/detokenize", with_body([&routes](const std::string& body, httplib::Response& res,
+                                               bool) { handle_detokenize(routes, body, res); }));
 }
 
 }  // namespace tkv::server

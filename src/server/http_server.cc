@@ -38,6 +38,8 @@ constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST"},
     {"/v1/completions", "POST"},
     {"/apply-template", "POST"},
+    {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
     {"/v1/models", "GET"},
     {"/v1/models/{id}", "GET"},
     {"/v1/responses", "POST"},

@@ -7,7 +7,8 @@
 //   GET  /health                {"status": "ok"}; never needs the API key
 //   GET  /metrics               Prometheus text (metrics.h)
 //   and the routes of http_routes.h (/v1/models/{id}, /v1/responses,
-//   /v1/messages, /v1/messages/count_tokens, /apply-template)
+//   /v1/messages, /v1/messages/count_tokens, /apply-template, /tokenize,
+//   /detokenize)
 //
 // Both generation routes stream as server-sent events with "stream": true.
 // Every error is an OpenAI error object (api_response.h error_json): 400 for

@@ -187,10 +187,10 @@ Scheduler::Impl::Impl(const model::Model& model_, const tok::Tokenizer& tokenize
     // Everything that decides a prefill's bits: a file made under another
     // grid or thread count would not give this server's cold logits.
     const kv::KvShape shape = model.kv_shape(options.context);
-    const std::string key = str(model.fingerprint(), " ", options.kv.describe_storage(),
-                                " ctx=", shape.max_tokens, " seed=", options.kv.seed,
-                                " grid=", options.prefill_chunk, " threads=", options.threads,
-                                options.exact_reuse ? "" : " reuse=any");
+    const std::string key =
+        str(model.fingerprint(), " ", options.kv.describe_storage(), " ctx=", shape.max_tokens,
+            " seed=", options.kv.seed, " grid=", options.prefill_chunk,
+            " threads=", options.threads, options.exact_reuse ? "" : " reuse=any");
     disk = std::make_unique<CacheDir>(options.cache_dir, options.cache_dir_max_bytes, key,
                                       options.kv.page_tokens, rule, options.on_warning);
   }
@@ -227,14 +227,23 @@ std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,
   if (!rule.truncatable) {
     if (hit.shared > hit.reuse && hit.shared < last) at.push_back(hit.shared);
     for (int64_t h : job.checkpoint_hints) {
-      const int64_t b = h > 0 && h < prompt_len ? rule.boundary(h, prompt_len) : 0;
-      if (b > hit.reuse && b < last) at.push_back(b);
+      const int64_t b = h <= 0 || h >= prompt_len ? 0
+                        : rule.exact              ? rule.boundary(h, prompt_len)
+                                                  : h;
+      if (b > hit.reuse && b < (rule.exact ? last : prompt_len)) at.push_back(b);
     }
   }
   if (last > hit.reuse) at.push_back(last);
   // Reuse that need not be exact keeps the prompt's end too (after its last
-  // chunk: Scheduler::Impl::step): the next turn starts there.
-  if (!rule.exact && prompt_len > hit.reuse) at.push_back(prompt_len);
+  // chunk: Scheduler::Impl::step): the next turn starts there. A checkpoint
+  // that cannot be cut keeps the position before it as well: the next turn
+  // often renders the prompt's last token otherwise (a "\n" that the
+  // reply's text joins into "\n\n", a reasoning section opened by the
+  // generation prompt and closed in the history).
+  if (!rule.exact) {
+    if (!rule.truncatable && prompt_len - 1 > hit.reuse) at.push_back(prompt_len - 1);
+    if (prompt_len > hit.reuse) at.push_back(prompt_len);
+  }
   std::sort(at.begin(), at.end());
   at.erase(std::unique(at.begin(), at.end()), at.end());
   return at;

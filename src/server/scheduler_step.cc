@@ -220,7 +220,13 @@ Scheduler::Impl::Batch Scheduler::Impl::plan_step() {
     const int64_t size = int64_t(a->pending.job.prompt.size());
     // A short prompt is one chunk to its end; a longer one the next grid cell.
     const bool whole_prompt = !prefilled_on_grid(size);
-    const int64_t end = whole_prompt ? size : std::min<int64_t>(size, (at / grid + 1) * grid);
+    int64_t end = whole_prompt ? size : std::min<int64_t>(size, (at / grid + 1) * grid);
+    // A checkpoint off the grid (reuse that need not be exact) cuts its cell.
+    for (int64_t point : a->checkpoints)
+      if (point > at) {
+        end = std::min(end, point);
+        break;
+      }
     const int64_t n = end - at;
     if (whole_prompt && n > grid && info.prefill_tokens > 0 &&
         info.prefill_tokens + n > kWholePromptRowsPerStep)

@@ -136,6 +136,18 @@ TEST(AnyReuseHybrid, NextTurnReusesTheWholePreviousPrompt) {
                              more = test::prompt_of(*m.tokenizer, test::story_text(), 40, 300);
   EXPECT_EQ(next_turn(m, p, more, false, 6).done.cached_tokens, int64_t(p.size()));
   EXPECT_EQ(next_turn(m, p, more, true, 6).done.cached_tokens, 128);
+
+  // A hint off the grid (where a chat's generation prompt starts: the next
+  // turn renders it otherwise) leaves a checkpoint there, its chunk cut.
+  for (const bool exact : {false, true}) {
+    Scheduler s(*m.model, *m.tokenizer, any_options(exact));
+    Job first = greedy_job(p, 4);
+    first.checkpoint_hints = {126};
+    run_one(s, std::move(first));
+    std::vector<int32_t> q(p.begin(), p.begin() + 126);
+    q.insert(q.end(), more.begin(), more.end());
+    EXPECT_EQ(run_one(s, probe(m, q)).done.cached_tokens, exact ? 112 : 126) << exact;
+  }
 }
 
 }  // namespace

@@ -101,6 +101,53 @@ Json post_ok(httplib::Client& c, const std::string& route, const Json& body,
   return Json::parse(r->body, nullptr, false);
 }
 
+// POST /tokenize and /detokenize (llama-server's): the ids of the rendered
+// chat prompt with add_special are the ids the chat request counts; pieces
+// join to the text; detokenize undoes tokenize; bad bodies are 400s naming
+// the field.
+TEST_F(HttpServerTest, TokenizeGivesTheIdsAChatPromptCounts) {
+  LiveServer server(*model_);
+  httplib::Client c = server.client();
+  const Json chat = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"max_tokens", 1}};
+  const std::string prompt = post_ok(c, "/apply-template", chat)["prompt"];
+  const Json ids = post_ok(c, "/tokenize", {{"content", prompt}, {"add_special", true}})["tokens"];
+  ASSERT_TRUE(ids.is_array());
+  EXPECT_EQ(int64_t(ids.size()),
+            post_ok(c, "/v1/chat/completions", chat)["usage"]["prompt_tokens"].get<int64_t>());
+  // Without add_special: the same ids but the vocabulary's BOS.
+  const Json bare_ids = post_ok(c, "/tokenize", {{"content", prompt}})["tokens"];
+  ASSERT_EQ(bare_ids.size() + 1, ids.size());
+  EXPECT_EQ(bare_ids, Json(std::vector<Json>(ids.begin() + 1, ids.end())));
+
+  const Json text = post_ok(c, "/tokenize", {{"content", "Hello world"}, {"with_pieces", true}});
+  std::string joined;
+  Json bare = Json::array();
+  for (const Json& t : text["tokens"]) {
+    joined += t["piece"].get<std::string>();
+    bare.push_back(t["id"]);
+  }
+  EXPECT_NE(joined.find("Hello world"), std::string::npos) << joined;
+  EXPECT_EQ(post_ok(c, "/detokenize", {{"tokens", bare}})["content"], "Hello world");
+
+  const auto post = [&](const char* route, const Json& body) {
+    return c.Post(route, auth(), body.dump(), "application/json");
+  };
+  expect_error(post("/tokenize", Json::object()), 400, "content");
+  expect_error(post("/tokenize", {{"content", 5}}), 400, "content");
+  expect_error(post("/tokenize", {{"content", "x"}, {"add_special", "yes"}}), 400, "add_special");
+  expect_error(post("/tokenize", {{"content", "x"}, {"bogus", 1}}), 400);
+  expect_error(post("/detokenize", {{"tokens", {1, -1}}}), 400, "tokens[1]");
+  expect_error(post("/detokenize", {{"tokens", {1, 1 << 30}}}), 400, "tokens[1]");
+  expect_error(post("/detokenize", {{"tokens", "1 2"}}), 400, "tokens");
+  auto r = c.Post("/tokenize", auth(), "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  r = c.Post("/tokenize", {}, Json{{"content", "x"}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401) << "the key is needed";
+}
+
 // reasoning_effort (chat) and reasoning.effort (Responses) reach the
 // template as the variable reasoning_effort, without the "ignored"
 // warning; a chat_template_kwargs entry of that name wins.
