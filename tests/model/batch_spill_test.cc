@@ -44,6 +44,12 @@ Logit prefill(const Model& m, ExecutionContext& ctx, kv::KvCache& seq,
   return last;
 }
 
+kv::KvConfig k4v2() {
+  kv::KvConfig config;
+  EXPECT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  return config;
+}
+
 std::string spill_dir(int i) {
   const std::string dir =
       test::temp_dir() + "/batch_spill_" + std::to_string(i) + "_" + std::to_string(::getpid());
@@ -58,8 +64,7 @@ TEST(BatchSpill, UnreadablePageFailsOnlyItsItem) {
   const int vocab = model->config().n_vocab;
   ThreadPool pool(2);
   ExecutionContext ctx, alone_ctx;
-  kv::KvConfig config;
-  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  const kv::KvConfig config = k4v2();
   constexpr int kSeqs = 3, kPrompt = 700;
 
   std::vector<std::unique_ptr<kv::KvCache>> plain, spilled;
@@ -144,8 +149,7 @@ TEST(BatchSpill, HybridStatesOnDiskGiveTheSameLogits) {
   const int vocab = model->config().n_vocab;
   ThreadPool pool(2);
   ExecutionContext ctx, alone_ctx;
-  kv::KvConfig config;
-  ASSERT_TRUE(kv::parse_kv_shorthand("k4v2", config.k, config.v));
+  const kv::KvConfig config = k4v2();
   constexpr int kSeqs = 3, kPrompt = 300;
   std::vector<std::unique_ptr<kv::KvCache>> plain;
   std::vector<std::vector<int32_t>> prompts;
@@ -159,10 +163,9 @@ TEST(BatchSpill, HybridStatesOnDiskGiveTheSameLogits) {
   ASSERT_GT(one.state_bytes, 0u);
   // Room for every sequence's sinks, ring and pages, and one sequence's states.
   const std::string dir = spill_dir(9);
-  auto shared =
-      std::make_shared<kv::PagePool>(kSeqs * (one.persistent_bytes - one.state_bytes) +
-                                         one.state_bytes + one.state_bytes / 2,
-                                     dir);
+  auto shared = std::make_shared<kv::PagePool>(
+      kSeqs * (one.persistent_bytes - one.state_bytes) + one.state_bytes + one.state_bytes / 2,
+      dir);
   std::vector<std::unique_ptr<kv::KvCache>> spilled;
   for (int i = 0; i < kSeqs; ++i)
     spilled.push_back(std::make_unique<kv::KvCache>(model->kv_shape(1024), config, shared));
