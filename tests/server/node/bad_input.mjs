@@ -29,9 +29,10 @@ main(async () => {
   const client = server.client({ apiKey: KEY });
   const user = [{ role: 'user', content: 'Hello' }];
 
-  // A long stream runs through everything below.
+  // A long stream runs through everything below (most of the context: on
+  // this tiny model a stream decodes about a second).
   const long = await client.completions.create({
-    model: 'm', prompt: 'The kernel', max_tokens: 600, temperature: 0, stream: true,
+    model: 'm', prompt: 'The kernel', max_tokens: 1000, temperature: 0, stream: true,
   });
   const it = long[Symbol.asyncIterator]();
   let longText = (await it.next()).value.choices[0].text;
