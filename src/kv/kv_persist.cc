@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "common/error.h"
 #include "common/mapped_file.h"
@@ -432,9 +433,10 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   const std::vector<LoadedLayer> loaded = read_layers(r, c, n_tokens);
   LoadedStates states = read_states(r, c, n_tokens);
   StagedPages staged = stage_pages(c, loaded);
+  std::optional<PagePins> states_pinned;  // clear() below reads none back from the disk tier
   try {
     c.states.make_private();  // so that clear() below allocates nothing
-    c.states.pin(true);       // nor reads a state back from the disk tier
+    states_pinned.emplace(*c.pool, c.states.allocations(), nullptr, true);
   } catch (...) {
     for (int l = 0; l < c.shape.n_layers; ++l)
       for (uint8_t* p : staged.fresh[l]) c.pool->release(p, c.layers[l].page_bytes);
@@ -444,7 +446,7 @@ SessionMeta KvCache::load(const std::string& path, const std::string& model_fing
   clear();
   for (int i = 0; i < c.states.count(); ++i)
     std::memcpy(c.states.data(i), states.now[size_t(i)], c.states.bytes(i));
-  c.states.unpin();
+  states_pinned.reset();
   c.snapshots = std::move(states.snapshots);
   for (int l = 0; l < c.shape.n_layers; ++l) {
     LayerKv& L = c.layers[l];

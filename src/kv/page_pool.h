@@ -7,11 +7,12 @@
 // Disk tier: a pool with a budget and a spill directory keeps at most the
 // budget in RAM and moves its coldest movable allocations (KV pages and
 // recurrent states, least recently pinned; sinks and residual rings are not
-// movable) to a page file there (spill_file.h) instead of failing. A page keeps its address: its
-// RAM is returned to the system (madvise) while it is on disk and refilled when it is pinned again,
-// so every holder's pointer stays valid. Whoever reads or writes a movable page pins it first
-// (PagePins); an unpinned page may be on disk. Disk errors and checksum mismatches throw
-// KvSpillError.
+// movable) to a page file there (spill_file.h) instead of failing. A page
+// keeps its address: its RAM is returned to the system (madvise) while it
+// is on disk and refilled when it is pinned again, so every holder's
+// pointer stays valid. Whoever reads or writes a movable page pins it
+// first (PagePins); an unpinned page may be on disk. Disk errors and
+// checksum mismatches throw KvSpillError.
 //
 // Read-ahead: read_ahead() hands pages a caller is about to pin to the
 // pool's I/O thread, which reads those on disk back while the caller

@@ -10,20 +10,7 @@ RecurrentStates::~RecurrentStates() {
   release_all();
 }
 
-void RecurrentStates::pin(bool for_write) {
-  TKV_CHECK(!pinned_);
-  if (pool_) pool_->pin(data_, nullptr, for_write);
-  pinned_ = true;
-}
-
-void RecurrentStates::unpin() {
-  if (!pinned_) return;
-  if (pool_) pool_->unpin(data_);
-  pinned_ = false;
-}
-
 void RecurrentStates::release_all() {
-  unpin();
   for (size_t r = 0; r < data_.size(); ++r)
     if (data_[r]) pool_->release(data_[r], bytes_[r]);
   data_.clear();
@@ -49,7 +36,6 @@ void RecurrentStates::init(std::shared_ptr<PagePool> pool, const std::vector<int
 }
 
 void RecurrentStates::share(const RecurrentStates& from) {
-  TKV_CHECK(!from.pinned_ || &from != this);
   release_all();
   pool_ = from.pool_;
   for (size_t r = 0; r < from.data_.size(); ++r) {

@@ -14,8 +14,9 @@
 // With the pool's disk tier the states are movable like KV pages: a state
 // no chunk is updating (a snapshot's, a cached prefix's, an idle
 // sequence's) may be on disk. Their bytes are read or written only under
-// a pin: pin() for a chunk's duration (KvCache::begin_chunk to end_chunk),
-// and inside every member function here that touches them.
+// a pin (PagePins over allocations()): the recurrent layer's for its update
+// (KvCache::pin_state), the session file's reader and writer, and every
+// member function here that touches them.
 #pragma once
 
 #include <cstddef>
@@ -46,18 +47,11 @@ class RecurrentStates {
   // for a fresh one (which may throw KvBudgetExceeded, nothing changed).
   void reset();
 
-  // Brings the states into RAM and keeps them there until unpin() (for a
-  // chunk that updates them: `for_write`); no-op without a disk tier.
-  // KvBudgetExceeded or KvSpillError with nothing pinned. Pins do not nest.
-  void pin(bool for_write);
-  void unpin();
-  bool pinned() const { return pinned_; }
-
   int count() const { return int(data_.size()); }
   // The bytes of state r: valid to read or write only while pinned.
   float* data(int r) { return reinterpret_cast<float*>(data_[size_t(r)]); }
   const float* data(int r) const { return reinterpret_cast<const float*>(data_[size_t(r)]); }
-  // The allocations, for a caller's own PagePins (the session writer's).
+  // The allocations, for a caller's own PagePins.
   const std::vector<uint8_t*>& allocations() const { return data_; }
   size_t bytes(int r) const { return bytes_[size_t(r)]; }
   uint64_t total_bytes() const;
@@ -69,7 +63,6 @@ class RecurrentStates {
   void release_all();
   bool movable() const { return pool_ && pool_->spilling(); }
   std::shared_ptr<PagePool> pool_;
-  bool pinned_ = false;
   std::vector<uint8_t*> data_;
   std::vector<size_t> bytes_;
 };

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <functional>
-
 #include <span>
 #include <vector>
 

@@ -54,16 +54,10 @@ std::vector<int32_t> parse_detokenize(const std::string& body, int32_t n_vocab) 
   return ids;
 }
 
-bool unavailable(GenerationRoutes& routes, httplib::Response& res) {
-  if (!routes.draining()) return false;
-  send_unavailable(res, "The server is shutting down.");
-  return true;
-}
-
 }  // namespace
 
 void handle_tokenize(GenerationRoutes& routes, const std::string& body, httplib::Response& res) {
-  if (unavailable(routes, res)) return;
+  if (routes.draining()) return send_unavailable(res, "The server is shutting down.");
   std::variant<TokenizeRequest, ApiError> parsed =
       api_json::guarded<TokenizeRequest>([&] { return parse_tokenize(body); });
   if (const ApiError* error = std::get_if<ApiError>(&parsed)) return send_api_error(res, *error);
@@ -90,7 +84,7 @@ void handle_tokenize(GenerationRoutes& routes, const std::string& body, httplib:
 }
 
 void handle_detokenize(GenerationRoutes& routes, const std::string& body, httplib::Response& res) {
-  if (unavailable(routes, res)) return;
+  if (routes.draining()) return send_unavailable(res, "The server is shutting down.");
   const tok::Tokenizer& tokenizer = *routes.model().tokenizer;
   std::variant<std::vector<int32_t>, ApiError> parsed = api_json::guarded<std::vector<int32_t>>(
       [&] { return parse_detokenize(body, tokenizer.n_vocab()); });

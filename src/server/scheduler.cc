@@ -215,8 +215,8 @@ std::vector<int64_t> Scheduler::Impl::checkpoints(const Job& job,
                                                   const PrefixCache::Hit& hit) const {
   // The prompt's last grid boundary (the next turn of a conversation, a
   // regenerated reply, the same request again start there) and, when reuse
-  // need not be exact, its end; without a
-  // truncatable cache the boundary where it parted from a cached prompt
+  // need not be exact, its end; without a truncatable cache the boundary
+  // where it parted from a cached prompt
   // (a system prompt the next conversations share) and those at or before
   // the job's hints (where its last message starts: the next conversation
   // parts there on its first visit).

@@ -202,11 +202,11 @@ struct Job {
   int top_logprobs = -1;
   // Prompt positions where later prompts are likely to part from this one
   // (a chat's last message starts there: the next conversation with the
-  // same system prompt, an edited or regenerated last turn). A prompt on the grid leaves a
-  // checkpoint at the last grid boundary at or before each, as it does at
-  // its own last boundary; where reuse need not be exact and checkpoints
-  // cannot be cut (a recurrent state), at each position itself (its chunk
-  // is cut there).
+  // same system prompt, an edited or regenerated last turn). A prompt on
+  // the grid leaves a checkpoint at the last grid boundary at or before
+  // each, as it does at its own last boundary; where reuse need not be
+  // exact and checkpoints cannot be cut (a recurrent state), at each
+  // position itself (its chunk is cut there).
   std::vector<int64_t> checkpoint_hints;
   // Replies to this prompt (OpenAI's n): the prompt is prefilled once, then
   // its sequence is forked (every page shared, copy-on-write) into one

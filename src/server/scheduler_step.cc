@@ -100,7 +100,7 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
 void Scheduler::Impl::keep_finished(Active& a) {
   // A reply is kept where a checkpoint of it can serve the prompts sharing
   // part of it (truncatable; a recurrent state is at its end only), once
-  // per job. No room for it: its pages are freed as usual.
+  // per job (its first choice).
   if (!prefixes || prefixes->rule().exact || !prefixes->rule().truncatable || a.choice != 0 ||
       !a.pending.job.cache_prompt)
     return;
