@@ -143,7 +143,7 @@ std::vector<Source> collect_sources(const KvCache::Impl& c, const LayerKv& L) {
     }
     // This chunk's own tokens (f16 scratch), slot = j - n0.
     const int64_t clo = std::max(S, n0);
-    add_f16_area(src, Kind::Recent, L, c.chunk, clo, n1, int(clo - n0));
+    add_f16_area(src, Kind::Recent, L, c.chunk_of(L), clo, n1, int(clo - n0));
   }
   return src;
 }
@@ -294,7 +294,9 @@ struct TaskScratch {
 }  // namespace
 
 uint64_t KvCache::Impl::scratch_bytes() const {
-  return chunk_buffer.capacity() + own_scratch.bytes();
+  uint64_t held = 0;
+  for (const LayerKv& L : layers) held += L.held_buffer.capacity();
+  return chunk_buffer.capacity() + held + own_scratch.bytes();
 }
 
 uint64_t AttentionScratch::bytes() const {

@@ -372,6 +372,7 @@ void KvCache::begin_chunk(int n_new) {
   c.chunk_n = n_new;
   c.ring_lo = ring_lo;
   std::fill(c.layer_state.begin(), c.layer_state.end(), 0);
+  for (LayerKv& L : c.layers) L.held = F16Area{};
 }
 
 void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool) {
@@ -411,16 +412,31 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   c.layer_state[layer] = 1;
 }
 
-void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks) {
-  attend(layer, q, out, pool, impl_->own_scratch, sinks);
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks,
+                     bool more_readers) {
+  attend(layer, q, out, pool, impl_->own_scratch, sinks, more_readers);
 }
 
 void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
-                     AttentionScratch& scratch, const float* sinks) {
+                     AttentionScratch& scratch, const float* sinks, bool more_readers) {
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
   attend_layer(c, layer, q, out, pool, scratch, sinks);
+  LayerKv& L = c.layers[layer];
+  if (more_readers) {
+    // Open for more readers: the chunk's f16 tokens move out of the shared
+    // area (the next layer's write lays its own out there); the residual
+    // ring is committed by the last reader.
+    if (c.R > 0 && L.held.data == nullptr) {
+      L.held = c.chunk;
+      L.held.data = L.held_buffer.reserve(c.chunk.total_bytes());
+      std::memcpy(L.held.data, c.chunk.data, c.chunk.total_bytes());
+      c.note_scratch();
+    }
+    return;
+  }
   c.commit_recent(layer);
+  L.held = F16Area{};
   // The next layer's pages (after the last, the first layer's: the next
   // chunk's) are read back while the model computes up to its attention.
   if (c.pool->spilling()) read_ahead_layer(c, (layer + 1) % c.shape.n_layers);
@@ -435,8 +451,9 @@ void KvCache::Impl::commit_recent(int layer) {
     for (int64_t j = std::max<int64_t>({c.S, n1 - c.R, n0}); j < n1; ++j) {
       const int rs = int((j - c.S) % L.ring.capacity), cs = int(j - n0);
       for (int h = 0; h < L.geom.n_kv_heads; ++h) {
-        L.f16_k->copy_slot(c.chunk.k(h), c.chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
-        L.f16_v->copy_slot(c.chunk.v(h), c.chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
+        const F16Area& chunk = c.chunk_of(L);
+        L.f16_k->copy_slot(chunk.k(h), chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
+        L.f16_v->copy_slot(chunk.v(h), chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
       }
     }
   }

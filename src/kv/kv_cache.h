@@ -188,13 +188,17 @@ class KvCache {
   // denominator gains exp(sinks[h]) once, as if one more key scored
   // sinks[h] with a zero value. Uses a scratch inside the cache (one attend
   // at a time per cache).
-  void attend(int layer, const float* q, float* out, ThreadPool& pool,
-              const float* sinks = nullptr);
+  // more_readers: later layers of the model read this layer's K/V in the
+  // same chunk (gemma4's KV-shared layers): the layer stays open, and each
+  // further attend(layer, ...) sees exactly what this one saw; the last
+  // reader passes false, which ends the layer's chunk.
+  void attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks = nullptr,
+              bool more_readers = false);
   // The same with the caller's scratch (attention_scratch.h): sequences on
   // different threads each pass their own. Results are bit-identical to the
   // overload above.
   void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch,
-              const float* sinks = nullptr);
+              const float* sinks = nullptr, bool more_readers = false);
   void end_chunk();
 
   // Recurrent layer r's state (KvShape::recurrent[r] floats, laid out as the

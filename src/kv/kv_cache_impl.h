@@ -64,6 +64,11 @@ struct LayerKv {
                         // (>= max(0, n_tokens - S - R); more after truncate())
   F16Area sinks;        // positions [0, S)
   F16Area ring;         // residual: position j >= S lives in slot (j - S) % capacity
+  // A layer left open by attend(..., more_readers) keeps its chunk's f16
+  // tokens here for its later readers (the shared chunk area is another
+  // layer's by then); held.data is null otherwise.
+  F16Area held;
+  ScratchBuffer held_buffer;
 
   uint8_t* page_k(uint8_t* page, int h) const { return page + size_t(h) * k_head_bytes; }
   uint8_t* page_v(uint8_t* page, int h, int n_kv) const {
@@ -109,6 +114,8 @@ struct KvCache::Impl {
   // and commit_recent() read it). chunk_buffer holds the widest layer's.
   F16Area chunk;
   ScratchBuffer chunk_buffer;
+  // The chunk's f16 tokens as layer L's attention reads them.
+  const F16Area& chunk_of(const LayerKv& L) const { return L.held.data ? L.held : chunk; }
 
   // Attention scratch of the attend() overload without one (the caller's
   // scratch is the caller's to account).

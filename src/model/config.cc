@@ -22,6 +22,8 @@ std::string_view arch_name(Arch a) {
       return "qwen3moe";
     case Arch::Gemma3:
       return "gemma3";
+    case Arch::Gemma4:
+      return "gemma4";
     case Arch::GptOss:
       return "gpt-oss";
     case Arch::Qwen35:
@@ -32,8 +34,8 @@ std::string_view arch_name(Arch a) {
   return "?";
 }
 
-// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens, GEMMA3 and
-// OPENAI_MOE -> NEOX.
+// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens, GEMMA3,
+// GEMMA4 and OPENAI_MOE -> NEOX.
 RopeStyle rope_style_of(Arch a) {
   return a == Arch::Llama ? RopeStyle::Normal : RopeStyle::Neox;
 }
@@ -94,6 +96,7 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "qwen3moe") return Arch::Qwen3Moe;
   if (name == "gemma3") return Arch::Gemma3;
+  if (name == "gemma4") return Arch::Gemma4;
   if (name == "gpt-oss") return Arch::GptOss;
   if (name == "qwen35") return Arch::Qwen35;
   if (name == "qwen35moe") return Arch::Qwen35Moe;
@@ -105,14 +108,13 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   };
   static constexpr Missing kMissing[] = {
       {"qwen3next", "its fused Gated DeltaNet projections (ssm_in, ssm_ba)"},
-      {"gemma4", "shared-KV layers, V from K and per-layer embeddings"},
   };
   for (const Missing& m : kMissing)
     if (name == m.arch)
       fail(f.path(), ": architecture '", name, "' is not supported yet: its attention needs ",
            m.what);
   fail(f.path(), ": unsupported architecture '", gguf::escape(name),
-       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, qwen35, qwen35moe)");
+       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, gpt-oss, qwen35, qwen35moe)");
 }
 
 // Heads and head dims; per layer where the file has arrays.
@@ -282,7 +284,14 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   const int64_t leading_dense = int_param(f, a + "leading_dense_block_count", 0, 0, L);
   const MoeSpec moe = read_moe(f, a);
   const std::vector<int> expert_ff = read_expert_ff(f, a, c, moe);
-  const int64_t shared_kv = f.get_int(a + "attention.shared_kv_layers").value_or(0);
+  const int64_t shared_kv = int_param(f, a + "attention.shared_kv_layers", 0, 0, L);
+  // llama.cpp's layer reuse (llama_model::create_memory): a KV-shared window
+  // layer reads layer kv_from - 2, a global one kv_from - 1, kv_from being
+  // the first shared layer.
+  const int64_t kv_from = L - shared_kv;
+  if (shared_kv > 0 && kv_from < 2)
+    fail(f.path(), ": ", a, "attention.shared_kv_layers ", shared_kv, " leaves ", kv_from,
+         " layers with their own K/V (at least 2 needed)");
   const std::vector<bool> recurrent = read_recurrent_layers(f, a, c);
   // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
   // set_swa_pattern: every n-th layer has full attention), by default 6 for
@@ -307,7 +316,7 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   }
   const double scale = f.get_float(a + "attention.scale").value_or(0.0);
   const double softcap = f.get_float(a + "attn_logit_softcapping").value_or(0.0);
-  const int64_t per_layer_input = f.get_int(a + "embedding_length_per_layer_input").value_or(0);
+  const int per_layer_input = int_param(f, a + "embedding_length_per_layer_input", 0, 0, 1 << 16);
   for (int l = 0; l < L; ++l) {
     LayerSpec& s = c.layers[size_t(l)];
     AttentionSpec& at = s.attention;
@@ -316,34 +325,81 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
       at.kind = AttentionKind::Window;
       at.window = c.sliding_window;
     }
-    if (shared_kv > 0 && l >= L - shared_kv) {
+    if (l >= kv_from) {
       at.kind = AttentionKind::SharedKv;
-      at.kv_source = int(std::max<int64_t>(0, L - shared_kv - 1));
+      at.kv_source = int(kv_from - (windowed[size_t(l)] ? 2 : 1));
+      if (windowed[size_t(l)] != windowed[size_t(at.kv_source)])
+        fail(f.path(), ": layer ", l, " reads the K/V of layer ", at.kv_source,
+             (windowed[size_t(l)] ? ", which has no sliding window"
+                                  : ", which has a sliding window"),
+             " (attention.shared_kv_layers with this sliding_window_pattern)");
     }
     if (recurrent[size_t(l)]) at.kind = AttentionKind::Recurrent;
     at.scale = float(scale);
     at.softcap = float(softcap);
     at.sink = f.find_tensor(p + "attn_sinks.weight") != nullptr;
-    at.v_from_k = f.find_tensor(p + "attn_k.weight") != nullptr &&
+    // gemma4's attention_k_eq_v; elsewhere a missing attn_v is a broken file.
+    at.v_from_k = c.arch == Arch::Gemma4 && at.kind != AttentionKind::SharedKv &&
+                  f.find_tensor(p + "attn_k.weight") != nullptr &&
                   f.find_tensor(p + "attn_v.weight") == nullptr;
-    if (moe.n_experts > 0 && l >= leading_dense) {
-      s.ffn.kind = FfnKind::Moe;
-      s.ffn.n_ff = 0;
+    // gemma4: experts where a layer has a router, beside its dense FFN.
+    const bool beside_dense = c.arch == Arch::Gemma4;
+    if (moe.n_experts > 0 && l >= leading_dense &&
+        (!beside_dense || f.find_tensor(p + "ffn_gate_inp.weight") != nullptr)) {
+      s.ffn.kind = beside_dense ? FfnKind::MoePlusDense : FfnKind::Moe;
+      if (!beside_dense) s.ffn.n_ff = 0;
       s.ffn.moe = moe;
       s.ffn.moe.n_ff = expert_ff[size_t(l)];
     }
-    s.per_layer_input = int(per_layer_input);
+    s.per_layer_input = per_layer_input;
+    s.output_scale = f.find_tensor(p + "layer_output_scale.weight") != nullptr;
   }
 }
 
-// What gemma3 and gpt-oss compute beyond the llama layer, as llama.cpp's
-// src/models/gemma3.cpp and openai-moe.cpp do: window layers' own RoPE,
-// norms, activations, biases, scales and the MoE variant.
+// gemma4's window layers (llama.cpp's src/models/gemma4.cpp and
+// llama_hparams: key_length_swa, rope.dimension_count_swa): their head dims
+// and rotated dims, no frequency factors (only the global layers'
+// proportional RoPE has them); and what every gemma4 layer does beyond
+// gemma3's: a score scale of 1 and weightless RMSNorm of V.
+void read_gemma4_layers(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
+  const int k_swa = int_param(f, a + "attention.key_length_swa", c.head_dim, 2, 1024);
+  const int v_swa = int_param(f, a + "attention.value_length_swa", k_swa, 1, 1024);
+  if (v_swa != k_swa)
+    fail(f.path(), ": attention.value_length_swa ", v_swa, " differs from key_length_swa ", k_swa,
+         " (not supported)");
+  const int rot_swa =
+      int_param(f, a + "rope.dimension_count_swa", std::min(c.n_rot, k_swa), 2, k_swa);
+  if (rot_swa % 2 != 0) fail(f.path(), ": rope.dimension_count_swa ", rot_swa, " is odd");
+  for (LayerSpec& s : c.layers) {
+    AttentionSpec& at = s.attention;
+    at.scale = 1.0f;
+    at.v_norm = true;
+    if (at.window > 0) {
+      at.k_dim = at.v_dim = k_swa;
+      at.rope.n_rot = rot_swa;
+      at.rope.freq_factors = false;
+    }
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const AttentionSpec& at = c.layers[size_t(l)].attention;
+    if (at.kind != AttentionKind::SharedKv) continue;
+    const AttentionSpec& src = c.layers[size_t(at.kv_source)].attention;
+    if (src.n_kv_heads != at.n_kv_heads || src.k_dim != at.k_dim)
+      fail(f.path(), ": layer ", l, " reads the K/V of layer ", at.kv_source, ", whose heads (",
+           src.n_kv_heads, " x ", src.k_dim, ") are not its own (", at.n_kv_heads, " x ", at.k_dim,
+           ")");
+  }
+}
+
+// What gemma3, gemma4 and gpt-oss compute beyond the llama layer, as
+// llama.cpp's src/models/gemma3.cpp, gemma4.cpp and openai-moe.cpp do:
+// window layers' own RoPE, norms, activations, biases, scales and the MoE
+// variants.
 void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
-  if (c.arch != Arch::Gemma3 && c.arch != Arch::GptOss) return;
-  // Window layers rotate with rope.freq_base_swa (gemma3: 10000 unless
+  if (c.arch != Arch::Gemma3 && c.arch != Arch::Gemma4 && c.arch != Arch::GptOss) return;
+  // Window layers rotate with rope.freq_base_swa (gemma: 10000 unless
   // given, unscaled; gpt-oss: the model's base and scaling unless given).
-  const bool gemma = c.arch == Arch::Gemma3;
+  const bool gemma = c.arch == Arch::Gemma3 || c.arch == Arch::Gemma4;
   const double base_swa =
       f.get_float(a + "rope.freq_base_swa").value_or(gemma ? 10000.0 : double(c.rope_base));
   if (!(base_swa > 1.0) || !std::isfinite(base_swa))
@@ -356,7 +412,7 @@ void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelCon
     LayerSpec& s = c.layers[size_t(l)];
     AttentionSpec& at = s.attention;
     const std::string p = str("blk.", l, ".");
-    if (at.kind == AttentionKind::Window) {
+    if (at.window > 0) {  // window layers, and KV-shared layers reading one
       at.rope.base = float(base_swa);
       if (gemma) at.rope.freq_scale = 1.0f;
     }
@@ -368,6 +424,7 @@ void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelCon
       at.scale = gemma_scale;
       s.ffn.activation = GatedActivation::GeGlu;
       s.ffn.post_norm = true;
+      s.ffn.moe.activation = GatedActivation::GeGlu;  // gemma4's experts
     } else if (s.ffn.kind == FfnKind::Moe) {
       MoeSpec& m = s.ffn.moe;
       m.gating = MoeGating::SoftmaxChosen;
@@ -377,6 +434,7 @@ void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelCon
       m.expert_bias = f.find_tensor(p + "ffn_gate_exps.bias") != nullptr;
     }
   }
+  if (c.arch == Arch::Gemma4) read_gemma4_layers(f, a, c);
   if (gemma) {
     c.qk_norm = true;
     c.embed_scale = std::sqrt(float(c.n_embd));

@@ -12,6 +12,14 @@
 //           (with their own RoPE base, unscaled); QK norm; RMSNorm after the
 //           attention and after the FFN; GeGLU; embeddings scaled by
 //           sqrt(n_embd); NEOX rope.
+//   gemma4 : Gemma 4. Window layers per a per-layer pattern, with their own
+//           head dims and RoPE; global layers with proportional RoPE
+//           (rope_freqs) and possibly V taken from K; a score scale of 1;
+//           V heads RMS-normed; the last attention.shared_kv_layers layers
+//           read the K/V of the last earlier layer of their kind; experts
+//           beside the dense FFN where a layer has a router (26B-A4B);
+//           per-layer token embeddings (E2B, E4B); a learned output scale
+//           per layer.
 //   gpt-oss : every other layer a sliding window; a learned sink logit per
 //           head; biases on Q, K, V and the output; YaRN rope; a
 //           mixture-of-experts FFN (top-k then softmax, clamped SwiGLU).
@@ -46,7 +54,7 @@ class GgufFile;
 
 namespace tkv::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, GptOss, Qwen35, Qwen35Moe };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, Gemma4, GptOss, Qwen35, Qwen35Moe };
 
 enum class RopeScalingType { None, Linear, Yarn };
 
@@ -55,8 +63,8 @@ struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string name;  // general.name, may be empty
 
-  int n_embd = 0;  // residual stream width
-  int n_layers = 0;      // the blocks the forward runs (block_count less any MTP blocks)
+  int n_embd = 0;       // residual stream width
+  int n_layers = 0;     // the blocks the forward runs (block_count less any MTP blocks)
   int n_heads = 0;      // query heads
   int n_kv_heads = 0;   // key/value heads (GQA: n_heads % n_kv_heads == 0)
   int head_dim = 0;     // attention.key_length (== value_length), default n_embd / n_heads

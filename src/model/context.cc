@@ -17,7 +17,8 @@ size_t total_floats(const V&... v) {
 
 uint64_t ExecutionContext::activation_bytes() const {
   return total_floats(x_, xb_, q_, k_, v_, att_, attn_gate_, conv_rows_, z_rows_, beta_rows_,
-                      gate_rows_, gate_, up_, logits_, last_logits_, rope_cos_, rope_sin_, x_all_) *
+                      gate_rows_, gate_, up_, moe_in_, router_in_, moe_out_, per_layer_, pl_rows_,
+                      logits_, last_logits_, rope_cos_, rope_sin_, x_all_) *
              sizeof(float) +
          moe_.bytes();
 }
@@ -41,9 +42,10 @@ void ExecutionContext::reset_peak() {
 }
 
 void ExecutionContext::release() {
-  for (auto* b :
-       {&x_, &xb_, &q_, &k_, &v_, &att_, &attn_gate_, &conv_rows_, &z_rows_, &beta_rows_,
-        &gate_rows_, &gate_, &up_, &logits_, &last_logits_, &rope_cos_, &rope_sin_, &x_all_}) {
+  for (auto* b : {&x_,         &xb_,          &q_,         &k_,         &v_,         &att_,
+                  &attn_gate_, &conv_rows_,   &z_rows_,    &beta_rows_, &gate_rows_, &gate_,
+                  &up_,        &moe_in_,      &router_in_, &moe_out_,   &per_layer_, &pl_rows_,
+                  &logits_,    &last_logits_, &rope_cos_,  &rope_sin_,  &x_all_}) {
     std::vector<float>().swap(*b);
   }
   attention_.release();
@@ -70,12 +72,17 @@ void ExecutionContext::reserve(const ModelConfig& c, int rows, int ffn_rows, int
   k_.resize(T * c.max_kv_width());
   v_.resize(T * c.max_kv_width());
   att_.resize(T * c.max_out_width());
-  bool gated = false;
-  int v_heads = 0;
+  bool gated = false, beside = false;
+  int v_heads = 0, per_layer = 0;
   for (const LayerSpec& s : c.layers) {
     gated = gated || s.attention.output_gate;
+    beside = beside || s.ffn.kind == FfnKind::MoePlusDense;
     v_heads = std::max(v_heads, s.attention.n_v_heads);
+    per_layer = std::max(per_layer, s.per_layer_input);
   }
+  for (auto* b : {&moe_in_, &router_in_, &moe_out_}) b->resize(beside ? T * c.n_embd : 0);
+  per_layer_.resize(T * size_t(per_layer) * size_t(c.n_layers));
+  pl_rows_.resize(2 * T * size_t(per_layer));
   attn_gate_.resize(gated ? T * c.max_out_width() : 0);
   conv_rows_.resize(T * size_t(c.max_conv_channels()));
   z_rows_.resize(T * size_t(c.max_recurrent_v()));

@@ -78,6 +78,7 @@ class ExecutionContext {
     bool exact = false;                  // small item: rows take the matvec-identical kernels
     int layer_begin = 0, layer_end = 0;  // the layers it runs in this call
     int home = 0;                        // its first row in x_all_
+    int tok0 = 0;  // index in its item's tokens of its first row (keep_logit_rows moves it)
   };
 
   int capacity_ = 0;  // rows the buffers hold
@@ -85,15 +86,22 @@ class ExecutionContext {
   int ffn_rows_ = 0;
   std::vector<float> x_;  // residual stream, rows x n_embd
   // Widths are the widest layer's (ModelConfig::max_*).
-  std::vector<float> xb_;           // normed input / block output, rows x max(n_embd, q, out)
-  std::vector<float> q_;            // rows x q width
-  std::vector<float> k_, v_;        // rows x K (V) width
-  std::vector<float> att_;          // attention output, rows x out width
-  std::vector<float> attn_gate_;    // output-gated layers: rows x out width
+  std::vector<float> xb_;         // normed input / block output, rows x max(n_embd, q, out)
+  std::vector<float> q_;          // rows x q width
+  std::vector<float> k_, v_;      // rows x K (V) width
+  std::vector<float> att_;        // attention output, rows x out width
+  std::vector<float> attn_gate_;  // output-gated layers: rows x out width
   // Recurrent layers: rows x conv channels (q, k, v; conv output in place),
   // rows x inner size (z), rows x value heads (beta; the decay).
   std::vector<float> conv_rows_, z_rows_, beta_rows_, gate_rows_;
-  std::vector<float> gate_, up_;    // min(rows, FFN chunk) x n_ff
+  std::vector<float> gate_, up_;  // min(rows, FFN chunk) x n_ff
+  // Experts beside a dense FFN (gemma4): rows x n_embd each, the experts'
+  // input, the router's input and the experts' output.
+  std::vector<float> moe_in_, router_in_, moe_out_;
+  // Per-layer inputs (gemma4 E models): per row of the batch in admission
+  // order (LiveItem::home + tok0), n_layers x width values; and one layer's
+  // gate and input rows (2 x rows x width) while it runs.
+  std::vector<float> per_layer_, pl_rows_;
   std::vector<float> logits_;       // a group of rows x n_vocab
   std::vector<float> last_logits_;  // one row per kLast item
   // Per distinct RoPE of the model (Model::ropes_), rows x its n_rot/2,

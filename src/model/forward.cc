@@ -73,12 +73,14 @@ std::vector<ItemStatus> Forward::run(const BatchLogitsSink& sink) {
   if (batch_rows_ == 0) return std::move(status_);
   ctx_.reserve(c_, batch_rows_, ffn_rows(m_.weights_), m_.rope_pairs_);
   embed_rows();
+  per_layer_inputs();  // gemma4 E models: every layer's input of its own
   const std::vector<int> cuts = phase_cuts();
   for (size_t p = 0; p + 1 < cuts.size(); ++p) {
     if (!enter_phase(cuts[p], cuts[p + 1])) continue;
     for (int l = cuts[p]; l < cuts[p + 1]; ++l) {
       attention_layer(l);  // x += attention(x), per the layer's attention kind
       ffn_layer(l);        // x += ffn(x), per the layer's FFN kind
+      layer_output(l);     // gemma4: x += its per-layer input's part; x *= its scale
       check_finite(ctx_.x_.data(), int64_t(n_rows_) * c_.n_embd, l, "output");
     }
     leave_phase(cuts[p + 1]);

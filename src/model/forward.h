@@ -9,7 +9,9 @@
 //                         forward_recurrent.cc), the output projection, and
 //                         keep_logit_rows for the last layer
 //   forward_ffn.cc        ffn_layer(): one function per FFN kind (dense_ffn,
-//                         moe_ffn_layer: model/moe.h)
+//                         moe_ffn_layer: model/moe.h, moe_plus_dense_ffn)
+//   forward_layer.cc      per_layer_inputs(), layer_output(): gemma4's
+//                         per-layer inputs and output scale
 //   forward_logits.cc     emit_logits(): final norm and output projection
 //
 // A new layer kind (model/layer_spec.h) is a case in attention_layer() or
@@ -61,6 +63,7 @@ class Forward {
   void attention_layer(int l);
   void full_attention(int l);
   void qkv_rows(int l);  // normed x -> q, k, v with biases, QK norms and RoPE
+  void kv_rows(int l);   // normed x -> k, v with biases and norms (before RoPE)
   void attend_items(int l, const float* q, const float* k, const float* v);
   // Runs `work` on each live item of a layer whose memory may be on the
   // pool's disk tier. An item whose memory fails to move (KvSpillError) or
@@ -81,7 +84,14 @@ class Forward {
   // forward_ffn.cc: x += ffn(x), per the layer's FFN kind.
   void ffn_layer(int l);
   void dense_ffn(int l);
+  void dense_ffn_rows(int l);  // xb_ (normed rows) -> the dense FFN's output, in place
   void moe_ffn_layer(int l);
+  void moe_plus_dense_ffn(int l);
+
+  // forward_layer.cc: gemma4's per-layer inputs (made once per batch from
+  // the tokens) and what each layer adds with its own, then its output scale.
+  void per_layer_inputs();
+  void layer_output(int l);
 
   // forward_logits.cc
   void emit_logits(const BatchLogitsSink& sink);

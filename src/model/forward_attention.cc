@@ -14,16 +14,13 @@ namespace tkv::model {
 void Forward::attention_layer(int l) {
   switch (c_.layers[size_t(l)].attention.kind) {
     case AttentionKind::Full:
-    case AttentionKind::Window:  // the sequence's layer knows its window (kv::KvLayerShape)
+    case AttentionKind::Window:    // the sequence's layer knows its window (kv::KvLayerShape)
+    case AttentionKind::SharedKv:  // queries only, over the source layer's K/V
       full_attention(l);
       break;
     case AttentionKind::Recurrent:
       recurrent_layer(l);
       break;
-    case AttentionKind::SharedKv:
-      // ModelConfig::from_gguf rejects it (unsupported_reason).
-      fail("layer ", l, ": ", attention_kind_name(c_.layers[size_t(l)].attention.kind),
-           " is not supported yet");
   }
   if (l == c_.n_layers - 1) keep_logit_rows();
   attention_output(l);
@@ -64,32 +61,51 @@ void Forward::gate_output(int l) {
   for (int64_t i = 0; i < n; ++i) att[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
 }
 
+// k and v of every row from the normed rows in xb_: times Wk and Wv (V is
+// K where the layer has no Wv), biases, K heads RMS-normed (qk_norm), V
+// heads RMS-normed without a weight (v_norm). RoPE comes after (qkv_rows).
+void Forward::kv_rows(int l) {
+  const AttentionSpec& at = c_.layers[size_t(l)].attention;
+  const LayerWeights& L = m_.weights_.layers[size_t(l)];
+  const int T = n_rows_;
+  float* k = ctx_.k_.data();
+  float* v = ctx_.v_.data();
+  project(L.wk, ctx_.xb_.data(), n_exact_, T, k, pool_);
+  if (at.v_from_k) {
+    std::copy_n(k, size_t(T) * at.k_width(), v);
+  } else {
+    project(L.wv, ctx_.xb_.data(), n_exact_, T, v, pool_);
+  }
+  if (at.qkv_bias) {  // qwen2
+    ops::add_bias_rows(k, L.bk.data(), T, at.k_width());
+    ops::add_bias_rows(v, L.bv.data(), T, at.v_width());
+  }
+  if (at.qk_norm)
+    ops::rmsnorm_rows(k, L.k_norm.data(), k, int64_t(T) * at.n_kv_heads, at.k_dim, c_.rms_eps,
+                      pool_);
+  if (at.v_norm)
+    ops::rmsnorm_rows(v, nullptr, v, int64_t(T) * at.n_kv_heads, at.v_dim, c_.rms_eps, pool_);
+}
+
 // q, k, v of every row: RMSNorm(x) times Wq, Wk, Wv (+ biases), each Q and
-// K head RMS-normalized (qk_norm), then RoPE at each row's position.
+// K head RMS-normalized (qk_norm), then RoPE at each row's position. A
+// KV-shared layer makes queries only.
 void Forward::qkv_rows(int l) {
   const AttentionSpec& at = c_.layers[size_t(l)].attention;
   const LayerWeights& L = m_.weights_.layers[size_t(l)];
   const int T = n_rows_;
+  const bool own_kv = at.kind != AttentionKind::SharedKv;
   float* q = ctx_.q_.data();
   float* k = ctx_.k_.data();
-  float* v = ctx_.v_.data();
   ops::rmsnorm_rows(ctx_.x_.data(), L.attn_norm.data(), ctx_.xb_.data(), T, c_.n_embd, c_.rms_eps,
                     pool_);
   project(L.wq, ctx_.xb_.data(), n_exact_, T, q, pool_);
-  project(L.wk, ctx_.xb_.data(), n_exact_, T, k, pool_);
-  project(L.wv, ctx_.xb_.data(), n_exact_, T, v, pool_);
-  if (at.qkv_bias) {  // qwen2
-    ops::add_bias_rows(q, L.bq.data(), T, at.q_width());
-    ops::add_bias_rows(k, L.bk.data(), T, at.k_width());
-    ops::add_bias_rows(v, L.bv.data(), T, at.v_width());
-  }
+  if (at.qkv_bias) ops::add_bias_rows(q, L.bq.data(), T, at.q_width());
+  if (own_kv) kv_rows(l);
   if (at.output_gate) split_output_gate(l);
   const int qw = at.query_width();
-  if (at.qk_norm) {  // qwen3: every head of q and k RMS-normalized on its own, before RoPE
+  if (at.qk_norm)  // qwen3: every head of q (and k) RMS-normalized on its own, before RoPE
     ops::rmsnorm_rows(q, L.q_norm.data(), q, int64_t(T) * at.n_heads, at.k_dim, c_.rms_eps, pool_);
-    ops::rmsnorm_rows(k, L.k_norm.data(), k, int64_t(T) * at.n_kv_heads, at.k_dim, c_.rms_eps,
-                      pool_);
-  }
   const int r = m_.layer_rope_[size_t(l)];
   const ops::RopeFrequencies& rope = m_.ropes_[size_t(r)];
   const size_t pairs = size_t(rope.n_rot / 2);
@@ -98,7 +114,9 @@ void Forward::qkv_rows(int l) {
     const float* cos_row = ctx_.rope_cos_.data() + table + t * pairs;
     const float* sin_row = ctx_.rope_sin_.data() + table + t * pairs;
     ops::rope_apply(rope, q + size_t(t) * qw, at.n_heads, at.k_dim, cos_row, sin_row);
-    ops::rope_apply(rope, k + size_t(t) * at.k_width(), at.n_kv_heads, at.k_dim, cos_row, sin_row);
+    if (own_kv)
+      ops::rope_apply(rope, k + size_t(t) * at.k_width(), at.n_kv_heads, at.k_dim, cos_row,
+                      sin_row);
   }
   // A set score scale s (gemma) scales the queries, as llama.cpp does, by
   // s sqrt(k_dim): the cache scores q.k / sqrt(k_dim).
@@ -111,25 +129,31 @@ void Forward::qkv_rows(int l) {
 }
 
 // Each item's K/V rows go into its sequence (layer l) and its queries
-// attend over that sequence; the result lands in att_.
+// attend over that sequence; the result lands in att_. A KV-shared layer
+// writes nothing and attends over its source layer's K/V; a layer that
+// later layers read stays open for them (KvCache::attend).
 void Forward::attend_items(int l, const float* q, const float* k, const float* v) {
   const AttentionSpec& at = c_.layers[size_t(l)].attention;
   const float* sinks = at.sink ? m_.weights_.layers[size_t(l)].sinks.data() : nullptr;
   const int kv_layer = m_.cache_index_[size_t(l)];
+  const bool own_kv = at.kind != AttentionKind::SharedKv;
+  const bool more_readers = m_.last_reader_[size_t(kv_layer)] != l;
   const int qw = at.query_width();
   // Before the codecs see them: a NaN key is the weights' fault, not the cache's.
-  check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
-  check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
+  if (own_kv) {
+    check_finite(k, int64_t(n_rows_) * at.k_width(), l, "keys");
+    check_finite(v, int64_t(n_rows_) * at.v_width(), l, "values");
+  }
   each_item_with_memory(
       [&](const LiveItem& live) {
         kv::KvCache& seq = *items_[live.index].sequence;
         const size_t r = size_t(live.row0);
         float* out = ctx_.att_.data() + r * at.out_width();
-        seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
+        if (own_kv) seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
         if (ctx_.sequence_scratch_) {
-          seq.attend(kv_layer, q + r * qw, out, pool_, sinks);
+          seq.attend(kv_layer, q + r * qw, out, pool_, sinks, more_readers);
         } else {
-          seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks);
+          seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks, more_readers);
         }
       },
       ctx_.att_.data(), at.out_width());
@@ -188,6 +212,7 @@ void Forward::keep_logit_rows() {
     }
     live.row0 = rows;
     live.pos0 += first;
+    live.tok0 += first;
     live.n_rows = kept;
     rows += kept;
     if (live.exact) exact = rows;

@@ -45,20 +45,17 @@ std::string unsupported_reason(const LayerSpec& s, int l) {
                    "(attention.sliding_window is missing or 0)");
       break;
     case AttentionKind::SharedKv:
-      return no(attention_kind_name(at.kind), "attention.shared_kv_layers");
+      if (at.kv_source < 0 || at.kv_source >= l)
+        return str("layer ", l, ": attention over another layer's KV without an earlier layer ",
+                   "to read (attention.shared_kv_layers)");
+      break;
     case AttentionKind::Recurrent:
       // The geometry comes with the architectures that have such layers
       // (ModelConfig::from_gguf: qwen35, qwen35moe).
       if (at.state_size <= 0) return no(attention_kind_name(at.kind), "full_attention_interval");
       break;
   }
-  if (at.v_from_k)
-    return no("V taken from the K projection", str("no tensor blk.", l, ".attn_v.weight"));
   if (at.softcap != 0.0f) return no("an attention logit soft-cap", "attn_logit_softcapping");
-  if (s.ffn.kind == FfnKind::MoePlusDense)
-    return no(ffn_kind_name(s.ffn.kind), "expert_count with a dense FFN");
-  if (s.per_layer_input > 0)
-    return no("per-layer token embeddings", "embedding_length_per_layer_input");
   return "";
 }
 

@@ -7,15 +7,15 @@
 //                      keys and values live)
 //   x += ffn(x)        per its FfnSpec
 // with, optionally, a per-layer input (a token embedding of its own) mixed
-// in. Today's supported models are stacks of full-attention and
-// sliding-window layers with a dense FFN (llama, qwen2, qwen3, gemma3) or a
+// in. The supported models are stacks of full-attention and
+// sliding-window layers with a dense FFN (llama, qwen2, qwen3, gemma3), a
 // mixture-of-experts FFN (qwen3moe, Mixtral as llama with experts,
-// gpt-oss); the other kinds are
-// declared so that the models that need them fill in their compute (one
-// function per kind in the forward, model/forward_*.cc) without reshaping
-// this description. ModelConfig::from_gguf rejects, with one line naming
-// the layer and the metadata that asked for it, any kind the forward does
-// not run yet (unsupported_reason).
+// gpt-oss) or both side by side (gemma4, whose last layers may also read
+// earlier layers' K/V and take per-layer token embeddings), and hybrids of
+// recurrent and full-attention layers (qwen35, qwen35moe). Each kind is one
+// function in the forward (model/forward_*.cc). ModelConfig::from_gguf
+// rejects, with one line naming the layer and the metadata that asked for
+// it, anything the forward does not run (unsupported_reason).
 //
 // Where llama.cpp's GGUF metadata says what (prefix "{arch}."; see
 // llama.cpp's src/llama-arch.cpp and llama-model.cpp load_hparams):
@@ -40,7 +40,7 @@
 //   embedding_length_per_layer_input   per-layer token embeddings
 //   full_attention_interval, ssm.*     recurrent (Gated DeltaNet) layers
 // and, from the tensors: blk.N.attn_sinks.weight (a learned sink logit per
-// query head), no blk.N.attn_v.weight (V taken from the K projection).
+// query head), no blk.N.attn_v.weight in gemma4 (V taken from the K projection).
 #pragma once
 
 #include <array>
@@ -96,14 +96,17 @@ struct AttentionSpec {
   int k_dim = 0;       // head dim of Q and K
   int v_dim = 0;       // head dim of V (and of each head's attention output)
   RopeSpec rope;
-  float scale = 0.0f;      // score scale; 0 = 1/sqrt(k_dim)
-  float softcap = 0.0f;    // logit soft-cap; 0 = none
-  int window = 0;          // Window: positions each query sees (its own included)
-  int kv_source = -1;      // SharedKv: the layer whose K/V it reads
+  float scale = 0.0f;    // score scale; 0 = 1/sqrt(k_dim)
+  float softcap = 0.0f;  // logit soft-cap; 0 = none
+  int window = 0;        // Window: positions each query sees (its own included)
+  // SharedKv: the layer whose K/V it reads (and whose window, when
+  // `window` is set: a shared window layer reads a window layer).
+  int kv_source = -1;
   bool sink = false;       // a learned sink logit per query head (attn_sinks)
   bool v_from_k = false;   // V is the K projection (no attn_v)
   bool qkv_bias = false;   // biases on Q, K, V (qwen2; llama, gpt-oss when present)
   bool qk_norm = false;    // RMSNorm of each Q and K head before RoPE (qwen3, gemma3)
+  bool v_norm = false;     // RMSNorm of each V head, without a weight (gemma4)
   bool out_bias = false;   // a bias on the output projection (gpt-oss)
   bool post_norm = false;  // RMSNorm of the output before the residual add (gemma)
   // The Q projection holds, per head, k_dim query values then k_dim gate
@@ -186,6 +189,9 @@ struct LayerSpec {
   // Width of this layer's own token embedding (Gemma's per-layer inputs),
   // 0 = none.
   int per_layer_input = 0;
+  // The layer's output (residual included) times a learned scalar
+  // (gemma4's layer_output_scale).
+  bool output_scale = false;
 };
 
 const char* attention_kind_name(AttentionKind k);

@@ -23,6 +23,8 @@ template <class Weights, class Fn>
 void for_each_distinct_matrix(Weights& w, bool tied_output, Fn fn) {
   fn(w.token_embd);
   if (!tied_output) fn(w.output);
+  for (auto* m : {&w.per_layer_embd, &w.per_layer_proj})
+    if (m->rows > 0) fn(*m);
   for (auto& L : w.layers)
     for (auto* m : L.matrices()) fn(*m);
 }
@@ -76,10 +78,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, WeightMemory memory)
   m->weights_ = ModelWeights::bind(m->file_, m->config_);
   if (how == FileMemory::kCopy) m->reorder_weights();
   m->make_ropes();
-  int attention = 0, recurrent = 0;
-  for (const LayerSpec& s : m->config_.layers)
-    m->cache_index_.push_back(s.attention.kind == AttentionKind::Recurrent ? recurrent++
-                                                                           : attention++);
+  m->index_memory();
   m->kv_shape_ = m->layer_shapes();
   m->fingerprint_ = compute_fingerprint(m->file_);
   return m;
@@ -127,6 +126,25 @@ void Model::fault_in_weights(const std::atomic<bool>* stop) const {
   matrix(weights_.output);
 }
 
+// cache_index_ and last_reader_: a layer's index among the attention layers
+// with K/V of their own or among the recurrent ones; a KV-shared layer
+// takes its source's.
+void Model::index_memory() {
+  int attention = 0, recurrent = 0;
+  for (int l = 0; l < config_.n_layers; ++l) {
+    const AttentionSpec& at = config_.layers[size_t(l)].attention;
+    if (at.kind == AttentionKind::Recurrent) {
+      cache_index_.push_back(recurrent++);
+    } else if (at.kind == AttentionKind::SharedKv) {
+      cache_index_.push_back(cache_index_[size_t(at.kv_source)]);
+      last_reader_[size_t(cache_index_.back())] = l;
+    } else {
+      cache_index_.push_back(attention++);
+      last_reader_.push_back(l);
+    }
+  }
+}
+
 // One table of rotation speeds per distinct RoPE of the layers (today's
 // models: one), and which each layer uses.
 void Model::make_ropes() {
@@ -166,7 +184,7 @@ kv::KvShape Model::layer_shapes() const {
   for (const LayerSpec& s : config_.layers) {
     if (s.attention.kind == AttentionKind::Recurrent) {
       recurrent.push_back(s.attention.state_floats());
-    } else {
+    } else if (s.attention.kind != AttentionKind::SharedKv) {
       layers.push_back(kv_layer_of(s.attention));
     }
   }

@@ -270,6 +270,7 @@ class Model {
   friend class Forward;              // one eval_batch (model/forward.h)
   void reorder_weights();            // load(): F16 matrices of a copy into row blocks
   void make_ropes();                 // load(): ropes_ and the layers' indexes into it
+  void index_memory();               // load(): cache_index_, last_reader_
   kv::KvShape layer_shapes() const;  // load(): what kv_shape_ holds
   // Throws tkv::Error unless `tokens` may be appended to `cache`.
   void check_item(const kv::KvCache& cache, std::span<const int32_t> tokens) const;
@@ -284,8 +285,13 @@ class Model {
   std::vector<size_t> rope_offsets_;
   int rope_pairs_ = 0;
   // Layer l's index in the sequence's memory: among the attention layers
-  // (kv::KvCache layers), or among the recurrent ones (KvCache::state).
+  // with K/V of their own (kv::KvCache layers; a KV-shared layer reads its
+  // source's), or among the recurrent ones (KvCache::state).
   std::vector<int> cache_index_;
+  // Per KV-cache layer: the last model layer whose attention reads it in a
+  // chunk (itself, or the last KV-shared layer reading it); the reads
+  // before that one leave the cache layer open (KvCache::attend).
+  std::vector<int> last_reader_;
   // kv_shape()'s layers (its max_tokens is the trained context), made at load.
   kv::KvShape kv_shape_;
   std::string fingerprint_;

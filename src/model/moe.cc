@@ -200,8 +200,8 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
 // experts run one per task (experts_in_parallel).
 constexpr int kDecodeRows = 16;
 
-void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
-             int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
+void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const float* router_in,
+             int n_exact, int n_rows, int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
   const int n = spec.n_experts, k = spec.n_used;
   const size_t E = size_t(w.router.cols);
   const int cap = std::max(1, std::min(max_rows, n_rows));
@@ -214,7 +214,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exa
   grow(s.order, size_t(n_rows) * size_t(k));
   s.rows.reserve(size_t(cap), E, size_t(std::max(spec.n_ff, spec.n_ff_shared)));
 
-  project(w.router, h, n_exact, n_rows, s.logits.data(), pool);
+  project(w.router, router_in ? router_in : h, n_exact, n_rows, s.logits.data(), pool);
   if (!w.router_bias.empty()) ops::add_bias_rows(s.logits.data(), w.router_bias.data(), n_rows, n);
   route(spec, s.logits.data(), n_rows, s.chosen.data(), s.weights.data());
 

@@ -31,9 +31,10 @@ namespace tkv::model {
 // WeightMatrix per expert pointing into the file; a merged ffn_gate_up_exps
 // gives gate (its first n_ff rows) and up (the next n_ff) per expert.
 struct MoeWeights {
-  WeightMatrix router;                               // n_experts rows of n_embd
-  std::vector<float> router_bias;                    // n_experts, or empty
-  std::vector<WeightMatrix> gate, up, down;          // one per expert
+  WeightMatrix router;                       // n_experts rows of n_embd
+  std::vector<float> router_bias;            // n_experts, or empty
+  std::vector<float> router_scale;           // n_embd: gemma4's router input scale, or empty
+  std::vector<WeightMatrix> gate, up, down;  // one per expert
   std::vector<float> gate_bias, up_bias, down_bias;  // n_experts x width, or empty
   std::vector<float> down_scale;                     // one per expert, or empty
   WeightMatrix shared_gate, shared_up, shared_down;  // the shared expert (n_ff_shared > 0)
@@ -75,9 +76,11 @@ struct MoeScratch {
 };
 
 // y (n_rows x n_embd, the residual stream) += the MoE FFN of the normed rows
-// h (n_rows x n_embd); rows [0, n_exact) take the exact kernels. At most
-// `max_rows` rows go through one product call (bounds the hidden scratch).
-void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_exact, int n_rows,
-             int max_rows, float* y, MoeScratch& s, ThreadPool& pool);
+// h (n_rows x n_embd), routed by the router's product with router_in (rows
+// of its own, gemma4; nullptr: h); rows [0, n_exact) take the exact
+// kernels. At most `max_rows` rows go through one product call (bounds the
+// hidden scratch).
+void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const float* router_in,
+             int n_exact, int n_rows, int max_rows, float* y, MoeScratch& s, ThreadPool& pool);
 
 }  // namespace tkv::model

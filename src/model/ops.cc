@@ -101,6 +101,10 @@ HWY_EXPORT(Add);
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   const float ss = HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
   const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
+  if (w == nullptr) {  // ggml_rms_norm without a weight
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(ScaleMul)(x, w, scale, y, n);
 }
 

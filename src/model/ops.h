@@ -18,7 +18,8 @@
 
 namespace tkv::model::ops {
 
-// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], i < n. y may alias x.
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], i < n (w null: no weight).
+// y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // RMSNorm of `rows` rows of n values (row stride n), in parallel over rows

@@ -104,6 +104,17 @@ void add_gemma_presets(std::vector<SynthSpec>& p) {
                                  4, 2, 256);
   tiny4.head_dim_swa = 32;
   p.push_back(tiny4);
+  // Test-sized E model: 8 layers (window layers of head size 32, every
+  // fourth global), the last 4 reading layers 2 and 3's K/V, per-layer
+  // embeddings of 64, the KV-shared layers' FFN twice as wide.
+  SynthSpec tiny4e = gemma4(
+      make_spec("tiny-gemma4-e", "gemma4", 256, 8, 4, 1, 64, 512, 512, 4096, 1e6f, 1e-6f, true), 16,
+      4, 0);
+  tiny4e.head_dim_swa = 32;
+  tiny4e.n_kv_shared_layers = 4;
+  tiny4e.n_embd_per_layer = 64;
+  tiny4e.double_wide_kv_shared_ff = true;
+  p.push_back(tiny4e);
 }
 
 // The shapes of the real models' config.json.

@@ -135,6 +135,8 @@ struct SynthSpec {
 // gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b (128 experts of 704, top 8,
 // beside a dense FFN of 2112), tiny-gemma4 (tiny-gemma3's layout with Gemma
 // 4's head sizes, V from K on the global layer and 4 experts of 256, top 2),
+// tiny-gemma4-e (8 layers of 256, every fourth global, the last 4 reading
+// earlier layers' K/V, per-layer embeddings of 64),
 // qwen3.5-9b, qwen3.6-27b (qwen35: 3 Gated DeltaNet layers, then 1 gated
 // full-attention layer), qwen3.6-35b-a3b (qwen35moe: 256 experts of 512, top
 // 8, and a shared expert), tiny-qwen35, tiny-qwen35moe (4 layers of 128).

@@ -104,6 +104,7 @@ MoeWeights bind_moe(Binder& b, const std::string& p, int n_embd, const MoeSpec& 
   const int64_t E = n_embd, G = m.n_ff, X = m.n_experts;
   w.router = b.matrix(p + "ffn_gate_inp.weight", E, X);
   if (m.router_bias) w.router_bias = b.vector(p + "ffn_gate_inp.bias", X);
+  if (b.has(p + "ffn_gate_inp.scale")) w.router_scale = b.vector(p + "ffn_gate_inp.scale", E);
   if (b.has(p + "ffn_gate_up_exps.weight")) {
     // Merged: each expert's first G rows are its gate, the next G its up.
     for (WeightMatrix both : b.experts(p + "ffn_gate_up_exps.weight", E, 2 * G, X)) {
@@ -151,7 +152,8 @@ ActiveWeights active_weights(const gguf::GgufFile& file) {
     if (expert) {
       num = uint64_t(a.n_used);
       den = uint64_t(a.n_experts);
-    } else if (t.name == "token_embd.weight" && !tied) {
+    } else if ((t.name == "token_embd.weight" && !tied) ||
+               t.name == "per_layer_token_embd.weight") {
       den = uint64_t(std::max<int64_t>(1, t.rows()));
     }
     a.params += uint64_t(t.n_elements()) * num / den;
@@ -163,8 +165,8 @@ ActiveWeights active_weights(const gguf::GgufFile& file) {
 
 std::vector<const WeightMatrix*> LayerWeights::matrices() const {
   std::vector<const WeightMatrix*> out;
-  for (const WeightMatrix* m :
-       {&wq, &wk, &wv, &w_qkv, &w_z, &w_beta, &w_alpha, &wo, &w_gate, &w_up, &w_down, &moe.router})
+  for (const WeightMatrix* m : {&wq, &wk, &wv, &w_qkv, &w_z, &w_beta, &w_alpha, &wo, &w_gate, &w_up,
+                                &w_down, &moe.router, &pl_gate, &pl_proj})
     if (m->rows > 0) out.push_back(m);
   for (size_t e = 0; e < moe.gate.size(); ++e)
     for (const WeightMatrix* m : {&moe.gate[e], &moe.up[e], &moe.down[e]}) out.push_back(m);
@@ -198,18 +200,22 @@ void bind_recurrent(Binder& b, const std::string& p, int n_embd, const Attention
   L.wo = b.matrix(p + "ssm_out.weight", I, n_embd);
 }
 
-// An attention layer's tensors.
+// An attention layer's tensors (a KV-shared layer's: Q and the output).
 void bind_attention(Binder& b, const std::string& p, int n_embd, const AttentionSpec& at,
                     LayerWeights& L) {
   L.wq = b.matrix(p + "attn_q.weight", n_embd, at.q_width());
-  L.wk = b.matrix(p + "attn_k.weight", n_embd, at.k_width());
-  L.wv = b.matrix(p + "attn_v.weight", n_embd, at.v_width());
-  if (at.qkv_bias) {
+  if (at.kind == AttentionKind::SharedKv) {
+    if (at.qk_norm) L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
+  } else {
+    L.wk = b.matrix(p + "attn_k.weight", n_embd, at.k_width());
+    if (!at.v_from_k) L.wv = b.matrix(p + "attn_v.weight", n_embd, at.v_width());
+  }
+  if (at.kind != AttentionKind::SharedKv && at.qkv_bias) {
     L.bq = b.vector(p + "attn_q.bias", at.q_width());
     L.bk = b.vector(p + "attn_k.bias", at.k_width());
     L.bv = b.vector(p + "attn_v.bias", at.v_width());
   }
-  if (at.qk_norm) {
+  if (at.kind != AttentionKind::SharedKv && at.qk_norm) {
     L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
     L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
   }
@@ -217,6 +223,40 @@ void bind_attention(Binder& b, const std::string& p, int n_embd, const Attention
   if (at.out_bias) L.bo = b.vector(p + "attn_output.bias", n_embd);
   if (at.sink) L.sinks = b.vector(p + "attn_sinks.weight", at.n_heads);
   if (at.post_norm) L.attn_post_norm = b.vector(p + "post_attention_norm.weight", n_embd);
+}
+
+// A layer's FFN: dense, experts, or both (gemma4); norms around it.
+void bind_ffn(Binder& b, const std::string& p, const ModelConfig& c, const FfnSpec& ffn,
+              LayerWeights& L) {
+  const int E = c.n_embd;
+  // gpt-oss and qwen35 name the FFN's input norm attn_post_norm
+  // (post_attention_layernorm).
+  const bool post_named =
+      c.arch == Arch::GptOss || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
+  L.ffn_norm = b.vector(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
+  if (ffn.post_norm) L.ffn_post_norm = b.vector(p + "post_ffw_norm.weight", E);
+  if (ffn.kind != FfnKind::Dense) L.moe = bind_moe(b, p, E, ffn.moe);
+  if (ffn.kind == FfnKind::Moe) return;
+  L.w_gate = b.matrix(p + "ffn_gate.weight", E, ffn.n_ff);
+  L.w_up = b.matrix(p + "ffn_up.weight", E, ffn.n_ff);
+  L.w_down = b.matrix(p + "ffn_down.weight", ffn.n_ff, E);
+  if (ffn.kind == FfnKind::MoePlusDense) {
+    L.ffn_post_norm_1 = b.vector(p + "post_ffw_norm_1.weight", E);
+    L.ffn_pre_norm_2 = b.vector(p + "pre_ffw_norm_2.weight", E);
+    L.ffn_post_norm_2 = b.vector(p + "post_ffw_norm_2.weight", E);
+    if (L.moe.router_scale.empty()) b.require(p + "ffn_gate_inp.scale");
+  }
+}
+
+// gemma4's per-layer input and output scale of layer `s`.
+void bind_layer_output(Binder& b, const std::string& p, const ModelConfig& c, const LayerSpec& s,
+                       LayerWeights& L) {
+  if (s.per_layer_input > 0) {
+    L.pl_gate = b.matrix(p + "inp_gate.weight", c.n_embd, s.per_layer_input);
+    L.pl_proj = b.matrix(p + "proj.weight", s.per_layer_input, c.n_embd);
+    L.pl_post_norm = b.vector(p + "post_norm.weight", c.n_embd);
+  }
+  if (s.output_scale) L.output_scale = b.vector(p + "layer_output_scale.weight", 1);
 }
 
 }  // namespace
@@ -233,35 +273,27 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
       if (!(f > 0.0f)) fail(file.path(), ": tensor rope_freqs.weight has a factor ", f, " <= 0");
     }
   }
+  if (const int pe = c.layers.front().per_layer_input; pe > 0) {
+    const int64_t PL = int64_t(pe) * c.n_layers;
+    w.per_layer_embd = b.matrix("per_layer_token_embd.weight", PL, c.n_vocab);
+    w.per_layer_proj = b.matrix("per_layer_model_proj.weight", c.n_embd, PL);
+    w.per_layer_proj_norm = b.vector("per_layer_proj_norm.weight", pe);
+  }
 
   w.layers.resize(size_t(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& L = w.layers[size_t(l)];
-    const AttentionSpec& at = c.layers[size_t(l)].attention;
-    const int ff = c.layers[size_t(l)].ffn.n_ff;
+    const LayerSpec& s = c.layers[size_t(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
     L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
-    if (at.kind == AttentionKind::Recurrent) {
-      bind_recurrent(b, p, c.n_embd, at, L);
+    if (s.attention.kind == AttentionKind::Recurrent) {
+      bind_recurrent(b, p, c.n_embd, s.attention, L);
     } else {
-      bind_attention(b, p, c.n_embd, at, L);
+      bind_attention(b, p, c.n_embd, s.attention, L);
     }
-    // gpt-oss and qwen35 name the FFN's input norm attn_post_norm
-    // (post_attention_layernorm).
-    const bool post_named =
-        c.arch == Arch::GptOss || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
-    L.ffn_norm =
-        b.vector(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
-    const FfnSpec& ffn = c.layers[size_t(l)].ffn;
-    if (ffn.post_norm) L.ffn_post_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
-    if (ffn.kind == FfnKind::Moe) {
-      L.moe = bind_moe(b, p, c.n_embd, ffn.moe);
-      w.expert_bytes += L.moe.expert_bytes();
-      continue;
-    }
-    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, ff);
-    L.w_down = b.matrix(p + "ffn_down.weight", ff, c.n_embd);
+    bind_ffn(b, p, c, s.ffn, L);
+    w.expert_bytes += L.moe.expert_bytes();
+    bind_layer_output(b, p, c, s, L);
   }
   w.bytes = b.bytes();
   const ActiveWeights a = active_weights(file);

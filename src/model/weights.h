@@ -20,6 +20,21 @@
 //   blk.N.ffn_up.weight      [E, F]
 //   blk.N.ffn_down.weight    [F, E]
 //   blk.N.post_ffw_norm.weight [E]   gemma3: RMSNorm of the FFN output
+//   blk.N.layer_output_scale.weight [1]  gemma4: the layer's output scale
+// gemma4 (model/forward_layer.cc): a KV-shared layer has only attn_q,
+// attn_q_norm and attn_output of the attention's tensors used (any attn_k /
+// attn_v it holds are not read); the global layers may have no attn_v (V
+// is K); rope_freqs.weight [global head dim / 2] is the global layers'
+// proportional RoPE. Experts beside the dense FFN add
+//   blk.N.ffn_gate_inp.scale [E]      the router input's scale
+//   blk.N.post_ffw_norm_1.weight [E]  RMSNorm of the dense FFN's output
+//   blk.N.pre_ffw_norm_2.weight [E]   the experts' input norm
+//   blk.N.post_ffw_norm_2.weight [E]  RMSNorm of the experts' output
+//   blk.N.ffn_down_exps.scale [X]     a scale per expert
+// and per-layer embeddings of width PE (PL = PE x n_layers):
+//   per_layer_token_embd.weight [PL, V]  per_layer_model_proj.weight [E, PL]
+//   per_layer_proj_norm.weight [PE]
+//   blk.N.inp_gate.weight [E, PE]  blk.N.proj.weight [PE, E]  blk.N.post_norm.weight [E]
 // or, in a mixture-of-experts layer (X = n_experts, G = each expert's
 // width; model/moe.h):
 //   blk.N.ffn_gate_inp.weight   [E, X]     the router
@@ -69,13 +84,21 @@ struct LayerWeights {
   std::vector<float> attn_post_norm;  // n_embd, empty unless the attention's post_norm
   std::vector<float> ffn_norm;        // n_embd
   std::vector<float> ffn_post_norm;   // n_embd, empty unless the FFN's post_norm
+  // MoePlusDense: the dense FFN's output norm, the experts' input and
+  // output norms.
+  std::vector<float> ffn_post_norm_1, ffn_pre_norm_2, ffn_post_norm_2;
+  // Per-layer input (per_layer_input > 0): its gate and projection and the
+  // projection's norm.
+  WeightMatrix pl_gate, pl_proj;
+  std::vector<float> pl_post_norm;
+  std::vector<float> output_scale;  // 1 value, empty unless the layer's output_scale
   // Recurrent layers (AttentionKind::Recurrent; wo is ssm_out there).
   WeightMatrix w_qkv, w_z, w_beta, w_alpha;  // attn_qkv, attn_gate, ssm_beta, ssm_alpha
   std::vector<float> conv;                   // conv_channels x conv_kernel taps
   std::vector<float> dt_bias, ssm_a;         // n_v_heads each
   std::vector<float> ssm_norm;               // state_size
   WeightMatrix w_gate, w_up, w_down;         // dense FFN (rows 0 in a MoE layer)
-  MoeWeights moe;                     // mixture-of-experts FFN (FfnKind::Moe)
+  MoeWeights moe;                            // mixture-of-experts FFN (FfnKind::Moe)
 
   // The layer's matrices, in the order the forward pass reads them (each
   // expert's three after the router).
@@ -101,6 +124,11 @@ struct ModelWeights {
   std::vector<float> output_norm;        // n_embd
   WeightMatrix output;                   // n_vocab rows of n_embd (== token_embd when tied)
   std::vector<float> rope_freq_factors;  // n_rot/2, empty when absent
+  // Per-layer embeddings (gemma4 E models; rows 0 without): per token, a
+  // row of n_layers x width; the projection of the embedding to the same
+  // width; the norm of each layer's part of that projection.
+  WeightMatrix per_layer_embd, per_layer_proj;
+  std::vector<float> per_layer_proj_norm;
   std::vector<LayerWeights> layers;
   uint64_t bytes = 0;         // bytes of all tensors used (the mapped weights, once each)
   uint64_t expert_bytes = 0;  // of those, the expert matrices'

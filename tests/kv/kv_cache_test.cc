@@ -145,6 +145,40 @@ TEST(KvCacheTest, ChunkingDoesNotChangeResults) {
   }
 }
 
+// A layer left open for more readers (a model's KV-shared layers: layer 0
+// read again after layer 1 was written and attended) gives its second
+// reader exactly what its first saw, and the last reader's commit leaves
+// the cache as one read would: the next chunks' outputs are the bits of a
+// cache read once per layer.
+TEST(KvCacheTest, AnOpenLayerGivesLaterReadersWhatTheFirstSaw) {
+  const KvShape sh = shape(4, 2, 64);
+  RandomInputs in(sh, 300, 9);
+  ThreadPool pool(2);
+  for (const char* kv : {"k4v2", "f16"}) {
+    kv::KvCache once(sh, kv_config(kv, 4, 32)), twice(sh, kv_config(kv, 4, 32));
+    int64_t pos = 0;
+    for (const int n : {100, 37, 1, 1, 70, 1}) {
+      std::vector<float> want;
+      feed_chunk(once, in, pool, pos, n, &want);
+      std::vector<float> first(size_t(n) * 4 * 64), again(first.size()), other(first.size());
+      const size_t kw = 2 * 64, qw = 4 * 64;
+      twice.begin_chunk(n);
+      twice.write(0, in.layers[0].k.data() + pos * kw, in.layers[0].v.data() + pos * kw);
+      twice.attend(0, in.q[0].data() + pos * qw, first.data(), pool, nullptr, true);
+      twice.write(1, in.layers[1].k.data() + pos * kw, in.layers[1].v.data() + pos * kw);
+      twice.attend(1, in.q[1].data() + pos * qw, other.data(), pool);
+      twice.attend(0, in.q[0].data() + pos * qw, again.data(), pool);
+      twice.end_chunk();
+      EXPECT_EQ(again, first) << kv << " chunk at " << pos;
+      const std::vector<float> got_0(want.begin(), want.begin() + ptrdiff_t(first.size()));
+      const std::vector<float> got_1(want.begin() + ptrdiff_t(first.size()), want.end());
+      EXPECT_EQ(first, got_0) << kv << " chunk at " << pos;
+      EXPECT_EQ(other, got_1) << kv << " chunk at " << pos;
+      pos += n;
+    }
+  }
+}
+
 TEST(KvCacheTest, WindowPolicyKeepsSinksPlusWindowAndFlatMemory) {
   Scenario s;
   s.shape = shape(4, 2, 64);

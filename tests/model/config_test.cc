@@ -245,14 +245,12 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
       {"llama.attention.sliding_window_pattern", gguf::Value::make_u32(6),
        "layer 0: sliding-window attention without a window size (attention.sliding_window is "
        "missing or 0)"},
-      {"llama.attention.shared_kv_layers", gguf::Value::make_u32(2),
-       "layer 4: attention over another layer's KV (attention.shared_kv_layers)"},
+      {"llama.attention.shared_kv_layers", gguf::Value::make_u32(5),
+       "attention.shared_kv_layers 5 leaves 1 layers with their own K/V (at least 2 needed)"},
       {"llama.full_attention_interval", gguf::Value::make_u32(4),
        "layer 0: recurrent (Gated DeltaNet) state (full_attention_interval)"},
       {"llama.attn_logit_softcapping", gguf::Value::make_f32(50.0f),
        "layer 0: an attention logit soft-cap (attn_logit_softcapping)"},
-      {"llama.embedding_length_per_layer_input", gguf::Value::make_u32(256),
-       "layer 0: per-layer token embeddings (embedding_length_per_layer_input)"},
   };
   for (const auto& c : cases) {
     auto w = llama_writer();
@@ -261,6 +259,29 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.key << ": " << e;
     EXPECT_EQ(e.rfind("unit.gguf: ", 0), 0u) << e;
   }
+}
+
+// KV-shared layers read the last earlier layer of their own kind (llama.cpp's
+// reuse rule); a pattern that pairs a window layer with a global source is
+// refused, naming both layers.
+TEST(ModelConfig, SharedKvLayersReadTheLastLayerOfTheirKind) {
+  auto w = llama_writer();
+  w.set_u32("llama.attention.sliding_window", 16);
+  w.set("llama.attention.sliding_window_pattern",
+        gguf::Value::make_bools({true, true, true, false, true, false}));
+  w.set_u32("llama.attention.shared_kv_layers", 2);
+  const ModelConfig c = parse(w);
+  EXPECT_EQ(c.layers[4].attention.kind, AttentionKind::SharedKv);
+  EXPECT_EQ(c.layers[4].attention.kv_source, 2);
+  EXPECT_EQ(c.layers[4].attention.window, 16);
+  EXPECT_EQ(c.layers[5].attention.kv_source, 3);
+  EXPECT_EQ(c.layers[5].attention.window, 0);
+  w.set_u32("llama.attention.shared_kv_layers", 3);  // layer 3 (window) would read layer 1's
+  w.set("llama.attention.sliding_window_pattern",
+        gguf::Value::make_bools({true, false, true, true, true, false}));
+  EXPECT_NE(error_of(w).find("layer 3 reads the K/V of layer 1, which has no sliding window"),
+            std::string::npos)
+      << error_of(w);
 }
 
 // llama with experts is Mixtral: softmax routing over expert_count experts,
@@ -296,7 +317,7 @@ TEST(ModelConfig, ExpertsMakeMixtureOfExpertsLayers) {
 // Architectures whose attention is not in yet are refused in one line that
 // says what is missing.
 TEST(ModelConfig, KnownArchitecturesSayWhatIsMissing) {
-  for (const char* arch : {"qwen3next", "gemma4"}) {
+  for (const char* arch : {"qwen3next"}) {
     gguf::GgufWriter w;
     w.set_string("general.architecture", arch);
     const std::string e = error_of(w);

@@ -159,7 +159,7 @@ void check(const Layer& L, int rows, int n_exact, int max_rows, const char* what
   std::vector<float> y = base;
   MoeScratch scratch;
   ThreadPool pool(2);
-  moe_ffn(L.spec, L.w, h.data(), n_exact, rows, max_rows, y.data(), scratch, pool);
+  moe_ffn(L.spec, L.w, h.data(), nullptr, n_exact, rows, max_rows, y.data(), scratch, pool);
   for (int r = 0; r < rows; ++r) {
     const std::vector<double> hr(h.begin() + r * kEmbd, h.begin() + (r + 1) * kEmbd);
     const std::vector<double> want = reference(L, hr);
@@ -262,13 +262,13 @@ TEST(Moe, CountsTheExpertBytesItReads) {
   MoeScratch scratch;
   const std::vector<float> h = random_values(size_t(2) * kEmbd, rng, 1.0f);
   std::vector<float> y(h.size(), 0.0f);
-  moe_ffn(s, L.w, h.data(), 1, 1, 256, y.data(), scratch, pool);
+  moe_ffn(s, L.w, h.data(), nullptr, 1, 1, 256, y.data(), scratch, pool);
   EXPECT_EQ(scratch.expert_bytes_read, 4 * per_expert);
   // The same row twice: the same four experts, each streamed once.
   const std::vector<float> twice = {h.begin(), h.begin() + kEmbd};
   std::vector<float> both(twice);
   both.insert(both.end(), twice.begin(), twice.end());
-  moe_ffn(s, L.w, both.data(), 2, 2, 256, y.data(), scratch, pool);
+  moe_ffn(s, L.w, both.data(), nullptr, 2, 2, 256, y.data(), scratch, pool);
   EXPECT_EQ(scratch.expert_bytes_read, 8 * per_expert);
 }
 
@@ -282,14 +282,14 @@ TEST(Moe, RowsAreBatchInvariant) {
   ThreadPool pool(2);
   MoeScratch scratch;
   std::vector<float> all(h.size(), 0.0f);
-  moe_ffn(s, L.w, h.data(), 10, 30, 256, all.data(), scratch, pool);
+  moe_ffn(s, L.w, h.data(), nullptr, 10, 30, 256, all.data(), scratch, pool);
   for (int r : {0, 9}) {  // exact rows alone
     std::vector<float> one(kEmbd, 0.0f);
-    moe_ffn(s, L.w, h.data() + r * kEmbd, 1, 1, 256, one.data(), scratch, pool);
+    moe_ffn(s, L.w, h.data() + r * kEmbd, nullptr, 1, 1, 256, one.data(), scratch, pool);
     for (int i = 0; i < kEmbd; ++i) ASSERT_EQ(one[size_t(i)], all[size_t(r * kEmbd + i)]) << r;
   }
   std::vector<float> gemm(size_t(20) * kEmbd, 0.0f);  // the GEMM rows without the exact ones
-  moe_ffn(s, L.w, h.data() + 10 * kEmbd, 0, 20, 256, gemm.data(), scratch, pool);
+  moe_ffn(s, L.w, h.data() + 10 * kEmbd, nullptr, 0, 20, 256, gemm.data(), scratch, pool);
   for (size_t i = 0; i < gemm.size(); ++i) ASSERT_EQ(gemm[i], all[10 * kEmbd + i]) << i;
 }
 

@@ -150,6 +150,10 @@ struct Layer {
   Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
   Vec bo, sinks, post_attn_norm, post_ffn_norm;  // gemma3, gpt-oss (empty: none)
   bool swa = false;                              // attends to the model's window only
+  int64_t head_dim = 0, n_rot = 0;               // gemma4: the window layers' own
+  bool rope_factors = true;                      // divide by rope_freqs (gemma4: global layers)
+  bool v_norm = false;                           // gemma4: V heads RMS-normed, no weight
+  int64_t kv_source = -1;                        // gemma4: reads this layer's K/V
   Mat wq, wk, wv, wo, gate, up, down;
   // Mixture of experts (qwen3moe, Mixtral): softmax over the router's
   // logits, the n_used most probable experts, their probabilities
@@ -160,6 +164,13 @@ struct Layer {
   Vec router_b, gate_exps_b, up_exps_b, down_exps_b;
   std::vector<Mat> gate_exps, up_exps, down_exps;
   int64_t n_used = 0;
+  // gemma4: experts beside the dense FFN (GELU experts, a scale per
+  // expert), routed from RMSNorm(x) / sqrt(n_embd) * router_scale, each
+  // branch with its own norms; per-layer inputs; an output scale.
+  Vec router_scale, down_exps_s, pre_norm_2, post_norm_1, post_norm_2;
+  Mat pl_gate, pl_proj;
+  Vec pl_post_norm;
+  double out_scale = 1;
   // qwen35moe: a shared expert next to the routed ones, its output times
   // sigmoid(shexp_router . h) (one scalar per token).
   Mat shexp_router, shexp_gate, shexp_up, shexp_down;
@@ -180,7 +191,7 @@ struct ReferenceForward::Impl {
   double rope_base = 10000, eps = 1e-5;
   bool neox = false;
   // gemma3 / gpt-oss (llama.cpp's gemma3.cpp, openai-moe.cpp, ggml's rope_yarn).
-  bool gemma = false, oss = false;
+  bool gemma = false, oss = false, gemma4 = false;
   int64_t window = 0;
   double rope_base_swa = 10000, freq_scale = 1, embed_scale = 1, softcap = 0, q_scale = 0;
   bool yarn = false;
@@ -195,6 +206,10 @@ struct ReferenceForward::Impl {
   bool swa_layer(int64_t l) const { return swa_flags[size_t(l)]; }
   Vec rope_factors;
   Mat token_embd, output;
+  // gemma4's per-layer inputs: width pe per layer.
+  int64_t pe = 0;
+  Mat per_layer_embd, per_layer_proj;
+  Vec per_layer_proj_norm;
   Vec output_norm;
   std::vector<Layer> layers;
 
@@ -216,8 +231,10 @@ struct ReferenceForward::Impl {
     return true;
   }
 
-  void rope(double* v, int64_t n_heads, int64_t pos, bool swa) const {
+  void rope(double* v, int64_t n_heads, int64_t pos, const Layer& L) const {
     // gemma3's window layers: their own base, unscaled; gpt-oss's: the same.
+    const bool swa = L.swa;
+    const int64_t head_dim = L.head_dim, n_rot = L.n_rot;
     const double base = swa ? rope_base_swa : rope_base;
     const double scale = swa && gemma ? 1.0 : freq_scale;
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -225,7 +242,7 @@ struct ReferenceForward::Impl {
       for (int64_t i = 0; i < n_rot / 2; ++i) {
         if (fourth_section(i)) continue;  // rotated by position component 0
         double theta = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot));
-        if (!rope_factors.empty()) theta /= rope_factors[size_t(i)];
+        if (!rope_factors.empty() && L.rope_factors) theta /= rope_factors[size_t(i)];
         double mag = 1;
         if (yarn) {  // blend scaled and unscaled speeds by the ramp between the correction dims
           const auto corr = [&](double beta) {
@@ -271,8 +288,11 @@ struct ReferenceForward::Impl {
     return out;
   }
 
-  static Vec experts(const Layer& L, const Vec& h) {
-    Vec p = L.router.mul(h);
+  // Softmax over the router's logits (of router_in), the n_used most
+  // probable experts, their probabilities renormalized; gemma4's experts
+  // are GELU and scaled each; a shared expert where the layer has one.
+  static Vec experts(const Layer& L, const Vec& h, const Vec& router_in, Act act) {
+    Vec p = L.router.mul(router_in);
     const double mx = *std::max_element(p.begin(), p.end());
     double sum = 0;
     for (double& v : p) sum += (v = std::exp(v - mx));
@@ -284,7 +304,9 @@ struct ReferenceForward::Impl {
     Vec out(h.size(), 0.0);
     for (int64_t k = 0; k < L.n_used; ++k) {
       const size_t e = idx[size_t(k)];
-      const Vec y = gated_ffn(Act::SwiGlu, L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
+      Vec y = gated_ffn(act, L.gate_exps[e], L.up_exps[e], L.down_exps[e], h);
+      if (!L.down_exps_s.empty())
+        for (double& v : y) v *= L.down_exps_s[e];
       for (size_t i = 0; i < out.size(); ++i) out[i] += p[e] / chosen * y[i];
     }
     if (!L.shexp_up.w.empty()) {
@@ -295,12 +317,21 @@ struct ReferenceForward::Impl {
     return out;
   }
 
-  // Layer L's attention for one token at `pos` (its K and V appended to
-  // the layer's history): the output projection's result, before the
-  // residual add.
-  Vec attention(Layer& L, const Vec& h, int64_t pos) const {
-    const int64_t kv_heads = L.kv_heads, group = heads / kv_heads;
-    Vec q = L.wq.mul(h), k = L.wk.mul(h), v = L.wv.mul(h), gate;
+  // Each head of v (n_heads x dim) RMS-normed with `w` (empty: no weight).
+  void norm_heads(Vec& v, int64_t n_heads, int64_t dim, const Vec& w) const {
+    const Vec ones(size_t(dim), 1.0);
+    for (int64_t hd = 0; hd < n_heads; ++hd) {
+      Vec part(v.begin() + hd * dim, v.begin() + (hd + 1) * dim);
+      part = rmsnorm(part, w.empty() ? ones : w, eps);
+      std::copy(part.begin(), part.end(), v.begin() + hd * dim);
+    }
+  }
+
+  // Layer L's query, key and value for one token at `pos` (a KV-shared
+  // layer's query only); its K and V appended to the layer's history.
+  Vec project_qkv(Layer& L, const Vec& h, int64_t pos, Vec& gate) const {
+    const int64_t head_dim = L.head_dim;
+    Vec q = L.wq.mul(h);
     if (L.output_gate) {
       Vec qq(size_t(heads * head_dim));
       gate.resize(qq.size());
@@ -311,27 +342,33 @@ struct ReferenceForward::Impl {
       }
       q = std::move(qq);
     }
-    if (!L.bq.empty()) {
+    if (!L.bq.empty())
       for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
+    if (!L.q_norm.empty()) norm_heads(q, heads, head_dim, L.q_norm);
+    rope(q.data(), heads, pos, L);
+    if (L.kv_source >= 0) return q;
+    Vec k = L.wk.mul(h);
+    Vec v = L.wv.w.empty() ? k : L.wv.mul(h);  // gemma4's global layers: V is K
+    if (!L.bk.empty()) {
       for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i];
       for (size_t i = 0; i < v.size(); ++i) v[i] += L.bv[i];
     }
-    if (!L.q_norm.empty()) {
-      for (int64_t hd = 0; hd < heads; ++hd) {
-        Vec part(q.begin() + hd * head_dim, q.begin() + (hd + 1) * head_dim);
-        part = rmsnorm(part, L.q_norm, eps);
-        std::copy(part.begin(), part.end(), q.begin() + hd * head_dim);
-      }
-      for (int64_t hd = 0; hd < kv_heads; ++hd) {
-        Vec part(k.begin() + hd * head_dim, k.begin() + (hd + 1) * head_dim);
-        part = rmsnorm(part, L.k_norm, eps);
-        std::copy(part.begin(), part.end(), k.begin() + hd * head_dim);
-      }
-    }
-    rope(q.data(), heads, pos, L.swa);
-    rope(k.data(), kv_heads, pos, L.swa);
+    if (!L.k_norm.empty()) norm_heads(k, L.kv_heads, head_dim, L.k_norm);
+    if (L.v_norm) norm_heads(v, L.kv_heads, head_dim, {});
+    rope(k.data(), L.kv_heads, pos, L);
     L.keys.push_back(k);
     L.values.push_back(v);
+    return q;
+  }
+
+  // Layer L's attention for one token at `pos` (over its own K/V, or a
+  // KV-shared layer's source's): the output projection's result, before the
+  // residual add.
+  Vec attention(Layer& L, const Vec& h, int64_t pos) const {
+    Vec gate;
+    const Vec q = project_qkv(L, h, pos, gate);
+    const Layer& kv = L.kv_source >= 0 ? layers[size_t(L.kv_source)] : L;
+    const int64_t head_dim = L.head_dim, group = heads / kv.kv_heads;
     // A window layer sees the newest `window` positions, its own included.
     const size_t first = L.swa ? size_t(std::max<int64_t>(0, pos - window + 1)) : 0;
     const double score_scale = q_scale > 0 ? q_scale : 1.0 / std::sqrt(double(head_dim));
@@ -343,10 +380,10 @@ struct ReferenceForward::Impl {
       // A learned sink is one more logit in the softmax, with no value.
       const double sink = L.sinks.empty() ? -INFINITY : L.sinks[size_t(hd)];
       double max_score = sink;
-      for (size_t t = first; t < L.keys.size(); ++t) {
+      for (size_t t = first; t < kv.keys.size(); ++t) {
         double s = 0;
         for (int64_t i = 0; i < head_dim; ++i)
-          s += q[size_t(hd * head_dim + i)] * L.keys[t][size_t(kvh * head_dim + i)];
+          s += q[size_t(hd * head_dim + i)] * kv.keys[t][size_t(kvh * head_dim + i)];
         s *= score_scale;
         scores.push_back(s);
         max_score = std::max(max_score, s);
@@ -356,7 +393,7 @@ struct ReferenceForward::Impl {
       for (size_t t = 0; t < scores.size(); ++t) {
         for (int64_t i = 0; i < head_dim; ++i) {
           att[size_t(hd * head_dim + i)] +=
-              scores[t] / sum * L.values[first + t][size_t(kvh * head_dim + i)];
+              scores[t] / sum * kv.values[first + t][size_t(kvh * head_dim + i)];
         }
       }
     }
@@ -367,20 +404,71 @@ struct ReferenceForward::Impl {
     return o;
   }
 
+  // The FFN's output for x (before the residual add): dense, experts, or
+  // gemma4's both, each with its norms.
+  Vec ffn(const Layer& L, const Vec& x) const {
+    const Vec h = rmsnorm(x, L.ffn_norm, eps);
+    Vec d;
+    if (L.n_used == 0) {
+      d = gated_ffn(act, L.gate, L.up, L.down, h);
+    } else if (oss) {
+      d = experts_oss(L, h);
+    } else if (!gemma4) {
+      d = experts(L, h, h, Act::SwiGlu);
+    } else {
+      d = rmsnorm(gated_ffn(act, L.gate, L.up, L.down, h), L.post_norm_1, eps);
+      Vec r = rmsnorm(x, Vec(x.size(), 1.0), eps);
+      for (size_t i = 0; i < r.size(); ++i) r[i] *= L.router_scale[i] / std::sqrt(double(embd));
+      const Vec e =
+          rmsnorm(experts(L, rmsnorm(x, L.pre_norm_2, eps), r, Act::GeGlu), L.post_norm_2, eps);
+      for (size_t i = 0; i < d.size(); ++i) d[i] += e[i];
+    }
+    if (!L.post_ffn_norm.empty()) d = rmsnorm(d, L.post_ffn_norm, eps);
+    return d;
+  }
+
+  // gemma4: every layer's input of its own for a token with scaled
+  // embedding e (n_layers x pe values).
+  Vec per_layer_inputs(int32_t token, const Vec& e) const {
+    Vec in = per_layer_proj.mul(e);
+    const Vec own(per_layer_embd.w.begin() + token * pe * n_layers,
+                  per_layer_embd.w.begin() + (token + 1) * pe * n_layers);
+    for (int64_t l = 0; l < n_layers; ++l) {
+      Vec part(in.begin() + l * pe, in.begin() + (l + 1) * pe);
+      for (double& v : part) v /= std::sqrt(double(embd));
+      part = rmsnorm(part, per_layer_proj_norm, eps);
+      for (int64_t i = 0; i < pe; ++i)
+        in[size_t(l * pe + i)] =
+            (part[size_t(i)] + own[size_t(l * pe + i)] * std::sqrt(double(pe))) / std::sqrt(2.0);
+    }
+    return in;
+  }
+
+  // gemma4, after the FFN: x += RMSNorm(proj(gelu(gate x) * in_l)); x *= scale.
+  void layer_output(const Layer& L, int64_t l, const Vec& in, Vec& x) const {
+    if (pe > 0) {
+      Vec g = L.pl_gate.mul(x);
+      for (int64_t i = 0; i < pe; ++i)
+        g[size_t(i)] = activate(Act::GeGlu, g[size_t(i)], in[size_t(l * pe + i)]);
+      const Vec y = rmsnorm(L.pl_proj.mul(g), L.pl_post_norm, eps);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    }
+    for (double& v : x) v *= L.out_scale;
+  }
+
   // One token at position `pos`; returns its logits.
   Vec step(int32_t token, int64_t pos) {
     Vec x(token_embd.w.begin() + token * embd, token_embd.w.begin() + (token + 1) * embd);
     for (double& v : x) v *= embed_scale;
-    for (auto& L : layers) {
+    const Vec in = pe > 0 ? per_layer_inputs(token, x) : Vec();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      Layer& L = layers[l];
       const Vec h = rmsnorm(x, L.attn_norm, eps);
       const Vec o = L.delta ? L.delta->step(h) : attention(L, h, pos);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-
-      const Vec h2 = rmsnorm(x, L.ffn_norm, eps);
-      Vec d = L.n_used > 0 ? (oss ? experts_oss(L, h2) : experts(L, h2))
-                           : gated_ffn(act, L.gate, L.up, L.down, h2);
-      if (!L.post_ffn_norm.empty()) d = rmsnorm(d, L.post_ffn_norm, eps);
+      const Vec d = ffn(L, x);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+      layer_output(L, int64_t(l), in, x);
     }
     Vec logits = output.mul(rmsnorm(x, output_norm, eps));
     if (softcap > 0)
@@ -390,7 +478,10 @@ struct ReferenceForward::Impl {
 
   void read_window_and_rope();
   Layer load_layer(int64_t l);
+  void load_gemma4_attention(Layer& L, int64_t l);
   void load_ffn(Layer& L, const std::string& prefix);
+  void load_gemma4_experts(Layer& L, const std::string& prefix);
+  void load_layer_output(Layer& L, const std::string& prefix);
 };
 
 // Window layers (attention.sliding_window_pattern: a period with every n-th
@@ -426,6 +517,7 @@ void ReferenceForward::Impl::read_window_and_rope() {
     embed_scale = std::sqrt(double(embd));
     q_scale =
         n_layers == 62 ? 1.0 / std::sqrt(double(embd / heads)) : 1.0 / std::sqrt(double(head_dim));
+    if (gemma4) q_scale = 1.0;  // gemma4.cpp: f_attention_scale = 1
     act = Act::GeGlu;
     softcap = file.get_float(arch + ".final_logit_softcapping").value_or(0.0);
   }
@@ -454,11 +546,18 @@ Layer ReferenceForward::Impl::load_layer(int64_t l) {
   if (file.find_tensor(p + "attn_sinks.weight")) L.sinks = load_vec(file, p + "attn_sinks.weight");
   L.swa = window > 0 && swa_layer(l);
   L.output_gate = hybrid;
+  L.head_dim = head_dim;
+  L.n_rot = n_rot;
+  if (gemma4) load_gemma4_attention(L, l);
   L.wq = load_mat(file, p + "attn_q.weight");
-  L.wk = load_mat(file, p + "attn_k.weight");
-  L.kv_heads = L.wk.rows / head_dim;
-  L.wv = load_mat(file, p + "attn_v.weight");
   L.wo = load_mat(file, p + "attn_output.weight");
+  if (L.kv_source >= 0) {  // queries only
+    L.q_norm = load_vec(file, p + "attn_q_norm.weight");
+    return L;
+  }
+  L.wk = load_mat(file, p + "attn_k.weight");
+  L.kv_heads = L.wk.rows / L.head_dim;
+  if (file.find_tensor(p + "attn_v.weight")) L.wv = load_mat(file, p + "attn_v.weight");
   if (file.find_tensor(p + "attn_q.bias")) {
     L.bq = load_vec(file, p + "attn_q.bias");
     L.bk = load_vec(file, p + "attn_k.bias");
@@ -471,18 +570,49 @@ Layer ReferenceForward::Impl::load_layer(int64_t l) {
   return L;
 }
 
+// gemma4's window layers: their own head dims and rotated dims, no RoPE
+// factors; V heads normed; the KV-shared layers' sources (llama.cpp's
+// reuse: the first shared layer's index less 2 for a window layer, less 1
+// for a global one).
+void ReferenceForward::Impl::load_gemma4_attention(Layer& L, int64_t l) {
+  if (L.swa) {
+    L.head_dim = meta_int("attention.key_length_swa", head_dim);
+    L.n_rot = meta_int("rope.dimension_count_swa", L.head_dim);
+    L.rope_factors = false;
+  }
+  L.v_norm = true;
+  const int64_t kv_from = n_layers - meta_int("attention.shared_kv_layers", 0);
+  if (l >= kv_from) L.kv_source = kv_from - (swa_layer(l) ? 2 : 1);
+}
+
+// gemma4's per-layer input and output scale of layer p.
+void ReferenceForward::Impl::load_layer_output(Layer& L, const std::string& p) {
+  if (pe > 0) {
+    L.pl_gate = load_mat(file, p + "inp_gate.weight");
+    L.pl_proj = load_mat(file, p + "proj.weight");
+    L.pl_post_norm = load_vec(file, p + "post_norm.weight");
+  }
+  if (file.find_tensor(p + "layer_output_scale.weight"))
+    L.out_scale = load_vec(file, p + "layer_output_scale.weight")[0];
+}
+
 void ReferenceForward::Impl::load_ffn(Layer& L, const std::string& p) {
-  if (!file.find_tensor(p + "ffn_gate_inp.weight")) {
+  load_layer_output(L, p);
+  if (gemma4 || !file.find_tensor(p + "ffn_gate_inp.weight")) {
     L.gate = load_mat(file, p + "ffn_gate.weight");
     L.up = load_mat(file, p + "ffn_up.weight");
     L.down = load_mat(file, p + "ffn_down.weight");
-    return;
+    if (!file.find_tensor(p + "ffn_gate_inp.weight")) return;
   }
   L.router = load_mat(file, p + "ffn_gate_inp.weight");
+  L.n_used = meta_int("expert_used_count", 0);
+  if (gemma4) {
+    load_gemma4_experts(L, p);
+    return;
+  }
   L.gate_exps = load_experts(file, p + "ffn_gate_exps.weight");
   L.up_exps = load_experts(file, p + "ffn_up_exps.weight");
   L.down_exps = load_experts(file, p + "ffn_down_exps.weight");
-  L.n_used = meta_int("expert_used_count", 0);
   if (oss) {
     L.router_b = load_vec(file, p + "ffn_gate_inp.bias");
     L.gate_exps_b = load_vec(file, p + "ffn_gate_exps.bias");
@@ -498,11 +628,33 @@ void ReferenceForward::Impl::load_ffn(Layer& L, const std::string& p) {
   }
 }
 
+// gemma4's experts: merged gate+up (each expert's first half of rows its
+// gate), a down scale per expert, the router's input scale, the norms of
+// both branches.
+void ReferenceForward::Impl::load_gemma4_experts(Layer& L, const std::string& p) {
+  for (Mat& both : load_experts(file, p + "ffn_gate_up_exps.weight")) {
+    const size_t half = size_t(both.rows / 2 * both.cols);
+    Mat g = both, u = both;
+    g.rows = u.rows = both.rows / 2;
+    g.w.assign(both.w.begin(), both.w.begin() + ptrdiff_t(half));
+    u.w.assign(both.w.begin() + ptrdiff_t(half), both.w.end());
+    L.gate_exps.push_back(std::move(g));
+    L.up_exps.push_back(std::move(u));
+  }
+  L.down_exps = load_experts(file, p + "ffn_down_exps.weight");
+  L.down_exps_s = load_vec(file, p + "ffn_down_exps.scale");
+  L.router_scale = load_vec(file, p + "ffn_gate_inp.scale");
+  L.pre_norm_2 = load_vec(file, p + "pre_ffw_norm_2.weight");
+  L.post_norm_1 = load_vec(file, p + "post_ffw_norm_1.weight");
+  L.post_norm_2 = load_vec(file, p + "post_ffw_norm_2.weight");
+}
+
 ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.file = gguf::GgufFile::open(path);
   m.arch = m.file.require_string("general.architecture");
-  m.gemma = m.arch == "gemma3";
+  m.gemma4 = m.arch == "gemma4";
+  m.gemma = m.arch == "gemma3" || m.gemma4;
   m.oss = m.arch == "gpt-oss";
   m.hybrid = m.arch == "qwen35" || m.arch == "qwen35moe";
   m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe" || m.gemma || m.oss ||
@@ -525,6 +677,12 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
 
   m.read_window_and_rope();
   m.token_embd = load_mat(m.file, "token_embd.weight");
+  m.pe = m.meta_int("embedding_length_per_layer_input", 0);
+  if (m.pe > 0) {
+    m.per_layer_embd = load_mat(m.file, "per_layer_token_embd.weight");
+    m.per_layer_proj = load_mat(m.file, "per_layer_model_proj.weight");
+    m.per_layer_proj_norm = load_vec(m.file, "per_layer_proj_norm.weight");
+  }
   m.output_norm = load_vec(m.file, "output_norm.weight");
   m.output = m.file.find_tensor("output.weight") ? load_mat(m.file, "output.weight") : m.token_embd;
   for (int64_t l = 0; l < m.n_layers; ++l) m.layers.push_back(m.load_layer(l));

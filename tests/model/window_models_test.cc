@@ -1,6 +1,8 @@
 // Models with sliding-window layers: gemma3 (five window layers of six,
-// their own RoPE base, post norms, GeGLU, scaled embeddings) and gpt-oss
-// (every other layer a window, learned sinks, YaRN, biases, its MoE)
+// their own RoPE base, post norms, GeGLU, scaled embeddings), gemma4 (the
+// window layers' own head dims, V from K, experts beside the dense FFN,
+// KV-shared layers, per-layer inputs) and gpt-oss (every other layer a
+// window, learned sinks, YaRN, biases, its MoE)
 // against the independent double-precision forward over sequences several
 // windows long, and a sequence truncated far outside the window going on
 // exactly as a fresh one.
@@ -20,6 +22,15 @@ namespace {
 model::SynthSpec gemma3_spec() {
   model::SynthSpec s = model::synth_preset("tiny-gemma3");
   s.sliding_window = 8;  // sequences of 40 tokens span five windows
+  return s;
+}
+
+// tiny-gemma4: window layers of head size 32, a global layer whose V is K,
+// experts beside every dense FFN. tiny-gemma4-e: every fourth layer global,
+// the last four reading layers 2 (window) and 3 (global), per-layer inputs.
+model::SynthSpec gemma4_spec(const char* preset) {
+  model::SynthSpec s = model::synth_preset(preset);
+  s.sliding_window = 8;
   return s;
 }
 
@@ -48,12 +59,54 @@ TEST(WindowModels, GptOssMatchesTheReference) {
   EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
 }
 
+TEST(WindowModels, Gemma4MatchesTheReference) {
+  const std::string path = write_model(gemma4_spec("tiny-gemma4"), "f32");
+  auto m = model::Model::load(path);
+  const auto& layers = m->config().layers;
+  EXPECT_EQ(layers[0].attention.kind, model::AttentionKind::Window);
+  EXPECT_EQ(layers[0].attention.k_dim, 32);
+  EXPECT_EQ(layers[5].attention.kind, model::AttentionKind::Full);
+  EXPECT_EQ(layers[5].attention.k_dim, 64);
+  EXPECT_TRUE(layers[5].attention.v_from_k);
+  EXPECT_TRUE(layers[5].attention.v_norm);
+  EXPECT_FLOAT_EQ(layers[5].attention.scale, 1.0f);
+  EXPECT_EQ(layers[3].ffn.kind, model::FfnKind::MoePlusDense);
+  EXPECT_TRUE(layers[3].output_scale);
+  EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
+}
+
+// Layers 4-7 read layers 2 and 3's K/V (the sequence holds 4 layers of
+// K/V), the chunk's queries of each reader seeing what the first saw; every
+// layer mixes in an input of its own.
+TEST(WindowModels, Gemma4SharedKvAndPerLayerInputsMatchTheReference) {
+  const std::string path = write_model(gemma4_spec("tiny-gemma4-e"), "f32");
+  auto m = model::Model::load(path);
+  const auto& layers = m->config().layers;
+  for (int l = 4; l < 8; ++l) {
+    EXPECT_EQ(layers[size_t(l)].attention.kind, model::AttentionKind::SharedKv) << l;
+    EXPECT_EQ(layers[size_t(l)].attention.kv_source, l == 7 ? 3 : 2) << l;
+    EXPECT_EQ(layers[size_t(l)].per_layer_input, 64) << l;
+  }
+  EXPECT_EQ(layers[7].ffn.n_ff, 2 * layers[0].ffn.n_ff);
+  EXPECT_EQ(m->kv_shape().n_layers, 4);
+  EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
+}
+
 // Quantized weights: the reference quantizes activations as the kernels
 // do, in double; a value at a rounding boundary may land one step apart
 // (synth_test.cc says more), hence the looser bound.
 TEST(WindowModels, QuantizedMatchTheReference) {
   EXPECT_LE(max_logit_error(write_model(gemma3_spec(), "q8_0"), 30, 7, 2), 0.1);
   EXPECT_LE(max_logit_error(write_model(oss_spec(), "q8_0"), 30, 7, 2), 0.1);
+}
+
+// gemma4 scores q.k unscaled over RMS-normed heads: with random weights a
+// query's attention is nearly one-hot, so an activation that lands one
+// quantization step apart (above) can move which key wins and a position's
+// logits by a few tenths (F32 weights agree to 1e-3: Gemma4MatchesTheReference).
+TEST(WindowModels, QuantizedGemma4MatchesTheReference) {
+  EXPECT_LE(max_logit_error(write_model(gemma4_spec("tiny-gemma4"), "q8_0"), 30, 7, 2), 0.5);
+  EXPECT_LE(max_logit_error(write_model(gemma4_spec("tiny-gemma4-e"), "q8_0"), 30, 7, 2), 0.5);
 }
 
 // Chunks of 4 tokens, so that both sequences run their common prefix
@@ -74,7 +127,7 @@ std::vector<float> last_logits(const model::Model& m, kv::KvCache& seq,
 // point far older than any window and continued gives the bits of a fresh
 // sequence fed the same tokens.
 TEST(WindowModels, TruncateFarOutsideTheWindowContinuesExactly) {
-  for (const model::SynthSpec& spec : {gemma3_spec(), oss_spec()}) {
+  for (const model::SynthSpec& spec : {gemma3_spec(), oss_spec(), gemma4_spec("tiny-gemma4-e")}) {
     auto m = model::Model::load(write_model(spec, "f16"));
     ThreadPool pool(2);
     const auto a = random_tokens(60, m->config().n_vocab, 5);
