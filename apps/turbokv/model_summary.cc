@@ -39,14 +39,31 @@ std::string params_string(uint64_t n) {
 
 // Bytes one token costs in one layer's KV pages (K and V of every KV head),
 // from the codecs' page layouts at the default page size.
-double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, int head_dim,
-                                int n_kv_heads) {
+double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, int k_dim,
+                                int v_dim, int n_kv_heads) {
   const kv::KvConfig defaults;
-  auto rotation = std::make_shared<const kv::Rotation>(head_dim, kv::rotation_seed(defaults, 0));
-  const auto kc = kv::make_codec(k, head_dim, rotation);
-  const auto vc = kv::make_codec(v, head_dim, rotation);
+  auto rotation = std::make_shared<const kv::Rotation>(k_dim, kv::rotation_seed(defaults, 0));
+  auto v_rotation = v_dim == k_dim ? rotation
+                                   : std::make_shared<const kv::Rotation>(
+                                         v_dim, kv::rotation_seed(defaults, 0));
+  const auto kc = kv::make_codec(k, k_dim, rotation);
+  const auto vc = kv::make_codec(v, v_dim, v_rotation);
   return (kc->bytes_per_vector(defaults.page_tokens) + vc->bytes_per_vector(defaults.page_tokens)) *
          n_kv_heads;
+}
+
+// Of every layer that keeps K/V of its own (not recurrent, not reading
+// another layer's), each with its own geometry.
+double kv_bytes_per_token(const model::ModelConfig& c, const kv::CodecSpec& k,
+                          const kv::CodecSpec& v) {
+  double total = 0;
+  for (const model::LayerSpec& s : c.layers) {
+    const model::AttentionSpec& at = s.attention;
+    if (at.kind == model::AttentionKind::Recurrent || at.kind == model::AttentionKind::SharedKv)
+      continue;
+    total += kv_bytes_per_token_layer(k, v, at.k_dim, at.v_dim, at.n_kv_heads);
+  }
+  return total;
 }
 
 }  // namespace
@@ -95,28 +112,28 @@ std::string describe_model(const gguf::GgufFile& file) {
     out += line;
   }
 
-  out += "  KV cache per token (all layers; codec pages only, policies' f16 tokens not counted):\n";
-  const double f16_bytes = kv_bytes_per_token_layer(
-      *kv::parse_codec("f16"), *kv::parse_codec("f16"), c.head_dim, c.n_kv_heads);
+  int kv_layers = 0;
+  for (const model::LayerSpec& s : c.layers)
+    kv_layers += s.attention.kind != model::AttentionKind::Recurrent &&
+                 s.attention.kind != model::AttentionKind::SharedKv;
+  out += str("  KV cache per token (the ", kv_layers, " of ", c.n_layers,
+             " layers with K/V of their own; codec pages only, policies' f16 tokens not "
+             "counted):\n");
+  const double f16_bytes = kv_bytes_per_token(c, *kv::parse_codec("f16"), *kv::parse_codec("f16"));
   const std::pair<const char*, const char*> configs[] = {
       {"f16", "f16"}, {"q8_0", "q8_0"}, {"tq4", "tq4"}, {"tq4", "tq2"}};
   const char* labels[] = {"f16", "q8_0", "k4v4", "k4v2"};
   for (size_t i = 0; i < std::size(configs); ++i) {
     std::string line;
     try {
-      const double per_layer =
-          kv_bytes_per_token_layer(*kv::parse_codec(configs[i].first),
-                                   *kv::parse_codec(configs[i].second), c.head_dim, c.n_kv_heads);
-      const double total = per_layer * c.n_layers;
+      const double total = kv_bytes_per_token(c, *kv::parse_codec(configs[i].first),
+                                              *kv::parse_codec(configs[i].second));
       char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "    %-5s %10.0f bytes/token (%6.1f per KV head per layer, K+V), %s at %d "
-                    "tokens",
-                    labels[i], total, per_layer / c.n_kv_heads,
-                    format_bytes(uint64_t(total * c.n_ctx_train)).c_str(), c.n_ctx_train);
+      std::snprintf(buf, sizeof buf, "    %-5s %10.0f bytes/token, %s at %d tokens", labels[i],
+                    total, format_bytes(uint64_t(total * c.n_ctx_train)).c_str(), c.n_ctx_train);
       line = buf;
       if (i > 0) {
-        std::snprintf(buf, sizeof buf, ", %.2fx less than f16", f16_bytes / per_layer);
+        std::snprintf(buf, sizeof buf, ", %.2fx less than f16", f16_bytes / total);
         line += buf;
       }
       line += "\n";

@@ -61,6 +61,18 @@ TEST(CliInspect, ListsMetadataTensorsAndTheModelSummary) {
   EXPECT_NE(r.out.find("k4v2"), std::string::npos);
 }
 
+// The KV figures count each layer with K/V of its own at its geometry:
+// tiny-gemma4-e keeps K/V in layers 0-2 (1 head x 32) and 3 (1 x 64), and
+// layers 4-7 read theirs. f16: 2 bytes x (3 x 64 + 128) = 640 per token.
+TEST(CliInspect, KvFiguresCountTheLayersThatKeepKv) {
+  const std::string path = temp_dir() + "/tiny-gemma4-e.gguf";
+  ASSERT_EQ(run_cli({"synth", "--like", "tiny-gemma4-e", "--out", path}).exit_code, 0);
+  const CliResult r = run_cli({"inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("the 4 of 8 layers with K/V of their own"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("f16          640 bytes/token"), std::string::npos) << r.out;
+}
+
 // -m names the file as in every other command; two different files, or
 // none, are an error.
 TEST(CliInspect, TakesTheModelWithMToo) {

@@ -166,6 +166,16 @@ TEST_P(ExactReuseWindow, ReusedPrefixGivesTheColdLogitsBitForBit) {
   reuse_gives_cold_bits();
 }
 
+// tiny-gemma4-e: layers 4-7 read layers 2 and 3's K/V, and every layer
+// takes an input of its own: reuse, forks and the cache dir hold only the
+// layers with K/V.
+constexpr char kTinyGemma4E[] = "tiny-gemma4-e";
+class ExactReuseSharedKv : public SynthFixture<kTinyGemma4E> {};
+
+TEST_P(ExactReuseSharedKv, ReusedPrefixGivesTheColdLogitsBitForBit) {
+  reuse_gives_cold_bits();
+}
+
 // tiny-qwen35 (three Gated DeltaNet layers, one full): the recurrent state
 // comes with each checkpoint (a fork), from memory and from the cache dir.
 constexpr char kTinyQwen35[] = "tiny-qwen35";
@@ -177,6 +187,11 @@ TEST_P(ExactReuseHybrid, ReusedPrefixGivesTheColdLogitsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, ExactReuseHybrid,
                          ::testing::Values(KvCase{"k4v2", "k4v2"}, KvCase{"f16", "f16"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(Policies, ExactReuseSharedKv,
+                         ::testing::Values(KvCase{"k4v2", "k4v2"}, KvCase{"f16", "f16"},
+                                           KvCase{"k4v2_window_only", "k4v2", -1, 0, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(Policies, ExactReuseWindow,
