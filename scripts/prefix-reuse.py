@@ -11,7 +11,15 @@ prompt tokens each request reused and took to its first token:
   c) regenerate turn 3 of the 6-turn chat: everything before it reused;
   d) b) again after the server is stopped (SIGTERM) and restarted on the
      same --cache-dir (turbokv) / the same --slot-save-path (llama-server
-     keeps nothing across a restart unless a client saves slots).
+     keeps nothing across a restart unless a client saves slots);
+  e) with --tools: an agent's tool loop, 6 requests with tool schemas, each
+     the conversation so far ending with a tool result, the assistant turns
+     being tool calls the client sends back (the template renders them, not
+     the text the model generated): each request should reuse the previous
+     request's prompt up to where the template's rendering of the new
+     assistant turn departs from it (needs a template that renders tools:
+     --chat-template FILE for turbokv, --jinja --chat-template-file FILE for
+     llama-server).
 turbokv's reuse is usage.prompt_tokens_details.cached_tokens, llama-server's
 is prompt tokens minus timings.prompt_n (the tokens it processed).
 A model without a chat template is served with --chat-template chatml
@@ -19,7 +27,8 @@ A model without a chat template is served with --chat-template chatml
 
 Usage: scripts/prefix-reuse.py -m MODEL.gguf [--turbokv BIN] [--turbokv-args ARGS]
                                 [--llama-bin DIR] [--llama-args ARGS]
-                                [--system-tokens N] [--turn-words N] [-t N] [--out FILE.md]
+                                [--system-tokens N] [--turn-words N] [--tools] [-t N]
+                                [--out FILE.md]
 Python 3 standard library only.
 """
 import argparse
@@ -71,9 +80,11 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
-    def chat(self, messages, max_tokens):
+    def chat(self, messages, max_tokens, tools=None):
         body = {"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
                 "stream": True, "stream_options": {"include_usage": True}}
+        if tools:
+            body["tools"] = tools
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
                                      json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
@@ -153,13 +164,44 @@ def conversation_b(srv, system, rows, tag, label_suffix=""):
         rows.append((srv.name, tag, f"{who} chat{label_suffix}", r, None))
 
 
-def run_engine(name, argv_of, system, rows, turn_words):
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "search", "description": "Search the web and return the top results.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                       "required": ["query"]}}},
+    {"type": "function", "function": {
+        "name": "read_page", "description": "Read a web page.",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string"}},
+                       "required": ["url"]}}},
+]
+
+
+def conversation_e(srv, system, rows):
+    msgs = [{"role": "system", "content": system},
+            {"role": "user", "content": "When was the first transatlantic cable laid?"}]
+    before = 0
+    for step in range(6):
+        r = srv.chat(msgs, 8, TOOLS)
+        rows.append((srv.name, "e", f"tool step {step + 1}", r, before or None))
+        before = r["prompt"]
+        name, arg = (("search", "query"), ("read_page", "url"))[step % 2]
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [{
+            "id": f"call_{step}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps({arg: f"cable history {step}"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"call_{step}",
+                     "content": " ".join(f"{WORDS[(step * 5 + i) % len(WORDS)]}{step}"
+                                         for i in range(60))})
+
+
+def run_engine(name, argv_of, system, rows, turn_words, tools=False):
     port = free_port()
     srv = Server(argv_of(port), port, name)
     try:
         turns = conversation_a(srv, system, rows, turn_words)
         conversation_c(srv, turns, rows)
         conversation_b(srv, system.replace("careful", "patient"), rows, "b")
+        if tools:
+            conversation_e(srv, system.replace("careful", "diligent"), rows)
     finally:
         srv.stop()
     port = free_port()
@@ -200,6 +242,8 @@ def main():
                     help="about this many tokens of shared system prompt (default 3000)")
     ap.add_argument("--turn-words", type=int, default=0,
                     help="filler words in each turn's message (long turns put turn 3 far back)")
+    ap.add_argument("--tools", action="store_true",
+                    help="also run e), a tool loop (the template must render tools)")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -216,7 +260,7 @@ def main():
         run_engine("turbokv", lambda port: [a.turbokv, "serve", "-m", a.model, "--port", str(port),
                                             "-t", str(a.threads), "--cache-dir", tk_cache,
                                             "-c", "16384"] + tk_args,
-                   system, rows, a.turn_words)
+                   system, rows, a.turn_words, a.tools)
         if a.llama_bin:
             slots = os.path.join(work, "llama-slots")
             os.makedirs(slots)
@@ -225,7 +269,7 @@ def main():
                                      "--port", str(port), "-t", str(a.threads), "-np", "1",
                                      "-c", "16384", "--slot-save-path", slots]
                        + a.llama_args.split(),
-                       system, rows, a.turn_words)
+                       system, rows, a.turn_words, a.tools)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

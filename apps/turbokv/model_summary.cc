@@ -43,9 +43,9 @@ double kv_bytes_per_token_layer(const kv::CodecSpec& k, const kv::CodecSpec& v, 
                                 int v_dim, int n_kv_heads) {
   const kv::KvConfig defaults;
   auto rotation = std::make_shared<const kv::Rotation>(k_dim, kv::rotation_seed(defaults, 0));
-  auto v_rotation = v_dim == k_dim ? rotation
-                                   : std::make_shared<const kv::Rotation>(
-                                         v_dim, kv::rotation_seed(defaults, 0));
+  auto v_rotation =
+      v_dim == k_dim ? rotation
+                     : std::make_shared<const kv::Rotation>(v_dim, kv::rotation_seed(defaults, 0));
   const auto kc = kv::make_codec(k, k_dim, rotation);
   const auto vc = kv::make_codec(v, v_dim, v_rotation);
   return (kc->bytes_per_vector(defaults.page_tokens) + vc->bytes_per_vector(defaults.page_tokens)) *

@@ -51,26 +51,38 @@ std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string
 // Where a chat's last message starts in its prompt `ids`: the rendering of
 // the messages before it, when its tokens begin the prompt's. The next
 // conversation with the same system prompt, or this one with its last
-// message edited, parts there (Job::checkpoint_hints); none when the
-// template renders the earlier messages otherwise on their own.
+// message edited, parts there (Job::checkpoint_hints). A template that
+// renders the earlier messages otherwise on their own (or refuses them: a
+// system prompt without a user turn) gives instead where the prompt parts
+// from the same conversation with another last message.
 std::vector<int64_t> last_message_start(const GenerationRequest& request, const ServedModel& model,
                                         const std::vector<int32_t>& ids) {
   if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2 ||
       !model.chat_template)
     return {};
+  const auto render = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
+    return text_ids(*model.tokenizer,
+                    model.chat_template->apply(messages, generation, template_variables(request)));
+  };
   std::vector<tok::ChatMessage> earlier(request.messages.begin(), request.messages.end() - 1);
-  std::vector<int32_t> prefix;
   try {
-    prefix = text_ids(*model.tokenizer,
-                      model.chat_template->apply(earlier, /*add_generation_prompt=*/false,
-                                                 template_variables(request)));
+    const std::vector<int32_t> prefix = render(earlier, false);
+    if (!prefix.empty() && prefix.size() < ids.size() &&
+        std::equal(prefix.begin(), prefix.end(), ids.begin()))
+      return {int64_t(prefix.size())};
   } catch (const Error&) {
-    return {};
   }
-  if (prefix.empty() || prefix.size() >= ids.size() ||
-      !std::equal(prefix.begin(), prefix.end(), ids.begin()))
-    return {};
-  return {int64_t(prefix.size())};
+  std::vector<tok::ChatMessage> other = request.messages;
+  std::string& content = other.back().content;
+  content = content.rfind('#', 0) == 0 ? "@" : "#";
+  try {
+    const std::vector<int32_t> parted = render(other, true);
+    const auto at = std::mismatch(parted.begin(), parted.end(), ids.begin(), ids.end()).second;
+    const int64_t n = int64_t(at - ids.begin());
+    if (n > 0 && n < int64_t(ids.size())) return {n};
+  } catch (const Error&) {
+  }
+  return {};
 }
 
 // The prompt of a request as token ids (completions: prompt `which` of
