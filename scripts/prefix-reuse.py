@@ -27,8 +27,8 @@ A model without a chat template is served with --chat-template chatml
 
 Usage: scripts/prefix-reuse.py -m MODEL.gguf [--turbokv BIN] [--turbokv-args ARGS]
                                 [--llama-bin DIR] [--llama-args ARGS]
-                                [--system-tokens N] [--turn-words N] [--tools] [-t N]
-                                [--out FILE.md]
+                                [--system-tokens N] [--turn-words N] [--tools]
+                                [--reply-tokens N] [-t N] [--out FILE.md]
 Python 3 standard library only.
 """
 import argparse
@@ -83,8 +83,9 @@ class Server:
     def chat(self, messages, max_tokens, tools=None):
         body = {"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
                 "stream": True, "stream_options": {"include_usage": True}}
-        if tools:
+        if tools:  # rendered by the template; "none": random output is not parsed for calls
             body["tools"] = tools
+            body["tool_choice"] = "none"
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
                                      json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
@@ -101,6 +102,10 @@ class Server:
                 if not line.startswith("data:") or line == "data: [DONE]":
                     continue
                 ev = json.loads(line[5:])
+                if "error" in ev:
+                    self.stop()
+                    sys.exit(f"prefix-reuse: {self.name} failed a request of {len(messages)} "
+                             f"messages: {json.dumps(ev)[:300]}")
                 for ch in ev.get("choices", []):
                     piece = (ch.get("delta") or {}).get("content")
                     if piece:
@@ -123,6 +128,8 @@ class Server:
                 "ttft": ttft, "completion": (usage or {}).get("completion_tokens")}
 
 
+REPLY_TOKENS = 0  # --reply-tokens: every reply's max_tokens (0: 16 in a and c, 8 elsewhere)
+
 WORDS = ("river stone lantern orchard violet copper meadow harbor whisper canyon ember "
          "glacier saffron thunder willow marble falcon quartz timber velvet").split()
 
@@ -140,7 +147,7 @@ def conversation_a(srv, system, rows, turn_words):
         filler = " ".join(f"{WORDS[(turn * 3 + i) % len(WORDS)]}{i}" for i in range(turn_words))
         msgs.append({"role": "user",
                      "content": f"Turn {turn + 1}: describe item {turn * 7}. Notes: {filler}"})
-        r = srv.chat(msgs, 16)
+        r = srv.chat(msgs, REPLY_TOKENS or 16)
         rows.append((srv.name, "a", f"turn {turn + 1}", r, before))
         msgs.append({"role": "assistant", "content": r["text"]})
         before = r["prompt"] + (r["completion"] or 0)
@@ -152,7 +159,7 @@ def conversation_c(srv, turns, rows):
     # turns[1] ends with turn 2's assistant reply; turn 3's user message is
     # the next one: regenerate turn 3's answer from there.
     history = turns[2][:-1]
-    r = srv.chat(history, 16)
+    r = srv.chat(history, REPLY_TOKENS or 16)
     rows.append((srv.name, "c", "regenerate turn 3", r, None))
 
 
@@ -160,7 +167,7 @@ def conversation_b(srv, system, rows, tag, label_suffix=""):
     for who in ("first", "second"):
         msgs = [{"role": "system", "content": system},
                 {"role": "user", "content": f"I am the {who} user{label_suffix}: say hello."}]
-        r = srv.chat(msgs, 8)
+        r = srv.chat(msgs, REPLY_TOKENS or 8)
         rows.append((srv.name, tag, f"{who} chat{label_suffix}", r, None))
 
 
@@ -181,7 +188,7 @@ def conversation_e(srv, system, rows):
             {"role": "user", "content": "When was the first transatlantic cable laid?"}]
     before = 0
     for step in range(6):
-        r = srv.chat(msgs, 8, TOOLS)
+        r = srv.chat(msgs, REPLY_TOKENS or 8, TOOLS)
         rows.append((srv.name, "e", f"tool step {step + 1}", r, before or None))
         before = r["prompt"]
         name, arg = (("search", "query"), ("read_page", "url"))[step % 2]
@@ -244,9 +251,14 @@ def main():
                     help="filler words in each turn's message (long turns put turn 3 far back)")
     ap.add_argument("--tools", action="store_true",
                     help="also run e), a tool loop (the template must render tools)")
+    ap.add_argument("--reply-tokens", type=int, default=0,
+                    help="max_tokens of every reply (llama-server --jinja fails a request whose "
+                         "random output its format parser rejects; 1 avoids most)")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--out", default="")
     a = ap.parse_args()
+    global REPLY_TOKENS
+    REPLY_TOKENS = a.reply_tokens
     if not os.path.exists(a.model):
         sys.exit(f"prefix-reuse: no such model file: {a.model}")
     tk_args = a.turbokv_args.split()

@@ -48,28 +48,48 @@ std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string
   return ids;
 }
 
-// Where a chat's last message starts in its prompt `ids`: the rendering of
-// the messages before it, when its tokens begin the prompt's. The next
-// conversation with the same system prompt, or this one with its last
-// message edited, parts there (Job::checkpoint_hints). A template that
-// renders the earlier messages otherwise on their own (or refuses them: a
-// system prompt without a user turn) gives instead where the prompt parts
-// from the same conversation with another last message.
-std::vector<int64_t> last_message_start(const GenerationRequest& request, const ServedModel& model,
-                                        const std::vector<int32_t>& ids) {
-  if (request.endpoint != Endpoint::kChatCompletions || request.messages.size() < 2 ||
-      !model.chat_template)
-    return {};
+// Where a chat's prompt `ids` is likely to part from the next requests'
+// (Job::checkpoint_hints):
+//   - where its last message starts: the rendering of the messages before
+//     it, when its tokens begin the prompt's. The next conversation with
+//     the same system prompt, or this one with its last message edited,
+//     parts there. A template that renders the earlier messages otherwise
+//     on their own (or refuses them: a system prompt without a user turn)
+//     gives instead where the prompt parts from the same conversation with
+//     another last message;
+//   - where its generation prompt starts (the messages rendered without
+//     it): the next turn renders the reply there, often otherwise than the
+//     generation prompt began it (a reasoning section opened, then closed in
+//     the history).
+std::vector<int64_t> checkpoint_hints(const GenerationRequest& request, const ServedModel& model,
+                                      const std::vector<int32_t>& ids) {
+  if (request.endpoint != Endpoint::kChatCompletions || !model.chat_template) return {};
   const auto render = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
     return text_ids(*model.tokenizer,
                     model.chat_template->apply(messages, generation, template_variables(request)));
   };
-  std::vector<tok::ChatMessage> earlier(request.messages.begin(), request.messages.end() - 1);
+  // The length of `prefix` where it begins `ids` and is shorter, else 0.
+  const auto begins = [&](const std::vector<int32_t>& prefix) -> int64_t {
+    const bool ok = !prefix.empty() && prefix.size() < ids.size() &&
+                    std::equal(prefix.begin(), prefix.end(), ids.begin());
+    return ok ? int64_t(prefix.size()) : 0;
+  };
+  std::vector<int64_t> hints;
+  const auto add = [&](int64_t at) {
+    if (at > 0 && std::find(hints.begin(), hints.end(), at) == hints.end()) hints.push_back(at);
+  };
   try {
-    const std::vector<int32_t> prefix = render(earlier, false);
-    if (!prefix.empty() && prefix.size() < ids.size() &&
-        std::equal(prefix.begin(), prefix.end(), ids.begin()))
-      return {int64_t(prefix.size())};
+    add(begins(render(request.messages, false)));
+  } catch (const Error&) {
+  }
+  if (request.messages.size() < 2) return hints;
+  try {
+    const std::vector<tok::ChatMessage> earlier(request.messages.begin(),
+                                                request.messages.end() - 1);
+    if (const int64_t at = begins(render(earlier, false)); at > 0) {
+      add(at);
+      return hints;
+    }
   } catch (const Error&) {
   }
   std::vector<tok::ChatMessage> other = request.messages;
@@ -78,11 +98,10 @@ std::vector<int64_t> last_message_start(const GenerationRequest& request, const 
   try {
     const std::vector<int32_t> parted = render(other, true);
     const auto at = std::mismatch(parted.begin(), parted.end(), ids.begin(), ids.end()).second;
-    const int64_t n = int64_t(at - ids.begin());
-    if (n > 0 && n < int64_t(ids.size())) return {n};
+    if (at != ids.end()) add(int64_t(at - ids.begin()));
   } catch (const Error&) {
   }
-  return {};
+  return hints;
 }
 
 // The prompt of a request as token ids (completions: prompt `which` of
@@ -142,7 +161,7 @@ std::variant<std::vector<int32_t>, ApiError> prompt_ids(const GenerationRequest&
 Job make_job(const GenerationRequest& request, const ServedModel& model, std::vector<int32_t> ids) {
   Job job;
   const int64_t room = model.windowed ? -1 : model.context - int64_t(ids.size());
-  job.checkpoint_hints = last_message_start(request, model, ids);
+  job.checkpoint_hints = checkpoint_hints(request, model, ids);
   job.prompt = std::move(ids);
   job.sampling = sampler_config(request, random_u64());
   // max_tokens capped by the room the context leaves; left out: the room.
@@ -253,9 +272,10 @@ ApiError no_chat_template() {
 
 nlohmann::ordered_json template_variables(const GenerationRequest& request) {
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  // Tools not offered ("none") are not shown to the model either.
-  if (!request.tools.empty() && request.tool_choice != ToolChoice::kNone)
-    vars["tools"] = request.tools;
+  // Under tool_choice "none" too (as llama-server renders them): a history
+  // of calls reads against them, and an agent's final "none" turn keeps the
+  // prompt of its earlier turns, so the prefix cache still serves it.
+  if (!request.tools.empty()) vars["tools"] = request.tools;
   for (const auto& [k, v] : request.chat_template_kwargs.items()) vars[k] = v;
   if (!request.reasoning_effort.empty() && !vars.contains("reasoning_effort"))
     vars["reasoning_effort"] = request.reasoning_effort;

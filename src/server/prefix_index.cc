@@ -68,13 +68,19 @@ void PrefixIndex::remove(uint64_t id, std::span<const int32_t> tokens) {
 }
 
 std::vector<uint64_t> PrefixIndex::candidates(std::span<const int32_t> prompt) const {
-  const std::vector<uint64_t>* deepest = nullptr;
+  std::vector<const std::vector<uint64_t>*> matched;
   for (uint64_t h : chain(prompt)) {
     const auto it = ids_.find(h);
     if (it == ids_.end()) break;
-    deepest = &it->second;
+    matched.push_back(&it->second);
   }
-  return deepest ? *deepest : std::vector<uint64_t>{};
+  // Deepest first; an id filed under a deeper block is filed under every
+  // block before it too.
+  std::vector<uint64_t> out;
+  for (auto level = matched.rbegin(); level != matched.rend(); ++level)
+    for (uint64_t id : **level)
+      if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  return out;
 }
 
 }  // namespace tkv::server

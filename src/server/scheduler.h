@@ -202,7 +202,8 @@ struct Job {
   int top_logprobs = -1;
   // Prompt positions where later prompts are likely to part from this one
   // (a chat's last message starts there: the next conversation with the
-  // same system prompt, an edited or regenerated last turn). A prompt on
+  // same system prompt, an edited or regenerated last turn; its generation
+  // prompt starts there: the next turn renders the reply). A prompt on
   // the grid leaves a checkpoint at the last grid boundary at or before
   // each, as it does at its own last boundary; where reuse need not be
   // exact and checkpoints cannot be cut (a recurrent state), at each

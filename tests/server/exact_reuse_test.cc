@@ -185,6 +185,29 @@ TEST_P(ExactReuseHybrid, ReusedPrefixGivesTheColdLogitsBitForBit) {
   reuse_gives_cold_bits();
 }
 
+// A hybrid checkpoint cannot be cut: a prompt that parts from the deepest
+// one inside it reuses a shallower one (filed under fewer blocks), with a
+// cold prefill's bits. Pages of 32: A[:48] holds one whole block, A[:80]
+// two; the last prompt shares A's first 70 tokens.
+TEST_P(ExactReuseHybrid, PromptPartingInsideTheDeepestCheckpointReusesAShallowerOne) {
+  const std::vector<int32_t> a = test::prompt_of(*m_->tokenizer, test::story_text(), 200, 0);
+  const std::vector<int32_t> other = test::prompt_of(*m_->tokenizer, test::story_text(), 50, 400);
+  std::vector<int32_t> last(a.begin(), a.begin() + 70);
+  last.insert(last.end(), other.begin(), other.end());
+  SchedulerOptions cold_options = options(GetParam());
+  cold_options.prefix_cache = false;
+  Scheduler cold_server(*m_->model, *m_->tokenizer, cold_options);
+  const Outcome cold = run_one(cold_server, probe(*m_, last));
+  Scheduler s(*m_->model, *m_->tokenizer, options(GetParam()));
+  run_one(s, greedy_job(std::vector<int32_t>(a.begin(), a.begin() + 56), 2));
+  EXPECT_EQ(
+      run_one(s, greedy_job(std::vector<int32_t>(a.begin(), a.begin() + 90), 2)).done.cached_tokens,
+      48);
+  const Outcome warm = run_one(s, probe(*m_, last));
+  EXPECT_EQ(warm.done.cached_tokens, 48);
+  expect_same_bits(warm, cold, "parting inside the deepest checkpoint");
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, ExactReuseHybrid,
                          ::testing::Values(KvCase{"k4v2", "k4v2"}, KvCase{"f16", "f16"}),
                          [](const auto& info) { return std::string(info.param.name); });

@@ -49,6 +49,29 @@ TEST_F(HttpServerTest, ApplyTemplateReturnsThePrompt) {
   EXPECT_EQ(get->status, 405);
 }
 
+// The tools reach the template under every tool_choice, "none" included
+// (as llama-server renders them): an agent's closing "none" turn keeps its
+// earlier turns' prompt.
+TEST_F(HttpServerTest, ToolsReachTheTemplateUnderEveryToolChoice) {
+  Options o;
+  o.template_source =
+      "{% for t in tools %}[{{ t.function.name }}]{% endfor %}"
+      "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+  LiveServer server(*model_, o);
+  httplib::Client c = server.client();
+  Json request = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                  {"tools",
+                   {{{"type", "function"},
+                     {"function", {{"name", "search"}, {"parameters", {{"type", "object"}}}}}}}}};
+  for (const char* choice : {"auto", "none", "required"}) {
+    request["tool_choice"] = choice;
+    auto r = c.Post("/apply-template", auth(), request.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Json::parse(r->body)["prompt"], "[search]user: Hi\n") << choice;
+  }
+}
+
 // A model without a chat template (and none given) refuses chat requests,
 // saying what to do; completions still work.
 TEST_F(HttpServerTest, WithoutATemplateChatIsRefused) {

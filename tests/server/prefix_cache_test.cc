@@ -35,21 +35,30 @@ using test::Outcome;
 using test::prompt_of;
 using test::run_one;
 
-TEST(PrefixIndex, DeepestBlockChainNamesTheLongestSharers) {
+// Candidates are every entry sharing a block with the prompt, those sharing
+// the most blocks first: a checkpoint that cannot be cut (a recurrent
+// state) serves only where the prompt holds all of it, so the shallower
+// ones must be there too when the deepest part from the prompt inside
+// their last block.
+TEST(PrefixIndex, CandidatesAreTheSharersDeepestFirst) {
   PrefixIndex index(4);
   const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const std::vector<int32_t> b = {1, 2, 3, 4, 9, 9, 9, 9};
-  const std::vector<int32_t> short_one = {1, 2, 3};  // no whole block: not filed
+  const std::vector<int32_t> c = {1, 2, 3, 4, 5, 6};  // one whole block, filed with a's first
+  const std::vector<int32_t> short_one = {1, 2, 3};   // no whole block: not filed
   index.add(10, a);
   index.add(20, b);
+  index.add(25, c);
   index.add(30, short_one);
   EXPECT_EQ(index.candidates(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 0}),
-            std::vector<uint64_t>{10});
+            (std::vector<uint64_t>{10, 20, 25}));
   EXPECT_EQ(index.candidates(std::vector<int32_t>{1, 2, 3, 4, 0, 0, 0, 0}),
-            (std::vector<uint64_t>{10, 20}));
+            (std::vector<uint64_t>{10, 20, 25}));
+  EXPECT_EQ(index.candidates(std::vector<int32_t>{1, 2, 3, 4, 9, 9, 9, 9, 1}),
+            (std::vector<uint64_t>{20, 10, 25}));
   EXPECT_TRUE(index.candidates(std::vector<int32_t>{2, 2, 3, 4}).empty());
   index.remove(10, a);
-  EXPECT_EQ(index.candidates(a), std::vector<uint64_t>{20});
+  EXPECT_EQ(index.candidates(a), (std::vector<uint64_t>{20, 25}));
   EXPECT_EQ(common_prefix(a, b), 4);
   EXPECT_EQ(common_prefix(a, std::vector<int32_t>{1, 2}), 2);
 }
@@ -102,8 +111,8 @@ TEST_F(PrefixCacheTest, EvictsTheLeastRecentlyUsedEntryFirst) {
   kv::KvConfig kv;
   kv.page_tokens = 32;
   auto session_of = [&](const std::vector<int32_t>& ids) {
-    auto s = std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool,
-                                                         threads, 32);
+    auto s =
+        std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool, threads, 32);
     s->feed(ids);
     return s;
   };
@@ -140,8 +149,8 @@ TEST_F(PrefixCacheTest, EntryThatExtendsAnotherReplacesIt) {
   const std::vector<int32_t> longer = prompt(100);
   const std::vector<int32_t> shorter(longer.begin(), longer.begin() + 64);
   for (const auto* ids : {&shorter, &longer}) {
-    auto s = std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool,
-                                                         threads, 32);
+    auto s =
+        std::make_unique<runtime::Sequence>(*m_->model, *m_->tokenizer, 512, kv, pool, threads, 32);
     s->feed(*ids);
     cache.insert(std::move(s));
   }

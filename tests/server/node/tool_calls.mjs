@@ -4,7 +4,8 @@
 // call (the grammar), whose arguments validate against the tool's schema;
 // the client's tool loop (call -> tool result -> next turn) renders the
 // call and its result into the prompt; a streamed call is reassembled by
-// the client's stream helper; "none" offers no tools.
+// the client's stream helper; under "none" the template still lists the
+// tools (the prompt is auto's) and the reply is text.
 import assert from 'node:assert/strict';
 import { main, request, requireModel, requireTemplate, startServer } from './lib/harness.mjs';
 
@@ -121,10 +122,14 @@ async function family(stem) {
     assert.ok(parallel.choices[0].message.tool_calls.length >= 1, stem);
     for (const call of parallel.choices[0].message.tool_calls) checkArguments(call, `${stem} (parallel)`);
 
-    // none: the tools are not offered (the prompt does not list them).
+    // none: the template lists the tools as under auto (a closing turn
+    // keeps the loop's cached prompt); the reply is text, never parsed.
     const none = await request(server, 'POST', '/apply-template', { body: { messages, tools: [weather], tool_choice: 'none' } });
+    const auto = await request(server, 'POST', '/apply-template', { body: { messages, tools: [weather], tool_choice: 'auto' } });
     assert.equal(none.status, 200, stem);
-    assert.ok(!none.json.prompt.includes('Current weather in a city'), stem);
+    assert.equal(none.json.prompt, auto.json.prompt, stem);
+    const text = await client.chat.completions.create({ ...base, seed: 6, max_tokens: 24, tools: [weather], tool_choice: 'none' });
+    assert.equal(text.choices[0].message.tool_calls, undefined, stem);
   } finally {
     await server.stop();
   }
