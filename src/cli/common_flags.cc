@@ -175,6 +175,10 @@ void KvFlags::add_to(FlagParser& flags, Form form) {
                 "recurrent layers (Qwen3.5): states kept at prompt starts and ends, so a\n"
                 "sequence goes back there and feeds only the tokens since (default 4)",
                 &snapshots, 0, 1024);
+  flags.add_int({"--kv-snapshot-spacing"}, "N",
+                "recurrent layers: within a long prompt, a snapshot past every N tokens\n"
+                "(default 2048; 0 = at its start and end only)",
+                &snapshot_spacing, 0, 1 << 30);
   flags.add_int({"--kv-select"}, "N",
                 list ? "page selection for configurations without one (tokens; 0 = dense)"
                      : "at decode each query reads its best pages up to N tokens, chosen by\n"
@@ -261,6 +265,7 @@ kv::KvConfig KvFlags::config() const {
     c.swa_window_only = swa == "window";
   }
   if (snapshots >= 0) c.state_snapshots = snapshots;
+  if (snapshot_spacing >= 0) c.state_snapshot_spacing = snapshot_spacing;
   if (form_ == Form::kList) return c;
   if (!shorthand.empty()) c = parse_kv_spec(shorthand, c).config;
   if (!cache_type_k.empty()) c.k = codec_or_fail("-ctk", cache_type_k);

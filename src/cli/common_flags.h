@@ -120,6 +120,7 @@ struct KvFlags {
   std::string select_prefill;  // --kv-select-prefill select|dense ("" = select)
   std::string swa;             // --kv-swa full|window ("" = full)
   int snapshots = -1;          // --kv-snapshots (-1 = the default)
+  int snapshot_spacing = -1;   // --kv-snapshot-spacing (-1 = the default)
   std::vector<std::string> layer_overrides;
   std::string budget;
   std::string spill_dir;  // --kv-spill-dir DIR (kOne form only; needs --kv-budget)

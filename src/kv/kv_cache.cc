@@ -513,7 +513,24 @@ void KvCache::snapshot() {
   auto s = std::make_unique<RecurrentStates>();
   s->share(c.states);
   c.snapshots.push_back({c.n_tokens, std::move(s)});
-  if (int(c.snapshots.size()) > c.config.state_snapshots) c.snapshots.erase(c.snapshots.begin());
+  // The newest two stay (a prompt's start and end: a regenerated reply, an
+  // edited last message); of the older ones, the one whose neighbours are
+  // closest goes (the older of equals), so that those kept stay spread out
+  // over the sequence and a cut anywhere feeds again as little as may be.
+  auto& kept = c.snapshots;
+  const size_t protect = std::min<size_t>(2, size_t(c.config.state_snapshots));
+  while (int(kept.size()) > c.config.state_snapshots) {
+    size_t victim = 0;
+    int64_t closest = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i + protect < kept.size(); ++i) {
+      const int64_t gap = kept[i + 1].position - (i == 0 ? 0 : kept[i - 1].position);
+      if (gap < closest) {
+        closest = gap;
+        victim = i;
+      }
+    }
+    kept.erase(kept.begin() + ptrdiff_t(victim));
+  }
 }
 
 int64_t KvCache::restore_point(int64_t n) const {

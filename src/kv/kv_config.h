@@ -33,9 +33,14 @@ struct KvConfig {
   // it still holds.
   bool swa_window_only = false;
   // Recurrent layers (KvShape::recurrent): how many snapshots of their state
-  // a sequence keeps (KvCache::snapshot; the newest). truncate() goes back to
-  // a snapshot's position; each costs one state (a Qwen3.5-9B's is ~50 MiB).
+  // a sequence keeps (KvCache::snapshot: the newest two, and of the older
+  // ones those that stay spread out). truncate() goes back to a snapshot's
+  // position; each costs one state (a Qwen3.5-9B's is ~50 MiB).
   int state_snapshots = 4;
+  // runtime::Sequence takes one at a prompt's start and end, and within a
+  // long prompt at the first chunk boundary past each multiple of this
+  // many tokens (0 = none within).
+  int state_snapshot_spacing = 2048;
   std::vector<LayerOverride> overrides;
   int page_tokens = 64;       // tokens per page (multiple of 16)
   uint64_t budget_bytes = 0;  // 0 = unlimited; else page allocation beyond it fails cleanly

@@ -103,7 +103,18 @@ void Sequence::feed(std::span<const int32_t> tokens) {
   // there (KvCache::snapshot; no-op for other models). Not per decode token.
   const bool prompt = tokens.size() > 1;
   if (prompt) cache_->snapshot();
-  if (on_chunk) options.on_chunk = [&](int64_t done, int64_t) { on_chunk(done); };
+  // Within a long prompt, one past each multiple of the spacing (the
+  // cache keeps them spread out), so that a cut inside it feeds again at
+  // most about that many tokens.
+  const int64_t spacing = cache_->config().state_snapshot_spacing;
+  int64_t marks = spacing > 0 ? cache_->n_tokens() / spacing : 0;
+  if (on_chunk || (prompt && spacing > 0))
+    options.on_chunk = [&](int64_t done, int64_t) {
+      if (on_chunk) on_chunk(done);
+      if (!prompt || spacing <= 0 || cache_->n_tokens() / spacing == marks) return;
+      marks = cache_->n_tokens() / spacing;
+      cache_->snapshot();
+    };
   try {
     model_.eval(
         *cache_, tokens, *threads_,

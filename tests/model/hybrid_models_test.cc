@@ -368,5 +368,40 @@ TEST(HybridModels, SequenceTruncateFeedsFromTheNearestSnapshot) {
   EXPECT_TRUE(same_bits(seq.logits(), fresh.logits()));
 }
 
+// Within a long prompt, a snapshot past every multiple of the spacing (8
+// here, chunks of 4): a cut inside it feeds again fewer tokens than the
+// spacing, with a fresh sequence's bits. Beyond the count the newest two
+// stay and the older ones thin out evenly.
+TEST(HybridModels, SequenceSnapshotsWithinALongPrompt) {
+  auto m = model::Model::load(write_model(qwen35(), "f32"));
+  const tok::Tokenizer tokenizer = tok::Tokenizer::from_gguf(m->gguf());
+  const auto p1 = random_tokens(30, m->config().n_vocab, 51);
+  const auto p2 = random_tokens(10, m->config().n_vocab, 52);
+  const auto next = random_tokens(5, m->config().n_vocab, 53);
+  kv::KvConfig config;
+  config.state_snapshot_spacing = 8;
+  runtime::Sequence seq(*m, tokenizer, 128, config, 2, 4);
+  seq.feed(p1);
+  EXPECT_EQ(seq.cache().stats().snapshots, 4);  // 8, 16, 24 and the end, 30
+  EXPECT_EQ(seq.cache().restore_point(13), 8);
+  EXPECT_EQ(seq.cache().restore_point(29), 24);
+  // p2's chunks end at 34 (past 32), 38 and 40 (its end): with 34, 24 goes
+  // (its neighbours, 16 and 30, lie closest); with 40, 8 goes.
+  seq.feed(p2);
+  EXPECT_EQ(seq.cache().stats().snapshots, 4);
+  EXPECT_EQ(seq.cache().restore_point(15), 0);
+  EXPECT_EQ(seq.cache().restore_point(29), 16);
+  EXPECT_EQ(seq.cache().restore_point(31), 30);
+  EXPECT_EQ(seq.cache().restore_point(39), 34);
+  seq.truncate(27);
+  EXPECT_EQ(seq.cache().n_tokens(), 27);
+  seq.feed(next);
+
+  runtime::Sequence fresh(*m, tokenizer, 128, config, 2, 4);
+  fresh.feed(std::span<const int32_t>(p1.data(), 27));
+  fresh.feed(next);
+  EXPECT_TRUE(same_bits(seq.logits(), fresh.logits()));
+}
+
 }  // namespace
 }  // namespace tkv::test
