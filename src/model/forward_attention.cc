@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/error.h"
 #include "model/forward.h"
 
 namespace tkv::model {
