@@ -114,7 +114,8 @@ void BM_MoeLayer(benchmark::State& state, const std::string& name, DType type) {
   MoeScratch scratch;
   const int exact = rows <= 16 ? rows : 0;
   for (auto _ : state) {
-    tkv::model::moe_ffn(L.spec, L.w, h.data(), nullptr, exact, rows, 512, y.data(), scratch, pool());
+    tkv::model::moe_ffn(L.spec, L.w, h.data(), nullptr, exact, rows, 512, y.data(), scratch,
+                        pool());
     benchmark::ClobberMemory();
   }
   state.counters["rows/s"] =

@@ -213,9 +213,10 @@ class KvCache {
   PagePins pin_state(int r);
   // Keeps the recurrent states as they are now (at n_tokens()) so that
   // truncate() can come back here: KvConfig::state_snapshots are kept (the
-  // newest two, and of the older ones those that stay spread out). It shares the states (nothing copied until the next chunk updates
-  // them, copy-on-write), so taking one costs a state's bytes once the
-  // sequence goes on. No-op without recurrent layers, or with one here already.
+  // newest two, and of the older ones those that stay spread out). It
+  // shares the states (nothing copied until the next chunk updates them,
+  // copy-on-write), so taking one costs a state's bytes once the sequence
+  // goes on. No-op without recurrent layers, or with one here already.
   void snapshot();
   // The largest position <= n that truncate() can reach: n itself where the
   // cache can be cut anywhere (can_truncate), else the newest snapshot at or
