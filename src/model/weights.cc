@@ -203,21 +203,18 @@ void bind_recurrent(Binder& b, const std::string& p, int n_embd, const Attention
 // An attention layer's tensors (a KV-shared layer's: Q and the output).
 void bind_attention(Binder& b, const std::string& p, int n_embd, const AttentionSpec& at,
                     LayerWeights& L) {
+  const bool own_kv = at.kind != AttentionKind::SharedKv;
   L.wq = b.matrix(p + "attn_q.weight", n_embd, at.q_width());
-  if (at.kind == AttentionKind::SharedKv) {
-    if (at.qk_norm) L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
-  } else {
+  if (at.qkv_bias) L.bq = b.vector(p + "attn_q.bias", at.q_width());
+  if (at.qk_norm) L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
+  if (own_kv) {
     L.wk = b.matrix(p + "attn_k.weight", n_embd, at.k_width());
     if (!at.v_from_k) L.wv = b.matrix(p + "attn_v.weight", n_embd, at.v_width());
-  }
-  if (at.kind != AttentionKind::SharedKv && at.qkv_bias) {
-    L.bq = b.vector(p + "attn_q.bias", at.q_width());
-    L.bk = b.vector(p + "attn_k.bias", at.k_width());
-    L.bv = b.vector(p + "attn_v.bias", at.v_width());
-  }
-  if (at.kind != AttentionKind::SharedKv && at.qk_norm) {
-    L.q_norm = b.vector(p + "attn_q_norm.weight", at.k_dim);
-    L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
+    if (at.qkv_bias) {
+      L.bk = b.vector(p + "attn_k.bias", at.k_width());
+      L.bv = b.vector(p + "attn_v.bias", at.v_width());
+    }
+    if (at.qk_norm) L.k_norm = b.vector(p + "attn_k_norm.weight", at.k_dim);
   }
   L.wo = b.matrix(p + "attn_output.weight", at.out_width(), n_embd);
   if (at.out_bias) L.bo = b.vector(p + "attn_output.bias", n_embd);

@@ -146,5 +146,30 @@ TEST(WindowModels, TruncateFarOutsideTheWindowContinuesExactly) {
   }
 }
 
+// A KV-shared layer with a query bias (attn_q.bias; gemma4's converter
+// writes none, a hand-made file may): the bias is bound and added, so a
+// zero one leaves the logits as they were. The bias takes the place of
+// that layer's attn_k, which a KV-shared layer does not read.
+TEST(WindowModels, KvSharedLayerWithAQueryBias) {
+  const std::string path = write_model(gemma4_spec("tiny-gemma4-e"), "f32");
+  const std::string biased = temp_dir() + "/gemma4-e-q-bias.gguf";
+  rewrite_gguf(path, biased, nullptr, [](TensorCopy& t) {
+    if (t.name != "blk.4.attn_k.weight") return true;
+    t.name = "blk.4.attn_q.bias";
+    t.type = DType::F32;
+    t.shape = {4 * 32};
+    t.bytes.assign(4 * 32 * sizeof(float), 0);
+    return true;
+  });
+  auto plain = model::Model::load(path);
+  auto with_bias = model::Model::load(biased);
+  EXPECT_TRUE(with_bias->config().layers[4].attention.qkv_bias);
+  ThreadPool pool(2);
+  const auto tokens = random_tokens(30, plain->config().n_vocab, 9);
+  kv::KvConfig f16;
+  kv::KvCache a(plain->kv_shape(128), f16), b(with_bias->kv_shape(128), f16);
+  EXPECT_EQ(last_logits(*with_bias, b, tokens, pool), last_logits(*plain, a, tokens, pool));
+}
+
 }  // namespace
 }  // namespace tkv::test
