@@ -448,10 +448,10 @@ void KvCache::Impl::commit_recent(int layer) {
   LayerKv& L = c.layers[layer];
   if (c.R > 0) {
     const int64_t n0 = c.n_tokens, n1 = n0 + c.chunk_n;
+    const F16Area& chunk = c.chunk_of(L);
     for (int64_t j = std::max<int64_t>({c.S, n1 - c.R, n0}); j < n1; ++j) {
       const int rs = int((j - c.S) % L.ring.capacity), cs = int(j - n0);
       for (int h = 0; h < L.geom.n_kv_heads; ++h) {
-        const F16Area& chunk = c.chunk_of(L);
         L.f16_k->copy_slot(chunk.k(h), chunk.capacity, cs, L.ring.k(h), L.ring.capacity, rs);
         L.f16_v->copy_slot(chunk.v(h), chunk.capacity, cs, L.ring.v(h), L.ring.capacity, rs);
       }

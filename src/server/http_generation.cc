@@ -64,9 +64,9 @@ std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string
 std::vector<int64_t> checkpoint_hints(const GenerationRequest& request, const ServedModel& model,
                                       const std::vector<int32_t>& ids) {
   if (request.endpoint != Endpoint::kChatCompletions || !model.chat_template) return {};
+  const nlohmann::ordered_json vars = template_variables(request);
   const auto render = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
-    return text_ids(*model.tokenizer,
-                    model.chat_template->apply(messages, generation, template_variables(request)));
+    return text_ids(*model.tokenizer, model.chat_template->apply(messages, generation, vars));
   };
   // The length of `prefix` where it begins `ids` and is shorter, else 0.
   const auto begins = [&](const std::vector<int32_t>& prefix) -> int64_t {

@@ -1,6 +1,7 @@
 #include "server/prefix_index.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/error.h"
 
@@ -68,18 +69,22 @@ void PrefixIndex::remove(uint64_t id, std::span<const int32_t> tokens) {
 }
 
 std::vector<uint64_t> PrefixIndex::candidates(std::span<const int32_t> prompt) const {
-  std::vector<const std::vector<uint64_t>*> matched;
+  const std::vector<uint64_t>*first = nullptr, *deepest = nullptr;
   for (uint64_t h : chain(prompt)) {
     const auto it = ids_.find(h);
     if (it == ids_.end()) break;
-    matched.push_back(&it->second);
+    if (!first) first = &it->second;
+    deepest = &it->second;
   }
-  // Deepest first; an id filed under a deeper block is filed under every
-  // block before it too.
-  std::vector<uint64_t> out;
-  for (auto level = matched.rbegin(); level != matched.rend(); ++level)
-    for (uint64_t id : **level)
-      if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  if (!first) return {};
+  // Every sharer is filed under the first block (an id filed under a block
+  // is filed under each one before it): those under the deepest come first.
+  std::vector<uint64_t> out = *deepest;
+  if (deepest != first) {
+    const std::unordered_set<uint64_t> deep(deepest->begin(), deepest->end());
+    for (uint64_t id : *first)
+      if (!deep.count(id)) out.push_back(id);
+  }
   return out;
 }
 

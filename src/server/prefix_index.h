@@ -61,10 +61,10 @@ class PrefixIndex {
 
   void add(uint64_t id, std::span<const int32_t> tokens);
   void remove(uint64_t id, std::span<const int32_t> tokens);
-  // The ids filed under any block hash `prompt` shares, deepest first: the
-  // entries sharing its longest run of blocks, then those sharing fewer (a
-  // checkpoint that cannot be cut serves only where it is no longer than
-  // the shared tokens). Empty when its first block matches nothing.
+  // The ids filed under any block hash `prompt` shares: first those
+  // sharing its longest run of blocks, then the others (a checkpoint that
+  // cannot be cut serves only where it is no longer than the shared
+  // tokens). Empty when its first block matches nothing.
   std::vector<uint64_t> candidates(std::span<const int32_t> prompt) const;
   int block_tokens() const { return block_; }
 
