@@ -15,6 +15,7 @@ trained model's layers sliding-window ones:
 
 Python 3 standard library only.
 """
+import mmap
 import os
 import struct
 import sys
@@ -83,8 +84,14 @@ def main(argv):
     if len(argv) < 3 or argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
     src, dst, edits = argv[1], argv[2], argv[3:]
-    with open(src, "rb") as f:
-        data = f.read()
+    try:
+        with open(src, "rb") as f:
+            if os.fstat(f.fileno()).st_size < 24:
+                sys.exit(f"gguf-set: {src}: not a GGUF file")
+            # Mapped, not read: a model may be larger than the memory at hand.
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        sys.exit(f"gguf-set: {src}: {e.strerror}")
     r = Reader(data)
     if data[:4] != b"GGUF":
         sys.exit(f"gguf-set: {src}: not a GGUF file")
@@ -132,7 +139,8 @@ def main(argv):
     tmp = dst + ".tmp"
     with open(tmp, "wb") as f:
         f.write(head)
-        f.write(data[data_start:])
+        for at in range(data_start, len(data), 64 << 20):
+            f.write(data[at:at + (64 << 20)])
     os.replace(tmp, dst)
     print(f"gguf-set: wrote {dst} ({len(edits)} change(s))")
 
