@@ -213,6 +213,7 @@ ServerGauges gauges_of(const SchedulerStats& s) {
   g.kv_shared_bytes = s.kv_shared_bytes;
   g.kv_spilled_bytes = s.kv_spilled_bytes;
   g.prefix_evictions = s.prefix_evictions;
+  g.prefill_tokens = s.prompt_tokens_prefilled;
   g.kv_pages = uint64_t(s.kv_pages);
   g.sequences_active = uint64_t(s.active);
   g.requests_queued = uint64_t(s.queued);

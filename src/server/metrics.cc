@@ -148,6 +148,10 @@ std::string render_prometheus(const ServerMetrics& m, const ServerGauges& g) {
   counter(out, "prompt_tokens_total",
           "Prompt tokens of the requests served, those reused from the prefix cache included.",
           m.prompt_tokens());
+  counter(out, "prefill_tokens_total",
+          "Prompt tokens run through the model (not those reused from the prefix cache; a "
+          "prompt of n choices once).",
+          g.prefill_tokens);
   counter(out, "generation_tokens_total", "Tokens generated.", m.generated_tokens());
   counter(out, "prefix_cache_hits_total", "Requests whose prompt started with a cached prefix.",
           m.prefix_cache_hits());

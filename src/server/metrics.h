@@ -105,6 +105,7 @@ struct ServerGauges {
   uint64_t kv_shared_bytes = 0;   // bytes of pages referenced by more than one owner
   uint64_t kv_spilled_bytes = 0;  // of kv_bytes_in_use, on the disk tier (--kv-spill-dir)
   uint64_t prefix_evictions = 0;  // cached prefixes evicted from RAM so far (a counter)
+  uint64_t prefill_tokens = 0;    // prompt tokens run through the model so far (a counter)
   uint64_t kv_pages = 0;          // pages in use
   uint64_t sequences_active = 0;  // sequences in the running batch
   uint64_t requests_queued = 0;   // admitted requests waiting for a slot

@@ -318,6 +318,9 @@ struct SchedulerStats {
   uint64_t prefix_evictions = 0;  // cached prefixes evicted from RAM (to the cache dir or dropped)
   uint64_t disk_loads = 0;        // prefixes read back from the cache dir
   uint64_t prompt_tokens = 0;     // of finished jobs
+  // Prompt tokens run through the model: none of those reused from the
+  // prefix cache, and a prompt forked into n choices once.
+  uint64_t prompt_tokens_prefilled = 0;
   uint64_t completion_tokens = 0;
   uint64_t jobs_finished = 0;
   bool accepting = true;  // false once drain() started: submit() throws NotAccepting

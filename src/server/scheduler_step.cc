@@ -326,6 +326,10 @@ bool Scheduler::Impl::step() {
       item_failed(a, batch.items[b], s, out_of_pages);
       continue;
     }
+    // A prompt chunk that ran through the last layer is prefill work done
+    // (a chunk in layer parts counts once, at its last part).
+    if (!a.decoding() && a.sequence->chunk_layers_done() == 0)
+      figures.prompt_tokens_prefilled += batch.items[b].tokens.size();
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;

@@ -100,8 +100,10 @@ TEST_F(ChoicesTest, EachChoiceIsTheJobAloneWithItsSeed) {
     EXPECT_EQ(o.done.prompt_tokens, int64_t(prompt.size()));
     EXPECT_EQ(o.done.completion_tokens, 24);
   }
-  // The prompt counted once among the finished jobs' figures.
+  // The prompt counted once among the finished jobs' figures, and run
+  // through the model once.
   EXPECT_EQ(s.stats().prompt_tokens, prompt.size());
+  EXPECT_EQ(s.stats().prompt_tokens_prefilled, prompt.size());
   EXPECT_EQ(s.stats().completion_tokens, uint64_t(kChoices * 24));
 }
 

@@ -69,9 +69,9 @@ TEST(Metrics, EmptyRenderIsValidAndComplete) {
   ServerMetrics m;
   const Parsed p = parse_exposition(render_prometheus(m, {}));
   for (const char* counter :
-       {"turbokv_prompt_tokens_total", "turbokv_generation_tokens_total",
-        "turbokv_prefix_cache_hits_total", "turbokv_prefix_cache_reused_tokens_total",
-        "turbokv_requests_total"}) {
+       {"turbokv_prompt_tokens_total", "turbokv_prefill_tokens_total",
+        "turbokv_generation_tokens_total", "turbokv_prefix_cache_hits_total",
+        "turbokv_prefix_cache_reused_tokens_total", "turbokv_requests_total"}) {
     EXPECT_EQ(p.types.at(counter), "counter") << counter;
   }
   for (const char* h : {"turbokv_time_to_first_token_seconds",

@@ -62,12 +62,14 @@ TEST_P(WholePromptReuseTest, ARepeatedShortPromptReusesAllOfIt) {
   expect_same_bits(cold, warm);
   EXPECT_EQ(s.stats().prefix_hits, 1u);
   EXPECT_EQ(s.stats().prefix_tokens_reused, 19u);
+  EXPECT_EQ(s.stats().prompt_tokens_prefilled, 19u);  // the cold run's alone
   // cache_prompt: false prefills it again, to the same bits.
   Job again = logged_job(prompt);
   again.cache_prompt = false;
   const Outcome refilled = test::run_one(s, again);
   EXPECT_EQ(refilled.done.cached_tokens, 0);
   expect_same_bits(cold, refilled);
+  EXPECT_EQ(s.stats().prompt_tokens_prefilled, 38u);
 }
 
 TEST_P(WholePromptReuseTest, APromptThatOnlyStartsWithItIsPrefilledCold) {

@@ -110,13 +110,28 @@ main(async () => {
     return figures;
   };
   const idle = () => request(server, 'GET', '/metrics').then((r) => metric(r.text, 'turbokv_kv_cache_used_bytes'));
+  // Prompt tokens accepted, and of them those run through the model.
+  const prefillCounts = async () => {
+    const m = (await request(server, 'GET', '/metrics')).text;
+    return {
+      prompt: metric(m, 'turbokv_prompt_tokens_total') - metric(m, 'turbokv_prefix_cache_reused_tokens_total'),
+      prefilled: metric(m, 'turbokv_prefill_tokens_total'),
+    };
+  };
   const before1 = await idle();
   const single = await midStream(await filler(9000, 100000), 1);
   const before4 = await idle();
+  const counts4 = await prefillCounts();
   const four = await midStream(await filler(9000, 200000), 4);
+  const after4 = await prefillCounts();
   const grew1 = single.used - before1, grew4 = four.used - before4;
   assert.ok(four.shared > 0, `shared bytes under n: 4: ${four.shared}`);
   assert.ok(grew4 < 1.6 * grew1, `n: 4 grew the pool by ${grew4} bytes, one choice by ${grew1}`);
+  // The prompt of four choices is prefilled once: the model ran each of its
+  // tokens (not reused from the cache) once.
+  const prompt4 = after4.prompt - counts4.prompt;
+  assert.ok(prompt4 > 2000, `prompt tokens: ${prompt4}`);
+  assert.equal(after4.prefilled - counts4.prefilled, prompt4);
 
   assert.equal((await server.stop()).code, 0);
 });
