@@ -97,6 +97,21 @@ void Scale(float* HWY_RESTRICT x, size_t n, float s) {
   for (; i < n; ++i) x[i] *= s;
 }
 
+void SoftCap(float* HWY_RESTRICT x, size_t n, float cap) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vcap = hn::Set(d, cap), vinv = hn::Set(d, 1.0f / cap);
+  size_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(vcap, hn::Tanh(d, hn::Mul(hn::LoadU(d, x + i), vinv))), d, x + i);
+  if (i < n) {
+    HWY_ALIGN float tail[hn::MaxLanes(decltype(d)())] = {};
+    std::copy(x + i, x + n, tail);
+    hn::Store(hn::Mul(vcap, hn::Tanh(d, hn::Mul(hn::Load(d, tail), vinv))), d, tail);
+    std::copy(tail, tail + (n - i), x + i);
+  }
+}
+
 }  // namespace tkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -106,6 +121,7 @@ namespace tkv {
 HWY_EXPORT(ScanMax);
 HWY_EXPORT(ExpWeights);
 HWY_EXPORT(Scale);
+HWY_EXPORT(SoftCap);
 
 MaxScan scan_max(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(ScanMax)(x, n);
@@ -128,6 +144,10 @@ void softmax(float* x, int64_t n) {
   const float m = scan_max(x, size_t(n)).max;
   const double sum = exp_weights(x, size_t(n), m, 1.0f, x);
   HWY_DYNAMIC_DISPATCH(Scale)(x, size_t(n), float(1.0 / sum));
+}
+
+void soft_cap(float* x, size_t n, float cap) {
+  HWY_DYNAMIC_DISPATCH(SoftCap)(x, n, cap);
 }
 
 double log_sum_exp(const float* x, int64_t n) {

@@ -1,6 +1,7 @@
 // The few reductions over a vector of floats that the sampler, the model's
 // tests, perplexity/KL and the benchmarks all need — the largest value, the
-// argmax, exp-weights and their sum, softmax and log-sum-exp — implemented
+// argmax, exp-weights and their sum, softmax, log-sum-exp and the logit
+// soft-cap — implemented
 // once, as Highway kernels (runtime dispatch: a 128K vocabulary is scanned
 // several times per sampled token). The attention's online softmax over key
 // tiles (kv/softmax_kernels.h) is a different algorithm and stays with it.
@@ -30,6 +31,10 @@ double exp_weights(const float* x, size_t n, float shift, float scale, float* w)
 
 // x <- softmax(x) in place (max-subtracted, so any finite input is safe).
 void softmax(float* x, int64_t n);
+
+// x[i] <- cap * tanh(x[i] / cap): a logit soft-cap (gemma's final logits
+// and gemma2's attention scores); cap > 0.
+void soft_cap(float* x, size_t n, float cap);
 
 // log(sum(exp(x[i]))), computed stably (max-subtracted, summed in double);
 // with it log p_i = x_i - log_sum_exp. -inf for n = 0; the max itself when

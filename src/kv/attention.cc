@@ -39,6 +39,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/vec_math.h"
 #include "kv/kv_cache_impl.h"
 #include "kv/page_summary.h"
 #include "kv/softmax_kernels.h"
@@ -318,7 +319,7 @@ void AttentionScratch::prepare(int threads, size_t thread_bytes, size_t partial_
 }
 
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
-                  AttentionScratch& scratch, const float* sinks) {
+                  AttentionScratch& scratch, const float* sinks, float softcap) {
   const LayerKv& L = c.layers[layer];
   const int n = c.chunk_n, n_kv = L.geom.n_kv_heads, n_heads = L.geom.n_heads;
   const int kd = L.geom.k_dim, vd = L.geom.v_dim, G = n_heads / n_kv;
@@ -499,6 +500,9 @@ void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, Threa
           }
         }
         src.kc->score(prep, rows, kp, src.page_tokens, b, e, ts.scores, kKeyTile);
+        if (softcap > 0.0f)  // before the mask, which it would undo
+          for (int r = 0; r < rows; ++r)
+            soft_cap(ts.scores + size_t(r) * kKeyTile, size_t(len), softcap);
 
         // Mask what each query may not see (only near the diagonal and the
         // policy boundaries; most tiles are fully visible to every row).

@@ -412,18 +412,19 @@ void KvCache::write(int layer, const float* k, const float* v, ThreadPool* pool)
   c.layer_state[layer] = 1;
 }
 
-void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks,
-                     bool more_readers) {
-  attend(layer, q, out, pool, impl_->own_scratch, sinks, more_readers);
+void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
+                     const AttendOptions& options) {
+  attend(layer, q, out, pool, impl_->own_scratch, options);
 }
 
 void KvCache::attend(int layer, const float* q, float* out, ThreadPool& pool,
-                     AttentionScratch& scratch, const float* sinks, bool more_readers) {
+                     AttentionScratch& scratch, const AttendOptions& options) {
   Impl& c = *impl_;
   TKV_CHECK(c.in_chunk && layer >= 0 && layer < c.shape.n_layers && c.layer_state[layer] == 1);
-  attend_layer(c, layer, q, out, pool, scratch, sinks);
+  TKV_CHECK(options.softcap >= 0.0f);
+  attend_layer(c, layer, q, out, pool, scratch, options.sinks, options.softcap);
   LayerKv& L = c.layers[layer];
-  if (more_readers) {
+  if (options.more_readers) {
     // Open for more readers: the chunk's f16 tokens move out of the shared
     // area (the next layer's write lays its own out there); the residual
     // ring is committed by the last reader.

@@ -42,6 +42,23 @@ namespace tkv::kv {
 // The attention geometry of one layer's K/V: its queries' heads, its KV
 // heads and their head dims (K's is also the queries'), and the model's
 // sliding window where the layer has one.
+// What a model's attention adds to plain softmax(q.k / sqrt(k_dim)) v.
+struct AttendOptions {
+  // nullptr, or the layer's n_heads learned sink logits (gpt-oss): head h's
+  // softmax denominator gains exp(sinks[h]) once, as if one more key scored
+  // sinks[h] with a zero value.
+  const float* sinks = nullptr;
+  // > 0: each score s becomes softcap * tanh(s / softcap) before the
+  // softmax (gemma2's attn_logit_softcapping). Monotonic, so query-aware
+  // page selection ranks pages by their bound on q.k as without it.
+  float softcap = 0.0f;
+  // Later layers of the model read this layer's K/V in the same chunk
+  // (gemma4's KV-shared layers): the layer stays open, and each further
+  // attend(layer, ...) sees exactly what this one saw; the last reader
+  // passes false, which ends the layer's chunk.
+  bool more_readers = false;
+};
+
 struct KvLayerShape {
   int n_heads = 0;     // query heads
   int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0
@@ -183,22 +200,15 @@ class KvCache {
   // encoding runs on its threads (page-by-head tasks).
   void write(int layer, const float* k, const float* v, ThreadPool* pool = nullptr);
   // q: n_new x n_heads x k_dim (unscaled; scores are scaled by
-  // 1/sqrt(k_dim)); out: n_new x n_heads x v_dim. sinks: nullptr, or the
-  // layer's n_heads learned sink logits (gpt-oss): head h's softmax
-  // denominator gains exp(sinks[h]) once, as if one more key scored
-  // sinks[h] with a zero value. Uses a scratch inside the cache (one attend
-  // at a time per cache).
-  // more_readers: later layers of the model read this layer's K/V in the
-  // same chunk (gemma4's KV-shared layers): the layer stays open, and each
-  // further attend(layer, ...) sees exactly what this one saw; the last
-  // reader passes false, which ends the layer's chunk.
-  void attend(int layer, const float* q, float* out, ThreadPool& pool, const float* sinks = nullptr,
-              bool more_readers = false);
+  // 1/sqrt(k_dim)); out: n_new x n_heads x v_dim. Uses a scratch inside the
+  // cache (one attend at a time per cache).
+  void attend(int layer, const float* q, float* out, ThreadPool& pool,
+              const AttendOptions& options = {});
   // The same with the caller's scratch (attention_scratch.h): sequences on
   // different threads each pass their own. Results are bit-identical to the
   // overload above.
   void attend(int layer, const float* q, float* out, ThreadPool& pool, AttentionScratch& scratch,
-              const float* sinks = nullptr, bool more_readers = false);
+              const AttendOptions& options = {});
   void end_chunk();
 
   // Recurrent layer r's state (KvShape::recurrent[r] floats, laid out as the

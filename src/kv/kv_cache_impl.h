@@ -160,9 +160,10 @@ struct KvCache::Impl {
 };
 
 // The attention driver (attention.cc).
-// sinks: the layer's learned sink logits per query head, or nullptr.
+// sinks: the layer's learned sink logits per query head, or nullptr;
+// softcap: 0, or the scores' soft-cap (AttendOptions).
 void attend_layer(KvCache::Impl& c, int layer, const float* q, float* out, ThreadPool& pool,
-                  AttentionScratch& scratch, const float* sinks);
+                  AttentionScratch& scratch, const float* sinks, float softcap);
 // With the pool's disk tier and read-ahead: asks the pool to read back the
 // pages `layer`'s next attention is likely to read first (a dense layer's
 // pages oldest first; a selecting layer's last selection), as many as half

@@ -20,6 +20,8 @@ std::string_view arch_name(Arch a) {
       return "qwen3";
     case Arch::Qwen3Moe:
       return "qwen3moe";
+    case Arch::Gemma2:
+      return "gemma2";
     case Arch::Gemma3:
       return "gemma3";
     case Arch::Gemma4:
@@ -34,8 +36,8 @@ std::string_view arch_name(Arch a) {
   return "?";
 }
 
-// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens, GEMMA3,
-// GEMMA4 and OPENAI_MOE -> NEOX.
+// llama.cpp's llama_model_rope_type(): LLAMA -> NORM, the Qwens, GEMMA2,
+// GEMMA3, GEMMA4 and OPENAI_MOE -> NEOX.
 RopeStyle rope_style_of(Arch a) {
   return a == Arch::Llama ? RopeStyle::Normal : RopeStyle::Neox;
 }
@@ -95,6 +97,7 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "qwen3moe") return Arch::Qwen3Moe;
+  if (name == "gemma2") return Arch::Gemma2;
   if (name == "gemma3") return Arch::Gemma3;
   if (name == "gemma4") return Arch::Gemma4;
   if (name == "gpt-oss") return Arch::GptOss;
@@ -114,7 +117,8 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
       fail(f.path(), ": architecture '", name, "' is not supported yet: its attention needs ",
            m.what);
   fail(f.path(), ": unsupported architecture '", gguf::escape(name),
-       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, gpt-oss, qwen35, qwen35moe)");
+       "' (supported: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, gpt-oss, qwen35, ",
+       "qwen35moe)");
 }
 
 // Heads and head dims; per layer where the file has arrays.
@@ -295,11 +299,11 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
   const std::vector<bool> recurrent = read_recurrent_layers(f, a, c);
   // Which layers are windowed: one flag per layer, or a period n (llama.cpp's
   // set_swa_pattern: every n-th layer has full attention), by default 6 for
-  // gemma3 (with a window) and 2 for gpt-oss.
+  // gemma3 (with a window) and 2 for gemma2 and gpt-oss.
   std::vector<bool> windowed(size_t(L), false);
   int64_t default_period = 0;
   if (c.arch == Arch::Gemma3 && c.sliding_window > 0) default_period = 6;
-  if (c.arch == Arch::GptOss) default_period = 2;
+  if (c.arch == Arch::Gemma2 || c.arch == Arch::GptOss) default_period = 2;
   if (default_period > 0)
     for (int l = 0; l < L; ++l) windowed[size_t(l)] = l % default_period < default_period - 1;
   if (const gguf::Value* p = f.find(a + "attention.sliding_window_pattern")) {
@@ -315,7 +319,11 @@ void read_layer_kinds(const gguf::GgufFile& f, const std::string& a, ModelConfig
     }
   }
   const double scale = f.get_float(a + "attention.scale").value_or(0.0);
-  const double softcap = f.get_float(a + "attn_logit_softcapping").value_or(0.0);
+  // gemma2 caps its scores always (llama.cpp: attn_soft_cap, 50 unless given).
+  const double softcap =
+      f.get_float(a + "attn_logit_softcapping").value_or(c.arch == Arch::Gemma2 ? 50.0 : 0.0);
+  if (!(softcap >= 0.0) || !std::isfinite(softcap))
+    fail(f.path(), ": attn_logit_softcapping ", softcap, " is invalid");
   const int per_layer_input = int_param(f, a + "embedding_length_per_layer_input", 0, 0, 1 << 16);
   for (int l = 0; l < L; ++l) {
     LayerSpec& s = c.layers[size_t(l)];
@@ -391,35 +399,40 @@ void read_gemma4_layers(const gguf::GgufFile& f, const std::string& a, ModelConf
   }
 }
 
-// What gemma3, gemma4 and gpt-oss compute beyond the llama layer, as
-// llama.cpp's src/models/gemma3.cpp, gemma4.cpp and openai-moe.cpp do:
-// window layers' own RoPE, norms, activations, biases, scales and the MoE
-// variants.
+// What gemma2, gemma3, gemma4 and gpt-oss compute beyond the llama layer,
+// as llama.cpp's src/models/gemma2.cpp, gemma3.cpp, gemma4.cpp and
+// openai-moe.cpp do: window layers' own RoPE, norms, activations, biases,
+// scales and the MoE variants.
 void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelConfig& c) {
-  if (c.arch != Arch::Gemma3 && c.arch != Arch::Gemma4 && c.arch != Arch::GptOss) return;
-  // Window layers rotate with rope.freq_base_swa (gemma: 10000 unless
-  // given, unscaled; gpt-oss: the model's base and scaling unless given).
-  const bool gemma = c.arch == Arch::Gemma3 || c.arch == Arch::Gemma4;
+  const bool gemma = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Gemma4;
+  if (!gemma && c.arch != Arch::GptOss) return;
+  // Window layers rotate with rope.freq_base_swa (gemma3/4: 10000 unless
+  // given, unscaled; gemma2 and gpt-oss: the model's base and scaling
+  // unless given).
+  const bool own_swa_rope = c.arch == Arch::Gemma3 || c.arch == Arch::Gemma4;
   const double base_swa =
-      f.get_float(a + "rope.freq_base_swa").value_or(gemma ? 10000.0 : double(c.rope_base));
+      f.get_float(a + "rope.freq_base_swa").value_or(own_swa_rope ? 10000.0 : double(c.rope_base));
   if (!(base_swa > 1.0) || !std::isfinite(base_swa))
     fail(f.path(), ": rope.freq_base_swa ", base_swa, " is not a valid base");
-  // Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd / n_heads),
-  // the others by 1/sqrt(head_dim) (llama.cpp keys it on the layer count).
-  const float gemma_scale = c.n_layers == 62 ? 1.0f / std::sqrt(float(c.n_embd / c.n_heads))
-                                             : 1.0f / std::sqrt(float(c.head_dim));
+  // Gemma 2 27B (46 layers) and Gemma 3 27B (62) scale queries by
+  // 1/sqrt(n_embd / n_heads), the others by 1/sqrt(head_dim) (llama.cpp
+  // keys it on the layer count).
+  const bool by_width =
+      (c.arch == Arch::Gemma2 && c.n_layers == 46) || (c.arch == Arch::Gemma3 && c.n_layers == 62);
+  const float gemma_scale = by_width ? 1.0f / std::sqrt(float(c.n_embd / c.n_heads))
+                                     : 1.0f / std::sqrt(float(c.head_dim));
   for (int l = 0; l < c.n_layers; ++l) {
     LayerSpec& s = c.layers[size_t(l)];
     AttentionSpec& at = s.attention;
     const std::string p = str("blk.", l, ".");
     if (at.window > 0) {  // window layers, and KV-shared layers reading one
       at.rope.base = float(base_swa);
-      if (gemma) at.rope.freq_scale = 1.0f;
+      if (own_swa_rope) at.rope.freq_scale = 1.0f;
     }
     at.qkv_bias = f.find_tensor(p + "attn_q.bias") != nullptr;
     at.out_bias = f.find_tensor(p + "attn_output.bias") != nullptr;
     if (gemma) {
-      at.qk_norm = true;
+      at.qk_norm = c.arch != Arch::Gemma2;
       at.post_norm = true;
       at.scale = gemma_scale;
       s.ffn.activation = GatedActivation::GeGlu;
@@ -436,9 +449,11 @@ void read_arch_specifics(const gguf::GgufFile& f, const std::string& a, ModelCon
   }
   if (c.arch == Arch::Gemma4) read_gemma4_layers(f, a, c);
   if (gemma) {
-    c.qk_norm = true;
+    c.qk_norm = c.arch != Arch::Gemma2;
     c.embed_scale = std::sqrt(float(c.n_embd));
-    const double cap = f.get_float(a + "final_logit_softcapping").value_or(0.0);
+    // gemma2 caps its logits always (llama.cpp: 30 unless given).
+    const double cap =
+        f.get_float(a + "final_logit_softcapping").value_or(c.arch == Arch::Gemma2 ? 30.0 : 0.0);
     if (!(cap >= 0.0) || !std::isfinite(cap))
       fail(f.path(), ": final_logit_softcapping ", cap, " is invalid");
     c.final_softcap = float(cap);
@@ -529,7 +544,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (eps < 0.0) fail(f.path(), ": missing metadata key '", a, "attention.layer_norm_rms_epsilon'");
   if (!(eps > 0.0 && eps < 1.0)) fail(f.path(), ": layer_norm_rms_epsilon ", eps, " is invalid");
   c.rms_eps = float(eps);
-  c.sliding_window = int_param(f, a + "attention.sliding_window", 0, 0, 1 << 26);
+  // gemma2's window is 4096 unless given (llama.cpp's default).
+  c.sliding_window =
+      int_param(f, a + "attention.sliding_window", c.arch == Arch::Gemma2 ? 4096 : 0, 0, 1 << 26);
   read_vocab(f, a, c);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;

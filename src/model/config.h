@@ -54,7 +54,18 @@ class GgufFile;
 
 namespace tkv::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3, Gemma4, GptOss, Qwen35, Qwen35Moe };
+enum class Arch {
+  Llama,
+  Qwen2,
+  Qwen3,
+  Qwen3Moe,
+  Gemma2,
+  Gemma3,
+  Gemma4,
+  GptOss,
+  Qwen35,
+  Qwen35Moe
+};
 
 enum class RopeScalingType { None, Linear, Yarn };
 

@@ -149,10 +149,12 @@ void Forward::attend_items(int l, const float* q, const float* k, const float* v
         const size_t r = size_t(live.row0);
         float* out = ctx_.att_.data() + r * at.out_width();
         if (own_kv) seq.write(kv_layer, k + r * at.k_width(), v + r * at.v_width(), &pool_);
+        const kv::AttendOptions options{
+            .sinks = sinks, .softcap = at.softcap, .more_readers = more_readers};
         if (ctx_.sequence_scratch_) {
-          seq.attend(kv_layer, q + r * qw, out, pool_, sinks, more_readers);
+          seq.attend(kv_layer, q + r * qw, out, pool_, options);
         } else {
-          seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, sinks, more_readers);
+          seq.attend(kv_layer, q + r * qw, out, pool_, ctx_.attention_, options);
         }
       },
       ctx_.att_.data(), at.out_width());

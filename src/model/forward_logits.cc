@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/vec_math.h"
 #include "model/forward.h"
 
 namespace tkv::model {
@@ -62,10 +63,8 @@ void Forward::emit_logits(const BatchLogitsSink& sink) {
     size_t g = 1;
     while (g < size_t(kLogitsRows) && r0 + g < wanted.size() && wanted[r0 + g].exact == exact) ++g;
     product(w.output, ctx_.xb_.data() + r0 * E, int(g), ctx_.logits_.data(), exact, pool_);
-    if (c_.final_softcap > 0.0f) {  // gemma 2/3: c tanh(logits / c)
-      const float cap = c_.final_softcap, inv = 1.0f / cap;
-      for (size_t i = 0; i < g * V; ++i) ctx_.logits_[i] = cap * std::tanh(ctx_.logits_[i] * inv);
-    }
+    if (c_.final_softcap > 0.0f)  // gemma 2/3: c tanh(logits / c)
+      soft_cap(ctx_.logits_.data(), g * V, c_.final_softcap);
     for (size_t i = 0; i < g; ++i) {
       const Wanted& row = wanted[r0 + i];
       const std::span<const float> logits(ctx_.logits_.data() + i * V, V);

@@ -55,7 +55,6 @@ std::string unsupported_reason(const LayerSpec& s, int l) {
       if (at.state_size <= 0) return no(attention_kind_name(at.kind), "full_attention_interval");
       break;
   }
-  if (at.softcap != 0.0f) return no("an attention logit soft-cap", "attn_logit_softcapping");
   return "";
 }
 

@@ -44,6 +44,16 @@ SynthSpec with_gemma3_attention(SynthSpec s, int window) {
   return s;
 }
 
+// Gemma 2's attention: every other layer a window (the first one), both
+// capped (scores at 50, logits at 30); one rope base.
+SynthSpec with_gemma2_attention(SynthSpec s, int window) {
+  s.sliding_window = window;
+  s.swa_period = 2;
+  s.attn_logit_softcap = 50.0f;
+  s.final_logit_softcap = 30.0f;
+  return s;
+}
+
 // Gemma 4's attention: window layers of head size 256 (rope base 10000),
 // the global layers' head_dim with a quarter rotated (rope base 1e6);
 // kv_swa > 0: the window layers' KV heads differ and the global layers' V is
@@ -60,8 +70,22 @@ SynthSpec gemma4(SynthSpec s, int window, int period, int kv_swa) {
   return s;
 }
 
-// Gemma 3 and Gemma 4 (their configs' text_config).
+// Gemma 2, Gemma 3 and Gemma 4 (their configs' text_config).
 void add_gemma_presets(std::vector<SynthSpec>& p) {
+  // Gemma 2: window layers of 4096 tokens alternating with global ones.
+  p.push_back(with_gemma2_attention(make_spec("gemma-2-2b", "gemma2", 2304, 26, 8, 4, 256, 9216,
+                                              256000, 8192, 10000.0f, 1e-6f, true),
+                                    4096));
+  p.push_back(with_gemma2_attention(make_spec("gemma-2-9b", "gemma2", 3584, 42, 16, 8, 256, 14336,
+                                              256000, 8192, 10000.0f, 1e-6f, true),
+                                    4096));
+  p.push_back(with_gemma2_attention(make_spec("gemma-2-27b", "gemma2", 4608, 46, 32, 16, 128, 36864,
+                                              256000, 8192, 10000.0f, 1e-6f, true),
+                                    4096));
+  // Test-sized: 4 layers of 256 (window 16, global), scores capped.
+  p.push_back(with_gemma2_attention(
+      make_spec("tiny-gemma2", "gemma2", 256, 4, 4, 2, 64, 768, 512, 4096, 10000.0f, 1e-6f, true),
+      16));
   // Gemma 3: window layers of 1024 tokens (rope base 10000), every sixth
   // layer global (rope base 1e6, linearly scaled by 8).
   p.push_back(with_gemma3_attention(make_spec("gemma-3-12b", "gemma3", 3840, 48, 16, 8, 256, 15360,
@@ -339,11 +363,12 @@ using synth_detail::TensorPlan;
 using synth_detail::TypePlan;
 
 void validate(const SynthSpec& s) {
-  static constexpr std::string_view kArchs[] = {"llama",  "qwen2",  "qwen3",  "qwen3moe", "gpt-oss",
-                                                "gemma3", "gemma4", "qwen35", "qwen35moe"};
+  static constexpr std::string_view kArchs[] = {"llama",   "qwen2",    "qwen3",  "qwen3moe",
+                                                "gpt-oss", "gemma2",   "gemma3", "gemma4",
+                                                "qwen35",  "qwen35moe"};
   if (std::find(std::begin(kArchs), std::end(kArchs), s.arch) == std::end(kArchs)) {
     fail("synth: unsupported architecture '", s.arch,
-         "' (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma3, gemma4, qwen35, qwen35moe)");
+         "' (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, qwen35, qwen35moe)");
   }
   if (s.swa_period < 0 || (s.swa_period > 0 && s.sliding_window < 1))
     fail("synth: ", s.preset, ": a window-layer period needs a positive sliding window");
@@ -384,7 +409,7 @@ void validate(const SynthSpec& s) {
 }
 
 bool is_gemma(const SynthSpec& s) {
-  return s.arch == "gemma3" || s.arch == "gemma4";
+  return s.arch == "gemma2" || s.arch == "gemma3" || s.arch == "gemma4";
 }
 
 // A window layer (Gemma's 5 window layers, then 1 global).
@@ -559,8 +584,8 @@ class Planner {
     }
   }
 
-  // A Gemma 3 / Gemma 4 layer: QK norms, norms after the attention and after
-  // the FFN; gemma4 adds global layers whose V is K, experts beside the dense
+  // A Gemma 2 / 3 / 4 layer: norms after the attention and after the FFN;
+  // gemma3 and gemma4 QK norms; gemma4 adds global layers whose V is K, experts beside the dense
   // FFN, per-layer inputs and an output scale. The KV-shared layers keep
   // their K/V weights: the checkpoints hold them and the converter writes
   // them (llama.cpp loads them and does not use them).
@@ -572,8 +597,10 @@ class Planner {
     matrix(p + "attn_q.weight", "attn_q", l, E, Q);
     matrix(p + "attn_k.weight", "attn_k", l, E, K);
     if (!(s_.global_v_from_k && !is_swa(s_, l))) matrix(p + "attn_v.weight", "attn_v", l, E, K);
-    vec(p + "attn_q_norm.weight", D, Fill::Norm);
-    vec(p + "attn_k_norm.weight", D, Fill::Norm);
+    if (s_.arch != "gemma2") {
+      vec(p + "attn_q_norm.weight", D, Fill::Norm);
+      vec(p + "attn_k_norm.weight", D, Fill::Norm);
+    }
     matrix(p + "attn_output.weight", "attn_output", l, Q, E);
     vec(p + "post_attention_norm.weight", E, Fill::Norm);
     const int64_t F = ff_of(s_, l);
@@ -633,6 +660,8 @@ void add_gemma_metadata(const SynthSpec& s, gguf::GgufWriter& w) {
     w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
   }
   if (s.final_logit_softcap > 0.0f) w.set_f32(a + "final_logit_softcapping", s.final_logit_softcap);
+  if (s.attn_logit_softcap > 0.0f) w.set_f32(a + "attn_logit_softcapping", s.attn_logit_softcap);
+  if (s.arch == "gemma2") return;  // llama.cpp's period 2
   if (s.arch == "gemma3") {
     if (s.swa_period > 0) w.set_u32(a + "attention.sliding_window_pattern", uint32_t(s.swa_period));
     return;

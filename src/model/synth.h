@@ -60,12 +60,13 @@ struct SynthSpec {
   float yarn_factor = 0.0f;
   int yarn_orig_ctx = 0;
 
-  // ---- Gemma 3 / Gemma 4 (arch "gemma3", "gemma4") ----
+  // ---- Gemma 2 / Gemma 3 / Gemma 4 (arch "gemma2", "gemma3", "gemma4") ----
   // Window layers: with sliding_window > 0 and swa_period > 0, layer l sees
   // the last sliding_window tokens unless (l + 1) % swa_period == 0 (a global
   // layer, which sees them all): Gemma's 5 window layers then 1 global.
   // gemma3 writes the period (attention.sliding_window_pattern, u32; llama.cpp
-  // assumes 6 without it); gemma4 writes one flag per layer (bool array).
+  // assumes 6 without it); gemma2 nothing (llama.cpp assumes 2); gemma4 one
+  // flag per layer (bool array).
   int swa_period = 0;
   // rope.freq_base_swa: the window layers' rope base (rope_base is the global
   // layers'); 0 = not written.
@@ -75,6 +76,8 @@ struct SynthSpec {
   float rope_linear_factor = 0.0f;
   // final_logit_softcapping: logits = c tanh(logits / c); 0 = none.
   float final_logit_softcap = 0.0f;
+  // attn_logit_softcapping (gemma2): scores = c tanh(scores / c); 0 = none.
+  float attn_logit_softcap = 0.0f;
   // gemma4: the window layers' head size and KV heads (head_dim and
   // n_kv_heads are the global layers'); 0 = the same as the global layers.
   // Written as key_length_swa / value_length_swa and a per-layer

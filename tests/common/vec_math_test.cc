@@ -84,5 +84,19 @@ TEST(VecMath, ExpWeightsMatchStdExpAndZeroTheMasked) {
   EXPECT_NEAR(total, want_total, 1e-6 * want_total);
 }
 
+TEST(VecMath, SoftCapMatchesStdTanhAndBoundsTheValues) {
+  for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(37)}) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = (float(i) - float(n) / 2) * 9.7f;  // -180 .. 180
+    std::vector<float> y = x;
+    soft_cap(y.data(), n, 50.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const double want = 50.0 * std::tanh(double(x[i]) / 50.0);
+      EXPECT_NEAR(y[i], want, 2e-5 * 50.0) << n << " " << i;
+      EXPECT_LE(std::fabs(y[i]), 50.0f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tkv

@@ -164,7 +164,7 @@ TEST(KvCacheTest, AnOpenLayerGivesLaterReadersWhatTheFirstSaw) {
       const size_t kw = 2 * 64, qw = 4 * 64;
       twice.begin_chunk(n);
       twice.write(0, in.layers[0].k.data() + pos * kw, in.layers[0].v.data() + pos * kw);
-      twice.attend(0, in.q[0].data() + pos * qw, first.data(), pool, nullptr, true);
+      twice.attend(0, in.q[0].data() + pos * qw, first.data(), pool, {.more_readers = true});
       twice.write(1, in.layers[1].k.data() + pos * kw, in.layers[1].v.data() + pos * kw);
       twice.attend(1, in.q[1].data() + pos * qw, other.data(), pool);
       twice.attend(0, in.q[0].data() + pos * qw, again.data(), pool);

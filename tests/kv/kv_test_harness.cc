@@ -74,12 +74,12 @@ ScenarioResult run_scenario(const Scenario& s, const RandomInputs& in, bool chec
       cache.write(l, k, v, s.threads > 1 ? &pool : nullptr);
       const float* sinks =
           size_t(l) < s.sinks.size() && !s.sinks[l].empty() ? s.sinks[l].data() : nullptr;
-      cache.attend(l, q, out.data(), pool, sinks);
+      cache.attend(l, q, out.data(), pool, {.sinks = sinks, .softcap = s.softcap});
       result.outputs[l].insert(result.outputs[l].end(), out.begin(), out.end());
       if (!check) continue;
       for (int t = 0; t < n; ++t) {
-        const auto expect =
-            ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows, sinks);
+        const auto expect = ref.attend(forms[l], q + size_t(t) * q_stride, pos + t, ring_lo, rows,
+                                       sinks, s.softcap);
         double err = 0, mag = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
           err = std::max(err, double(std::fabs(out[size_t(t) * o_stride + i] - expect[i])));

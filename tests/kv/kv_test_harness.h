@@ -25,6 +25,7 @@ struct Scenario {
   // Per layer: learned sink logits (n_heads each) passed to attend(); an
   // empty list or an empty entry = none.
   std::vector<std::vector<float>> sinks;
+  float softcap = 0.0f;  // attend()'s score soft-cap, every layer
 };
 
 struct ScenarioResult {

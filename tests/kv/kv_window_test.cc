@@ -58,6 +58,28 @@ TEST(KvWindow, AttentionMatchesTheReference) {
   }
 }
 
+// Soft-capped scores (gemma2): each q.k / sqrt(d) becomes c tanh(s / c)
+// before the mask and the softmax, with sinks and windows beside it. A cap
+// of 1.5 bites on these N(0, 1) scores.
+TEST(KvWindow, SoftCappedScoresMatchTheReference) {
+  const KvShape shape = window_shape();
+  const RandomInputs in(shape, 400, 23);
+  for (const char* kv : {"f16", "k4v2", "q8_0h"}) {
+    Scenario s;
+    s.shape = shape;
+    s.config = kv_config(kv);
+    s.chunks = {70, 1, 1, 130, 1, 64, 1};
+    s.threads = 3;
+    s.sinks = sink_logits();
+    s.softcap = 1.5f;
+    const ScenarioResult capped = run_scenario(s, in);
+    EXPECT_EQ(capped.queries, 268 * 3);
+    EXPECT_LT(capped.max_rel_error, kTolerance) << kv;
+    s.softcap = 0.0f;  // the cap changed the outputs
+    EXPECT_NE(run_scenario(s, in, false).outputs, capped.outputs) << kv;
+  }
+}
+
 // The whole history stays: truncating to a point long out of every window
 // and going on matches a sequence that only ever held those tokens.
 TEST(KvWindow, TruncateAnywhereMatchesTheReference) {

@@ -57,7 +57,7 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
 
 std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* q, int64_t p,
                                               int64_t ring_lo, const std::vector<int64_t>& rows,
-                                              const float* sinks) const {
+                                              const float* sinks, float softcap) const {
   const int kd = f.geom.k_dim, vd = f.geom.v_dim, n_kv = f.geom.n_kv_heads;
   const int G = f.geom.n_heads / n_kv;
   const int64_t wlo = W_ > 0 ? p - W_ + 1 : 0;
@@ -87,6 +87,7 @@ std::vector<float> ReferenceAttention::attend(const LayerForms& f, const float* 
         double dot = 0;
         for (int i = 0; i < kd; ++i) dot += double(qh[i]) * keys[t][i];
         s[t] = dot / std::sqrt(double(kd));
+        if (softcap > 0) s[t] = softcap * std::tanh(s[t] / softcap);
         mx = std::max(mx, s[t]);
       }
       double l = sinks ? std::exp(sink - mx) : 0.0;

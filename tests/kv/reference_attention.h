@@ -37,9 +37,11 @@ class ReferenceAttention {
   // that was truncated and re-appended) and the residual ring of p's chunk
   // began at ring_lo: positions in [p - R + 1, ring_lo) are seen in their
   // codec form (kv_cache.h, truncate()). sinks: n_heads learned sink
-  // logits, each one more term exp(sink) in its head's denominator.
+  // logits, each one more term exp(sink) in its head's denominator;
+  // softcap > 0: each score s becomes softcap tanh(s / softcap).
   std::vector<float> attend(const LayerForms& f, const float* q, int64_t p, int64_t ring_lo,
-                            const std::vector<int64_t>& rows, const float* sinks = nullptr) const;
+                            const std::vector<int64_t>& rows, const float* sinks = nullptr,
+                            float softcap = 0.0f) const;
 
  private:
   kv::KvShape shape_;

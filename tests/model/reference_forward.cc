@@ -191,9 +191,10 @@ struct ReferenceForward::Impl {
   double rope_base = 10000, eps = 1e-5;
   bool neox = false;
   // gemma3 / gpt-oss (llama.cpp's gemma3.cpp, openai-moe.cpp, ggml's rope_yarn).
-  bool gemma = false, oss = false, gemma4 = false;
+  bool gemma = false, oss = false, gemma4 = false, gemma2 = false;
   int64_t window = 0;
   double rope_base_swa = 10000, freq_scale = 1, embed_scale = 1, softcap = 0, q_scale = 0;
+  double attn_softcap = 0;  // gemma2: scores = c tanh(scores / c)
   bool yarn = false;
   double yarn_orig_ctx = 0, mscale = 1;
   Act act = Act::SwiGlu;
@@ -232,11 +233,12 @@ struct ReferenceForward::Impl {
   }
 
   void rope(double* v, int64_t n_heads, int64_t pos, const Layer& L) const {
-    // gemma3's window layers: their own base, unscaled; gpt-oss's: the same.
+    // gemma3/4's window layers: their own base, unscaled; gemma2's and
+    // gpt-oss's: the same.
     const bool swa = L.swa;
     const int64_t head_dim = L.head_dim, n_rot = L.n_rot;
     const double base = swa ? rope_base_swa : rope_base;
-    const double scale = swa && gemma ? 1.0 : freq_scale;
+    const double scale = swa && gemma && !gemma2 ? 1.0 : freq_scale;
     for (int64_t h = 0; h < n_heads; ++h) {
       double* x = v + h * head_dim;
       for (int64_t i = 0; i < n_rot / 2; ++i) {
@@ -385,6 +387,7 @@ struct ReferenceForward::Impl {
         for (int64_t i = 0; i < head_dim; ++i)
           s += q[size_t(hd * head_dim + i)] * kv.keys[t][size_t(kvh * head_dim + i)];
         s *= score_scale;
+        if (attn_softcap > 0) s = attn_softcap * std::tanh(s / attn_softcap);
         scores.push_back(s);
         max_score = std::max(max_score, s);
       }
@@ -486,12 +489,12 @@ struct ReferenceForward::Impl {
 
 // Window layers (attention.sliding_window_pattern: a period with every n-th
 // layer global, or one flag per layer; by default 6 for gemma3, 2 for
-// gpt-oss) and RoPE scaling (linear, or YaRN with its magnitude 1 + 0.1 ln
-// factor), gemma3's scales and GeGLU.
+// gemma2 and gpt-oss) and RoPE scaling (linear, or YaRN with its magnitude
+// 1 + 0.1 ln factor), gemma's scales, soft-caps and GeGLU.
 void ReferenceForward::Impl::read_window_and_rope() {
-  window = meta_int("attention.sliding_window", 0);
+  window = meta_int("attention.sliding_window", gemma2 ? 4096 : 0);
   swa_flags.assign(size_t(n_layers), false);
-  int64_t period = gemma ? 6 : oss ? 2 : 0;
+  int64_t period = gemma2 || oss ? 2 : gemma ? 6 : 0;
   const std::string pattern = arch + ".attention.sliding_window_pattern";
   const gguf::Value* p = file.find(pattern);
   if (p && p->is_array()) {
@@ -504,7 +507,7 @@ void ReferenceForward::Impl::read_window_and_rope() {
       swa_flags[size_t(l)] = period > 0 && l % period < period - 1;
   }
   rope_base_swa =
-      file.get_float(arch + ".rope.freq_base_swa").value_or(gemma ? 10000.0 : rope_base);
+      file.get_float(arch + ".rope.freq_base_swa").value_or(gemma && !gemma2 ? 10000.0 : rope_base);
   const double factor = file.get_float(arch + ".rope.scaling.factor").value_or(0.0);
   if (factor > 0 && factor != 1) freq_scale = 1.0 / factor;
   yarn = file.get_string(arch + ".rope.scaling.type").value_or("") == "yarn";
@@ -515,11 +518,12 @@ void ReferenceForward::Impl::read_window_and_rope() {
   }
   if (gemma) {
     embed_scale = std::sqrt(double(embd));
-    q_scale =
-        n_layers == 62 ? 1.0 / std::sqrt(double(embd / heads)) : 1.0 / std::sqrt(double(head_dim));
+    const bool by_width = n_layers == (gemma2 ? 46 : 62);  // the 27B sizes
+    q_scale = by_width ? 1.0 / std::sqrt(double(embd / heads)) : 1.0 / std::sqrt(double(head_dim));
     if (gemma4) q_scale = 1.0;  // gemma4.cpp: f_attention_scale = 1
     act = Act::GeGlu;
-    softcap = file.get_float(arch + ".final_logit_softcapping").value_or(0.0);
+    softcap = file.get_float(arch + ".final_logit_softcapping").value_or(gemma2 ? 30.0 : 0.0);
+    if (gemma2) attn_softcap = file.get_float(arch + ".attn_logit_softcapping").value_or(50.0);
   }
 }
 
@@ -654,7 +658,8 @@ ReferenceForward::ReferenceForward(const std::string& path) : impl_(std::make_un
   m.file = gguf::GgufFile::open(path);
   m.arch = m.file.require_string("general.architecture");
   m.gemma4 = m.arch == "gemma4";
-  m.gemma = m.arch == "gemma3" || m.gemma4;
+  m.gemma2 = m.arch == "gemma2";
+  m.gemma = m.arch == "gemma3" || m.gemma4 || m.gemma2;
   m.oss = m.arch == "gpt-oss";
   m.hybrid = m.arch == "qwen35" || m.arch == "qwen35moe";
   m.neox = m.arch == "qwen2" || m.arch == "qwen3" || m.arch == "qwen3moe" || m.gemma || m.oss ||

@@ -1,4 +1,5 @@
-// Models with sliding-window layers: gemma3 (five window layers of six,
+// Models with sliding-window layers: gemma2 (every other layer a window,
+// attention scores soft-capped), gemma3 (five window layers of six,
 // their own RoPE base, post norms, GeGLU, scaled embeddings), gemma4 (the
 // window layers' own head dims, V from K, experts beside the dense FFN,
 // KV-shared layers, per-layer inputs) and gpt-oss (every other layer a
@@ -34,6 +35,16 @@ model::SynthSpec gemma4_spec(const char* preset) {
   return s;
 }
 
+// tiny-gemma2 with its scores capped at 2 (the model's 50 would leave a
+// random model's small scores as they are): a forward that skipped the cap
+// would be far from the reference's.
+model::SynthSpec gemma2_spec() {
+  model::SynthSpec s = model::synth_preset("tiny-gemma2");
+  s.sliding_window = 8;
+  s.attn_logit_softcap = 2.0f;
+  return s;
+}
+
 model::SynthSpec oss_spec() {
   model::SynthSpec s = small_spec("gpt-oss-20b");
   s.sliding_window = 8;
@@ -47,6 +58,18 @@ TEST(WindowModels, Gemma3MatchesTheReference) {
   for (const auto& l : m->config().layers)
     windows += l.attention.kind == model::AttentionKind::Window;
   EXPECT_EQ(windows, 5);
+  EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
+}
+
+TEST(WindowModels, Gemma2MatchesTheReference) {
+  const std::string path = write_model(gemma2_spec(), "f32");
+  auto m = model::Model::load(path);
+  const auto& layers = m->config().layers;
+  EXPECT_EQ(layers[0].attention.kind, model::AttentionKind::Window);
+  EXPECT_EQ(layers[1].attention.kind, model::AttentionKind::Full);
+  EXPECT_FLOAT_EQ(layers[1].attention.softcap, 2.0f);
+  EXPECT_FALSE(layers[1].attention.qk_norm);
+  EXPECT_FLOAT_EQ(m->config().final_softcap, 30.0f);
   EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
 }
 
@@ -97,6 +120,7 @@ TEST(WindowModels, Gemma4SharedKvAndPerLayerInputsMatchTheReference) {
 // (synth_test.cc says more), hence the looser bound.
 TEST(WindowModels, QuantizedMatchTheReference) {
   EXPECT_LE(max_logit_error(write_model(gemma3_spec(), "q8_0"), 30, 7, 2), 0.1);
+  EXPECT_LE(max_logit_error(write_model(gemma2_spec(), "q8_0"), 30, 7, 2), 0.1);
   EXPECT_LE(max_logit_error(write_model(oss_spec(), "q8_0"), 30, 7, 2), 0.1);
 }
 
@@ -127,7 +151,8 @@ std::vector<float> last_logits(const model::Model& m, kv::KvCache& seq,
 // point far older than any window and continued gives the bits of a fresh
 // sequence fed the same tokens.
 TEST(WindowModels, TruncateFarOutsideTheWindowContinuesExactly) {
-  for (const model::SynthSpec& spec : {gemma3_spec(), oss_spec(), gemma4_spec("tiny-gemma4-e")}) {
+  for (const model::SynthSpec& spec :
+       {gemma2_spec(), gemma3_spec(), oss_spec(), gemma4_spec("tiny-gemma4-e")}) {
     auto m = model::Model::load(write_model(spec, "f16"));
     ThreadPool pool(2);
     const auto a = random_tokens(60, m->config().n_vocab, 5);
