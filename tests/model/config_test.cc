@@ -233,7 +233,7 @@ TEST(ModelConfig, PerLayerHeadCountsAndFfnWidthsFromArrays) {
       << error_of(r);
 }
 
-// Kinds the forward does not run yet are refused at load, naming the layer,
+// Kinds the forward does not run yet, and bad values, are refused at load, naming the layer,
 // the kind and the metadata that asked for it.
 TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
   struct Case {
@@ -249,8 +249,8 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
        "attention.shared_kv_layers 5 leaves 1 layers with their own K/V (at least 2 needed)"},
       {"llama.full_attention_interval", gguf::Value::make_u32(4),
        "layer 0: recurrent (Gated DeltaNet) state (full_attention_interval)"},
-      {"llama.attn_logit_softcapping", gguf::Value::make_f32(50.0f),
-       "layer 0: an attention logit soft-cap (attn_logit_softcapping)"},
+      {"llama.attn_logit_softcapping", gguf::Value::make_f32(-1.0f),
+       "attn_logit_softcapping -1 is invalid"},
   };
   for (const auto& c : cases) {
     auto w = llama_writer();
@@ -259,6 +259,16 @@ TEST(ModelConfig, UnsupportedLayerKindsAreNamed) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.key << ": " << e;
     EXPECT_EQ(e.rfind("unit.gguf: ", 0), 0u) << e;
   }
+}
+
+// An attention soft-cap (gemma2's) applies to every attention layer; gemma2
+// caps at 50 without the key (window_models_test), others only with it.
+TEST(ModelConfig, AttentionSoftCapFromTheKey) {
+  auto w = llama_writer();
+  EXPECT_EQ(parse(w).layers[0].attention.softcap, 0.0f);
+  w.set_f32("llama.attn_logit_softcapping", 20.0f);
+  const ModelConfig c = parse(w);
+  for (const auto& l : c.layers) EXPECT_EQ(l.attention.softcap, 20.0f);
 }
 
 // KV-shared layers read the last earlier layer of their own kind (llama.cpp's

@@ -71,6 +71,13 @@ TEST(WindowModels, Gemma2MatchesTheReference) {
   EXPECT_FALSE(layers[1].attention.qk_norm);
   EXPECT_FLOAT_EQ(m->config().final_softcap, 30.0f);
   EXPECT_LE(max_logit_error(path, 40, 7, 2), 1e-3);
+  // Without the keys, llama.cpp's gemma2 defaults: scores at 50, logits at 30.
+  model::SynthSpec bare = gemma2_spec();
+  bare.attn_logit_softcap = bare.final_logit_softcap = 0.0f;
+  bare.preset = "tiny-gemma2-bare";
+  auto defaults = model::Model::load(write_model(bare, "f32"));
+  EXPECT_FLOAT_EQ(defaults->config().layers[0].attention.softcap, 50.0f);
+  EXPECT_FLOAT_EQ(defaults->config().final_softcap, 30.0f);
 }
 
 TEST(WindowModels, GptOssMatchesTheReference) {
