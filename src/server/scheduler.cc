@@ -332,8 +332,9 @@ void Scheduler::Impl::publish() {
 }
 
 int Scheduler::Impl::running() const {
+  // A closing sequence's job is done: its place is free.
   return int(std::count_if(active.begin(), active.end(),
-                           [](const auto& a) { return a->sequence != nullptr; }));
+                           [](const auto& a) { return a->sequence != nullptr && !a->closing; }));
 }
 
 void Scheduler::Impl::note_free_slots() {

@@ -69,6 +69,11 @@ struct Active {
   uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double first_token_seconds = 0;
   Event out;  // the kText event being filled this step
+  // The reply's end-of-turn token, once sampled (-1: none yet).
+  int32_t end_token = -1;
+  // The job is done and its client told; the sequence stays one more step
+  // to take in end_token before it goes to the prefix cache (finish()).
+  bool closing = false;
 };
 
 struct Scheduler::Impl {
@@ -191,6 +196,7 @@ struct Scheduler::Impl {
   // Keeps a finished job's sequence, prompt and reply, in the prefix cache
   // where reuse need not be exact (SchedulerOptions::exact_reuse).
   void keep_finished(Active& a);
+  bool keeps_finished(const Active& a) const;
   // A prompt prefilled whole just ended (`logits` after its last token):
   // its sequence and logits go to the prefix cache (prefix_cache.h).
   void keep_whole_prompt(Active& a, std::span<const float> logits);

@@ -55,6 +55,10 @@ bool disk_tier_failed(const model::ItemStatus& s) {
 }  // namespace
 
 void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, bool budget) {
+  if (a.closing) {  // the job ended already; only its end-of-turn token is lost
+    a.sequence.reset();
+    return;
+  }
   Pending& p = a.pending;
   runtime::Reply& reply = a.sequence->reply();
   if (reason == JobFinish::kStop || reason == JobFinish::kLength) a.out.text += reply.flush();
@@ -86,9 +90,19 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   ++figures.jobs_finished;
   // Its checkpoints are in the prefix cache; the finished sequence itself is
   // not reusable exactly (prefix_cache.h): it frees its pages, or is kept
-  // when reuse need not be exact.
-  if (reason == JobFinish::kStop || reason == JobFinish::kLength) keep_finished(a);
-  a.sequence.reset();
+  // when reuse need not be exact. A reply that ended on its end-of-turn
+  // token takes it in first (one more step, the client told now), so that
+  // the kept sequence holds the whole conversation the next turn renders.
+  const bool keep =
+      (reason == JobFinish::kStop || reason == JobFinish::kLength) && keeps_finished(a);
+  if (keep && a.end_token >= 0) {
+    const int32_t last[1] = {a.end_token};
+    a.sequence->queue(last);
+    a.closing = true;
+  } else {
+    if (keep) keep_finished(a);
+    a.sequence.reset();
+  }
   // The figures, and the free places submit() counts, include this job's
   // end before its consumer hears it: a client that sends its next request
   // at once finds the place free.
@@ -97,14 +111,16 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   if (options.on_finish) options.on_finish();
 }
 
-void Scheduler::Impl::keep_finished(Active& a) {
+bool Scheduler::Impl::keeps_finished(const Active& a) const {
   // A reply is kept where a checkpoint of it can serve the prompts sharing
   // part of it (truncatable; a recurrent state is at its end only), once
   // per job (its first choice).
-  if (!prefixes || prefixes->rule().exact || !prefixes->rule().truncatable || a.choice != 0 ||
-      !a.pending.job.cache_prompt)
-    return;
-  if (a.sequence->tokens().size() <= a.pending.job.prompt.size()) return;
+  return prefixes && !prefixes->rule().exact && prefixes->rule().truncatable && a.choice == 0 &&
+         a.pending.job.cache_prompt;
+}
+
+void Scheduler::Impl::keep_finished(Active& a) {
+  if (!keeps_finished(a) || a.sequence->tokens().size() <= a.pending.job.prompt.size()) return;
   prefixes->insert(std::move(a.sequence));
   cache_changed = true;
 }
@@ -287,6 +303,7 @@ void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
     // a full context are a length (OpenAI's finish reasons).
     const bool stopped = *step.stop == runtime::StopReason::kEndOfText ||
                          *step.stop == runtime::StopReason::kStopString;
+    if (*step.stop == runtime::StopReason::kEndOfText) a.end_token = step.token;
     finish(a, stopped ? JobFinish::kStop : JobFinish::kLength);
     return;
   }
@@ -333,6 +350,12 @@ bool Scheduler::Impl::step() {
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;
+    if (a.closing) {  // the end-of-turn token is in: the whole conversation is kept
+      keep_finished(a);
+      a.sequence.reset();
+      publish();
+      continue;
+    }
     if (a.generated() == 0 && !a.forked) {
       keep_whole_prompt(a, ctx.logits(b));
       take_checkpoint(a);  // the prompt's end, when a checkpoint goes there

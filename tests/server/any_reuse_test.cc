@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/synth.h"
@@ -109,6 +111,35 @@ TEST_F(AnyReuse, NextTurnReusesThePromptAndTheReply) {
   EXPECT_EQ(any.done.cached_tokens, int64_t(p.size()) + 11);
   const Outcome exact = next_turn(*m_, p, more, true, 12);
   EXPECT_EQ(exact.done.cached_tokens, 128);  // P's last grid boundary
+}
+
+// A reply that ends on its end-of-turn token takes it in before it is kept
+// (one more step after the client was told): the next turn, which renders
+// the token too, reuses the prompt, the reply and the token, and answers
+// close to a cold prefill.
+TEST_F(AnyReuse, AReplyEndingOnItsEndOfTurnTokenIsKeptWithIt) {
+  const std::vector<int32_t> p = prompt(129), more = prompt(40, 300);
+  const int32_t eos = m_->tokenizer->eos();
+  ASSERT_GE(eos, 0);
+  Scheduler s(*m_->model, *m_->tokenizer, any_options(false));
+  Job first_job = greedy_job(p, 12);
+  first_job.sampling.logit_bias = {{eos, 100.0f}};  // the reply is its end token
+  const Outcome first = run_one(s, first_job);
+  ASSERT_EQ(first.done.finish, JobFinish::kStop) << first.done.error;
+  EXPECT_EQ(first.done.completion_tokens, 0);
+  std::vector<int32_t> q = p;
+  q.push_back(eos);
+  q.insert(q.end(), more.begin(), more.end());
+  // The job's place is free at once; the kept sequence arrives a step later.
+  for (int waited = 0; s.stats().cached_prefixes == 0 && waited < 2000; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Outcome warm = run_one(s, probe(*m_, q));
+  EXPECT_EQ(warm.done.cached_tokens, int64_t(p.size()) + 1);
+
+  SchedulerOptions cold_options = any_options(true);
+  cold_options.prefix_cache = false;
+  Scheduler cold_server(*m_->model, *m_->tokenizer, cold_options);
+  EXPECT_LE(max_logprob_gap(warm, run_one(cold_server, probe(*m_, q))), 0.05f);
 }
 
 // A turn that parts from the previous prompt inside it: the kept sequence
