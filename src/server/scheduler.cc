@@ -448,6 +448,10 @@ void Scheduler::Impl::admit() {
   // its place and later ones may pass it (queue[0, at) are the ones passed
   // in this round), until it has been passed max_overtakes times: then it
   // holds the rest back until it fits.
+  // A finished reply taking in its last token (Active::closing) goes to the
+  // prefix cache after this step: the next turn, often queued by now,
+  // waits that one step to find it.
+  if (std::any_of(active.begin(), active.end(), [](const auto& a) { return a->closing; })) return;
   size_t at = 0;
   while (int(active.size()) < options.parallel) {
     Pending p;

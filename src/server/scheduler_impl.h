@@ -69,7 +69,8 @@ struct Active {
   uint64_t reserved_bytes = 0;  // the admission's estimate of its pages
   double first_token_seconds = 0;
   Event out;  // the kText event being filled this step
-  // The reply's end-of-turn token, once sampled (-1: none yet).
+  // The reply's last token, sampled and not fed, once the reply ended on it
+  // (its end-of-turn token, or the one that reached the limit); -1: none.
   int32_t end_token = -1;
   // The job is done and its client told; the sequence stays one more step
   // to take in end_token before it goes to the prefix cache (finish()).

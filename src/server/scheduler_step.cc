@@ -55,8 +55,10 @@ bool disk_tier_failed(const model::ItemStatus& s) {
 }  // namespace
 
 void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, bool budget) {
-  if (a.closing) {  // the job ended already; only its end-of-turn token is lost
-    a.sequence.reset();
+  // The job ended already: its client going away changes nothing; an
+  // error loses only the kept sequence.
+  if (a.closing) {
+    if (reason != JobFinish::kCancelled) a.sequence.reset();
     return;
   }
   Pending& p = a.pending;
@@ -90,9 +92,10 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   ++figures.jobs_finished;
   // Its checkpoints are in the prefix cache; the finished sequence itself is
   // not reusable exactly (prefix_cache.h): it frees its pages, or is kept
-  // when reuse need not be exact. A reply that ended on its end-of-turn
-  // token takes it in first (one more step, the client told now), so that
-  // the kept sequence holds the whole conversation the next turn renders.
+  // when reuse need not be exact. A reply's last token (its end-of-turn
+  // token, or the one at the limit) goes in first (one more step, the
+  // client told now), so that the kept sequence holds the whole
+  // conversation the next turn renders.
   const bool keep =
       (reason == JobFinish::kStop || reason == JobFinish::kLength) && keeps_finished(a);
   if (keep && a.end_token >= 0) {
@@ -303,7 +306,10 @@ void Scheduler::Impl::sample_reply(Active& a, std::span<const float> logits) {
     // a full context are a length (OpenAI's finish reasons).
     const bool stopped = *step.stop == runtime::StopReason::kEndOfText ||
                          *step.stop == runtime::StopReason::kStopString;
-    if (*step.stop == runtime::StopReason::kEndOfText) a.end_token = step.token;
+    // The reply's last token, sampled and not fed: its end-of-turn token, or
+    // the token that reached the limit (the next turn renders both; a stop
+    // string's text is cut from the reply, so its token is not kept).
+    if (*step.stop != runtime::StopReason::kStopString) a.end_token = step.token;
     finish(a, stopped ? JobFinish::kStop : JobFinish::kLength);
     return;
   }

@@ -103,12 +103,12 @@ Outcome next_turn(const test::LoadedModel& m, const std::vector<int32_t>& p,
 
 class AnyReuse : public test::StoriesFixture<::testing::Test> {};
 
-// Dense: the finished sequence is kept, so the next turn reuses the prompt
-// and the reply but its last token (sampled, never fed).
+// Dense: the finished sequence is kept, its last token (sampled at the
+// limit) taken in, so the next turn reuses the prompt and the whole reply.
 TEST_F(AnyReuse, NextTurnReusesThePromptAndTheReply) {
   const std::vector<int32_t> p = prompt(129), more = prompt(40, 300);
   const Outcome any = next_turn(*m_, p, more, false, 12);
-  EXPECT_EQ(any.done.cached_tokens, int64_t(p.size()) + 11);
+  EXPECT_EQ(any.done.cached_tokens, int64_t(p.size()) + 12);
   const Outcome exact = next_turn(*m_, p, more, true, 12);
   EXPECT_EQ(exact.done.cached_tokens, 128);  // P's last grid boundary
 }
