@@ -98,7 +98,7 @@ void Scheduler::Impl::finish(Active& a, JobFinish reason, std::string error, boo
   // conversation the next turn renders.
   const bool keep =
       (reason == JobFinish::kStop || reason == JobFinish::kLength) && keeps_finished(a);
-  if (keep && a.end_token >= 0) {
+  if (keep && a.end_token >= 0 && a.sequence->room() > 0) {
     const int32_t last[1] = {a.end_token};
     a.sequence->queue(last);
     a.closing = true;

@@ -142,6 +142,22 @@ TEST_F(AnyReuse, AReplyEndingOnItsEndOfTurnTokenIsKeptWithIt) {
   EXPECT_LE(max_logprob_gap(warm, run_one(cold_server, probe(*m_, q))), 0.05f);
 }
 
+// A reply that fills the context has no room for its last token: the
+// sequence is kept without it, and the next turn reuses what it holds.
+TEST_F(AnyReuse, AReplyThatFillsTheContextIsKeptAsItIs) {
+  const std::vector<int32_t> p = prompt(500);
+  Scheduler s(*m_->model, *m_->tokenizer, any_options(false));  // context 512
+  const Outcome first = run_one(s, greedy_job(p, 100));
+  ASSERT_EQ(first.done.finish, JobFinish::kLength) << first.done.error;
+  ASSERT_EQ(first.generated.size(), 13u);  // the 13th sampled with no room to take it
+  std::vector<int32_t> q = p;
+  for (const GeneratedToken& t : first.generated) q.push_back(t.token);
+  q.resize(q.size() - 2);  // room for the probe's reply
+  const Outcome next = run_one(s, probe(*m_, q));
+  EXPECT_EQ(next.done.finish, JobFinish::kLength) << next.done.error;
+  EXPECT_EQ(next.done.cached_tokens, int64_t(q.size()) - 1);
+}
+
 // A turn that parts from the previous prompt inside it: the kept sequence
 // is cut there (the prompt's end need not be a grid boundary).
 TEST_F(AnyReuse, PromptPartingInsideTheLastOneReusesUpToThere) {
