@@ -220,6 +220,9 @@ class Compiler {
   std::string visit_ref(const Json& ref, const std::string& path, int depth) {
     if (!ref.is_string()) error("'$ref' must be a string", path);
     const std::string r = ref.get<std::string>();
+    if (leading_refs_.contains(r))
+      error("'$ref' '" + r + "' comes back to itself before any text (a loop that matches nothing)",
+            path);
     if (const auto it = refs_.find(r); it != refs_.end()) return it->second;
     const Json* target = nullptr;
     std::string hint = "root";
@@ -241,7 +244,9 @@ class Compiler {
     const std::string rule = reserve("ref-" + hint);
     refs_.emplace(r, rule);  // before the target: it may refer to itself
     const size_t at = rules_.size();
+    leading_refs_.insert(r);
     const std::string body = visit(*target, hint, r, depth + 1);
+    leading_refs_.erase(r);
     rules_.insert(rules_.begin() + std::ptrdiff_t(at), {rule, body});
     return rule;
   }
@@ -275,6 +280,7 @@ class Compiler {
 
   std::string visit_array(const Json& s, const std::string& name, const std::string& path,
                           int depth) {
+    const AfterText after_bracket(*this);
     const std::string open = R"("[" )" + use("space"), close = R"("]" )" + use("space");
     const std::string comma = R"("," )" + use("space");
     if (s.contains("prefixItems")) {
@@ -305,6 +311,7 @@ class Compiler {
 
   std::string visit_object(const Json& s, const std::string& name, const std::string& path,
                            int depth) {
+    const AfterText after_brace(*this);
     const bool listed = s.contains("properties");
     const Json extra = s.contains("additionalProperties") ? s["additionalProperties"] : Json(false);
     if (!listed && extra == true) return use("object");
@@ -371,6 +378,17 @@ class Compiler {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> defined_;
   std::map<std::string, std::string> refs_;
+  // The refs being expanded with no text matched since each began: one of
+  // them again would make its rule left-recursive (`a ::= a | ...`).
+  std::set<std::string> leading_refs_;
+  // An object's or array's content comes after its bracket: refs met
+  // there are past text, whatever is open around them.
+  struct AfterText {
+    explicit AfterText(Compiler& c) : c(c), saved(std::exchange(c.leading_refs_, {})) {}
+    ~AfterText() { c.leading_refs_ = std::move(saved); }
+    Compiler& c;
+    std::set<std::string> saved;
+  };
 };
 
 }  // namespace

@@ -180,6 +180,13 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
       {R"({"$ref":"http://example.com/s.json"})",
        "'$ref' 'http://example.com/s.json' is not supported"},
       {R"({"$ref":"#/$defs/missing"})", "is not supported"},
+      // Loops of refs that match no text first: their rules would be
+      // left-recursive.
+      {R"({"$ref":"#"})", "'$ref' '#' comes back to itself before any text"},
+      {R"({"anyOf":[{"$ref":"#"},{"type":"string"}]})", "'$ref' '#' comes back to itself"},
+      {R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"}]},"b":{"oneOf":[{"type":"null"},)"
+       R"({"$ref":"#/$defs/a","nullable":true}]}},"$ref":"#/$defs/a"})",
+       "'$ref' '#/$defs/a' comes back to itself"},
       {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'required' names 'b'"},
       {R"({"type":"array","maxItems":100000})", "'maxItems' over 1000"},
       {R"({"type":"string","minLength":3,"maxLength":2})", "'maxLength' below 'minLength'"},
