@@ -73,15 +73,13 @@ SynthSpec gemma4(SynthSpec s, int window, int period, int kv_swa) {
 // Gemma 2, Gemma 3 and Gemma 4 (their configs' text_config).
 void add_gemma_presets(std::vector<SynthSpec>& p) {
   // Gemma 2: window layers of 4096 tokens alternating with global ones.
-  p.push_back(with_gemma2_attention(make_spec("gemma-2-2b", "gemma2", 2304, 26, 8, 4, 256, 9216,
-                                              256000, 8192, 10000.0f, 1e-6f, true),
-                                    4096));
-  p.push_back(with_gemma2_attention(make_spec("gemma-2-9b", "gemma2", 3584, 42, 16, 8, 256, 14336,
-                                              256000, 8192, 10000.0f, 1e-6f, true),
-                                    4096));
-  p.push_back(with_gemma2_attention(make_spec("gemma-2-27b", "gemma2", 4608, 46, 32, 16, 128, 36864,
-                                              256000, 8192, 10000.0f, 1e-6f, true),
-                                    4096));
+  for (const SynthSpec& s : {make_spec("gemma-2-2b", "gemma2", 2304, 26, 8, 4, 256, 9216, 256000,
+                                       8192, 1e4f, 1e-6f, true),
+                             make_spec("gemma-2-9b", "gemma2", 3584, 42, 16, 8, 256, 14336, 256000,
+                                       8192, 1e4f, 1e-6f, true),
+                             make_spec("gemma-2-27b", "gemma2", 4608, 46, 32, 16, 128, 36864,
+                                       256000, 8192, 1e4f, 1e-6f, true)})
+    p.push_back(with_gemma2_attention(s, 4096));
   // Test-sized: 4 layers of 256 (window 16, global), scores capped.
   p.push_back(with_gemma2_attention(
       make_spec("tiny-gemma2", "gemma2", 256, 4, 4, 2, 64, 768, 512, 4096, 10000.0f, 1e-6f, true),
