@@ -1,9 +1,8 @@
 // The few reductions over a vector of floats that the sampler, the model's
 // tests, perplexity/KL and the benchmarks all need — the largest value, the
 // argmax, exp-weights and their sum, softmax, log-sum-exp and the logit
-// soft-cap — implemented
-// once, as Highway kernels (runtime dispatch: a 128K vocabulary is scanned
-// several times per sampled token). The attention's online softmax over key
+// soft-cap — implemented once, as Highway kernels (runtime dispatch: a 128K
+// vocabulary is scanned several times per sampled token). The attention's online softmax over key
 // tiles (kv/softmax_kernels.h) is a different algorithm and stays with it.
 #pragma once
 

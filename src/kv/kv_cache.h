@@ -39,9 +39,6 @@
 
 namespace tkv::kv {
 
-// The attention geometry of one layer's K/V: its queries' heads, its KV
-// heads and their head dims (K's is also the queries'), and the model's
-// sliding window where the layer has one.
 // What a model's attention adds to plain softmax(q.k / sqrt(k_dim)) v.
 struct AttendOptions {
   // nullptr, or the layer's n_heads learned sink logits (gpt-oss): head h's
@@ -59,6 +56,9 @@ struct AttendOptions {
   bool more_readers = false;
 };
 
+// The attention geometry of one layer's K/V: its queries' heads, its KV
+// heads and their head dims (K's is also the queries'), and the model's
+// sliding window where the layer has one.
 struct KvLayerShape {
   int n_heads = 0;     // query heads
   int n_kv_heads = 0;  // GQA: n_heads % n_kv_heads == 0

@@ -583,10 +583,11 @@ class Planner {
   }
 
   // A Gemma 2 / 3 / 4 layer: norms after the attention and after the FFN;
-  // gemma3 and gemma4 QK norms; gemma4 adds global layers whose V is K, experts beside the dense
-  // FFN, per-layer inputs and an output scale. The KV-shared layers keep
-  // their K/V weights: the checkpoints hold them and the converter writes
-  // them (llama.cpp loads them and does not use them).
+  // gemma3 and gemma4 add QK norms, gemma4 global layers whose V is K,
+  // experts beside the dense FFN, per-layer inputs and an output scale.
+  // The KV-shared layers keep their K/V weights: the checkpoints hold them
+  // and the converter writes them (llama.cpp loads them and does not use
+  // them).
   void gemma_layer(int l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const int64_t E = s_.n_embd, D = head_dim_of(s_, l);

@@ -356,10 +356,9 @@ bool Scheduler::Impl::step() {
     // A part of a chunk, or a chunk before the prompt's last: nothing to
     // sample yet.
     if (!a.sequence->accept(batch.items[b], s)) continue;
-    if (a.closing) {  // the end-of-turn token is in: the whole conversation is kept
+    if (a.closing) {  // the reply's last token is in: the whole conversation is kept
       keep_finished(a);
       a.sequence.reset();
-      publish();
       continue;
     }
     if (a.generated() == 0 && !a.forked) {
