@@ -62,16 +62,29 @@ HWY_INLINE void PrefetchRow(const uint8_t* p) {
   hwy::Prefetch(p);
 }
 
-// Scales and mins of the eight 32-value groups of a Q4_K block as bytes
-// (ggml's get_scale_min_k4 for all groups at once): sc[0..7], m[0..7].
+// Scales and mins of the eight 32-value groups of a Q4_K block (ggml's
+// get_scale_min_k4 for all groups at once) from its 12 scale bytes u0 u1 u2
+// (4 each), as two words of bytes: sc = sc[0..7], m = m[0..7]. The low
+// halves are u0 & 63 and u1 & 63; the high halves u2's nibbles (low for sc,
+// high for m) under the top two bits of u0 (sc) and u1 (m). 64-bit words, so
+// that a vector takes each in one move.
+HWY_INLINE void K4ScaleWords(const uint8_t* scales, uint64_t& sc, uint64_t& m) {
+  uint64_t u01;
+  uint32_t u2;
+  std::memcpy(&u01, scales, 8);
+  std::memcpy(&u2, scales + 8, 4);
+  const uint64_t low = u01 & 0x3f3f3f3f3f3f3f3f;
+  const uint64_t high = (u2 & 0x0f0f0f0f) | (uint64_t((u2 >> 4) & 0x0f0f0f0f) << 32) |
+                        ((u01 >> 2) & 0x3030303030303030);
+  sc = (low & 0xffffffff) | (high << 32);
+  m = (low >> 32) | (high & 0xffffffff00000000);
+}
+// The same as bytes: sc[0..7], m[0..7].
 HWY_INLINE void K4ScaleBytes(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t u[3];
-  std::memcpy(u, scales, 12);
-  const uint32_t s[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
-                         ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  std::memcpy(sc, s, 8);
-  std::memcpy(m, s + 2, 8);
+  uint64_t s, n;
+  K4ScaleWords(scales, s, n);
+  std::memcpy(sc, &s, 8);
+  std::memcpy(m, &n, 8);
 }
 
 // The 16 signed 6-bit group scales (s_g - 32) of a Q3_K block.
@@ -360,11 +373,10 @@ template <class Block, class Unpacked>
 HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
   u.d = HalfAt(blk);
   u.dm = HalfAt(blk + 2);
-  alignas(16) uint8_t scm[16];
-  K4ScaleBytes(blk + offsetof(Block, scales), scm, scm + 8);
-  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scm)));
-  u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
-  return sm16;
+  uint64_t sc, m;
+  K4ScaleWords(blk + offsetof(Block, scales), sc, m);
+  u.mins = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(m))));
+  return _mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(m), int64_t(sc)));
 }
 
 // UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
@@ -607,7 +619,28 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
       else
         UnpackBlock<T, kOffsetForm>(blk, u);
       alignas(32) float scale[kTileDx], scale_m[kTileDx];
-      if constexpr (NT == 1) {
+      // One token's d_w d_x and dm_w d_x as vectors straight from one
+      // conversion of the block's f16 d and dm (the same products as the
+      // scalar ones, in fewer vector operations, which bound the kernel
+      // when the weights are in cache): the 512-bit K4 blocks and the
+      // 32-value types whose block starts with its f16 d (and m).
+      constexpr bool kHalfScale = !Tr::kSuper && T != DType::MXFP4;
+      constexpr bool kVectorScales = NT == 1 && ((kWideBlocks<T> && kMins) || kHalfScale);
+      [[maybe_unused]] __m256 scale_v;
+      [[maybe_unused]] __m128 scale_m_v;
+      if constexpr (kVectorScales) {
+        __m128 dd, dx;
+        if constexpr (Tr::kSuper) {
+          dd = u.dd;
+          dx = _mm_set1_ps(static_cast<const ActBlock256*>(x[0])[b].d);
+        } else {
+          dd = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk)));
+          dx = _mm_set1_ps(static_cast<const ActBlock32*>(x[0])[b].d);
+        }
+        const __m128 sdx = _mm_mul_ps(dd, dx);
+        scale_v = _mm256_broadcastss_ps(sdx);
+        scale_m_v = _mm_permute_ps(sdx, 0x55);
+      } else if constexpr (NT == 1) {
         float d;
         if constexpr (Tr::kSuper)
           d = static_cast<const ActBlock256*>(x[0])[b].d;
@@ -632,10 +665,14 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
           __m256i au;
           const __m256i xq = ChunkOperand<T>(u, 0, Load256(a.q), &au);
           // Unsigned quants (q4_1, q5_1) are vpdpbusd's u8 operand as they are.
-          a_v = AccLanes(a_v, scale[t], DotU8S8Lanes<kVnni>(au, xq));
+          const __m256i lanes = DotU8S8Lanes<kVnni>(au, xq);
+          if constexpr (kVectorScales)
+            a_v = _mm256_fmadd_ps(scale_v, _mm256_cvtepi32_ps(lanes), a_v);
+          else
+            a_v = AccLanes(a_v, scale[t], lanes);
           if constexpr (kOffset && NT == 1)  // the offset m times the block sum
-            a_m = _mm256_castps128_ps256(_mm_fmadd_ss(
-                _mm_set_ss(scale_m[t]), _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
+            a_m = _mm256_castps128_ps256(
+                _mm_fmadd_ss(scale_m_v, _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
         } else {
           const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
           __m256i lanes;
@@ -651,14 +688,21 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
             }
             lanes = _mm256_add_epi32(l[0], l[1]);
           }
-          a_v = AccLanes(a_v, scale[t], lanes);
+          if constexpr (kVectorScales)
+            a_v = _mm256_fmadd_ps(scale_v, _mm256_cvtepi32_ps(lanes), a_v);
+          else
+            a_v = AccLanes(a_v, scale[t], lanes);
           if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
             // Lane i: m_2i S_2i + m_2i+1 S_2i+1 (S_g: group g's activation sum).
             const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
-            const __m128 m =
-                _mm_fmadd_ps(_mm_set1_ps(scale_m[t]),
-                             _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_castsi256_si128(u.mins), s32)),
-                             _mm256_castps256_ps128(a_m));
+            __m128 sm;
+            if constexpr (kVectorScales)
+              sm = scale_m_v;
+            else
+              sm = _mm_set1_ps(scale_m[t]);
+            const __m128 m = _mm_fmadd_ps(
+                sm, _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_castsi256_si128(u.mins), s32)),
+                _mm256_castps256_ps128(a_m));
             a_m = _mm256_castps128_ps256(m);
           } else if constexpr (T == DType::Q2_K) {
             a_m = AccLanes(a_m, scale_m[t], _mm256_madd_epi16(u.mins, Load256(a.bsums)));

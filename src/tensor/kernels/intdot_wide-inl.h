@@ -14,9 +14,12 @@
 // bit those of the 256-bit kernel, for every R, NT and thread split.
 //
 // Why: on a core with full-width 512-bit units this halves the instructions
-// per block, which is what bounds q6_K's product (its unpacking is the
-// heaviest); q4_K's is bound by the weight stream instead, so there the
-// gain is in the prefetch distance (intdot-inl.h), not here.
+// per block. Where the weights come from the caches (a mixture's chosen
+// experts, small models) the kernel is bound by the two vector ports that
+// 512-bit operations leave, so every vector operation per block counts:
+// the 32 bytes of a pair's nibbles come in by a broadcast load (a load
+// port, not a shuffle) and one masked shift, and with VBMI each pair's
+// int16 scales come from the 8 scale bytes by one zero-masking vpermb.
 
 // Whether T's blocks take WideLanes on this target.
 template <DType T>
@@ -29,12 +32,9 @@ struct WideBlock {
   __m512i s[4];   // int16 scales, one per 16 values (vpmaddwd's operand)
   float d;
   float dm;
+  __m128 dd;     // q4_K, q5_K: d and dm in lanes 0 and 1 (one conversion)
   __m256i mins;  // q4_K, q5_K: the 8 int16 mins in the low half
 };
-
-HWY_INLINE __m512i Join256(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 
 // vpermw indices of pair p's scales: int16 lane i takes scale K * p + i /
 // (32 / K) of a vector of 4 * K int16 scales: K = 2 for q4_K / q5_K (one
@@ -51,6 +51,22 @@ HWY_INLINE __m512i PairScales(__m512i scales16, int p) {
   return _mm512_permutexvar_epi16(_mm512_loadu_si512(kPairScaleIdx<K>[p].data()), scales16);
 }
 
+#if HWY_TARGET <= HWY_AVX3_DL
+// With VBMI, pair p's q4_K / q5_K scales straight from the 8 scale bytes:
+// vpermb puts scale 2p + i / 16 in the low byte of int16 lane i and the
+// zero mask clears the high bytes, so no widening is needed first.
+alignas(64) inline constexpr auto kPairScaleByteIdx = [] {
+  std::array<std::array<uint8_t, 64>, 4> idx{};
+  for (int p = 0; p < 4; ++p)
+    for (int i = 0; i < 32; ++i) idx[p][2 * i] = uint8_t(2 * p + i / 16);
+  return idx;
+}();
+HWY_INLINE __m512i PairScaleBytes(__m512i scales8, int p) {
+  return _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
+                                       _mm512_loadu_si512(kPairScaleByteIdx[p].data()), scales8);
+}
+#endif
+
 // q6_K's high-bit shifts per 16-bit lane: the first pair of a 128-value
 // half takes bits 0-1 / 2-3 of qh in its low / high 256 bits, the second
 // bits 4-5 / 6-7.
@@ -65,18 +81,39 @@ HWY_INLINE void UnpackWide(const uint8_t* blk, WideBlock& u) {
   const __m512i m4 = _mm512_set1_epi8(15);
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-    const __m512i sc = _mm512_castsi256_si512(K4Header<Block>(blk, u));
+    u.d = HalfAt(blk);
+    u.dm = HalfAt(blk + 2);
+    u.dd = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk)));
+    uint64_t scales, mins;
+    K4ScaleWords(blk + offsetof(Block, scales), scales, mins);
+    u.mins = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mins))));
+#if HWY_TARGET <= HWY_AVX3_DL
+    const __m512i sc = _mm512_castsi128_si512(_mm_cvtsi64_si128(int64_t(scales)));
+#else
+    const __m512i sc =
+        _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(scales))));
+#endif
     const uint8_t* qs = blk + offsetof(Block, qs);
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
+    // q5_K's fifth bits, qh in both halves, the high half's a bit further
+    // down: chunk 2j's bit 2j and chunk 2j + 1's bit 2j + 1 are then both
+    // at bit 0 after one shift by 2j.
+    __m512i hbits = _mm512_setzero_si512();
+    if constexpr (T == DType::Q5_K) {
+      hbits = _mm512_broadcast_i64x4(Load256(blk + offsetof(BlockQ5_K, qh)));
+      hbits = _mm512_mask_srli_epi16(hbits, 0xFFFF0000u, hbits, 1);
+    }
     for (int j = 0; j < 4; ++j) {
+#if HWY_TARGET <= HWY_AVX3_DL
+      u.s[j] = PairScaleBytes(sc, j);
+#else
       u.s[j] = PairScales<2>(sc, j);
-      const __m256i bits = Load256(qs + 32 * j);
-      __m512i q = _mm512_and_si512(Join256(bits, _mm256_srli_epi16(bits, 4)), m4);
+#endif
+      // The 32 bytes in both halves (a broadcast load: no shuffle), the high
+      // half's shifted down a nibble: one masked shift where a join cost two.
+      const __m512i bits = _mm512_broadcast_i64x4(Load256(qs + 32 * j));
+      __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(bits, 0xFFFF0000u, bits, 4), m4);
       if constexpr (T == DType::Q5_K) {
-        // Fifth bits: chunk 2j's from bit 2j of qh, chunk 2j + 1's from 2j + 1.
-        const __m512i h =
-            Join256(_mm256_srli_epi16(hbits, 2 * j), _mm256_srli_epi16(hbits, 2 * j + 1));
+        const __m512i h = _mm512_srli_epi16(hbits, unsigned(2 * j));
         q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi8(1)), 4));
       }
       u.w[j] = q;
@@ -92,8 +129,7 @@ HWY_INLINE void UnpackWide(const uint8_t* blk, WideBlock& u) {
     const __m512i shift1 = _mm512_loadu_si512(kQ6HighShift[1].data());
     for (int h = 0; h < 2; ++h) {
       const __m512i l = _mm512_loadu_si512(w->ql + 64 * h);  // chunk 4h's and 4h + 1's low bits
-      const __m256i hb256 = Load256(w->qh + 32 * h);
-      const __m512i hb = Join256(hb256, hb256);
+      const __m512i hb = _mm512_broadcast_i64x4(Load256(w->qh + 32 * h));
       const __m512i q[2] = {
           _mm512_or_si512(
               _mm512_and_si512(l, m4),
