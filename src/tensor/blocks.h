@@ -11,6 +11,7 @@
 // docs/WEIGHTS.md for the tables and the kernels' strategy).
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -178,6 +179,14 @@ inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
 constexpr float e8m0_half_to_f32(uint8_t e) {
   return std::bit_cast<float>(e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23);
 }
+// The same by exponent byte, for the kernels: a block's scale is then one
+// load (a broadcast load where a vector wants it) rather than integer work
+// and a move into a vector register.
+alignas(64) inline constexpr auto kE8M0HalfScales = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[size_t(e)] = e8m0_half_to_f32(uint8_t(e));
+  return t;
+}();
 
 // MXFP4 (gpt-oss's expert weights): y[i] = e8m0_half_to_f32(e) *
 // kMXFP4Values[q[i]], nibbles as Q4_0. 17 bytes, alignment 1.

@@ -205,7 +205,7 @@ struct Decoder<DType::MXFP4> {
   using Block = BlockMXFP4;
   template <class F>
   static HWY_INLINE void Decode(const uint8_t* p, const F& f) {
-    DecodeNibbleLevels(kMXFP4Values, e8m0_half_to_f32(p[0]), p + offsetof(Block, qs), f);
+    DecodeNibbleLevels(kMXFP4Values, kE8M0HalfScales[p[0]], p + offsetof(Block, qs), f);
   }
 };
 

@@ -268,3 +268,11 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, con
     }
   }
 }
+
+// No offset form here (intdot_offset-inl.h is x86's): kernels_int.cc names
+// it only in branches that `if constexpr` discards.
+template <DType T>
+inline constexpr int kDotOffset = 0;
+template <DType T, int R>
+void DotRowsOffset(const uint8_t* const* rows, size_t b0, size_t b1, const kernels::ActBlock32* x,
+                   IntAcc* st);

@@ -26,7 +26,10 @@ HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, i
   for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
   IntAcc st[R] = {};
-  DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
+  if constexpr (kVnni && kDotOffset<T> != 0)
+    DotRowsOffset<T, R>(rows, 0, nb, static_cast<const kernels::ActBlock32*>(xs[0]), st);
+  else
+    DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
   for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
 }
 

@@ -1,0 +1,91 @@
+// One token's product for the 32-value types with signed weights (q8_0,
+// q4_0, iq4_nl, mxfp4) on x86 with a dot-product instruction: the offset
+// form. Included by intdot-inl.h inside its x86 section, once per target
+// (no include guard of its own).
+//
+// vpdpbusd multiplies u8 by s8, so the sign trick (intdot-inl.h) spends two
+// vector operations per block on |w| and sign(x, w). Here the weights go in
+// as unsigned codes w + o (o: kDotOffset; q8_0's is w xor 0x80, q4_0's the
+// nibble itself, the table types a table of level + o), and each block's
+// int32 lanes start from -o times the activation's lane sums, which one
+// vpdpbusd per block gives for all R rows:
+//   lane j = sum (w_k + o) x_k - o sum x_k = sum w_k x_k   (k in 4j .. 4j+3),
+// the same integers as the sign trick's (|(w + o) x| <= 255 * 127, four of
+// them well within int32), then the same float step, so the same bits. A
+// row's block is then one unpacking, one vpdpbusd, one convert and one FMA.
+// Token tiles keep the sign trick: there the unpacking is shared by 8
+// tokens and the lanes are the same either way.
+
+// The offset o that makes T's weights unsigned bytes; 0: no offset form.
+template <DType T>
+inline constexpr int kDotOffset = T == DType::Q8_0     ? 128
+                                  : T == DType::Q4_0   ? 8
+                                  : T == DType::IQ4_NL ? 127
+                                  : T == DType::MXFP4  ? 12
+                                                       : 0;
+
+// A 16-entry level table plus o, as the bytes vpshufb looks up.
+template <const int8_t* kLevels, int kOffset>
+alignas(16) inline constexpr auto kOffsetLevels = [] {
+  std::array<int8_t, 16> t{};
+  for (int i = 0; i < 16; ++i) t[size_t(i)] = int8_t(uint8_t(kLevels[i] + kOffset));
+  return t;
+}();
+
+// The 32 weights of a block as u8 codes w + o.
+template <DType T>
+HWY_INLINE __m256i OffsetCodes(const uint8_t* blk) {
+  if constexpr (T == DType::Q8_0)
+    return _mm256_xor_si256(Load256(blk + offsetof(BlockQ8_0, qs)), _mm256_set1_epi8(char(0x80)));
+  else if constexpr (T == DType::Q4_0)
+    return Nibbles32(blk + offsetof(BlockQ4_0, qs));
+  else if constexpr (T == DType::IQ4_NL)
+    return Levels32(kOffsetLevels<kIQ4NLValues, 127>.data(), blk + offsetof(BlockIQ4_NL, qs));
+  else
+    return Levels32(kOffsetLevels<kMXFP4Values, 12>.data(), blk + offsetof(BlockMXFP4, qs));
+}
+
+// d_w of a block in every lane.
+template <DType T>
+HWY_INLINE __m256 BlockScale8(const uint8_t* blk) {
+  if constexpr (T == DType::MXFP4)
+    return _mm256_broadcast_ss(&kE8M0HalfScales[blk[0]]);
+  else
+    return _mm256_set1_ps(HalfAt(blk));
+}
+
+// lanes + vpdpbusd(u, s) (u8 x s8, four products per int32 lane).
+HWY_INLINE __m256i AddDotU8S8(__m256i lanes, __m256i u, __m256i s) {
+#if HWY_TARGET <= HWY_AVX3
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(lanes) : "v"(u), "v"(s));
+#else
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(lanes) : "x"(u), "x"(s));
+#endif
+  return lanes;
+}
+
+// Adds blocks [b0, b1) of R rows times one token x into st (matvec with
+// VNNI; DotRowsInt's NT = 1 for these types, in the offset form).
+template <DType T, int R>
+HWY_INLINE void DotRowsOffset(const uint8_t* const* rows, size_t b0, size_t b1, const ActBlock32* x,
+                              IntAcc* st) {
+  constexpr size_t kBlockBytes = IntBlockBytes<T>();
+  const __m256i offset = _mm256_set1_epi8(char(kDotOffset<T>));
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = st[r].v;
+  for (size_t b = b0; b < b1; ++b) {
+    const __m256i xq = Load256(x[b].q);
+    const __m256i base =
+        _mm256_sub_epi32(_mm256_setzero_si256(), AddDotU8S8(_mm256_setzero_si256(), offset, xq));
+    const __m256 dx = _mm256_set1_ps(x[b].d);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + b * kBlockBytes;
+      if (b % 2 == 0) PrefetchRow(blk + kIntPrefetchAhead<T>);
+      const __m256i lanes = AddDotU8S8(base, OffsetCodes<T>(blk), xq);
+      const __m256 scale = _mm256_mul_ps(BlockScale8<T>(blk), dx);
+      acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(lanes), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) st[r].v = acc[r];
+}
