@@ -39,8 +39,14 @@ void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, 
 void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, int n_exact,
                     ExpertRows& s, ThreadPool& pool) {
   const int64_t E = w.down[size_t(e)].rows, F = spec.n_ff;
+  // Super-block experts (the K-quants, iq4_xs) take the integer kernels for
+  // every row where this CPU has them: a prefill chunk routes a few dozen
+  // rows to an expert, too few for the f32 GEMM to repay dequantizing its
+  // matrix, which costs most for these types (the token tiles read it as it
+  // is). The 32-value types' GEMM stays ahead even at a few dozen rows.
   const auto both = [&](const WeightMatrix& m, const float* in, float* out) {
-    project(m, in, n_exact, rows, out, pool);
+    const bool tiles = integer_path_active(m.type) && traits(m.type).block_size == 256;
+    project(m, in, tiles ? rows : n_exact, rows, out, pool);
   };
   both(w.gate[size_t(e)], s.in.data(), s.gate.data());
   both(w.up[size_t(e)], s.in.data(), s.up.data());

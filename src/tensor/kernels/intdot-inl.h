@@ -49,6 +49,7 @@
 #include "tensor/kernels/act_blocks.h"
 #include "tensor/kernels/cpu_features.h"
 #include "tensor/kernels/decode-inl.h"
+#include "tensor/kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tkv {
@@ -737,6 +738,39 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
 #else  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 #include "tensor/kernels/intdot_portable-inl.h"
 #endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+// --- matvec: one token at a time (kernels_int.cc; kernels_intgemm.cc for
+// the tokens a tile of 4 or 8 leaves) ------------------------------------
+
+// Rows walked side by side when a product has one token (matvec): several
+// sequential weight streams keep more memory requests in flight per core.
+inline constexpr int kIntRowGroup = 4;
+
+// R rows from r times one token t, whole rows (matvec).
+template <DType T, int R, bool kVnni>
+HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
+  const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
+  IntAcc st[R] = {};
+  if constexpr (kVnni && kDotOffset<T> != 0)
+    DotRowsOffset<T, R>(rows, 0, nb, static_cast<const kernels::ActBlock32*>(xs[0]), st);
+  else
+    DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
+  for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
+}
+
+// Rows [r0, r1) times tokens t0 .. n - 1, one token at a time.
+template <DType T, bool kVnni>
+void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1, int64_t t0 = 0) {
+  const size_t nb = size_t(a.cols) / (IntGemmTraits<T>::kSuper ? 256 : 32);
+  for (int64_t t = t0; t < a.n; ++t) {
+    int64_t r = r0;
+    for (; r + kIntRowGroup <= r1; r += kIntRowGroup)
+      MatvecTile<T, kIntRowGroup, kVnni>(a, nb, r, t);
+    for (; r < r1; ++r) MatvecTile<T, 1, kVnni>(a, nb, r, t);
+  }
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace tkv

@@ -15,35 +15,6 @@ HWY_BEFORE_NAMESPACE();
 namespace tkv {
 namespace HWY_NAMESPACE {
 
-// Rows walked side by side when a product has one token (matvec): several
-// sequential weight streams keep more memory requests in flight per core.
-inline constexpr int kIntRowGroup = 4;
-
-// R rows from r times one token t, whole rows (matvec).
-template <DType T, int R, bool kVnni>
-HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, int64_t t) {
-  const uint8_t* rows[R];
-  for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
-  const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
-  IntAcc st[R] = {};
-  if constexpr (kVnni && kDotOffset<T> != 0)
-    DotRowsOffset<T, R>(rows, 0, nb, static_cast<const kernels::ActBlock32*>(xs[0]), st);
-  else
-    DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
-  for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
-}
-
-template <DType T, bool kVnni>
-void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
-  const size_t nb = size_t(a.cols) / (IntGemmTraits<T>::kSuper ? 256 : 32);
-  for (int64_t t = 0; t < a.n; ++t) {
-    int64_t r = r0;
-    for (; r + kIntRowGroup <= r1; r += kIntRowGroup)
-      MatvecTile<T, kIntRowGroup, kVnni>(a, nb, r, t);
-    for (; r < r1; ++r) MatvecTile<T, 1, kVnni>(a, nb, r, t);
-  }
-}
-
 // One token at a time (matvec; several tokens go to kernels_intgemm.cc).
 template <DType T>
 void IntRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
