@@ -140,11 +140,13 @@ def main():
                          statistics.median(ratios), ratios[0], ratios[-1]))
     shutil.rmtree(tmp, ignore_errors=True)
 
+    env = " ".join("%s=%s" % (k, os.environ[k]) for k in ("TURBOKV_SIMD", "TURBOKV_VNNI")
+                   if os.environ.get(k))
     lines = [
         "# One MoE layer: turbokv beside llama.cpp's ggml",
         "",
-        "- command: `scripts/moe-layer-llama.py --llama-src %s --llama-bin %s -t %d --pairs %d --seconds %g`"
-        % (a.llama_src, a.llama_bin, a.threads, a.pairs, a.seconds),
+        "- command: `%sscripts/moe-layer-llama.py --llama-src %s --llama-bin %s -t %d --pairs %d --seconds %g`"
+        % (env + " " if env else "", a.llama_src, a.llama_bin, a.threads, a.pairs, a.seconds),
         "- machine: `lscpu` model name \"%s\", %d threads each" % (machine(), a.threads),
         "- turbokv %s, llama.cpp %s; %s" % (commit(ROOT), commit(a.llama_src),
                                            datetime.date.today().isoformat()),

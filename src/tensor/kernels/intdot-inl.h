@@ -309,22 +309,25 @@ HWY_INLINE __m256i AddMaddWd(__m256i lanes, __m256i s, __m256i p) {
   }
 }
 
+// lanes + vpdpbusd(u, s) (u8 x s8, four products per int32 lane).
+HWY_INLINE __m256i AddDotU8S8(__m256i lanes, __m256i u, __m256i s) {
+#if HWY_TARGET <= HWY_AVX3
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(lanes) : "v"(u), "v"(s));
+#else
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(lanes) : "x"(u), "x"(s));
+#endif
+  return lanes;
+}
+
 // Sums of u8 x s8 products of 4 consecutive bytes into 8 int32 lanes: one
 // vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd with ones (the callers keep
 // pairs of products within int16, so both give the same lanes).
 template <bool kVnni>
 HWY_INLINE __m256i DotU8S8Lanes(__m256i u, __m256i s) {
-  if constexpr (kVnni) {
-    __m256i acc = _mm256_setzero_si256();
-#if HWY_TARGET <= HWY_AVX3
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-#else
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
-#endif
-    return acc;
-  } else {
+  if constexpr (kVnni)
+    return AddDotU8S8(_mm256_setzero_si256(), u, s);
+  else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-  }
 }
 
 // One weight block in canonical form (see the top of the file).

@@ -54,16 +54,6 @@ HWY_INLINE __m256 BlockScale8(const uint8_t* blk) {
     return _mm256_set1_ps(HalfAt(blk));
 }
 
-// lanes + vpdpbusd(u, s) (u8 x s8, four products per int32 lane).
-HWY_INLINE __m256i AddDotU8S8(__m256i lanes, __m256i u, __m256i s) {
-#if HWY_TARGET <= HWY_AVX3
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(lanes) : "v"(u), "v"(s));
-#else
-  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(lanes) : "x"(u), "x"(s));
-#endif
-  return lanes;
-}
-
 // Adds blocks [b0, b1) of R rows times one token x into st (matvec with
 // VNNI; DotRowsInt's NT = 1 for these types, in the offset form).
 template <DType T, int R>
@@ -75,8 +65,7 @@ HWY_INLINE void DotRowsOffset(const uint8_t* const* rows, size_t b0, size_t b1, 
   for (int r = 0; r < R; ++r) acc[r] = st[r].v;
   for (size_t b = b0; b < b1; ++b) {
     const __m256i xq = Load256(x[b].q);
-    const __m256i base =
-        _mm256_sub_epi32(_mm256_setzero_si256(), AddDotU8S8(_mm256_setzero_si256(), offset, xq));
+    const __m256i base = _mm256_sub_epi32(_mm256_setzero_si256(), DotU8S8Lanes<true>(offset, xq));
     const __m256 dx = _mm256_set1_ps(x[b].d);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
