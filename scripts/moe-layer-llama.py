@@ -45,15 +45,20 @@ def run(argv, env=None):
     return p.stdout
 
 
-def compile_peer(src, bindir, out):
+def peer_compiler(src, bindir):
+    """The compiler and include folder for the ggml layer, or a refusal."""
     cxx = shutil.which("c++") or shutil.which("g++")
     if not cxx:
         fail("no C++ compiler (c++ or g++) on PATH")
     inc = os.path.join(src, "ggml", "include")
     if not os.path.isfile(os.path.join(inc, "ggml.h")):
         fail("%s has no ggml/include/ggml.h: --llama-src is llama.cpp's source root" % src)
-    if not any(f.startswith("libggml-cpu") for f in os.listdir(bindir)):
+    if not os.path.isdir(bindir) or not any(f.startswith("libggml-cpu") for f in os.listdir(bindir)):
         fail("%s has no libggml-cpu: --llama-bin is the folder of llama.cpp's built tools" % bindir)
+    return cxx, inc
+
+
+def compile_peer(cxx, inc, bindir, out):
     run([cxx, "-O2", "-std=c++17", os.path.join(ROOT, "benchmarks", "peers", "moe_layer_ggml.cc"),
          "-I" + inc, "-L" + bindir, "-lggml", "-lggml-base", "-lggml-cpu",
          "-Wl,-rpath," + os.path.abspath(bindir), "-o", out])
@@ -123,10 +128,11 @@ def main():
             fail("a case is SHAPE/TYPE/ROWS, e.g. qwen3-30b-a3b/q4_K/1; got '%s'" % c)
         cases.append(tuple(parts))
 
+    cxx, inc = peer_compiler(a.llama_src, a.llama_bin)
     tmp = tempfile.mkdtemp(prefix="moe-layer-")
     peer = os.path.join(tmp, "moe_layer_ggml")
     print("compiling the ggml layer against %s ..." % a.llama_bin, file=sys.stderr)
-    compile_peer(a.llama_src, a.llama_bin, peer)
+    compile_peer(cxx, inc, a.llama_bin, peer)
     rows_out = []
     for case in cases:
         tk, ll, buf = [], [], "?"
