@@ -2,6 +2,7 @@
 
 #include <sys/utsname.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
@@ -21,6 +22,7 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
+#include "tensor/matmul.h"
 
 namespace tkv::bench {
 
@@ -79,6 +81,20 @@ Json machine_info() {
           {"physical_cores", cpu.physical_cores},
           {"total_memory_bytes", total_memory_bytes()},
           {"kernel", std::string(u.sysname) + " " + u.release},
+          {"simd_target", active_simd_target()},
+          {"kernel_env",
+           [] {
+             // The kernel overrides in the environment (tensor/kernel_config.h),
+             // so that a report says which kernels its figures are of.
+             std::string env;
+             for (const char* name : {"TURBOKV_SIMD", "TURBOKV_VNNI", "TURBOKV_AMX",
+                                      "TURBOKV_BF16_DOT", "TURBOKV_ROW_BLOCKS"})
+               if (const char* v = std::getenv(name); v && *v) {
+                 if (!env.empty()) env += ' ';
+                 env.append(name).append("=").append(v);
+               }
+             return env;
+           }()},
           {"load_average_at_start", [] {
              double l[3] = {0, 0, 0};
              return getloadavg(l, 3) == 3 ? Json::array({l[0], l[1], l[2]}) : Json::array();
@@ -165,6 +181,12 @@ std::string provenance_markdown(const Json& report) {
 std::string report_markdown(const Json& report, const std::vector<std::string>& plot_files) {
   std::string md = "# turbokv bench report\n\n" + provenance_markdown(report);
   md += "- CPU flags: " + report["machine"]["cpu_flags"].get<std::string>() + "\n";
+  const Json& mach = report["machine"];
+  if (mach.contains("simd_target")) {
+    const std::string env = mach.value("kernel_env", std::string());
+    md += "- kernels: " + mach["simd_target"].get<std::string>() + " target" +
+          (env.empty() ? "" : "; " + env) + "\n";
+  }
   md += "- threads: " + std::to_string(report["threads"].get<int>()) + "\n";
   if (report.contains("run")) {
     const Json& run = report["run"];

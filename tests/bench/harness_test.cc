@@ -53,6 +53,9 @@ TEST(BenchHarness, MemoryReportWithPlots) {
   const Json rep = test::read_json_file(out + "/report.json");
   EXPECT_EQ(rep["command_line"][1], "bench");
   EXPECT_FALSE(rep["machine"]["cpu_flags"].get<std::string>().empty());
+  // Which kernels the figures are of: the SIMD target (and any override).
+  EXPECT_FALSE(rep["machine"]["simd_target"].get<std::string>().empty());
+  EXPECT_TRUE(rep["machine"]["kernel_env"].is_string());
   ASSERT_EQ(rep["memory"]["rows"].size(), 4u);
   for (const auto& row : rep["memory"]["rows"]) {
     ASSERT_EQ(row["status"], "ok") << row.dump();
