@@ -25,7 +25,9 @@
 // on AVX3_DL and on AVX3 CPUs that have it, AVX-VNNI (VEX) on AVX2 CPUs
 // that have it (cpu_features.h); the int32 lanes are the same. On AVX3 and
 // AVX3_DL, q4_K, q5_K and q6_K blocks go two chunks per 512-bit vector
-// (intdot_wide-inl.h), again the same int32 lanes. Every other
+// (intdot_wide-inl.h), again the same int32 lanes; with VNNI one token's
+// q8_0, q4_0, iq4_nl and mxfp4 rows skip the sign trick by the offset form
+// (intdot_offset-inl.h), the same int32 lanes once more. Every other
 // target (SSE4, EMU128/SCALAR, NEON, SVE) runs the portable scalar version
 // of the same lane layout, whole rows at a time. The float part uses FMA on
 // x86 and multiply + add elsewhere (the kernel files are compiled with
