@@ -47,14 +47,14 @@ def run(argv, env=None):
 
 def peer_compiler(src, bindir):
     """The compiler and include folder for the ggml layer, or a refusal."""
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if not cxx:
-        fail("no C++ compiler (c++ or g++) on PATH")
     inc = os.path.join(src, "ggml", "include")
     if not os.path.isfile(os.path.join(inc, "ggml.h")):
         fail("%s has no ggml/include/ggml.h: --llama-src is llama.cpp's source root" % src)
     if not os.path.isdir(bindir) or not any(f.startswith("libggml-cpu") for f in os.listdir(bindir)):
         fail("%s has no libggml-cpu: --llama-bin is the folder of llama.cpp's built tools" % bindir)
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        fail("no C++ compiler (c++ or g++) on PATH")
     return cxx, inc
 
 
