@@ -31,3 +31,8 @@ expect_refusal("an unbuilt bench" "is not built"
   --llama-src ${DIR}/src --llama-bin ${DIR}/bin --bench ${DIR}/no-such-bench)
 expect_refusal("a folder that is not llama.cpp's source" "has no ggml/include/ggml.h"
   --llama-src ${DIR}/src --llama-bin ${DIR}/bin --bench ${BENCH})
+
+file(MAKE_DIRECTORY ${DIR}/src/ggml/include)
+file(WRITE ${DIR}/src/ggml/include/ggml.h "")
+expect_refusal("a build folder without llama.cpp's libraries" "has no libggml-cpu"
+  --llama-src ${DIR}/src --llama-bin ${DIR}/bin --bench ${BENCH})
