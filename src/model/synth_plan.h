@@ -1,5 +1,6 @@
-// synth's tensor plan, shared by synth.cc (every architecture) and
-// synth_hybrid.cc (the Qwen3.5 / Qwen3.6 hybrids' layers and metadata).
+// synth's tensor plan, shared by synth.cc (every architecture),
+// synth_presets.cc (the presets' shapes) and synth_hybrid.cc (the Qwen3.5 /
+// Qwen3.6 hybrids' layers, metadata and presets).
 // Internal to src/model.
 #pragma once
 
