@@ -2,7 +2,6 @@
 
 #include <sys/utsname.h>
 
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
@@ -22,6 +21,7 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/sys_info.h"
+#include "tensor/kernel_config.h"
 #include "tensor/matmul.h"
 
 namespace tkv::bench {
@@ -82,19 +82,7 @@ Json machine_info() {
           {"total_memory_bytes", total_memory_bytes()},
           {"kernel", std::string(u.sysname) + " " + u.release},
           {"simd_target", active_simd_target()},
-          {"kernel_env",
-           [] {
-             // The kernel overrides in the environment (tensor/kernel_config.h),
-             // so that a report says which kernels its figures are of.
-             std::string env;
-             for (const char* name : {"TURBOKV_SIMD", "TURBOKV_VNNI", "TURBOKV_AMX",
-                                      "TURBOKV_BF16_DOT", "TURBOKV_ROW_BLOCKS"})
-               if (const char* v = std::getenv(name); v && *v) {
-                 if (!env.empty()) env += ' ';
-                 env.append(name).append("=").append(v);
-               }
-             return env;
-           }()},
+          {"kernel_env", kernel_env_overrides()},
           {"load_average_at_start", [] {
              double l[3] = {0, 0, 0};
              return getloadavg(l, 3) == 3 ? Json::array({l[0], l[1], l[2]}) : Json::array();

@@ -12,6 +12,14 @@ namespace tkv {
 
 namespace {
 
+// The environment variables, each read by from_environment below.
+constexpr const char* kSimdVar = "TURBOKV_SIMD";
+constexpr const char* kVnniVar = "TURBOKV_VNNI";
+constexpr const char* kAmxVar = "TURBOKV_AMX";
+constexpr const char* kBf16DotVar = "TURBOKV_BF16_DOT";
+constexpr const char* kRowBlocksVar = "TURBOKV_ROW_BLOCKS";
+constexpr const char* kVars[] = {kSimdVar, kVnniVar, kAmxVar, kBf16DotVar, kRowBlocksVar};
+
 // The value of `name` when set and not empty, else nullptr.
 const char* env_value(const char* name) {
   const char* value = std::getenv(name);
@@ -51,12 +59,22 @@ bool KernelConfig::use_row_blocks() const {
 
 KernelConfig KernelConfig::from_environment() {
   KernelConfig c;
-  if (const char* simd = env_value("TURBOKV_SIMD")) c.simd = simd;
-  c.int_dot = env_bool("TURBOKV_VNNI", c.int_dot);
-  c.amx = env_bool("TURBOKV_AMX", c.amx);
-  c.bf16_dot = env_choice("TURBOKV_BF16_DOT");
-  c.row_blocks = env_choice("TURBOKV_ROW_BLOCKS");
+  if (const char* simd = env_value(kSimdVar)) c.simd = simd;
+  c.int_dot = env_bool(kVnniVar, c.int_dot);
+  c.amx = env_bool(kAmxVar, c.amx);
+  c.bf16_dot = env_choice(kBf16DotVar);
+  c.row_blocks = env_choice(kRowBlocksVar);
   return c;
+}
+
+std::string kernel_env_overrides() {
+  std::string env;
+  for (const char* name : kVars)
+    if (const char* v = env_value(name)) {
+      if (!env.empty()) env += ' ';
+      env.append(name).append("=").append(v);
+    }
+  return env;
 }
 
 const KernelConfig& kernel_config() {

@@ -76,4 +76,9 @@ void set_kernel_config(const KernelConfig& config);
 // The program decodes batches (see decodes_batches).
 void set_kernel_decodes_batches(bool batches);
 
+// The TURBOKV_* kernel variables set in the environment, as "NAME=value"
+// separated by spaces ("" when none is): for reports, which say which
+// kernels their figures are of.
+std::string kernel_env_overrides();
+
 }  // namespace tkv

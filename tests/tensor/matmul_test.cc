@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "tensor/kernel_config.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/reference.h"
@@ -286,3 +288,21 @@ TEST(Matmul, ZeroTokensAndZeroRowsAreNoOps) {
 
 }  // namespace
 }  // namespace tkv
+
+// Reports name the kernel variables set in the environment, in the order the
+// configuration reads them; empty ones count as unset.
+TEST(KernelConfig, EnvOverridesNameTheSetVariables) {
+  const char* names[] = {"TURBOKV_SIMD", "TURBOKV_VNNI", "TURBOKV_AMX", "TURBOKV_BF16_DOT",
+                         "TURBOKV_ROW_BLOCKS"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
+  for (const char* n : names) ::unsetenv(n);
+  EXPECT_EQ(tkv::kernel_env_overrides(), "");
+  ::setenv("TURBOKV_ROW_BLOCKS", "1", 1);
+  ::setenv("TURBOKV_SIMD", "avx2", 1);
+  ::setenv("TURBOKV_AMX", "", 1);
+  EXPECT_EQ(tkv::kernel_env_overrides(), "TURBOKV_SIMD=avx2 TURBOKV_ROW_BLOCKS=1");
+  for (const char* n : names) ::unsetenv(n);
+  for (const auto& [n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
+}
