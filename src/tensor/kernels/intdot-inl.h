@@ -389,8 +389,9 @@ HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
   u.dm = HalfAt(blk + 2);
   uint64_t sc, m;
   K4ScaleWords(blk + offsetof(Block, scales), sc, m);
-  u.mins = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(m))));
-  return _mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(m), int64_t(sc)));
+  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(m), int64_t(sc)));
+  u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
+  return sm16;
 }
 
 // UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
@@ -672,6 +673,19 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
           accm_tile[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(u.dm), dxv),
                                          _mm256_load_ps(sx + (b - b0) * kTileDx), accm_tile[r]);
       }
+      // Token t's d_w d_x and dm_w d_x in every lane.
+      const auto scale_of = [&](int t) HWY_ATTR {
+        if constexpr (kVectorScales)
+          return scale_v;
+        else
+          return _mm256_set1_ps(scale[t]);
+      };
+      const auto scale_m_of = [&](int t) HWY_ATTR {
+        if constexpr (kVectorScales)
+          return scale_m_v;
+        else
+          return _mm_set1_ps(scale_m[t]);
+      };
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         __m256& a_v = acc[r][t];
@@ -682,13 +696,10 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
           const __m256i xq = ChunkOperand<T>(u, 0, Load256(a.q), &au);
           // Unsigned quants (q4_1, q5_1) are vpdpbusd's u8 operand as they are.
           const __m256i lanes = DotU8S8Lanes<kVnni>(au, xq);
-          if constexpr (kVectorScales)
-            a_v = _mm256_fmadd_ps(scale_v, _mm256_cvtepi32_ps(lanes), a_v);
-          else
-            a_v = AccLanes(a_v, scale[t], lanes);
+          a_v = _mm256_fmadd_ps(scale_of(t), _mm256_cvtepi32_ps(lanes), a_v);
           if constexpr (kOffset && NT == 1)  // the offset m times the block sum
             a_m = _mm256_castps128_ps256(
-                _mm_fmadd_ss(scale_m_v, _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
+                _mm_fmadd_ss(scale_m_of(t), _mm_set_ss(float(a.sum)), _mm256_castps256_ps128(a_m)));
         } else {
           const ActBlock256& a = static_cast<const ActBlock256*>(x[t])[b];
           __m256i lanes;
@@ -704,20 +715,12 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
             }
             lanes = _mm256_add_epi32(l[0], l[1]);
           }
-          if constexpr (kVectorScales)
-            a_v = _mm256_fmadd_ps(scale_v, _mm256_cvtepi32_ps(lanes), a_v);
-          else
-            a_v = AccLanes(a_v, scale[t], lanes);
+          a_v = _mm256_fmadd_ps(scale_of(t), _mm256_cvtepi32_ps(lanes), a_v);
           if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
             // Lane i: m_2i S_2i + m_2i+1 S_2i+1 (S_g: group g's activation sum).
             const __m128i s32 = _mm_load_si128(reinterpret_cast<const __m128i*>(a.psums));
-            __m128 sm;
-            if constexpr (kVectorScales)
-              sm = scale_m_v;
-            else
-              sm = _mm_set1_ps(scale_m[t]);
             const __m128 m = _mm_fmadd_ps(
-                sm, _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_castsi256_si128(u.mins), s32)),
+                scale_m_of(t), _mm_cvtepi32_ps(_mm_madd_epi16(_mm256_castsi256_si128(u.mins), s32)),
                 _mm256_castps256_ps128(a_m));
             a_m = _mm256_castps128_ps256(m);
           } else if constexpr (T == DType::Q2_K) {

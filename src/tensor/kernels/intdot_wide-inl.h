@@ -81,9 +81,9 @@ HWY_INLINE void UnpackWide(const uint8_t* blk, WideBlock& u) {
   const __m512i m4 = _mm512_set1_epi8(15);
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-    u.d = HalfAt(blk);
-    u.dm = HalfAt(blk + 2);
     u.dd = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk)));
+    u.d = _mm_cvtss_f32(u.dd);
+    u.dm = _mm_cvtss_f32(_mm_movehdup_ps(u.dd));
     uint64_t scales, mins;
     K4ScaleWords(blk + offsetof(Block, scales), scales, mins);
     u.mins = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mins))));
