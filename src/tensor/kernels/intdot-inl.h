@@ -197,87 +197,10 @@ HWY_INLINE __m256 AccLanes(__m256 acc, float scale, __m256i lanes) {
 HWY_INLINE __m256i Load256(const void* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
-// 32 4-bit codes of a Q4_0-layout qs: values 0..15 low nibbles, 16..31 high.
-// With AVX-512 (BW, VL) the 16 bytes come into both halves by a broadcast
-// load and one masked shift moves the high half's nibbles down (one vector
-// operation fewer than a shift and an insert).
-HWY_INLINE __m256i Nibbles32(const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-#if HWY_TARGET <= HWY_AVX3
-  const __m256i b = _mm256_broadcastsi128_si256(t);
-  return _mm256_and_si256(_mm256_mask_srli_epi16(b, 0xFF00, b, 4), _mm256_set1_epi8(15));
-#else
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
-#endif
-}
-
-struct UnpackQ4_0 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    return _mm256_sub_epi8(Nibbles32(p + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8));
-  }
-};
-// The int8 levels table[code] of the 32 codes at qs (IQ4_NL, MXFP4): one
-// vpshufb of the 16-entry table.
-HWY_INLINE __m256i Levels32(const int8_t* levels, const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
-  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles32(qs));
-}
-struct UnpackIQ4_NL {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    return Levels32(kIQ4NLValues, p + offsetof(BlockIQ4_NL, qs));
-  }
-};
-struct UnpackMXFP4 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    return Levels32(kMXFP4Values, p + offsetof(BlockMXFP4, qs));
-  }
-};
-// 0xFF in byte i where bit i of the 32 bits at p is set, else 0.
-HWY_INLINE __m256i BitsToBytes(const uint8_t* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(int(bits)), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                      0x0101010101010101, 0x0000000000000000));
-  const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
-}
-// Q5_0: q - 16 = nibble - 16 where the fifth bit is clear (nibble | 0xF0).
-struct UnpackQ5_0 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    const __m256i high =
-        _mm256_andnot_si256(BitsToBytes(p + offsetof(BlockQ5_0, qh)), _mm256_set1_epi8(char(0xF0)));
-    return _mm256_or_si256(Nibbles32(p + offsetof(BlockQ5_0, qs)), high);
-  }
-};
-struct UnpackQ4_1 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    return Nibbles32(p + offsetof(BlockQ4_1, qs));
-  }
-};
-struct UnpackQ5_1 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    const __m256i high =
-        _mm256_and_si256(BitsToBytes(p + offsetof(BlockQ5_1, qh)), _mm256_set1_epi8(16));
-    return _mm256_or_si256(Nibbles32(p + offsetof(BlockQ5_1, qs)), high);
-  }
-};
-struct UnpackQ8_0 {
-  HWY_INLINE __m256i operator()(const uint8_t* p) const {
-    return Load256(p + offsetof(BlockQ8_0, qs));
-  }
-};
-
 HWY_INLINE float Hsum4(__m128 r) {
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
   r = _mm_add_ss(r, _mm_movehdup_ps(r));
   return _mm_cvtss_f32(r);
-}
-
-// int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
-// 32-value chunk).
-HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
-  return _mm256_set_m128i(_mm_set1_epi16(s[i + 1]), _mm_set1_epi16(s[i]));
 }
 
 // The output of one (row, token) from its accumulators, in a fixed order.
@@ -332,244 +255,19 @@ HWY_INLINE __m256i DotU8S8Lanes(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-// One weight block in canonical form (see the top of the file).
-template <int C, bool kSigned>
-struct UnpackedBlock {
-  __m256i w[C];    // integer weights (unsigned types: the u8 operand itself)
-  __m256i aw[C];   // |w| (signed types only)
-  __m256i off[C];  // offset form (q3_K, q6_K for one token): w = q - off, q and off unsigned
-  __m256i s[C];    // int16 scales per 16-value half (super-blocks only)
-  float d;         // f16 scale
-  float dm;        // dmin (q4_K, q5_K, q2_K) or m (q4_1, q5_1)
-  __m256i mins;    // q2_K: 16 int16 mins; q4_K, q5_K: 8 in the low half
-};
-
-template <DType T>
-using UnpackedFor = UnpackedBlock<IntGemmTraits<T>::kChunks, IntGemmTraits<T>::kSigned>;
-
-template <DType T>
-constexpr size_t IntBlockBytes() {
-  switch (T) {
-    case DType::Q8_0:
-      return sizeof(BlockQ8_0);
-    case DType::Q4_0:
-      return sizeof(BlockQ4_0);
-    case DType::IQ4_NL:
-      return sizeof(BlockIQ4_NL);
-    case DType::MXFP4:
-      return sizeof(BlockMXFP4);
-    case DType::Q5_0:
-      return sizeof(BlockQ5_0);
-    case DType::Q4_1:
-      return sizeof(BlockQ4_1);
-    case DType::Q5_1:
-      return sizeof(BlockQ5_1);
-    case DType::Q2_K:
-      return sizeof(BlockQ2_K);
-    case DType::Q3_K:
-      return sizeof(BlockQ3_K);
-    case DType::Q4_K:
-      return sizeof(BlockQ4_K);
-    case DType::Q5_K:
-      return sizeof(BlockQ5_K);
-    case DType::Q6_K:
-      return sizeof(BlockQ6_K);
-    case DType::IQ4_XS:
-      return sizeof(BlockIQ4_XS);
-    default:
-      return 0;
+#include "tensor/kernels/intdot_unpack-inl.h"
+// A super-block's 8 int32 lanes against one token's activations q: each
+// chunk's int16 pairs times its scales, into two int32 chains (VNNI's
+// vpdpwssd has a 5-cycle latency), then their sum.
+template <DType T, bool kOffsetForm, bool kVnni>
+HWY_INLINE __m256i SuperLanes(const UnpackedFor<T>& u, const int8_t* q) {
+  __m256i l[2];
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i p16 = ChunkPairs<T, kOffsetForm>(u, c, Load256(q + 32 * c));
+    l[c % 2] = c < 2 ? _mm256_madd_epi16(u.s[c], p16) : AddMaddWd<kVnni>(l[c % 2], u.s[c], p16);
   }
-}
-
-// A q4_K / q5_K block's d and dmin into u, its 8 mins into u.mins (int16
-// lanes 0..7); returns its 8 scales and 8 mins as int16 lanes 0..7, 8..15.
-template <class Block, class Unpacked>
-HWY_INLINE __m256i K4Header(const uint8_t* blk, Unpacked& u) {
-  u.d = HalfAt(blk);
-  u.dm = HalfAt(blk + 2);
-  uint64_t sc, m;
-  K4ScaleWords(blk + offsetof(Block, scales), sc, m);
-  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_set_epi64x(int64_t(m), int64_t(sc)));
-  u.mins = _mm256_zextsi128_si256(_mm256_extracti128_si256(sm16, 1));
-  return sm16;
-}
-
-// UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
-// half-scale), and dm where the type has a min (q4_1, q5_1).
-template <DType T>
-HWY_INLINE void UnpackSmallBlock(const uint8_t* blk, UnpackedFor<T>& u) {
-  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
-    u.d = HalfAt(blk);
-    u.dm = HalfAt(blk + 2);
-    u.w[0] = T == DType::Q4_1 ? UnpackQ4_1()(blk) : UnpackQ5_1()(blk);
-  } else {
-    u.d = Scale32<T>(blk);
-    if constexpr (T == DType::Q8_0) u.w[0] = UnpackQ8_0()(blk);
-    if constexpr (T == DType::Q4_0) u.w[0] = UnpackQ4_0()(blk);
-    if constexpr (T == DType::IQ4_NL) u.w[0] = UnpackIQ4_NL()(blk);
-    if constexpr (T == DType::MXFP4) u.w[0] = UnpackMXFP4()(blk);
-    if constexpr (T == DType::Q5_0) u.w[0] = UnpackQ5_0()(blk);
-  }
-}
-
-// UnpackBlock of q4_K and q5_K: 8 chunks of 4 (5) bits, 8 scales, 8 mins.
-template <DType T>
-HWY_INLINE void UnpackK4Block(const uint8_t* blk, UnpackedFor<T>& u) {
-  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-  const __m256i sm16 = K4Header<Block>(blk, u);
-  // int16 lane c of the scales broadcast: one vpshufb per chunk.
-  const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm16));
-  for (int c = 0; c < 8; ++c)
-    u.s[c] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * c)));
-  const uint8_t* qs = blk + offsetof(Block, qs);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256i hbits = _mm256_setzero_si256();
-  if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-  for (int j = 0; j < 4; ++j) {
-    const __m256i bits = Load256(qs + 32 * j);
-    __m256i ql = _mm256_and_si256(bits, m4);
-    __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-    if constexpr (T == DType::Q5_K) {
-      const __m256i one = _mm256_set1_epi8(1);
-      ql = _mm256_or_si256(
-          ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
-      qh = _mm256_or_si256(
-          qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
-    }
-    u.w[2 * j] = ql;
-    u.w[2 * j + 1] = qh;
-  }
-}
-
-// UnpackBlock of q6_K: 6-bit quants, 16 int8 scales.
-template <DType T, bool kOffsetForm>
-HWY_INLINE void UnpackQ6KBlock(const uint8_t* blk, UnpackedFor<T>& u) {
-  const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-  u.d = HalfAt(blk + offsetof(BlockQ6_K, d));
-  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-  const __m256i m32 = _mm256_set1_epi8(32);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i l0 = Load256(w->ql + 64 * h), l1 = Load256(w->ql + 64 * h + 32);
-    const __m256i hb = Load256(w->qh + 32 * h);
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
-    for (int k = 0; k < 4; ++k) {
-      const int c = 4 * h + k;
-      if constexpr (kOffsetForm)
-        u.w[c] = q[k], u.off[c] = m32;
-      else
-        u.w[c] = _mm256_sub_epi8(q[k], m32);
-      u.s[c] = GroupScales(w->scales, 2 * c);
-    }
-  }
-}
-
-// UnpackBlock of q2_K and q3_K: 2-bit quants (q3_K: and a high bit), 16
-// scales (q2_K: and 16 mins).
-template <DType T, bool kOffsetForm>
-HWY_INLINE void UnpackK23Block(const uint8_t* blk, UnpackedFor<T>& u) {
-  constexpr bool kThree = T == DType::Q3_K;
-  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
-  const Block* w = reinterpret_cast<const Block*>(blk);
-  u.d = HalfAt(blk + offsetof(Block, d));
-  alignas(16) int8_t sc[16];
-  __m256i hmask = _mm256_setzero_si256();
-  if constexpr (kThree) {
-    Q3KScales(w->scales, sc);
-    hmask = Load256(w->hmask);
-  } else {
-    u.dm = HalfAt(blk + offsetof(BlockQ2_K, dmin));
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
-    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
-    u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
-  }
-  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i bits = Load256(w->qs + 32 * h);
-    for (int j = 0; j < 4; ++j) {
-      const int c = 4 * h + j;
-      __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-      if constexpr (kThree) {
-        const __m256i q4 = _mm256_slli_epi16(
-            _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(hmask, c), one), one), 2);
-        if constexpr (kOffsetForm)
-          u.off[c] = q4;
-        else
-          q = _mm256_sub_epi8(q, q4);
-      }
-      u.w[c] = q;
-      u.s[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-    }
-  }
-}
-
-// UnpackBlock of iq4_xs: 4-bit indices into the non-linear table, 8 scales.
-template <DType T>
-HWY_INLINE void UnpackIQ4XSBlock(const uint8_t* blk, UnpackedFor<T>& u) {
-  const BlockIQ4_XS* w = reinterpret_cast<const BlockIQ4_XS*>(blk);
-  u.d = HalfAt(blk);
-  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
-  const __m256i table = _mm256_set_m128i(t128, t128);
-  for (int g = 0; g < 8; ++g) {
-    const int ls =
-        ((w->scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w->scales_h >> (2 * g)) & 3) << 4);
-    u.s[g] = _mm256_set1_epi16(short(ls - 32));
-    u.w[g] = _mm256_shuffle_epi8(table, Nibbles32(w->qs + 16 * g));
-  }
-}
-
-// The same weight values, chunk order and scales as intdot-inl.h's kernel
-// for T.
-// kOffsetForm (q3_K and q6_K): w[c] holds the unsigned quants q and off[c]
-// what is subtracted (32; q3_K's 4 where the high bit is clear), so that a
-// token costs vpmaddubsw(q, x) - vpmaddubsw(off, x) and the block no sign
-// step: cheaper for one token, the sign form for a tile of tokens.
-template <DType T, bool kOffsetForm = false>
-HWY_INLINE void UnpackBlock(const uint8_t* blk, UnpackedFor<T>& u) {
-  if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL || T == DType::Q5_0 ||
-                T == DType::Q4_1 || T == DType::Q5_1 || T == DType::MXFP4) {
-    UnpackSmallBlock<T>(blk, u);
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    UnpackK4Block<T>(blk, u);
-  } else if constexpr (T == DType::Q6_K) {
-    UnpackQ6KBlock<T, kOffsetForm>(blk, u);
-  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
-    UnpackK23Block<T, kOffsetForm>(blk, u);
-  } else if constexpr (T == DType::IQ4_XS) {
-    UnpackIQ4XSBlock<T>(blk, u);
-  }
-  if constexpr (IntGemmTraits<T>::kSigned && !kOffsetForm)
-    for (int c = 0; c < IntGemmTraits<T>::kChunks; ++c) u.aw[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
-}
-
-// int16 pair sums w x q of chunk c (never saturating: |pair| <= 2 * 127 * 127).
-template <DType T, bool kOffsetForm>
-HWY_INLINE __m256i ChunkPairs(const UnpackedFor<T>& u, int c, __m256i q) {
-  if constexpr (kOffsetForm) {
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(u.w[c], q), _mm256_maddubs_epi16(u.off[c], q));
-  } else if constexpr (IntGemmTraits<T>::kSigned) {
-    return _mm256_maddubs_epi16(u.aw[c], _mm256_sign_epi8(q, u.w[c]));
-  } else {
-    return _mm256_maddubs_epi16(u.w[c], q);
-  }
-}
-
-// u8 x s8 operands of chunk c against the activations q.
-template <DType T>
-HWY_INLINE __m256i ChunkOperand(const UnpackedFor<T>& u, int c, __m256i q, __m256i* a) {
-  if constexpr (IntGemmTraits<T>::kSigned) {
-    *a = u.aw[c];
-    return _mm256_sign_epi8(q, u.w[c]);
-  } else {
-    *a = u.w[c];
-    return q;
-  }
+  return _mm256_add_epi32(l[0], l[1]);
 }
 
 #include "tensor/kernels/intdot_offset-inl.h"
@@ -587,6 +285,7 @@ void UnpackWide(const uint8_t* blk, WideBlock& u);
 template <DType T, bool kOffsetForm, bool kVnni>
 __m256i WideLanes(const WideBlock& u, const int8_t* q);
 #endif
+#include "tensor/kernels/intdot_pairs-inl.h"
 
 // Adds blocks [b0, b1) of R rows times NT <= 8 tokens into st[r * NT + t].
 // Per block and row the weights are unpacked once (UnpackBlock) and used for
@@ -639,10 +338,11 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
       // One token's d_w d_x and dm_w d_x as vectors straight from one
       // conversion of the block's f16 d and dm (the same products as the
       // scalar ones, in fewer vector operations, which bound the kernel
-      // when the weights are in cache): the 512-bit K4 blocks and the
+      // when the weights are in cache): the q4_K / q5_K blocks and the
       // 32-value types whose block starts with its f16 d (and m).
       constexpr bool kHalfScale = !Tr::kSuper && T != DType::MXFP4;
-      constexpr bool kVectorScales = NT == 1 && ((kWideBlocks<T> && kMins) || kHalfScale);
+      constexpr bool kVectorScales =
+          NT == 1 && (T == DType::Q4_K || T == DType::Q5_K || kHalfScale);
       [[maybe_unused]] __m256 scale_v;
       [[maybe_unused]] __m128 scale_m_v;
       if constexpr (kVectorScales) {
@@ -706,14 +406,7 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
           if constexpr (kWideBlocks<T>) {
             lanes = WideLanes<T, kOffsetForm, kVnni>(u, a.q);
           } else {
-            __m256i l[2];
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; ++c) {
-              const __m256i p16 = ChunkPairs<T, kOffsetForm>(u, c, Load256(a.q + 32 * c));
-              l[c % 2] =
-                  c < 2 ? _mm256_madd_epi16(u.s[c], p16) : AddMaddWd<kVnni>(l[c % 2], u.s[c], p16);
-            }
-            lanes = _mm256_add_epi32(l[0], l[1]);
+            lanes = SuperLanes<T, kOffsetForm, kVnni>(u, a.q);
           }
           a_v = _mm256_fmadd_ps(scale_of(t), _mm256_cvtepi32_ps(lanes), a_v);
           if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
@@ -752,7 +445,14 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t b1, con
 
 // Rows walked side by side when a product has one token (matvec): several
 // sequential weight streams keep more memory requests in flight per core.
-inline constexpr int kIntRowGroup = 4;
+// On AVX2, q4_K / q5_K (DotRowsK4Pairs) and mxfp4 walk two: their one-token
+// kernels are bound by the vector ports, and four rows' registers spill
+// (one MoE layer 2-4% faster with two; on AVX-512 four stay faster).
+template <DType T>
+inline constexpr int kIntRowGroup = kK4RowPairs<T> || (T == DType::MXFP4 && HWY_ARCH_X86 &&
+                                                       HWY_TARGET == HWY_AVX2)
+                                        ? 2
+                                        : 4;
 
 // R rows from r times one token t, whole rows (matvec).
 template <DType T, int R, bool kVnni>
@@ -760,9 +460,13 @@ HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, i
   const uint8_t* rows[R];
   for (int i = 0; i < R; ++i) rows[i] = a.w + size_t(r + i) * a.row_bytes;
   const void* xs[1] = {a.xq + size_t(t) * a.xq_stride};
+  if constexpr (kK4RowPairs<T> && R % 2 == 0) {
+    return DotRowsK4Pairs<T, R, kVnni>(rows, nb, static_cast<const kernels::ActBlock256*>(xs[0]),
+                                       a.y + t * a.y_stride + r);
+  }
   IntAcc st[R] = {};
-  if constexpr (kVnni && kDotOffset<T> != 0)
-    DotRowsOffset<T, R>(rows, 0, nb, static_cast<const kernels::ActBlock32*>(xs[0]), st);
+  if constexpr (kOffsetMatvec<T, kVnni>)
+    DotRowsOffset<T, R, kVnni>(rows, 0, nb, static_cast<const kernels::ActBlock32*>(xs[0]), st);
   else
     DotRowsInt<T, R, 1, kVnni>(rows, 0, nb, xs, nullptr, nullptr, st);
   for (int i = 0; i < R; ++i) a.y[t * a.y_stride + r + i] = FinishInt<T>(st[i]);
@@ -774,8 +478,8 @@ void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1, int64_t t0
   const size_t nb = size_t(a.cols) / (IntGemmTraits<T>::kSuper ? 256 : 32);
   for (int64_t t = t0; t < a.n; ++t) {
     int64_t r = r0;
-    for (; r + kIntRowGroup <= r1; r += kIntRowGroup)
-      MatvecTile<T, kIntRowGroup, kVnni>(a, nb, r, t);
+    for (; r + kIntRowGroup<T> <= r1; r += kIntRowGroup<T>)
+      MatvecTile<T, kIntRowGroup<T>, kVnni>(a, nb, r, t);
     for (; r < r1; ++r) MatvecTile<T, 1, kVnni>(a, nb, r, t);
   }
 }

@@ -271,8 +271,12 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, con
 
 // No offset form here (intdot_offset-inl.h is x86's): kernels_int.cc names
 // it only in branches that `if constexpr` discards.
-template <DType T>
-inline constexpr int kDotOffset = 0;
-template <DType T, int R>
+template <DType T, bool kVnni>
+inline constexpr bool kOffsetMatvec = false;
+template <DType T, int R, bool kVnni>
 void DotRowsOffset(const uint8_t* const* rows, size_t b0, size_t b1, const kernels::ActBlock32* x,
                    IntAcc* st);
+template <DType T>
+inline constexpr bool kK4RowPairs = false;
+template <DType T, int R, bool kVnni>
+void DotRowsK4Pairs(const uint8_t* const* rows, size_t nb, const kernels::ActBlock256* x, float* y);
