@@ -1,6 +1,6 @@
 // Integer-dot block kernels: R weight rows against NT tokens' quantized
-// activations (act_blocks.h), for matvec (R = 4, NT = 1) and the token tiles
-// of matmul (R = 1, NT = 8) alike.
+// activations (act_blocks.h), for matvec (R = kIntRowGroup, NT = 1) and the
+// token tiles of matmul (R = 1, NT = 8) alike.
 //
 // Every (row, token) output is computed by the same arithmetic whatever R
 // and NT are, so a token's result never depends on the batch it is in:
@@ -15,7 +15,8 @@
 //   ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 //
 // x86 (AVX2, AVX3, AVX3_DL), 256-bit vectors: each weight block is unpacked
-// once per tile into a canonical form (UnpackBlock): per 32-value chunk c
+// once per tile into a canonical form (UnpackBlock, intdot_unpack-inl.h):
+// per 32-value chunk c
 // the integer weights w_c (and |w_c| for signed types) and the int16 scales
 // s_c of its two 16-value halves. Every token then runs
 //   lanes += vpmaddwd(s_c, vpmaddubsw(|w_c|, sign(x_c, w_c)))
@@ -25,9 +26,11 @@
 // on AVX3_DL and on AVX3 CPUs that have it, AVX-VNNI (VEX) on AVX2 CPUs
 // that have it (cpu_features.h); the int32 lanes are the same. On AVX3 and
 // AVX3_DL, q4_K, q5_K and q6_K blocks go two chunks per 512-bit vector
-// (intdot_wide-inl.h), again the same int32 lanes; with VNNI one token's
-// q8_0, q4_0, iq4_nl and mxfp4 rows skip the sign trick by the offset form
-// (intdot_offset-inl.h), the same int32 lanes once more. Every other
+// (intdot_wide-inl.h), again the same int32 lanes; on AVX2 one token's
+// q4_K and q5_K rows go two at a time (intdot_pairs-inl.h); one token's
+// q8_0, q4_0, iq4_nl and mxfp4 rows (without VNNI q4_0 and mxfp4) skip the
+// sign trick by the offset form (intdot_offset-inl.h), the same int32
+// lanes once more. Every other
 // target (SSE4, EMU128/SCALAR, NEON, SVE) runs the portable scalar version
 // of the same lane layout, whole rows at a time. The float part uses FMA on
 // x86 and multiply + add elsewhere (the kernel files are compiled with
@@ -292,8 +295,9 @@ __m256i WideLanes(const WideBlock& u, const int8_t* q);
 // the NT tokens; per token the chunk products go into two int32 chains
 // (VNNI's vpdpwssd has a 5-cycle latency), then the block's scale products
 // d_w d_x (one vector multiply for NT tokens) feed the float accumulators,
-// which stay in registers over the blocks. matvec is R = 4, NT = 1 (four
-// row streams in flight); the token tiles of matmul R = 1, NT = 8. The
+// which stay in registers over the blocks. matvec is R = kIntRowGroup,
+// NT = 1 (several row streams in flight); the token tiles of matmul R = 1,
+// NT = 8. The
 // offset terms of q4_1 / q5_1, m_w d_x sum(q), are one scalar FMA per block
 // for one token and, in a tile, one 8-lane FMA per block for all NT tokens
 // (lane t: token t, from dx and sx): the same operations per token.
