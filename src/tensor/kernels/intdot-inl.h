@@ -158,6 +158,41 @@ inline constexpr bool kIntHasDotInstructions =
     (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) ||
     (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR);
 
+// Bytes of one block of T, for the types with an integer kernel.
+template <DType T>
+constexpr size_t IntBlockBytes() {
+  switch (T) {
+    case DType::Q8_0:
+      return sizeof(BlockQ8_0);
+    case DType::Q4_0:
+      return sizeof(BlockQ4_0);
+    case DType::IQ4_NL:
+      return sizeof(BlockIQ4_NL);
+    case DType::MXFP4:
+      return sizeof(BlockMXFP4);
+    case DType::Q5_0:
+      return sizeof(BlockQ5_0);
+    case DType::Q4_1:
+      return sizeof(BlockQ4_1);
+    case DType::Q5_1:
+      return sizeof(BlockQ5_1);
+    case DType::Q2_K:
+      return sizeof(BlockQ2_K);
+    case DType::Q3_K:
+      return sizeof(BlockQ3_K);
+    case DType::Q4_K:
+      return sizeof(BlockQ4_K);
+    case DType::Q5_K:
+      return sizeof(BlockQ5_K);
+    case DType::Q6_K:
+      return sizeof(BlockQ6_K);
+    case DType::IQ4_XS:
+      return sizeof(BlockIQ4_XS);
+    default:
+      return 0;
+  }
+}
+
 // The f32 scale of a 32-value block: the f16 d at its start, or MXFP4's
 // E8M0 half-scale (its first byte).
 template <DType T>

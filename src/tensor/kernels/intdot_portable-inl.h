@@ -90,24 +90,6 @@ HWY_INLINE void Unpack32(const uint8_t* p, int8_t* w) {
   }
 }
 
-template <DType T>
-constexpr size_t BlockBytes32() {
-  switch (T) {
-    case DType::Q8_0:
-      return sizeof(BlockQ8_0);
-    case DType::Q4_1:
-      return sizeof(BlockQ4_1);
-    case DType::Q5_0:
-      return sizeof(BlockQ5_0);
-    case DType::Q5_1:
-      return sizeof(BlockQ5_1);
-    case DType::MXFP4:
-      return sizeof(BlockMXFP4);
-    default:
-      return sizeof(BlockQ4_0);  // == BlockIQ4_NL
-  }
-}
-
 template <DType T, bool kDot>
 HWY_INLINE float DotRow32(const uint8_t* row, size_t block_bytes, size_t nb, const ActBlock32* x) {
   AccF acc;
@@ -264,7 +246,7 @@ HWY_INLINE void DotRowsInt(const uint8_t* const* rows, size_t b0, size_t nb, con
     } else if constexpr (T == DType::Q6_K) {
       st[i].y = DotRowQ6_K<kVnni>(row, nb, x256);
     } else {
-      st[i].y = DotRow32<T, kVnni>(row, BlockBytes32<T>(), nb, x32);
+      st[i].y = DotRow32<T, kVnni>(row, IntBlockBytes<T>(), nb, x32);
     }
   }
 }

@@ -100,40 +100,6 @@ struct UnpackedBlock {
 template <DType T>
 using UnpackedFor = UnpackedBlock<IntGemmTraits<T>::kChunks, IntGemmTraits<T>::kSigned>;
 
-template <DType T>
-constexpr size_t IntBlockBytes() {
-  switch (T) {
-    case DType::Q8_0:
-      return sizeof(BlockQ8_0);
-    case DType::Q4_0:
-      return sizeof(BlockQ4_0);
-    case DType::IQ4_NL:
-      return sizeof(BlockIQ4_NL);
-    case DType::MXFP4:
-      return sizeof(BlockMXFP4);
-    case DType::Q5_0:
-      return sizeof(BlockQ5_0);
-    case DType::Q4_1:
-      return sizeof(BlockQ4_1);
-    case DType::Q5_1:
-      return sizeof(BlockQ5_1);
-    case DType::Q2_K:
-      return sizeof(BlockQ2_K);
-    case DType::Q3_K:
-      return sizeof(BlockQ3_K);
-    case DType::Q4_K:
-      return sizeof(BlockQ4_K);
-    case DType::Q5_K:
-      return sizeof(BlockQ5_K);
-    case DType::Q6_K:
-      return sizeof(BlockQ6_K);
-    case DType::IQ4_XS:
-      return sizeof(BlockIQ4_XS);
-    default:
-      return 0;
-  }
-}
-
 // A dword in every lane by vpbroadcastd from memory (a load port only). In
 // assembly: from a plain load of a value the compiler has just stored it
 // would extract the dword in registers instead (two shuffles and a
