@@ -294,6 +294,7 @@ HWY_INLINE __m256i DotU8S8Lanes(__m256i u, __m256i s) {
 }
 
 #include "tensor/kernels/intdot_unpack-inl.h"
+
 // A super-block's 8 int32 lanes against one token's activations q: each
 // chunk's int16 pairs times its scales, into two int32 chains (VNNI's
 // vpdpwssd has a 5-cycle latency), then their sum.

@@ -78,8 +78,9 @@ void GemmRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1) {
   for (; t + kTileTokens <= a.n; t += kTileTokens)
     TokenTile<T, kTileTokens, kVnni>(a, nb, r0, r1, t);
   if (a.n - t >= 4) TokenTile<T, 4, kVnni>(a, nb, r0, r1, t), t += 4;
-  // The last 1-3 tokens as matvec: with nothing to share per block, four
-  // row streams side by side do better than a tile of one token.
+  // The last 1-3 tokens as matvec: with nothing to share per block, its
+  // row streams side by side (kIntRowGroup) do better than a tile of one
+  // token.
   MatvecRows<T, kVnni>(a, r0, r1, t);
 }
 
