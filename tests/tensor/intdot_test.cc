@@ -355,6 +355,44 @@ TEST(IntDot, KQuantPrefillTilesAtTheInt16ExtremesEqualMatvec) {
       }
 }
 
+// q6_K at the extremes (every q 0 or 63, every activation +-127 in runs of
+// 8 of one sign): each pair of 6-bit products sums to 63 * 127 * 2 and the
+// -32 offset terms to their largest, so tiles of 8 and 4 tokens must still
+// give matvec's bits and the reference's value, with and without VNNI.
+TEST(IntDot, Q6KTilesAtTheExtremesEqualMatvec) {
+  ThreadPool one(1), two(2);
+  const int64_t rows = 7, cols = 768, n = 12;
+  for (const uint8_t q : {uint8_t(0x00), uint8_t(0xFF)})
+    for (const float sign : {1.0f, -1.0f}) {
+      auto wb = test::random_block_bytes(DType::Q6_K, rows, cols, 95);
+      for (size_t b = 0; b < wb.size() / sizeof(BlockQ6_K); ++b) {
+        uint8_t* blk = wb.data() + b * sizeof(BlockQ6_K);
+        std::memset(blk + offsetof(BlockQ6_K, ql), q, sizeof(BlockQ6_K::ql));
+        std::memset(blk + offsetof(BlockQ6_K, qh), q, sizeof(BlockQ6_K::qh));
+      }
+      std::vector<float> x(size_t(n * cols));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 8) % 2 ? sign : -sign;
+      std::vector<float> want(size_t(n * rows));
+      matmul_ref(DType::Q6_K, wb.data(), rows, cols, x.data(), n, want.data());
+      const WeightMatrix w = make_weight(DType::Q6_K, wb.data(), rows, cols, "q6");
+      test::for_each_simd_target([&](const std::string& target) {
+        with_and_without_dot_instructions([&](bool vnni) {
+          const std::vector<float> single = token_by_token(w, x, n, one);
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> y(size_t(n * rows), -1.0f);
+            matmul(w, x.data(), n, y.data(), *pool, MatmulKernel::kInteger);
+            for (size_t i = 0; i < y.size(); ++i) {
+              ASSERT_EQ(y[i], single[i]) << target << (vnni ? " with VNNI" : "") << " q " << int(q)
+                                         << " sign " << sign << " at " << i;
+              ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i])))
+                  << target << (vnni ? " with VNNI" : "") << " at " << i;
+            }
+          }
+        });
+      });
+    }
+}
+
 // The kernel kAuto picks: integer up to kIntMatmulMaxTokens wherever the
 // integer path is native, above it only where the token tiles are faster
 // (int_gemm_preferred), the same choice for every larger n; and its results

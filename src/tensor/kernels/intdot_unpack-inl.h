@@ -78,10 +78,41 @@ struct UnpackQ8_0 {
   }
 };
 
-// int16 lanes 0..7 = s[i], 8..15 = s[i + 1] (the two 16-value groups of a
-// 32-value chunk).
-HWY_INLINE __m256i GroupScales(const int8_t* s, int i) {
-  return _mm256_set_m128i(_mm_set1_epi16(s[i + 1]), _mm_set1_epi16(s[i]));
+// Q3KScales in a vector: the 16 signed 6-bit group scales of a q3_K block
+// from its 12 scale bytes (read as 8 + 4, never past them).
+HWY_INLINE __m128i Q3KScaleVector(const uint8_t* scales) {
+  const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  int32_t h32;
+  std::memcpy(&h32, scales + 8, 4);
+  // Groups 0-7: the low nibbles of bytes 0-7; 8-15: their high nibbles.
+  const __m128i low =
+      _mm_and_si128(_mm_unpacklo_epi64(lo8, _mm_srli_epi16(lo8, 4)), _mm_set1_epi8(15));
+  // Group g's top two bits: bits 2 (g / 4) of byte 8 + g % 4.
+  const __m128i high = _mm_and_si128(
+      _mm_srlv_epi32(_mm_set1_epi32(h32), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+}
+
+// A block's 16 int8 group scales as each 32-value chunk c's multiplier:
+// int16 lanes 0..7 = s[2c], 8..15 = s[2c + 1] (its two 16-value groups).
+// One sign extension and two lane copies, then one vpshufb per chunk (one
+// scalar load, move and broadcast per group instead took the vector ports
+// more than the chunk products did).
+alignas(32) inline constexpr int8_t kGroupScaleWords[4][32] = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+     2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
+     6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,
+     10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
+     14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15}};
+HWY_INLINE void GroupScales(__m128i s, __m256i* out) {
+  const __m256i s16 = _mm256_cvtepi8_epi16(s);
+  const __m256i half[2] = {_mm256_permute2x128_si256(s16, s16, 0x00),   // s0..s7 twice
+                           _mm256_permute2x128_si256(s16, s16, 0x11)};  // s8..s15 twice
+  for (int c = 0; c < 8; ++c)
+    out[c] = _mm256_shuffle_epi8(half[c / 4], Load256(kGroupScaleWords[c % 4]));
 }
 
 // One weight block in canonical form (see the top of the file).
@@ -255,9 +286,9 @@ HWY_INLINE void UnpackQ6KBlock(const uint8_t* blk, UnpackedFor<T>& u) {
         u.w[c] = q[k], u.off[c] = m32;
       else
         u.w[c] = _mm256_sub_epi8(q[k], m32);
-      u.s[c] = GroupScales(w->scales, 2 * c);
     }
   }
+  GroupScales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)), u.s);
 }
 
 // UnpackBlock of q2_K and q3_K: 2-bit quants (q3_K: and a high bit), 16
@@ -268,15 +299,15 @@ HWY_INLINE void UnpackK23Block(const uint8_t* blk, UnpackedFor<T>& u) {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
   const Block* w = reinterpret_cast<const Block*>(blk);
   u.d = HalfAt(blk + offsetof(Block, d));
-  alignas(16) int8_t sc[16];
+  __m128i sc;
   __m256i hmask = _mm256_setzero_si256();
   if constexpr (kThree) {
-    Q3KScales(w->scales, sc);
+    sc = Q3KScaleVector(w->scales);
     hmask = Load256(w->hmask);
   } else {
     u.dm = HalfAt(blk + offsetof(BlockQ2_K, dmin));
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
-    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(raw, _mm_set1_epi8(15)));
+    sc = _mm_and_si128(raw, _mm_set1_epi8(15));
     u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
   }
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
@@ -294,9 +325,9 @@ HWY_INLINE void UnpackK23Block(const uint8_t* blk, UnpackedFor<T>& u) {
           q = _mm256_sub_epi8(q, q4);
       }
       u.w[c] = q;
-      u.s[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
     }
   }
+  GroupScales(sc, u.s);
 }
 
 // UnpackBlock of iq4_xs: 4-bit indices into the non-linear table, 8 scales.
