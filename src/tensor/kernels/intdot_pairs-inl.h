@@ -11,9 +11,10 @@
 // scale decode, one conversion of both rows' d and dmin, one mins product.
 //
 // Same bits as DotRowsInt: the chunk lanes are its SuperLanes on the same
-// unpacked weights and scales; the float steps are its FMAs, lane for lane
-// (a row's mins term in one 128-bit half of a vector, as DotRowsInt's in
-// its xmm), with the same d_w d_x and dm_w d_x products.
+// weights and scales (unpacked a chunk at a time, K4PairRowLanes); the
+// float steps are its FMAs, lane for lane (a row's mins term in one 128-bit
+// half of a vector, as DotRowsInt's in its xmm), with the same d_w d_x and
+// dm_w d_x products.
 
 // Whether one token's T rows take DotRowsK4Pairs on this target.
 template <DType T>
@@ -33,6 +34,38 @@ HWY_INLINE void FinishK4Pair(__m256 va, __m256 vb, __m256 m, float* y) {
   const __m256 out = _mm256_sub_ps(v, m);
   y[0] = _mm256_cvtss_f32(out);
   y[1] = _mm_cvtss_f32(_mm256_extractf128_ps(out, 1));
+}
+
+// One row's chunk lanes of a pair's block h: SuperLanes on K4Quants' quants
+// and the pair's broadcast scales (the same products and chains, so the same
+// lanes), each chunk's quants masked out of the block's loads just before
+// its products. The block's loads issue first, together, as in K4Quants (a
+// weight stream from DRAM wants them early); an unpacked block's 8 quant and
+// 8 scale vectors do not fit AVX2's 16 registers beside the pair's state.
+template <DType T, bool kVnni>
+HWY_INLINE __m256i K4PairRowLanes(const uint8_t* blk, const int32_t* pairs, int h,
+                                  const int8_t* q) {
+  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
+  const uint8_t* qs = blk + offsetof(Block, qs);
+  __m256i bits[4];
+  for (int j = 0; j < 4; ++j) bits[j] = Load256(qs + 32 * j);
+  [[maybe_unused]] __m256i hbits;
+  if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256i l[2];
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i b = bits[c / 2];
+    __m256i w = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(b, 4) : b, m4);
+    if constexpr (T == DType::Q5_K)
+      w = _mm256_or_si256(
+          w,
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, c), _mm256_set1_epi8(1)), 4));
+    const __m256i p16 = _mm256_maddubs_epi16(w, Load256(q + 32 * c));
+    const __m256i s = BroadcastFromMemory(pairs[K4PairAt(h, c)]);
+    l[c % 2] = c < 2 ? _mm256_madd_epi16(s, p16) : AddMaddWd<kVnni>(l[c % 2], s, p16);
+  }
+  return _mm256_add_epi32(l[0], l[1]);
 }
 
 // y[r] = row r times one token x, for R (even) whole rows of nb blocks.
@@ -71,10 +104,7 @@ HWY_INLINE void DotRowsK4Pairs(const uint8_t* const* rows, size_t nb, const ActB
       accm[p] = _mm256_fmadd_ps(
           scale_m, _mm256_cvtepi32_ps(_mm256_madd_epi16(ShuffleBy(sm, kK4Mins), psums)), accm[p]);
       for (int h = 0; h < 2; ++h) {
-        UnpackedFor<T> u;
-        for (int c = 0; c < 8; ++c) u.s[c] = BroadcastFromMemory(pairs[K4PairAt(h, c)]);
-        K4Quants<T>(blk[h], u.w);
-        const __m256i lanes = SuperLanes<T, false, kVnni>(u, a.q);
+        const __m256i lanes = K4PairRowLanes<T, kVnni>(blk[h], pairs, h, a.q);
         acc[2 * p + h] = _mm256_fmadd_ps(scale[h], _mm256_cvtepi32_ps(lanes), acc[2 * p + h]);
       }
     }

@@ -78,12 +78,21 @@ async function langchain(server) {
     assert.equal(call.name, 'get_weather');
     checkWeather(call.args, 'langchain bindTools');
   }
-  for (const method of ['jsonSchema', 'functionCalling', 'jsonMode']) {
+  for (const method of ['jsonSchema', 'functionCalling']) {
     const structured = chat.withStructuredOutput(projectSchema, { name: 'project', method });
     const p = await structured.invoke([['human', 'Describe a project as JSON.']], { seed: 4 });
-    if (method === 'jsonMode') assert.equal(typeof p, 'object', method);
-    else checkProject(p, `langchain withStructuredOutput ${method}`);
+    checkProject(p, `langchain withStructuredOutput ${method}`);
   }
+  // json_object mode bounds the output's form, not its length: this test
+  // model's free object may run past maxTokens (its sampled path differs
+  // between SIMD targets), and then the reply must say so. A finished reply
+  // parses as an object.
+  const jsonMode = chat.withStructuredOutput(projectSchema, { name: 'project', method: 'jsonMode', includeRaw: true });
+  const j = await jsonMode.invoke([['human', 'Describe a project as JSON.']], { seed: 4 });
+  const finish = j.raw.response_metadata.finish_reason;
+  assert.ok(String(j.raw.content).startsWith('{'), JSON.stringify(j.raw.content));
+  if (finish === 'stop') assert.ok(j.parsed && typeof j.parsed === 'object', JSON.stringify(j.raw.content));
+  else assert.equal(finish, 'length', JSON.stringify(j.raw));
 }
 
 async function openaiZod(server) {
