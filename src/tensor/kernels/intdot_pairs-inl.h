@@ -45,22 +45,12 @@ HWY_INLINE void FinishK4Pair(__m256 va, __m256 vb, __m256 m, float* y) {
 template <DType T, bool kVnni>
 HWY_INLINE __m256i K4PairRowLanes(const uint8_t* blk, const int32_t* pairs, int h,
                                   const int8_t* q) {
-  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-  const uint8_t* qs = blk + offsetof(Block, qs);
-  __m256i bits[4];
-  for (int j = 0; j < 4; ++j) bits[j] = Load256(qs + 32 * j);
-  [[maybe_unused]] __m256i hbits;
-  if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256i bits[4], hbits;
+  K4Loads<T>(blk, bits, &hbits);
   __m256i l[2];
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
-    const __m256i b = bits[c / 2];
-    __m256i w = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(b, 4) : b, m4);
-    if constexpr (T == DType::Q5_K)
-      w = _mm256_or_si256(
-          w,
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, c), _mm256_set1_epi8(1)), 4));
+    const __m256i w = K4Chunk<T>(bits, hbits, c);
     const __m256i p16 = _mm256_maddubs_epi16(w, Load256(q + 32 * c));
     const __m256i s = BroadcastFromMemory(pairs[K4PairAt(h, c)]);
     l[c % 2] = c < 2 ? _mm256_madd_epi16(s, p16) : AddMaddWd<kVnni>(l[c % 2], s, p16);

@@ -231,28 +231,33 @@ HWY_INLINE void UnpackSmallBlock(const uint8_t* blk, UnpackedFor<T>& u) {
   }
 }
 
+// Chunk c of a q4_K (q5_K) block from its four 32-byte quant loads (and
+// q5_K's 32 high-bit bytes): the low nibbles for even c, the high for odd.
+template <DType T>
+HWY_INLINE __m256i K4Chunk(const __m256i* bits, __m256i hbits, int c) {
+  const __m256i b = bits[c / 2];
+  __m256i w = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(15));
+  if constexpr (T == DType::Q5_K)
+    w = _mm256_or_si256(
+        w,
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, c), _mm256_set1_epi8(1)), 4));
+  return w;
+}
+
+// The block's loads K4Chunk takes.
+template <DType T>
+HWY_INLINE void K4Loads(const uint8_t* blk, __m256i* bits, __m256i* hbits) {
+  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
+  for (int j = 0; j < 4; ++j) bits[j] = Load256(blk + offsetof(Block, qs) + 32 * j);
+  *hbits = T == DType::Q5_K ? Load256(blk + offsetof(BlockQ5_K, qh)) : _mm256_setzero_si256();
+}
+
 // The 8 chunks of 4 (5) bits of a q4_K (q5_K) block into w.
 template <DType T>
 HWY_INLINE void K4Quants(const uint8_t* blk, __m256i* w) {
-  using Block = std::conditional_t<T == DType::Q5_K, BlockQ5_K, BlockQ4_K>;
-  const uint8_t* qs = blk + offsetof(Block, qs);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256i hbits = _mm256_setzero_si256();
-  if constexpr (T == DType::Q5_K) hbits = Load256(blk + offsetof(BlockQ5_K, qh));
-  for (int j = 0; j < 4; ++j) {
-    const __m256i bits = Load256(qs + 32 * j);
-    __m256i ql = _mm256_and_si256(bits, m4);
-    __m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-    if constexpr (T == DType::Q5_K) {
-      const __m256i one = _mm256_set1_epi8(1);
-      ql = _mm256_or_si256(
-          ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
-      qh = _mm256_or_si256(
-          qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
-    }
-    w[2 * j] = ql;
-    w[2 * j + 1] = qh;
-  }
+  __m256i bits[4], hbits;
+  K4Loads<T>(blk, bits, &hbits);
+  for (int c = 0; c < 8; ++c) w[c] = K4Chunk<T>(bits, hbits, c);
 }
 
 // UnpackBlock of q4_K and q5_K: 8 chunks of 4 (5) bits, 8 scales, 8 mins.
