@@ -93,13 +93,6 @@ double max_of(const std::vector<double>& v) {
 
 // --- weights ---------------------------------------------------------------
 
-// A rows x cols matrix of `type` with realistic (quantized Gaussian) content:
-// 64 distinct random rows repeated, since content does not change the speed.
-// It starts 32 bytes past a cache line, where a mapped GGUF file puts its
-// tensors: the format's default alignment is 32 bytes, and a data section
-// at 32 mod 64 (the synthesized models' and many published files') puts
-// every row piece across one more cache line than its size, which a
-// kernel's prefetch must cover.
 // Transparent huge pages over the whole 2 MiB pages of [p, p + n), before
 // the first write, as a loaded model has them (common/mapped_file.h): with
 // 4 KiB pages a matrix of hundreds of MiB streams through TLB misses that
@@ -115,6 +108,13 @@ void advise_huge_pages(uint8_t* p, size_t n) {
 #endif
 }
 
+// A rows x cols matrix of `type` with realistic (quantized Gaussian) content:
+// 64 distinct random rows repeated, since content does not change the speed.
+// It starts 32 bytes past a cache line, where a mapped GGUF file puts its
+// tensors: the format's default alignment is 32 bytes, and a data section
+// at 32 mod 64 (the synthesized models' and many published files') puts
+// every row piece across one more cache line than its size, which a
+// kernel's prefetch must cover. Its memory is advised as huge pages.
 struct WeightBytes {
   static constexpr size_t kOffset = 32;
   hwy::AlignedFreeUniquePtr<uint8_t[]> p;
