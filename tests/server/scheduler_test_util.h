@@ -199,6 +199,24 @@ struct HoldOnce {
   }
 };
 
+// The tests' scheduler: a 512-token context, 8 sequences, 32-token chunks
+// and pages, 2 threads, no prefix cache, every prompt on the chunk grid;
+// `kv` a codec shorthand (f16, k4v2, ...). A warning fails the test.
+inline SchedulerOptions small_options(const std::string& kv) {
+  SchedulerOptions o;
+  o.context = 512;
+  o.parallel = 8;
+  o.prefill_chunk = 32;
+  o.prefill_tokens_per_step = 32;
+  o.whole_prompt_tokens = 0;  // every prompt on the grid unless a test says otherwise
+  o.kv.page_tokens = 32;
+  o.threads = 2;
+  o.prefix_cache = false;
+  EXPECT_TRUE(kv::parse_kv_shorthand(kv, o.kv.k, o.kv.v)) << kv;
+  o.on_warning = [](const std::string& m) { ADD_FAILURE() << "unexpected warning: " << m; };
+  return o;
+}
+
 inline Outcome run_one(Scheduler& s, Job job) {
   return collect(*s.submit(std::move(job)));
 }
