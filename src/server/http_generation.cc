@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -65,28 +66,34 @@ std::vector<int64_t> checkpoint_hints(const GenerationRequest& request, const Se
                                       const std::vector<int32_t>& ids) {
   if (request.endpoint != Endpoint::kChatCompletions || !model.chat_template) return {};
   const nlohmann::ordered_json vars = template_variables(request);
-  const auto render = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
-    return text_ids(*model.tokenizer, model.chat_template->apply(messages, generation, vars));
+  const tok::Tokenizer& tokenizer = *model.tokenizer;
+  // The rendering's text_ids against ids: its BOS, then its text's tokens
+  // (match_encoding: the shared start of a long conversation is walked, not
+  // encoded again).
+  const size_t bos = tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken ? 1 : 0;
+  const std::span<const int32_t> text_part = std::span(ids).subspan(std::min(bos, ids.size()));
+  const auto match = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
+    return tokenizer.match_encoding(text_part,
+                                    model.chat_template->apply(messages, generation, vars), true);
   };
-  // The length of `prefix` where it begins `ids` and is shorter, else 0.
-  const auto begins = [&](const std::vector<int32_t>& prefix) -> int64_t {
-    const bool ok = !prefix.empty() && prefix.size() < ids.size() &&
-                    std::equal(prefix.begin(), prefix.end(), ids.begin());
-    return ok ? int64_t(prefix.size()) : 0;
+  // The length of the rendering's tokens where they begin ids and are
+  // fewer, else 0.
+  const auto begins = [&](const tok::Tokenizer::EncodingMatch& m) -> int64_t {
+    return m.whole && m.common > 0 && m.common < text_part.size() ? int64_t(bos + m.common) : 0;
   };
   std::vector<int64_t> hints;
   const auto add = [&](int64_t at) {
     if (at > 0 && std::find(hints.begin(), hints.end(), at) == hints.end()) hints.push_back(at);
   };
   try {
-    add(begins(render(request.messages, false)));
+    add(begins(match(request.messages, false)));
   } catch (const Error&) {
   }
   if (request.messages.size() < 2) return hints;
   try {
     const std::vector<tok::ChatMessage> earlier(request.messages.begin(),
                                                 request.messages.end() - 1);
-    if (const int64_t at = begins(render(earlier, false)); at > 0) {
+    if (const int64_t at = begins(match(earlier, false)); at > 0) {
       add(at);
       return hints;
     }
@@ -96,9 +103,9 @@ std::vector<int64_t> checkpoint_hints(const GenerationRequest& request, const Se
   std::string& content = other.back().content;
   content = content.rfind('#', 0) == 0 ? "@" : "#";
   try {
-    const std::vector<int32_t> parted = render(other, true);
-    const auto at = std::mismatch(parted.begin(), parted.end(), ids.begin(), ids.end()).second;
-    if (at != ids.end()) add(int64_t(at - ids.begin()));
+    // Where the prompt parts from the same conversation with another last
+    // message.
+    if (const size_t at = match(other, true).common; at < text_part.size()) add(int64_t(bos + at));
   } catch (const Error&) {
   }
   return hints;

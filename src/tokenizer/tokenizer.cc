@@ -380,6 +380,69 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   return out;
 }
 
+namespace {
+
+// The end of the run of ids from `at` whose pieces (render_special) spell
+// exactly `text` (after one space where `space`), when the id there is
+// `next`; else 0.
+size_t spelled_until(std::span<const int32_t> ids, size_t at,
+                     const std::vector<std::string>& pieces, std::string_view text, bool space,
+                     int32_t next) {
+  std::string_view rest = text;
+  bool space_left = space;
+  for (; at < ids.size() && (space_left || !rest.empty()); ++at) {
+    if (ids[at] < 0 || size_t(ids[at]) >= pieces.size()) return 0;
+    std::string_view piece = pieces[size_t(ids[at])];
+    if (space_left) {
+      if (piece.empty() || piece[0] != ' ') return 0;
+      piece.remove_prefix(1);
+      space_left = false;
+    }
+    if (piece.size() > rest.size() || rest.substr(0, piece.size()) != piece) return 0;
+    rest.remove_prefix(piece.size());
+  }
+  return !space_left && rest.empty() && at < ids.size() && ids[at] == next ? at : 0;
+}
+
+}  // namespace
+
+Tokenizer::EncodingMatch Tokenizer::match_encoding(std::span<const int32_t> ids,
+                                                   std::string_view text,
+                                                   bool parse_special) const {
+  const State& s = *state_;
+  const std::vector<Fragment> frags =
+      split_on_special_tokens(text, parse_special ? s.specials_all : s.specials_plain);
+  BpeEncoder::Session session;
+  std::vector<int32_t> tokens;
+  size_t at = 0;
+  bool after_special = true;  // as encode()
+  for (size_t i = 0; i < frags.size(); ++i) {
+    const Fragment& f = frags[i];
+    if (f.token != kNoToken) {
+      if (at == ids.size() || ids[at] != f.token) return {at, false};
+      ++at, after_special = true;
+      continue;
+    }
+    const std::string_view bytes = text.substr(f.begin, f.end - f.begin);
+    const bool space = s.vocab.add_space_prefix && after_special;
+    after_special = false;
+    // Text fragments lie between special tokens (or the ends), never side
+    // by side: the next fragment, if any, is one.
+    if (i + 1 < frags.size())
+      if (const size_t end = spelled_until(ids, at, s.pieces, bytes, space, frags[i + 1].token)) {
+        at = end;
+        continue;
+      }
+    tokens.clear();
+    s.encode_fragment(bytes, space, tokens, &session);
+    size_t j = 0;
+    while (j < tokens.size() && at + j < ids.size() && ids[at + j] == tokens[j]) ++j;
+    if (j < tokens.size()) return {at + j, false};
+    at += j;
+  }
+  return {at, true};
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
   const State& s = *state_;
   std::string out;

@@ -1,7 +1,10 @@
 // Tokenizers: arbitrary text through every vocabulary fixture (SPM and the
 // BPE pre-tokenizers), encoded with and without special-token parsing and
 // decoded back. Input: one selector byte (vocabulary, flags), then the text.
-// Every id must lie inside the vocabulary.
+// Every id must lie inside the vocabulary, and match_encoding of the text's
+// first part beside the whole text's ids must equal encoding that part and
+// comparing (the part ends where the selector's low bits say).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -46,6 +49,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::abort();
       }
     (void)tok.decode(ids, parse_special);
+    const std::string_view part = text.substr(0, text.size() * (data[0] & 0x3f) / 0x3f);
+    const std::vector<int32_t> want = tok.encode(part, false, parse_special);
+    const std::vector<int32_t> all = tok.encode(text, false, parse_special);
+    const size_t common = size_t(
+        std::mismatch(want.begin(), want.end(), all.begin(), all.end()).first - want.begin());
+    const tkv::tok::Tokenizer::EncodingMatch got = tok.match_encoding(all, part, parse_special);
+    if (got.common != common || got.whole != (common == want.size())) {
+      std::fprintf(stderr, "match_encoding: %zu%s, encoding gives %zu%s\n", got.common,
+                   got.whole ? " (whole)" : "", common, common == want.size() ? " (whole)" : "");
+      std::abort();
+    }
   } catch (const tkv::Error&) {
   }
   return 0;
