@@ -516,6 +516,13 @@ HWY_INLINE void MatvecTile(const kernels::IntDotArgs& a, size_t nb, int64_t r, i
 template <DType T, bool kVnni>
 void MatvecRows(const kernels::IntDotArgs& a, int64_t r0, int64_t r1, int64_t t0 = 0) {
   const size_t nb = size_t(a.cols) / (IntGemmTraits<T>::kSuper ? 256 : 32);
+  // The rows' own prefetches run kIntPrefetchAhead bytes ahead of them (the
+  // rows are contiguous), so a task's first bytes would be read on demand.
+  if (t0 < a.n) {
+    const uint8_t* first = a.w + size_t(r0) * a.row_bytes;
+    const size_t warm = std::min(kIntPrefetchAhead<T>, size_t(r1 - r0) * a.row_bytes);
+    for (size_t o = 0; o < warm; o += 64) PrefetchRow(first + o);
+  }
   for (int64_t t = t0; t < a.n; ++t) {
     int64_t r = r0;
     for (; r + kIntRowGroup<T> <= r1; r += kIntRowGroup<T>)
