@@ -198,6 +198,18 @@ constexpr int K4PairAt(int h, int c) {
   return 8 * (c / 4) + 4 * h + c % 4;
 }
 
+// vpshufb indices on K4ScaleVector's result with one row in both halves:
+// chunk c's scale in every int16 lane.
+#define TKV_K4_CHUNK_SCALE(c)                                                                     \
+  {                                                                                               \
+    c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, \
+        kZ, c, kZ, c, kZ                                                                          \
+  }
+alignas(32) inline constexpr int8_t kK4ChunkScale[8][32] = {
+    TKV_K4_CHUNK_SCALE(0), TKV_K4_CHUNK_SCALE(1), TKV_K4_CHUNK_SCALE(2), TKV_K4_CHUNK_SCALE(3),
+    TKV_K4_CHUNK_SCALE(4), TKV_K4_CHUNK_SCALE(5), TKV_K4_CHUNK_SCALE(6), TKV_K4_CHUNK_SCALE(7)};
+#undef TKV_K4_CHUNK_SCALE
+
 // A q4_K / q5_K block's d and dmin into u (one conversion), its 8 mins
 // into u.mins (int16 lanes 0..7) and each chunk c's scale into every int16
 // lane of u.s[c].
@@ -208,9 +220,7 @@ HWY_INLINE void K4Header(const uint8_t* blk, Unpacked& u) {
   u.dm = _mm_cvtss_f32(_mm_movehdup_ps(u.dd));
   const __m256i sm = K4ScaleVector(_mm256_broadcastsi128_si256(K4ScaleBytes16(blk)));
   u.mins = _mm256_zextsi128_si256(_mm256_castsi256_si128(ShuffleBy(sm, kK4Mins)));
-  alignas(32) int32_t pairs[16];
-  K4StorePairs(sm, pairs);
-  for (int c = 0; c < 8; ++c) u.s[c] = BroadcastFromMemory(pairs[K4PairAt(0, c)]);
+  for (int c = 0; c < 8; ++c) u.s[c] = ShuffleBy(sm, kK4ChunkScale[c]);
 }
 
 // UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
