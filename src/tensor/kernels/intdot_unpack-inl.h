@@ -199,16 +199,14 @@ constexpr int K4PairAt(int h, int c) {
 }
 
 // vpshufb indices on K4ScaleVector's result with one row in both halves:
-// chunk c's scale in every int16 lane.
-#define TKV_K4_CHUNK_SCALE(c)                                                                     \
-  {                                                                                               \
-    c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, kZ, c, \
-        kZ, c, kZ, c, kZ                                                                          \
-  }
-alignas(32) inline constexpr int8_t kK4ChunkScale[8][32] = {
-    TKV_K4_CHUNK_SCALE(0), TKV_K4_CHUNK_SCALE(1), TKV_K4_CHUNK_SCALE(2), TKV_K4_CHUNK_SCALE(3),
-    TKV_K4_CHUNK_SCALE(4), TKV_K4_CHUNK_SCALE(5), TKV_K4_CHUNK_SCALE(6), TKV_K4_CHUNK_SCALE(7)};
-#undef TKV_K4_CHUNK_SCALE
+// chunk c's scale (byte c) in every int16 lane of row c.
+constexpr std::array<std::array<int8_t, 32>, 8> K4ChunkScaleIndices() {
+  std::array<std::array<int8_t, 32>, 8> idx{};
+  for (int c = 0; c < 8; ++c)
+    for (int i = 0; i < 32; ++i) idx[size_t(c)][size_t(i)] = i % 2 ? kZ : int8_t(c);
+  return idx;
+}
+alignas(32) inline constexpr auto kK4ChunkScale = K4ChunkScaleIndices();
 
 // A q4_K / q5_K block's d and dmin into u (one conversion), its 8 mins
 // into u.mins (int16 lanes 0..7) and each chunk c's scale into every int16
@@ -220,7 +218,7 @@ HWY_INLINE void K4Header(const uint8_t* blk, Unpacked& u) {
   u.dm = _mm_cvtss_f32(_mm_movehdup_ps(u.dd));
   const __m256i sm = K4ScaleVector(_mm256_broadcastsi128_si256(K4ScaleBytes16(blk)));
   u.mins = _mm256_zextsi128_si256(_mm256_castsi256_si128(ShuffleBy(sm, kK4Mins)));
-  for (int c = 0; c < 8; ++c) u.s[c] = ShuffleBy(sm, kK4ChunkScale[c]);
+  for (int c = 0; c < 8; ++c) u.s[c] = ShuffleBy(sm, kK4ChunkScale[size_t(c)].data());
 }
 
 // UnpackBlock of the 32-value types: their one chunk, d (MXFP4: the E8M0
