@@ -41,15 +41,16 @@ class Tokenizer {
   // become those tokens. Any bytes are accepted, including invalid UTF-8.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // How far encode(text, false, parse_special) agrees with `ids`: the
-  // length of their common prefix, and whether text's whole encoding is in
-  // it. The same answer as encoding text and comparing, at a fraction of
-  // the cost where ids encode a longer text that shares most of `text` (a
-  // chat's prompt beside a rendering of its earlier messages): a text
-  // fragment between two special tokens whose bytes ids spell out, up to
-  // the same next special token, is not encoded again (a fragment's tokens
-  // depend only on its bytes and on whether a special token precedes it),
-  // so a long shared start costs a walk over its pieces.
+  // How far encode(text, false, parse_special) agrees with `ids`, which
+  // must be encode(other, false, parse_special) of some text: the length of
+  // their common prefix, and whether text's whole encoding is in it. The
+  // same answer as encoding text and comparing, at a fraction of the cost
+  // where the two texts share a long start (a chat's prompt beside a
+  // rendering of its earlier messages): a text fragment between two special
+  // tokens whose bytes ids spell out, up to the same next special token, is
+  // not encoded again (a fragment's tokens depend only on its bytes and on
+  // whether a special token precedes it), so a long shared start costs a
+  // walk over its pieces.
   struct EncodingMatch {
     size_t common = 0;   // leading ids that text's encoding shares
     bool whole = false;  // text's encoding is exactly ids' first `common`
