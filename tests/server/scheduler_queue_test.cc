@@ -30,6 +30,19 @@ using test::StepGate;
 
 class SchedulerTest : public test::StoriesFixture<::testing::Test> {};
 
+// The tests of who holds a place: one place in the batch, one in the queue.
+SchedulerOptions one_place_and_one_queued() {
+  SchedulerOptions o = small_options("f16");
+  o.parallel = 1;
+  o.queue_capacity = 1;
+  return o;
+}
+
+// A job of an 8-token prompt and 4 tokens.
+Job short_job(const LoadedModel& m) {
+  return greedy_job(prompt_of(*m.tokenizer, test::story_text(), 8), 4);
+}
+
 // A running job R holds most of the budget (its estimate: the whole
 // 512-token context). Queued behind it: B, whose 270 planned tokens do not
 // fit next to R, then small jobs that do. With `max_overtakes` = N, the
@@ -138,9 +151,7 @@ TEST_F(SchedulerTest, CancelledJobEndsAndFreesItsPages) {
 }
 
 TEST_F(SchedulerTest, FullQueueIsRefusedWithQueueFull) {
-  SchedulerOptions o = small_options("f16");
-  o.parallel = 1;
-  o.queue_capacity = 1;
+  SchedulerOptions o = one_place_and_one_queued();
   Scheduler s(*m_->model, *m_->tokenizer, o);
   // A job that runs until cancelled (stop tokens cannot end it: nothing but
   // max_tokens, which the context caps), so the worker is busy with it.
@@ -167,7 +178,7 @@ TEST_F(SchedulerTest, FreePlacesInTheBatchDoNotCountAgainstTheQueue) {
   gate.attach(o);
   Scheduler s(*m_->model, *m_->tokenizer, o);
   gate.close();
-  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
+  const Job job = short_job(*m_);
   std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
   gate.wait_held();  // the first job admitted, its step waiting
   for (int i = 0; i < 3; ++i) accepted.push_back(s.submit(job));
@@ -180,13 +191,11 @@ TEST_F(SchedulerTest, FreePlacesInTheBatchDoNotCountAgainstTheQueue) {
 // holds its place: with one place and a queue of 1, the worker held in the
 // first job's admission, a second job is queued and a third refused.
 TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
-  SchedulerOptions o = small_options("f16");
-  o.parallel = 1;
-  o.queue_capacity = 1;
+  SchedulerOptions o = one_place_and_one_queued();
   HoldOnce admitting;
   o.on_admit = admitting.hook();
   Scheduler s(*m_->model, *m_->tokenizer, o);
-  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
+  const Job job = short_job(*m_);
   std::vector<std::shared_ptr<JobStream>> accepted = {s.submit(job)};
   admitting.wait_held();
   EXPECT_EQ(s.stats().queued, 0);
@@ -197,15 +206,13 @@ TEST_F(SchedulerTest, AJobBeingAdmittedStillHoldsItsPlace) {
 }
 
 TEST_F(SchedulerTest, AFinishedJobsPlaceIsFreeWhenItsClientHearsItEnded) {
-  SchedulerOptions o = small_options("f16");
-  o.parallel = 1;
-  o.queue_capacity = 1;
+  SchedulerOptions o = one_place_and_one_queued();
   // The worker is held just after the first job's last event, before its
   // step is over: what a client sending its next request at once meets.
   HoldOnce finished;
   o.on_finish = finished.hook();
   Scheduler s(*m_->model, *m_->tokenizer, o);
-  const Job job = greedy_job(prompt_of(*m_->tokenizer, test::story_text(), 8), 4);
+  const Job job = short_job(*m_);
   const std::shared_ptr<JobStream> first = s.submit(job);
   finished.wait_held();
   EXPECT_EQ(collect(*first).done.finish, JobFinish::kLength);
