@@ -39,11 +39,16 @@ void provide(httplib::Response& res, bool close_delimited, const char* type,
     res.set_chunked_content_provider(type, std::move(provider));
 }
 
+// Whether text_ids starts with a BOS: when the vocabulary asks for one.
+bool leading_bos(const tok::Tokenizer& tokenizer) {
+  return tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken;
+}
+
 // As `turbokv run` and `turbokv chat` do: BOS when the vocabulary asks for
 // it, special-token text (template markers) as their tokens.
 std::vector<int32_t> text_ids(const tok::Tokenizer& tokenizer, const std::string& text) {
   std::vector<int32_t> ids;
-  if (tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken) ids.push_back(tokenizer.bos());
+  if (leading_bos(tokenizer)) ids.push_back(tokenizer.bos());
   for (int32_t id : tokenizer.encode(text, /*add_special=*/false, /*parse_special=*/true))
     ids.push_back(id);
   return ids;
@@ -70,7 +75,7 @@ std::vector<int64_t> checkpoint_hints(const GenerationRequest& request, const Se
   // The rendering's text_ids against ids: its BOS, then its text's tokens
   // (match_encoding: the shared start of a long conversation is walked, not
   // encoded again).
-  const size_t bos = tokenizer.add_bos() && tokenizer.bos() != tok::kNoToken ? 1 : 0;
+  const size_t bos = leading_bos(tokenizer) ? 1 : 0;
   const std::span<const int32_t> text_part = std::span(ids).subspan(std::min(bos, ids.size()));
   const auto match = [&](const std::vector<tok::ChatMessage>& messages, bool generation) {
     return tokenizer.match_encoding(text_part,
