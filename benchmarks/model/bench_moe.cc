@@ -96,6 +96,9 @@ const Layer& layer(const std::string& name, DType type) {
   if (!l) {
     if (name == "qwen3-30b-a3b") l = std::make_unique<Layer>(type, 128, 8, 2048, 768);
     if (name == "gpt-oss-20b") l = std::make_unique<Layer>(type, 32, 4, 2880, 2880);
+    // Fewer chosen experts than threads (top-2 on many cores, or this on
+    // two): each expert's products cut by rows over the threads.
+    if (name == "qwen3-30b-a3b-top1") l = std::make_unique<Layer>(type, 128, 1, 2048, 768);
   }
   return *l;
 }
@@ -132,6 +135,10 @@ void register_all() {
         ->Arg(8)
         ->Arg(512)
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("qwen3-30b-a3b-top1/q4_K", BM_MoeLayer, "qwen3-30b-a3b-top1",
+                               DType::Q4_K)
+      ->Arg(1)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("gpt-oss-20b/mxfp4", BM_MoeLayer, "gpt-oss-20b", DType::MXFP4)
       ->Arg(1)
       ->Arg(8)

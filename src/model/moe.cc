@@ -128,7 +128,8 @@ void ExpertRows::reserve(size_t rows, size_t n_embd, size_t n_ff) {
 }
 
 uint64_t MoeScratch::bytes() const {
-  size_t floats = logits.size() + weights.size() + slot_out.size();
+  size_t floats =
+      logits.size() + weights.size() + slot_out.size() + slot_in.size() + slot_hidden.size();
   const auto add = [&](const ExpertRows& r) {
     floats += r.in.size() + r.gate.size() + r.up.size() + r.out.size();
   };
@@ -163,23 +164,30 @@ void add_weighted(const MoeScratch& s, const int32_t* pairs, int rows, int k, co
   }
 }
 
+// Each chosen expert's (row, slot) outputs (s.slot_out) added to y in
+// ascending expert order, and the experts' bytes counted.
+void add_expert_outputs(const MoeWeights& w, const std::vector<int32_t>& chosen, int k, float* y,
+                        MoeScratch& s) {
+  const size_t E = size_t(w.router.cols);
+  for (const int e : chosen) {
+    const int32_t at = s.expert_rows[size_t(e)];
+    add_weighted(s, s.order.data() + at, s.expert_rows[size_t(e) + 1] - at, k,
+                 s.slot_out.data() + size_t(at) * E, E, y);
+    s.expert_bytes_read += expert_bytes(w, e);
+  }
+}
+
 // Decode (every row on the exact kernels, a few of them): one task per
 // chosen expert, its three products inline on one thread, each (row,
 // slot)'s output kept, then the sums in ascending expert order. One
 // parallel region instead of three per expert; the kernels' per-row bits
 // do not depend on the thread count, so the results are the row-parallel
 // path's, bit for bit.
-void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_rows,
-                         float* y, MoeScratch& s, ThreadPool& pool) {
-  const int n = spec.n_experts, k = spec.n_used;
+void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* h,
+                         const std::vector<int32_t>& chosen, float* y, MoeScratch& s,
+                         ThreadPool& pool) {
+  const int k = spec.n_used;
   const size_t E = size_t(w.router.cols);
-  std::vector<int32_t> chosen;  // experts with rows, ascending
-  for (int e = 0; e < n; ++e)
-    if (s.expert_rows[size_t(e) + 1] > s.expert_rows[size_t(e)]) chosen.push_back(e);
-  if (s.thread_rows.size() < size_t(pool.size())) s.thread_rows.resize(size_t(pool.size()));
-  for (ExpertRows& r : s.thread_rows) r.reserve(size_t(n_rows), E, size_t(spec.n_ff));
-  if (s.slot_out.size() < size_t(n_rows) * size_t(k) * E)
-    s.slot_out.resize(size_t(n_rows) * size_t(k) * E);
   pool.run(int64_t(chosen.size()), [&](int64_t task, int thread) {
     const int e = chosen[size_t(task)];
     const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
@@ -192,22 +200,131 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
     std::copy_n(buf.out.data(), size_t(rows) * E,
                 s.slot_out.data() + size_t(s.expert_rows[size_t(e)]) * E);
   });
-  for (const int e : chosen) {
-    const int32_t at = s.expert_rows[size_t(e)];
-    add_weighted(s, s.order.data() + at, s.expert_rows[size_t(e) + 1] - at, k,
-                 s.slot_out.data() + size_t(at) * E, E, y);
-    s.expert_bytes_read += expert_bytes(w, e);
-  }
+  add_expert_outputs(w, chosen, k, y, s);
+}
+
+// Rows of an expert's matrix one task of experts_split takes: a multiple
+// of kSliceRows (the pieces get the whole product's bits) and of 64, so
+// that the activation's vectors (up to 64 floats) start where they do in
+// a whole row.
+constexpr int64_t kPieceAlign = 64;
+static_assert(kPieceAlign % kSliceRows == 0);
+
+struct ExpertPiece {
+  int32_t expert, r0, r1;
+};
+
+// Each chosen expert's `rows` output rows cut into pieces of kPieceAlign
+// multiples, about four tasks a thread in all.
+std::vector<ExpertPiece> expert_pieces(const std::vector<int32_t>& chosen, int64_t rows,
+                                       int threads) {
+  const int64_t n = int64_t(chosen.size()), aligned = (rows + kPieceAlign - 1) / kPieceAlign;
+  const int64_t per_expert = std::clamp((4 * int64_t(threads) + n - 1) / n, int64_t(1), aligned);
+  const int64_t step = (aligned + per_expert - 1) / per_expert * kPieceAlign;
+  std::vector<ExpertPiece> pieces;
+  for (const int32_t e : chosen)
+    for (int64_t r0 = 0; r0 < rows; r0 += step)
+      pieces.push_back({e, int32_t(r0), int32_t(std::min(rows, r0 + step))});
+  return pieces;
+}
+
+// Decode where the chosen experts are too few to keep every thread busy
+// one per task (one row of a top-2 model on 16 threads): two parallel
+// regions, each expert's products cut by output rows (expert_pieces) --
+// gate and up with the activation, then down -- so that every thread
+// streams weights. Each piece's rows get the whole product's bits and the
+// activation is elementwise, so the results are experts_in_parallel's.
+void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
+                   const std::vector<int32_t>& chosen, int n_rows, float* y, MoeScratch& s,
+                   ThreadPool& pool) {
+  const int k = spec.n_used;
+  const size_t E = size_t(w.router.cols), F = size_t(spec.n_ff);
+  const size_t slots = size_t(n_rows) * size_t(k);
+  if (s.slot_in.size() < slots * E) s.slot_in.resize(slots * E);
+  if (s.slot_hidden.size() < slots * F) s.slot_hidden.resize(slots * F);
+  for (size_t i = 0; i < slots; ++i)
+    std::copy_n(h + size_t(s.order[i] / k) * E, E, s.slot_in.data() + i * E);
+  const auto rows_of = [&](int e) {
+    return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+  };
+  const auto at = [&](int e) { return size_t(s.expert_rows[size_t(e)]); };
+  // Piece rows [r0, r1) of every row of expert e: computed into `tmp`
+  // (rows x width), then copied to rows of `stride` floats at dst + r0.
+  const auto scatter = [](const float* tmp, int rows, size_t width, float* dst, size_t stride) {
+    for (int r = 0; r < rows; ++r)
+      std::copy_n(tmp + size_t(r) * width, width, dst + size_t(r) * stride);
+  };
+  const std::vector<ExpertPiece> up_pieces = expert_pieces(chosen, spec.n_ff, pool.size());
+  pool.run(int64_t(up_pieces.size()), [&](int64_t task, int thread) {
+    const auto [e, r0, r1] = up_pieces[size_t(task)];
+    const int rows = rows_of(e);
+    const size_t width = size_t(r1 - r0);
+    ExpertRows& buf = s.thread_rows[size_t(thread)];
+    ThreadPool inline_pool(1);
+    const float* in = s.slot_in.data() + at(e) * E;
+    product(row_slice(w.gate[size_t(e)], r0, r1), in, rows, buf.gate.data(), true, inline_pool);
+    product(row_slice(w.up[size_t(e)], r0, r1), in, rows, buf.up.data(), true, inline_pool);
+    if (!w.gate_bias.empty())
+      ops::add_bias_rows(buf.gate.data(), w.gate_bias.data() + size_t(e) * F + size_t(r0), rows,
+                         int64_t(width));
+    if (!w.up_bias.empty())
+      ops::add_bias_rows(buf.up.data(), w.up_bias.data() + size_t(e) * F + size_t(r0), rows,
+                         int64_t(width));
+    ops::gated_activation_rows(spec.activation, buf.gate.data(), buf.up.data(), rows, int(width),
+                               inline_pool);
+    scatter(buf.gate.data(), rows, width, s.slot_hidden.data() + at(e) * F + size_t(r0), F);
+  });
+  const std::vector<ExpertPiece> down_pieces = expert_pieces(chosen, int64_t(E), pool.size());
+  pool.run(int64_t(down_pieces.size()), [&](int64_t task, int thread) {
+    const auto [e, r0, r1] = down_pieces[size_t(task)];
+    const int rows = rows_of(e);
+    const size_t width = size_t(r1 - r0);
+    ExpertRows& buf = s.thread_rows[size_t(thread)];
+    ThreadPool inline_pool(1);
+    product(row_slice(w.down[size_t(e)], r0, r1), s.slot_hidden.data() + at(e) * F, rows,
+            buf.out.data(), true, inline_pool);
+    if (!w.down_scale.empty())
+      for (size_t i = 0; i < size_t(rows) * width; ++i) buf.out[i] *= w.down_scale[size_t(e)];
+    if (!w.down_bias.empty())
+      ops::add_bias_rows(buf.out.data(), w.down_bias.data() + size_t(e) * E + size_t(r0), rows,
+                         int64_t(width));
+    scatter(buf.out.data(), rows, width, s.slot_out.data() + at(e) * E + size_t(r0), E);
+  });
+  add_expert_outputs(w, chosen, k, y, s);
+}
+
+// The decode path's split: one expert per task where the chosen experts
+// keep every thread busy -- several tasks a thread, or as many equal tasks
+// as threads (one row: every expert has as many rows) -- else pieces.
+void decode_experts(const MoeSpec& spec, const MoeWeights& w, const float* h, int n_rows, float* y,
+                    MoeScratch& s, ThreadPool& pool) {
+  const int n = spec.n_experts, k = spec.n_used;
+  const size_t E = size_t(w.router.cols);
+  std::vector<int32_t> chosen;  // experts with rows, ascending
+  for (int e = 0; e < n; ++e)
+    if (s.expert_rows[size_t(e) + 1] > s.expert_rows[size_t(e)]) chosen.push_back(e);
+  if (s.thread_rows.size() < size_t(pool.size())) s.thread_rows.resize(size_t(pool.size()));
+  for (ExpertRows& r : s.thread_rows) r.reserve(size_t(n_rows), E, size_t(spec.n_ff));
+  if (s.slot_out.size() < size_t(n_rows) * size_t(k) * E)
+    s.slot_out.resize(size_t(n_rows) * size_t(k) * E);
+  if (experts_one_per_task(int(chosen.size()), n_rows == 1, pool.size()))
+    return experts_in_parallel(spec, w, h, chosen, y, s, pool);
+  experts_split(spec, w, h, chosen, n_rows, y, s, pool);
 }
 
 }  // namespace
 
+bool experts_one_per_task(int n_chosen, bool equal_tasks, int threads) {
+  return n_chosen >= 4 * threads || (equal_tasks && n_chosen % threads == 0);
+}
+
 // Up to this many rows, all exact (the decode tokens of a batch), the
-// experts run one per task (experts_in_parallel).
+// experts run as decode_experts splits them.
 constexpr int kDecodeRows = 16;
 
 void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const float* router_in,
              int n_exact, int n_rows, int max_rows, float* y, MoeScratch& s, ThreadPool& pool) {
+  if (n_rows <= 0) return;
   const int n = spec.n_experts, k = spec.n_used;
   const size_t E = size_t(w.router.cols);
   const int cap = std::max(1, std::min(max_rows, n_rows));
@@ -234,7 +351,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const flo
     s.order[size_t(s.cursor[size_t(s.chosen[size_t(i)])]++)] = i;
 
   if (n_exact == n_rows && n_rows <= kDecodeRows && pool.size() > 1) {
-    experts_in_parallel(spec, w, h, n_rows, y, s, pool);
+    decode_experts(spec, w, h, n_rows, y, s, pool);
   } else {
     for (int e = 0; e < n; ++e) {
       const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];

@@ -64,9 +64,11 @@ struct MoeScratch {
   std::vector<int32_t> expert_rows;  // rows per expert (counting sort)
   std::vector<int32_t> cursor;       // the counting sort's next slot per expert
   ExpertRows rows;                   // the expert in progress
-  // Decode: one ExpertRows per thread, and each (row, slot)'s output row.
+  // Decode: one ExpertRows per thread, and each (row, slot)'s output row
+  // (and, where the experts' products are cut by rows, its input and
+  // hidden rows).
   std::vector<ExpertRows> thread_rows;
-  std::vector<float> slot_out;
+  std::vector<float> slot_out, slot_in, slot_hidden;
   // Bytes of expert matrices streamed by moe_ffn since construction (each
   // expert a call ran, gate + up + down): what a batch really reads.
   uint64_t expert_bytes_read = 0;
@@ -74,6 +76,16 @@ struct MoeScratch {
   uint64_t bytes() const;
   void release();
 };
+
+// How a decode step (at most 16 rows, all exact) spreads its chosen
+// experts over `threads`: true, one task per expert, each expert's three
+// products inline on one thread (one parallel region), where that keeps
+// every thread busy -- at least 4 experts a thread, or `equal_tasks` (one
+// row: every expert has as many rows) in a multiple of the threads; false,
+// every expert's products cut by output rows over all threads (two
+// regions: gate and up, then down), so that one row of a top-2 model on
+// 16 threads does not leave 14 idle. Both give the same bits.
+bool experts_one_per_task(int n_chosen, bool equal_tasks, int threads);
 
 // y (n_rows x n_embd, the residual stream) += the MoE FFN of the normed rows
 // h (n_rows x n_embd), routed by the router's product with router_in (rows

@@ -272,6 +272,18 @@ WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& po
   return b;
 }
 
+WeightMatrix row_slice(const WeightMatrix& w, int64_t r0, int64_t r1) {
+  check_weight(w);
+  TKV_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
+  TKV_CHECK(w.layout == RowLayout::kRows || (r0 % kRowBlockRows == 0 && r1 % kRowBlockRows == 0));
+  // A block of 16 rows holds 16 rows' bytes, so rows and row blocks start
+  // row r0 at the same offset.
+  WeightMatrix s = w;
+  s.data = w.data + size_t(r0) * w.row_bytes;
+  s.rows = r1 - r0;
+  return s;
+}
+
 void weight_row(const WeightMatrix& w, int64_t r, float* dst) {
   check_weight(w);
   TKV_CHECK(r >= 0 && r < w.rows);

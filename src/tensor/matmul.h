@@ -111,6 +111,14 @@ bool row_blocks_pay_off(const WeightMatrix& w);
 // Returns w with the new layout.
 WeightMatrix to_row_blocks(const WeightMatrix& w, uint8_t* bytes, ThreadPool& pool);
 
+// Rows [r0, r1) of w as a matrix of their own, in w's layout (row blocks:
+// r0 and r1 multiples of kRowBlockRows). Its matvec and matvec_batch give
+// those rows the bits w's give them wherever r0 and r1 are multiples of
+// kSliceRows (or r1 = rows): a row's result does not depend on the rows
+// beside it, and those products group rows by at most kSliceRows.
+inline constexpr int64_t kSliceRows = 16;
+WeightMatrix row_slice(const WeightMatrix& w, int64_t r0, int64_t r1);
+
 // Row r of w as f32 (cols values), whatever its layout (the embedding
 // lookup).
 void weight_row(const WeightMatrix& w, int64_t r, float* dst);

@@ -11,6 +11,8 @@
 #include <numeric>
 #include <random>
 
+#include "tensor/dtype.h"
+
 namespace tkv::model {
 namespace {
 
@@ -291,6 +293,111 @@ TEST(Moe, RowsAreBatchInvariant) {
   std::vector<float> gemm(size_t(20) * kEmbd, 0.0f);  // the GEMM rows without the exact ones
   moe_ffn(s, L.w, h.data() + 10 * kEmbd, nullptr, 0, 20, 256, gemm.data(), scratch, pool);
   for (size_t i = 0; i < gemm.size(); ++i) ASSERT_EQ(gemm[i], all[10 * kEmbd + i]) << i;
+}
+
+// Experts of real weight types at widths that a decode step on many
+// threads cuts into several pieces of rows, the last one short.
+struct TypedLayer {
+  static constexpr int kE = 256, kF = 288;
+  MoeSpec spec;
+  std::vector<std::vector<uint8_t>> bytes;  // owns the experts' bytes
+  std::vector<float> router;
+  MoeWeights w;
+
+  // gate and up of `up_type`, down of `down_type`; F16 matrices in row
+  // blocks where this machine prefers them (as the model loads them).
+  TypedLayer(const MoeSpec& s, DType up_type, DType down_type, std::mt19937& rng) : spec(s) {
+    router = random_values(size_t(s.n_experts) * kE, rng, 0.2f);
+    w.router = make_weight(DType::F32, router.data(), s.n_experts, kE);
+    bytes.reserve(size_t(3 * s.n_experts));
+    ThreadPool pool(1);
+    const auto add = [&](DType type, int rows, int cols) {
+      const std::vector<float> v = random_values(size_t(rows) * size_t(cols), rng, 0.2f);
+      const size_t rb = row_bytes(type, cols);
+      std::vector<uint8_t>& b = bytes.emplace_back(rb * size_t(rows));
+      for (int r = 0; r < rows; ++r)
+        quantize_row(type, v.data() + size_t(r) * size_t(cols), b.data() + size_t(r) * rb, cols);
+      const WeightMatrix m = make_weight(type, b.data(), rows, cols);
+      return row_blocks_pay_off(m) ? to_row_blocks(m, b.data(), pool) : m;
+    };
+    for (int e = 0; e < s.n_experts; ++e) {
+      w.gate.push_back(add(up_type, kF, kE));
+      w.up.push_back(add(up_type, kF, kE));
+      w.down.push_back(add(down_type, kE, kF));
+    }
+  }
+};
+
+// moe_ffn of `rows` exact rows on a pool of `threads`.
+std::vector<float> decode_on(const TypedLayer& L, const std::vector<float>& h, int rows,
+                             int threads) {
+  ThreadPool pool(threads);
+  MoeScratch scratch;
+  std::vector<float> y(size_t(rows) * TypedLayer::kE, 0.0f);
+  moe_ffn(L.spec, L.w, h.data(), nullptr, rows, rows, 256, y.data(), scratch, pool);
+  return y;
+}
+
+// A call without rows (a step whose items all sit out a layer) reads
+// nothing, on any pool.
+TEST(Moe, NoRowsReadNoExperts) {
+  std::mt19937 rng(10);
+  const Layer L(spec(8, 2, 32), rng);
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    MoeScratch scratch;
+    float y = 1.0f;
+    moe_ffn(L.spec, L.w, &y, nullptr, 0, 0, 256, &y, scratch, pool);
+    EXPECT_EQ(scratch.expert_bytes_read, 0u);
+    EXPECT_EQ(y, 1.0f);
+  }
+}
+
+TEST(Moe, DecodeSpreadsFewExpertsOverEveryThread) {
+  EXPECT_TRUE(experts_one_per_task(8, true, 2));    // one row, top-8, 2 threads
+  EXPECT_TRUE(experts_one_per_task(4, true, 4));    // one row, top-4, 4 threads
+  EXPECT_FALSE(experts_one_per_task(4, true, 16));  // ... 16 threads: 12 would idle
+  EXPECT_FALSE(experts_one_per_task(2, true, 4));
+  EXPECT_FALSE(experts_one_per_task(6, false, 2));  // rows of unequal experts
+  EXPECT_TRUE(experts_one_per_task(40, false, 8));  // a batch's many experts
+}
+
+// Cut by rows or one expert per task, a decode step gives the bits of the
+// row-parallel path (a pool of one thread) for every weight type's kernels,
+// with biases, per-expert scales and every activation.
+TEST(Moe, DecodeBitsDoNotDependOnHowExpertsAreSpread) {
+  struct Case {
+    DType up, down;
+    GatedActivation act;
+    bool extras;  // expert biases and down scales
+  };
+  for (const Case& c : {Case{DType::Q4_K, DType::MXFP4, GatedActivation::SwiGlu, false},
+                        Case{DType::Q6_K, DType::Q8_0, GatedActivation::SwiGluOai, true},
+                        Case{DType::F16, DType::F32, GatedActivation::GeGlu, true}}) {
+    std::mt19937 rng(9);
+    MoeSpec s = spec(8, 2, TypedLayer::kF);
+    s.normalize = true;
+    s.activation = c.act;
+    TypedLayer L(s, c.up, c.down, rng);
+    if (c.extras) {
+      L.w.gate_bias = random_values(size_t(8 * TypedLayer::kF), rng, 0.1f);
+      L.w.up_bias = random_values(size_t(8 * TypedLayer::kF), rng, 0.1f);
+      L.w.down_bias = random_values(size_t(8 * TypedLayer::kE), rng, 0.1f);
+      L.w.down_scale = random_values(8, rng, 2.0f);
+    }
+    const std::string what =
+        std::string(dtype_name(c.up)) + " / " + std::string(dtype_name(c.down));
+    for (int rows : {1, 3}) {
+      const std::vector<float> h = random_values(size_t(rows) * TypedLayer::kE, rng, 1.0f);
+      const std::vector<float> want = decode_on(L, h, rows, 1);
+      for (int threads : {2, 3, 4, 8}) {
+        const std::vector<float> got = decode_on(L, h, rows, threads);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(got[i], want[i])
+              << what << ", " << rows << " rows, " << threads << " threads, value " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

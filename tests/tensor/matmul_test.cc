@@ -203,6 +203,52 @@ TEST(Matmul, TokenResultsDoNotDependOnBatchSize) {
   }
 }
 
+// A slice's products are its rows' results in the whole matrix's, bit for
+// bit, wherever it is cut at multiples of kSliceRows (or at its end).
+TEST(RowSlice, ProductsGiveTheWholeMatrixsBitsForItsRows) {
+  ThreadPool pool(2);
+  const int64_t rows = 150, cols = 512, n = 9;
+  for (DType type : test::supported_types()) {
+    const auto wb = test::random_weights(type, rows, cols, 31 + uint32_t(type));
+    const auto x = test::gaussian(static_cast<size_t>(n * cols), 32);
+    const WeightMatrix w = make_weight(type, wb.data(), rows, cols, "slice");
+    std::vector<float> whole(static_cast<size_t>(rows * n));
+    matvec_batch(w, x.data(), n, whole.data(), pool);
+    for (const auto& [r0, r1] :
+         {std::pair<int64_t, int64_t>{0, 16}, {16, 80}, {48, 150}, {144, 150}}) {
+      const WeightMatrix s = row_slice(w, r0, r1);
+      const int64_t m = r1 - r0;
+      std::vector<float> one(static_cast<size_t>(m)), batch(static_cast<size_t>(m * n));
+      matvec_batch(s, x.data(), n, batch.data(), pool);
+      for (int64_t t = 0; t < n; ++t) {
+        matvec(s, x.data() + t * cols, one.data(), pool);
+        for (int64_t r = 0; r < m; ++r) {
+          const float want = whole[size_t(t * rows + r0 + r)];
+          ASSERT_EQ(batch[size_t(t * m + r)], want)
+              << dtype_name(type) << " rows " << r0 << ".." << r1 << " token " << t;
+          ASSERT_EQ(one[size_t(r)], want) << dtype_name(type) << " matvec, row " << r0 + r;
+        }
+      }
+    }
+  }
+}
+
+TEST(RowSlice, RowBlocksAreCutAtWholeBlocksOnly) {
+  const test::PreferRowBlocks prefer;
+  ThreadPool pool(2);
+  const int64_t rows = 64, cols = 96;
+  auto wb = test::random_weights(DType::F16, rows, cols, 33);
+  const auto x = test::gaussian(static_cast<size_t>(cols), 34);
+  const WeightMatrix w = make_weight(DType::F16, wb.data(), rows, cols, "blocks");
+  std::vector<float> whole(static_cast<size_t>(rows)), part(32);
+  const WeightMatrix b = to_row_blocks(w, wb.data(), pool);
+  matvec(row_slice(b, 16, 48), x.data(), part.data(), pool);
+  matvec(b, x.data(), whole.data(), pool);
+  for (size_t r = 0; r < part.size(); ++r) ASSERT_EQ(part[r], whole[16 + r]) << r;
+  EXPECT_THROW(row_slice(b, 8, 40), Error);
+  EXPECT_THROW(row_slice(b, 0, 80), Error);
+}
+
 std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
