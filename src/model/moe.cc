@@ -188,10 +188,18 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
                          ThreadPool& pool) {
   const int k = spec.n_used;
   const size_t E = size_t(w.router.cols);
-  pool.run(int64_t(chosen.size()), [&](int64_t task, int thread) {
-    const int e = chosen[size_t(task)];
+  const auto rows_of = [&](int e) {
+    return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+  };
+  // The experts with most rows first: a hot expert starts early, not last
+  // behind the others (the sums keep ascending expert order).
+  std::vector<int32_t> by_rows = chosen;
+  std::stable_sort(by_rows.begin(), by_rows.end(),
+                   [&](int32_t a, int32_t b) { return rows_of(a) > rows_of(b); });
+  pool.run(int64_t(by_rows.size()), [&](int64_t task, int thread) {
+    const int e = by_rows[size_t(task)];
     const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
-    const int rows = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+    const int rows = rows_of(e);
     ExpertRows& buf = s.thread_rows[size_t(thread)];
     for (int r = 0; r < rows; ++r)
       std::copy_n(h + size_t(pairs[r] / k) * E, E, buf.in.data() + size_t(r) * E);
