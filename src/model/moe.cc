@@ -28,10 +28,13 @@ void top_k(const float* score, std::vector<int32_t>& idx, int k, int32_t* out) {
   std::copy(idx.begin(), idx.begin() + k, out);
 }
 
-// Adds bias row `e` (width values) to each of `rows` rows.
-void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, int64_t width) {
+// Adds values [r0, r0 + width) of bias row `e` (of `full` values; all of
+// it by default) to each of `rows` rows of `width`.
+void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, int64_t width,
+                     int64_t r0 = 0, int64_t full = 0) {
   if (bias.empty()) return;
-  ops::add_bias_rows(y, bias.data() + size_t(e) * size_t(width), rows, width);
+  const size_t row = size_t(e) * size_t(full ? full : width) + size_t(r0);
+  ops::add_bias_rows(y, bias.data() + row, rows, width);
 }
 
 // One pass of expert e over `rows` gathered rows of s.in, of which the
@@ -262,41 +265,39 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
     for (int r = 0; r < rows; ++r)
       std::copy_n(tmp + size_t(r) * width, width, dst + size_t(r) * stride);
   };
-  const std::vector<ExpertPiece> up_pieces = expert_pieces(chosen, spec.n_ff, pool.size());
-  pool.run(int64_t(up_pieces.size()), [&](int64_t task, int thread) {
-    const auto [e, r0, r1] = up_pieces[size_t(task)];
-    const int rows = rows_of(e);
-    const size_t width = size_t(r1 - r0);
-    ExpertRows& buf = s.thread_rows[size_t(thread)];
-    ThreadPool inline_pool(1);
+  // fn(piece, its expert's rows, its width, the thread's buffers, an
+  // inline pool) for every piece of `rows_each` rows, over the pool.
+  const auto run_pieces = [&](int64_t rows_each, const auto& fn) {
+    const std::vector<ExpertPiece> pieces = expert_pieces(chosen, rows_each, pool.size());
+    pool.run(int64_t(pieces.size()), [&](int64_t task, int thread) {
+      const ExpertPiece& p = pieces[size_t(task)];
+      ThreadPool inline_pool(1);
+      fn(p, rows_of(p.expert), int64_t(p.r1 - p.r0), s.thread_rows[size_t(thread)], inline_pool);
+    });
+  };
+  run_pieces(spec.n_ff, [&](const ExpertPiece& p, int rows, int64_t width, ExpertRows& buf,
+                            ThreadPool& inline_pool) {
+    const int e = p.expert;
     const float* in = s.slot_in.data() + at(e) * E;
-    product(row_slice(w.gate[size_t(e)], r0, r1), in, rows, buf.gate.data(), true, inline_pool);
-    product(row_slice(w.up[size_t(e)], r0, r1), in, rows, buf.up.data(), true, inline_pool);
-    if (!w.gate_bias.empty())
-      ops::add_bias_rows(buf.gate.data(), w.gate_bias.data() + size_t(e) * F + size_t(r0), rows,
-                         int64_t(width));
-    if (!w.up_bias.empty())
-      ops::add_bias_rows(buf.up.data(), w.up_bias.data() + size_t(e) * F + size_t(r0), rows,
-                         int64_t(width));
+    product(row_slice(w.gate[size_t(e)], p.r0, p.r1), in, rows, buf.gate.data(), true, inline_pool);
+    product(row_slice(w.up[size_t(e)], p.r0, p.r1), in, rows, buf.up.data(), true, inline_pool);
+    add_expert_bias(w.gate_bias, e, buf.gate.data(), rows, width, p.r0, int64_t(F));
+    add_expert_bias(w.up_bias, e, buf.up.data(), rows, width, p.r0, int64_t(F));
     ops::gated_activation_rows(spec.activation, buf.gate.data(), buf.up.data(), rows, int(width),
                                inline_pool);
-    scatter(buf.gate.data(), rows, width, s.slot_hidden.data() + at(e) * F + size_t(r0), F);
+    scatter(buf.gate.data(), rows, size_t(width), s.slot_hidden.data() + at(e) * F + size_t(p.r0),
+            F);
   });
-  const std::vector<ExpertPiece> down_pieces = expert_pieces(chosen, int64_t(E), pool.size());
-  pool.run(int64_t(down_pieces.size()), [&](int64_t task, int thread) {
-    const auto [e, r0, r1] = down_pieces[size_t(task)];
-    const int rows = rows_of(e);
-    const size_t width = size_t(r1 - r0);
-    ExpertRows& buf = s.thread_rows[size_t(thread)];
-    ThreadPool inline_pool(1);
-    product(row_slice(w.down[size_t(e)], r0, r1), s.slot_hidden.data() + at(e) * F, rows,
+  run_pieces(int64_t(E), [&](const ExpertPiece& p, int rows, int64_t width, ExpertRows& buf,
+                             ThreadPool& inline_pool) {
+    const int e = p.expert;
+    product(row_slice(w.down[size_t(e)], p.r0, p.r1), s.slot_hidden.data() + at(e) * F, rows,
             buf.out.data(), true, inline_pool);
     if (!w.down_scale.empty())
-      for (size_t i = 0; i < size_t(rows) * width; ++i) buf.out[i] *= w.down_scale[size_t(e)];
-    if (!w.down_bias.empty())
-      ops::add_bias_rows(buf.out.data(), w.down_bias.data() + size_t(e) * E + size_t(r0), rows,
-                         int64_t(width));
-    scatter(buf.out.data(), rows, width, s.slot_out.data() + at(e) * E + size_t(r0), E);
+      for (size_t i = 0; i < size_t(rows) * size_t(width); ++i)
+        buf.out[i] *= w.down_scale[size_t(e)];
+    add_expert_bias(w.down_bias, e, buf.out.data(), rows, width, p.r0, int64_t(E));
+    scatter(buf.out.data(), rows, size_t(width), s.slot_out.data() + at(e) * E + size_t(p.r0), E);
   });
   add_expert_outputs(w, chosen, k, y, s);
 }
