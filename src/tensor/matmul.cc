@@ -152,9 +152,8 @@ constexpr size_t kInlineBytes = 32 << 10;
 // Rows per task: about kTaskBytes of weights (whole groups of 4 rows), but
 // at least ~4 tasks per thread so that dynamic hand-out evens out the
 // threads. Which rows share a task never changes a row's result. Large
-// matrices stream from DRAM faster in 1 MiB tasks than in 96 KiB ones
-// (fewer, longer runs of addresses per thread: an output matrix 4-13%
-// faster on AMD Zen 3); the bound of four tasks a thread decides the rest.
+// matrices stream from DRAM faster in 1 MiB tasks than in 96 KiB ones:
+// fewer, longer runs of addresses per thread.
 int64_t rows_per_task(const WeightMatrix& w, int threads) {
   constexpr size_t kTaskBytes = 1024 << 10;
   constexpr int64_t kGroup = 4;
