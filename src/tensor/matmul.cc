@@ -149,18 +149,28 @@ uint8_t* act_buffer(size_t bytes) {
 // cost more than it saves.
 constexpr size_t kInlineBytes = 32 << 10;
 
-// Rows per task: about kTaskBytes of weights (whole groups of 4 rows), but
-// at least ~4 tasks per thread so that dynamic hand-out evens out the
-// threads. Which rows share a task never changes a row's result. Large
-// matrices stream from DRAM faster in 1 MiB tasks than in 96 KiB ones:
-// fewer, longer runs of addresses per thread.
-int64_t rows_per_task(const WeightMatrix& w, int threads) {
-  constexpr size_t kTaskBytes = 1024 << 10;
+// Rows per task: about `task_bytes` of weights (whole groups of 4 rows),
+// but at least ~4 tasks per thread so that dynamic hand-out evens out the
+// threads, and as many tasks as a multiple of the threads (nine tasks on
+// two threads leave one thread a whole task alone). Which rows share a
+// task never changes a row's result.
+int64_t rows_per_task(const WeightMatrix& w, int threads, size_t task_bytes) {
   constexpr int64_t kGroup = 4;
   auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
-  int64_t per_task = round_up(int64_t((kTaskBytes + w.row_bytes - 1) / w.row_bytes), kGroup);
+  int64_t per_task = round_up(int64_t((task_bytes + w.row_bytes - 1) / w.row_bytes), kGroup);
   const int64_t balanced = round_up((w.rows + 4 * threads - 1) / (4 * threads), kGroup);
-  return std::max(kGroup, std::min(per_task, balanced));
+  per_task = std::max(kGroup, std::min(per_task, balanced));
+  const int64_t n_tasks = round_up((w.rows + per_task - 1) / per_task, threads);
+  return std::max(kGroup, round_up((w.rows + n_tasks - 1) / n_tasks, kGroup));
+}
+
+// Task bytes of a product of `tokens` tokens. One token streams its
+// weights from DRAM, faster in long runs of addresses per thread (1 MiB
+// tasks against 96 KiB ones); several are bound by arithmetic, where more,
+// smaller tasks let dynamic hand-out even out threads that run at
+// different speeds.
+size_t task_bytes(int64_t tokens) {
+  return tokens == 1 ? size_t(1) << 20 : size_t(96) << 10;
 }
 
 // Rows per task of the small-batch float product: about four tasks per
@@ -213,7 +223,7 @@ void int_product(const WeightMatrix& w, kernels::ActFormat format, const float* 
                                                              : &kernels::int_gemm_rows;
   if (w.total_bytes() * size_t(n) <= kInlineBytes || pool.size() == 1)
     return rows_fn(args, 0, w.rows);
-  const int64_t per_task = rows_per_task(w, pool.size());
+  const int64_t per_task = rows_per_task(w, pool.size(), task_bytes(n));
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
     rows_fn(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
@@ -308,7 +318,7 @@ void matvec(const WeightMatrix& w, const float* x, float* y, ThreadPool& pool) {
   const MatvecRowsFn kernel = matvec_kernel(w.type);
   const kernels::MatvecArgs args{w.type, w.data, w.row_bytes, w.cols, x, y};
   if (w.total_bytes() <= kInlineBytes || pool.size() == 1) return kernel(args, 0, w.rows);
-  const int64_t per_task = rows_per_task(w, pool.size());
+  const int64_t per_task = rows_per_task(w, pool.size(), task_bytes(1));
   const int64_t n_tasks = (w.rows + per_task - 1) / per_task;
   pool.run(n_tasks, [&](int64_t t, int) {
     kernel(args, t * per_task, std::min(w.rows, (t + 1) * per_task));
