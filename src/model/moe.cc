@@ -100,10 +100,13 @@ uint64_t MoeWeights::expert_bytes() const {
   return bytes_of(gate) + bytes_of(up) + bytes_of(down);
 }
 
-void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights) {
+void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights,
+           RouteScratch& scratch) {
   const int n = spec.n_experts, k = spec.n_used;
-  std::vector<float> p(static_cast<size_t>(n));
-  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::vector<float>& p = scratch.p;
+  std::vector<int32_t>& idx = scratch.idx;
+  p.resize(static_cast<size_t>(n));
+  idx.resize(static_cast<size_t>(n));
   for (int r = 0; r < rows; ++r) {
     int32_t* chosen = experts + size_t(r) * size_t(k);
     float* wt = weights + size_t(r) * size_t(k);
@@ -138,8 +141,11 @@ uint64_t MoeScratch::bytes() const {
   };
   add(rows);
   for (const ExpertRows& r : thread_rows) add(r);
-  return floats * sizeof(float) +
-         (chosen.size() + order.size() + expert_rows.size() + cursor.size()) * sizeof(int32_t);
+  return floats * sizeof(float) + route.p.size() * sizeof(float) +
+         (chosen.size() + order.size() + expert_rows.size() + cursor.size() + with_rows.size() +
+          by_rows.size() + route.idx.size()) *
+             sizeof(int32_t) +
+         pieces.size() * sizeof(ExpertPiece);
 }
 
 void MoeScratch::release() {
@@ -196,7 +202,8 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
   };
   // The experts with most rows first: a hot expert starts early, not last
   // behind the others (the sums keep ascending expert order).
-  std::vector<int32_t> by_rows = chosen;
+  std::vector<int32_t>& by_rows = s.by_rows;
+  by_rows.assign(chosen.begin(), chosen.end());
   std::stable_sort(by_rows.begin(), by_rows.end(),
                    [&](int32_t a, int32_t b) { return rows_of(a) > rows_of(b); });
   pool.run(int64_t(by_rows.size()), [&](int64_t task, int thread) {
@@ -221,22 +228,17 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
 constexpr int64_t kPieceAlign = 64;
 static_assert(kPieceAlign % kSliceRows == 0);
 
-struct ExpertPiece {
-  int32_t expert, r0, r1;
-};
-
 // Each chosen expert's `rows` output rows cut into pieces of kPieceAlign
 // multiples, about four tasks a thread in all.
-std::vector<ExpertPiece> expert_pieces(const std::vector<int32_t>& chosen, int64_t rows,
-                                       int threads) {
+void expert_pieces(const std::vector<int32_t>& chosen, int64_t rows, int threads,
+                   std::vector<ExpertPiece>& pieces) {
   const int64_t n = int64_t(chosen.size()), aligned = (rows + kPieceAlign - 1) / kPieceAlign;
   const int64_t per_expert = std::clamp((4 * int64_t(threads) + n - 1) / n, int64_t(1), aligned);
   const int64_t step = (aligned + per_expert - 1) / per_expert * kPieceAlign;
-  std::vector<ExpertPiece> pieces;
+  pieces.clear();
   for (const int32_t e : chosen)
     for (int64_t r0 = 0; r0 < rows; r0 += step)
       pieces.push_back({e, int32_t(r0), int32_t(std::min(rows, r0 + step))});
-  return pieces;
 }
 
 // Decode where the chosen experts are too few to keep every thread busy
@@ -268,9 +270,9 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
   // fn(piece, its expert's rows, its width, the thread's buffers, an
   // inline pool) for every piece of `rows_each` rows, over the pool.
   const auto run_pieces = [&](int64_t rows_each, const auto& fn) {
-    const std::vector<ExpertPiece> pieces = expert_pieces(chosen, rows_each, pool.size());
-    pool.run(int64_t(pieces.size()), [&](int64_t task, int thread) {
-      const ExpertPiece& p = pieces[size_t(task)];
+    expert_pieces(chosen, rows_each, pool.size(), s.pieces);
+    pool.run(int64_t(s.pieces.size()), [&](int64_t task, int thread) {
+      const ExpertPiece& p = s.pieces[size_t(task)];
       ThreadPool inline_pool(1);
       fn(p, rows_of(p.expert), int64_t(p.r1 - p.r0), s.thread_rows[size_t(thread)], inline_pool);
     });
@@ -309,7 +311,8 @@ void decode_experts(const MoeSpec& spec, const MoeWeights& w, const float* h, in
                     MoeScratch& s, ThreadPool& pool) {
   const int n = spec.n_experts, k = spec.n_used;
   const size_t E = size_t(w.router.cols);
-  std::vector<int32_t> chosen;  // experts with rows, ascending
+  std::vector<int32_t>& chosen = s.with_rows;  // experts with rows, ascending
+  chosen.clear();
   for (int e = 0; e < n; ++e)
     if (s.expert_rows[size_t(e) + 1] > s.expert_rows[size_t(e)]) chosen.push_back(e);
   if (s.thread_rows.size() < size_t(pool.size())) s.thread_rows.resize(size_t(pool.size()));
@@ -348,7 +351,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const flo
 
   project(w.router, router_in ? router_in : h, n_exact, n_rows, s.logits.data(), pool);
   if (!w.router_bias.empty()) ops::add_bias_rows(s.logits.data(), w.router_bias.data(), n_rows, n);
-  route(spec, s.logits.data(), n_rows, s.chosen.data(), s.weights.data());
+  route(spec, s.logits.data(), n_rows, s.chosen.data(), s.weights.data(), s.route);
 
   // (row, slot) pairs grouped by expert, rows ascending within each (a
   // counting sort): the exact rows of an expert come before its GEMM rows.

@@ -43,10 +43,17 @@ struct MoeWeights {
   uint64_t expert_bytes() const;  // of all experts' matrices
 };
 
+// route()'s working memory: one row's scores and their ranking.
+struct RouteScratch {
+  std::vector<float> p;
+  std::vector<int32_t> idx;
+};
+
 // Each of `rows` rows' chosen experts and weights (rows x spec.n_used each,
 // in the order llama.cpp ranks them: largest first) from its router logits
 // (rows x n_experts, bias already added).
-void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights);
+void route(const MoeSpec& spec, const float* logits, int rows, int32_t* experts, float* weights,
+           RouteScratch& scratch);
 
 // One expert's pass over some rows: the gathered rows, the hidden rows and
 // the output rows.
@@ -55,7 +62,14 @@ struct ExpertRows {
   void reserve(size_t rows, size_t n_embd, size_t n_ff);
 };
 
-// Working memory of moe_ffn, grown on use and kept.
+// Rows [r0, r1) of one expert's matrices: a task of a decode step whose
+// experts are cut by rows.
+struct ExpertPiece {
+  int32_t expert, r0, r1;
+};
+
+// Working memory of moe_ffn, grown on use and kept (a decode step
+// allocates nothing once its shapes have been seen).
 struct MoeScratch {
   std::vector<float> logits;         // rows x n_experts
   std::vector<int32_t> chosen;       // rows x n_used
@@ -69,6 +83,9 @@ struct MoeScratch {
   // hidden rows).
   std::vector<ExpertRows> thread_rows;
   std::vector<float> slot_out, slot_in, slot_hidden;
+  std::vector<int32_t> with_rows, by_rows;  // the chosen experts: ascending, most rows first
+  std::vector<ExpertPiece> pieces;
+  RouteScratch route;
   // Bytes of expert matrices streamed by moe_ffn since construction (each
   // expert a call ran, gate + up + down): what a batch really reads.
   uint64_t expert_bytes_read = 0;

@@ -238,7 +238,8 @@ TEST(Moe, RouteRanksAndNormalizes) {
   const float logits[8] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f, -1.0f, -1.0f, 3.0f};
   int32_t chosen[4];
   float w[4];
-  route(s, logits, 2, chosen, w);
+  RouteScratch scratch;
+  route(s, logits, 2, chosen, w, scratch);
   EXPECT_EQ(chosen[0], 1);
   EXPECT_EQ(chosen[1], 3);
   EXPECT_FLOAT_EQ(w[0], 0.5f);
@@ -248,7 +249,7 @@ TEST(Moe, RouteRanksAndNormalizes) {
   EXPECT_FLOAT_EQ(w[2] + w[3], 1.0f);
   s.normalize = false;
   s.gating = MoeGating::SoftmaxChosen;
-  route(s, logits, 1, chosen, w);
+  route(s, logits, 1, chosen, w, scratch);
   EXPECT_FLOAT_EQ(w[0], 0.5f);  // softmax over two equal logits
 }
 
