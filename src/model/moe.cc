@@ -204,8 +204,9 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
   // behind the others (the sums keep ascending expert order).
   std::vector<int32_t>& by_rows = s.by_rows;
   by_rows.assign(chosen.begin(), chosen.end());
-  std::stable_sort(by_rows.begin(), by_rows.end(),
-                   [&](int32_t a, int32_t b) { return rows_of(a) > rows_of(b); });
+  std::sort(by_rows.begin(), by_rows.end(), [&](int32_t a, int32_t b) {
+    return rows_of(a) > rows_of(b) || (rows_of(a) == rows_of(b) && a < b);
+  });  // (std::stable_sort would take a buffer from the heap every step)
   pool.run(int64_t(by_rows.size()), [&](int64_t task, int thread) {
     const int e = by_rows[size_t(task)];
     const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
@@ -232,10 +233,11 @@ static_assert(kPieceAlign % kSliceRows == 0);
 // multiples, about four tasks a thread in all.
 void expert_pieces(const std::vector<int32_t>& chosen, int64_t rows, int threads,
                    std::vector<ExpertPiece>& pieces) {
+  pieces.clear();
   const int64_t n = int64_t(chosen.size()), aligned = (rows + kPieceAlign - 1) / kPieceAlign;
+  if (n == 0 || aligned == 0) return;
   const int64_t per_expert = std::clamp((4 * int64_t(threads) + n - 1) / n, int64_t(1), aligned);
   const int64_t step = (aligned + per_expert - 1) / per_expert * kPieceAlign;
-  pieces.clear();
   for (const int32_t e : chosen)
     for (int64_t r0 = 0; r0 < rows; r0 += step)
       pieces.push_back({e, int32_t(r0), int32_t(std::min(rows, r0 + step))});

@@ -151,9 +151,10 @@ constexpr size_t kInlineBytes = 32 << 10;
 
 // Rows per task: about `task_bytes` of weights (whole groups of 4 rows),
 // but at least ~4 tasks per thread so that dynamic hand-out evens out the
-// threads, and as many tasks as a multiple of the threads (nine tasks on
-// two threads leave one thread a whole task alone). Which rows share a
-// task never changes a row's result.
+// threads, and the task count rounded up to a multiple of the threads
+// before the rows are (nine tasks on two threads leave one thread a whole
+// task alone; rounding the rows to whole groups may still take a task or
+// two off). Which rows share a task never changes a row's result.
 int64_t rows_per_task(const WeightMatrix& w, int threads, size_t task_bytes) {
   constexpr int64_t kGroup = 4;
   auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };

@@ -299,14 +299,15 @@ TEST(Moe, RowsAreBatchInvariant) {
 // Experts of real weight types at widths that a decode step on many
 // threads cuts into several pieces of rows, the last one short.
 struct TypedLayer {
-  static constexpr int kE = 256, kF = 288;
+  static constexpr int kE = 256;
   MoeSpec spec;
   std::vector<std::vector<uint8_t>> bytes;  // owns the experts' bytes
   std::vector<float> router;
   MoeWeights w;
 
-  // gate and up of `up_type`, down of `down_type`; F16 matrices in row
-  // blocks where this machine prefers them (as the model loads them).
+  // gate and up of `up_type`, down of `down_type`, spec.n_ff wide; F16
+  // matrices in row blocks where this machine prefers them (as the model
+  // loads them).
   TypedLayer(const MoeSpec& s, DType up_type, DType down_type, std::mt19937& rng) : spec(s) {
     router = random_values(size_t(s.n_experts) * kE, rng, 0.2f);
     w.router = make_weight(DType::F32, router.data(), s.n_experts, kE);
@@ -322,21 +323,28 @@ struct TypedLayer {
       return row_blocks_pay_off(m) ? to_row_blocks(m, b.data(), pool) : m;
     };
     for (int e = 0; e < s.n_experts; ++e) {
-      w.gate.push_back(add(up_type, kF, kE));
-      w.up.push_back(add(up_type, kF, kE));
-      w.down.push_back(add(down_type, kE, kF));
+      w.gate.push_back(add(up_type, s.n_ff, kE));
+      w.up.push_back(add(up_type, s.n_ff, kE));
+      w.down.push_back(add(down_type, kE, s.n_ff));
     }
   }
 };
 
-// moe_ffn of `rows` exact rows on a pool of `threads`.
-std::vector<float> decode_on(const TypedLayer& L, const std::vector<float>& h, int rows,
-                             int threads) {
+// moe_ffn of `rows` exact rows on a pool of `threads`, and which way the
+// step spread its experts.
+struct Decoded {
+  std::vector<float> y;
+  bool one_per_task = false, cut = false;
+};
+Decoded decode_on(const TypedLayer& L, const std::vector<float>& h, int rows, int threads) {
   ThreadPool pool(threads);
   MoeScratch scratch;
-  std::vector<float> y(size_t(rows) * TypedLayer::kE, 0.0f);
-  moe_ffn(L.spec, L.w, h.data(), nullptr, rows, rows, 256, y.data(), scratch, pool);
-  return y;
+  Decoded d;
+  d.y.assign(size_t(rows) * TypedLayer::kE, 0.0f);
+  moe_ffn(L.spec, L.w, h.data(), nullptr, rows, rows, 256, d.y.data(), scratch, pool);
+  d.one_per_task = !scratch.by_rows.empty();
+  d.cut = !scratch.pieces.empty();
+  return d;
 }
 
 // A call without rows (a step whose items all sit out a layer) reads
@@ -365,40 +373,52 @@ TEST(Moe, DecodeSpreadsFewExpertsOverEveryThread) {
 
 // Cut by rows or one expert per task, a decode step gives the bits of the
 // row-parallel path (a pool of one thread) for every weight type's kernels,
-// with biases, per-expert scales and every activation.
+// with biases, per-expert scales and every activation; 296 wide, the
+// activation's pieces end in its scalar tail.
 TEST(Moe, DecodeBitsDoNotDependOnHowExpertsAreSpread) {
   struct Case {
     DType up, down;
     GatedActivation act;
     bool extras;  // expert biases and down scales
+    int n_ff, experts, top;
   };
-  for (const Case& c : {Case{DType::Q4_K, DType::MXFP4, GatedActivation::SwiGlu, false},
-                        Case{DType::Q6_K, DType::Q8_0, GatedActivation::SwiGluOai, true},
-                        Case{DType::F16, DType::F32, GatedActivation::GeGlu, true}}) {
+  bool several_rows_one_per_task = false, several_rows_cut = false;
+  for (const Case& c :
+       {Case{DType::Q4_K, DType::MXFP4, GatedActivation::SwiGlu, false, 288, 8, 2},
+        Case{DType::Q6_K, DType::Q8_0, GatedActivation::SwiGluOai, true, 288, 16, 4},
+        Case{DType::F16, DType::F32, GatedActivation::GeGlu, true, 288, 8, 2},
+        Case{DType::F32, DType::F16, GatedActivation::SwiGlu, false, 296, 16, 4}}) {
     std::mt19937 rng(9);
-    MoeSpec s = spec(8, 2, TypedLayer::kF);
+    MoeSpec s = spec(c.experts, c.top, c.n_ff);
     s.normalize = true;
     s.activation = c.act;
     TypedLayer L(s, c.up, c.down, rng);
     if (c.extras) {
-      L.w.gate_bias = random_values(size_t(8 * TypedLayer::kF), rng, 0.1f);
-      L.w.up_bias = random_values(size_t(8 * TypedLayer::kF), rng, 0.1f);
-      L.w.down_bias = random_values(size_t(8 * TypedLayer::kE), rng, 0.1f);
-      L.w.down_scale = random_values(8, rng, 2.0f);
+      L.w.gate_bias = random_values(size_t(c.experts * c.n_ff), rng, 0.1f);
+      L.w.up_bias = random_values(size_t(c.experts * c.n_ff), rng, 0.1f);
+      L.w.down_bias = random_values(size_t(c.experts * TypedLayer::kE), rng, 0.1f);
+      L.w.down_scale = random_values(size_t(c.experts), rng, 2.0f);
     }
     const std::string what =
         std::string(dtype_name(c.up)) + " / " + std::string(dtype_name(c.down));
-    for (int rows : {1, 3}) {
+    for (int rows : {1, 3, 6}) {
       const std::vector<float> h = random_values(size_t(rows) * TypedLayer::kE, rng, 1.0f);
-      const std::vector<float> want = decode_on(L, h, rows, 1);
+      const Decoded want = decode_on(L, h, rows, 1);
       for (int threads : {2, 3, 4, 8}) {
-        const std::vector<float> got = decode_on(L, h, rows, threads);
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(got[i], want[i])
+        const Decoded got = decode_on(L, h, rows, threads);
+        EXPECT_NE(got.one_per_task, got.cut) << what;
+        if (rows > 1) {
+          several_rows_one_per_task |= got.one_per_task;
+          several_rows_cut |= got.cut;
+        }
+        for (size_t i = 0; i < want.y.size(); ++i)
+          ASSERT_EQ(got.y[i], want.y[i])
               << what << ", " << rows << " rows, " << threads << " threads, value " << i;
       }
     }
   }
+  EXPECT_TRUE(several_rows_one_per_task);
+  EXPECT_TRUE(several_rows_cut);
 }
 
 }  // namespace
