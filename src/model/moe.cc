@@ -134,8 +134,7 @@ void ExpertRows::reserve(size_t rows, size_t n_embd, size_t n_ff) {
 }
 
 uint64_t MoeScratch::bytes() const {
-  size_t floats =
-      logits.size() + weights.size() + slot_out.size() + slot_in.size() + slot_hidden.size();
+  size_t floats = logits.size() + weights.size() + slot_out.size() + slot_hidden.size();
   const auto add = [&](const ExpertRows& r) {
     floats += r.in.size() + r.gate.size() + r.up.size() + r.out.size();
   };
@@ -159,6 +158,12 @@ namespace {
 uint64_t expert_bytes(const MoeWeights& w, int e) {
   return w.gate[size_t(e)].total_bytes() + w.up[size_t(e)].total_bytes() +
          w.down[size_t(e)].total_bytes();
+}
+
+// The rows h[pair / k] of `rows` (row, slot) pairs, one after another in
+// dst (an expert's gathered input).
+void gather_rows(const int32_t* pairs, int rows, int k, const float* h, size_t E, float* dst) {
+  for (int r = 0; r < rows; ++r) std::copy_n(h + size_t(pairs[r] / k) * E, E, dst + size_t(r) * E);
 }
 
 // y[row] += weight x the expert's output row, for the `rows` (row, slot)
@@ -209,11 +214,9 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
   });  // (std::stable_sort would take a buffer from the heap every step)
   pool.run(int64_t(by_rows.size()), [&](int64_t task, int thread) {
     const int e = by_rows[size_t(task)];
-    const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
     const int rows = rows_of(e);
     ExpertRows& buf = s.thread_rows[size_t(thread)];
-    for (int r = 0; r < rows; ++r)
-      std::copy_n(h + size_t(pairs[r] / k) * E, E, buf.in.data() + size_t(r) * E);
+    gather_rows(s.order.data() + s.expert_rows[size_t(e)], rows, k, h, E, buf.in.data());
     ThreadPool inline_pool(1);
     expert_product(spec, w, e, rows, rows, buf, inline_pool);
     std::copy_n(buf.out.data(), size_t(rows) * E,
@@ -255,10 +258,7 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
   const int k = spec.n_used;
   const size_t E = size_t(w.router.cols), F = size_t(spec.n_ff);
   const size_t slots = size_t(n_rows) * size_t(k);
-  if (s.slot_in.size() < slots * E) s.slot_in.resize(slots * E);
   if (s.slot_hidden.size() < slots * F) s.slot_hidden.resize(slots * F);
-  for (size_t i = 0; i < slots; ++i)
-    std::copy_n(h + size_t(s.order[i] / k) * E, E, s.slot_in.data() + i * E);
   const auto rows_of = [&](int e) {
     return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
   };
@@ -282,9 +282,12 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
   run_pieces(spec.n_ff, [&](const ExpertPiece& p, int rows, int64_t width, ExpertRows& buf,
                             ThreadPool& inline_pool) {
     const int e = p.expert;
-    const float* in = s.slot_in.data() + at(e) * E;
-    product(row_slice(w.gate[size_t(e)], p.r0, p.r1), in, rows, buf.gate.data(), true, inline_pool);
-    product(row_slice(w.up[size_t(e)], p.r0, p.r1), in, rows, buf.up.data(), true, inline_pool);
+    // Each piece gathers its expert's rows itself: no serial copy first.
+    gather_rows(s.order.data() + at(e), rows, k, h, E, buf.in.data());
+    product(row_slice(w.gate[size_t(e)], p.r0, p.r1), buf.in.data(), rows, buf.gate.data(), true,
+            inline_pool);
+    product(row_slice(w.up[size_t(e)], p.r0, p.r1), buf.in.data(), rows, buf.up.data(), true,
+            inline_pool);
     add_expert_bias(w.gate_bias, e, buf.gate.data(), rows, width, p.r0, int64_t(F));
     add_expert_bias(w.up_bias, e, buf.up.data(), rows, width, p.r0, int64_t(F));
     ops::gated_activation_rows(spec.activation, buf.gate.data(), buf.up.data(), rows, int(width),
@@ -375,8 +378,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const flo
         const bool exact = pairs[c0] / k < n_exact;
         int rows = 0;
         while (c0 + rows < count && rows < cap && (pairs[c0 + rows] / k < n_exact) == exact) ++rows;
-        for (int r = 0; r < rows; ++r)
-          std::copy_n(h + size_t(pairs[c0 + r] / k) * E, E, s.rows.in.data() + size_t(r) * E);
+        gather_rows(pairs + c0, rows, k, h, E, s.rows.in.data());
         expert_product(spec, w, e, rows, exact ? rows : 0, s.rows, pool);
         s.expert_bytes_read += expert_bytes(w, e);
         add_weighted(s, pairs + c0, rows, k, s.rows.out.data(), E, y);

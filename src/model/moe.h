@@ -79,10 +79,9 @@ struct MoeScratch {
   std::vector<int32_t> cursor;       // the counting sort's next slot per expert
   ExpertRows rows;                   // the expert in progress
   // Decode: one ExpertRows per thread, and each (row, slot)'s output row
-  // (and, where the experts' products are cut by rows, its input and
-  // hidden rows).
+  // (and, where the experts' products are cut by rows, its hidden row).
   std::vector<ExpertRows> thread_rows;
-  std::vector<float> slot_out, slot_in, slot_hidden;
+  std::vector<float> slot_out, slot_hidden;
   std::vector<int32_t> with_rows, by_rows;  // the chosen experts: ascending, most rows first
   std::vector<ExpertPiece> pieces;
   RouteScratch route;
