@@ -28,40 +28,63 @@ void top_k(const float* score, std::vector<int32_t>& idx, int k, int32_t* out) {
   std::copy(idx.begin(), idx.begin() + k, out);
 }
 
-// Adds values [r0, r0 + width) of bias row `e` (of `full` values; all of
-// it by default) to each of `rows` rows of `width`.
+// Adds values [r0, r0 + width) of bias row `e` (of `full` values) to each
+// of `rows` rows of `width`.
 void add_expert_bias(const std::vector<float>& bias, int e, float* y, int rows, int64_t width,
-                     int64_t r0 = 0, int64_t full = 0) {
+                     int64_t r0, int64_t full) {
   if (bias.empty()) return;
-  const size_t row = size_t(e) * size_t(full ? full : width) + size_t(r0);
-  ops::add_bias_rows(y, bias.data() + row, rows, width);
+  ops::add_bias_rows(y, bias.data() + size_t(e) * size_t(full) + size_t(r0), rows, width);
+}
+
+// One of an expert's products over `rows` rows, of which the first n_exact
+// take the exact kernels. Super-block experts (the K-quants, iq4_xs) take
+// the integer kernels for every row where this CPU has them: a prefill
+// chunk routes a few dozen rows to an expert, too few for the f32 GEMM to
+// repay dequantizing its matrix, which costs most for these types (the
+// token tiles read it as it is). The 32-value types' GEMM stays ahead even
+// at a few dozen rows.
+void expert_project(const WeightMatrix& m, const float* in, int rows, int n_exact, float* out,
+                    ThreadPool& pool) {
+  const bool tiles = integer_path_active(m.type) && traits(m.type).block_size == 256;
+  project(m, in, tiles ? rows : n_exact, rows, out, pool);
+}
+
+// Hidden values [f0, f1) of expert e for `rows` gathered rows `in`:
+// buf.gate = act(gate + bias, up + bias), rows x (f1 - f0) (buf.up is
+// scratch). The activation is elementwise, so a piece's values are the
+// whole row's wherever f0 sits at a multiple of every vector width.
+void expert_hidden(const MoeSpec& spec, const MoeWeights& w, int e, const float* in, int rows,
+                   int n_exact, int64_t f0, int64_t f1, ExpertRows& buf, ThreadPool& pool) {
+  const int64_t width = f1 - f0;
+  expert_project(row_slice(w.gate[size_t(e)], f0, f1), in, rows, n_exact, buf.gate.data(), pool);
+  expert_project(row_slice(w.up[size_t(e)], f0, f1), in, rows, n_exact, buf.up.data(), pool);
+  add_expert_bias(w.gate_bias, e, buf.gate.data(), rows, width, f0, spec.n_ff);
+  add_expert_bias(w.up_bias, e, buf.up.data(), rows, width, f0, spec.n_ff);
+  ops::gated_activation_rows(spec.activation, buf.gate.data(), buf.up.data(), rows, int(width),
+                             pool);
+}
+
+// Output values [r0, r1) of expert e from its `rows` hidden rows (n_ff
+// wide): down, times the expert's scale, plus its bias, into out
+// (rows x (r1 - r0)).
+void expert_output(const MoeWeights& w, int e, const float* hidden, int rows, int n_exact,
+                   int64_t r0, int64_t r1, float* out, ThreadPool& pool) {
+  const WeightMatrix& down = w.down[size_t(e)];
+  const int64_t width = r1 - r0;
+  expert_project(row_slice(down, r0, r1), hidden, rows, n_exact, out, pool);
+  if (!w.down_scale.empty()) {
+    const float sc = w.down_scale[size_t(e)];
+    for (size_t i = 0; i < size_t(rows) * size_t(width); ++i) out[i] *= sc;
+  }
+  add_expert_bias(w.down_bias, e, out, rows, width, r0, down.rows);
 }
 
 // One pass of expert e over `rows` gathered rows of s.in, of which the
 // first n_exact take the exact kernels: s.out = down(act(gate, up)).
 void expert_product(const MoeSpec& spec, const MoeWeights& w, int e, int rows, int n_exact,
                     ExpertRows& s, ThreadPool& pool) {
-  const int64_t E = w.down[size_t(e)].rows, F = spec.n_ff;
-  // Super-block experts (the K-quants, iq4_xs) take the integer kernels for
-  // every row where this CPU has them: a prefill chunk routes a few dozen
-  // rows to an expert, too few for the f32 GEMM to repay dequantizing its
-  // matrix, which costs most for these types (the token tiles read it as it
-  // is). The 32-value types' GEMM stays ahead even at a few dozen rows.
-  const auto both = [&](const WeightMatrix& m, const float* in, float* out) {
-    const bool tiles = integer_path_active(m.type) && traits(m.type).block_size == 256;
-    project(m, in, tiles ? rows : n_exact, rows, out, pool);
-  };
-  both(w.gate[size_t(e)], s.in.data(), s.gate.data());
-  both(w.up[size_t(e)], s.in.data(), s.up.data());
-  add_expert_bias(w.gate_bias, e, s.gate.data(), rows, F);
-  add_expert_bias(w.up_bias, e, s.up.data(), rows, F);
-  ops::gated_activation_rows(spec.activation, s.gate.data(), s.up.data(), rows, int(F), pool);
-  both(w.down[size_t(e)], s.gate.data(), s.out.data());
-  if (!w.down_scale.empty()) {
-    const float sc = w.down_scale[size_t(e)];
-    for (size_t i = 0; i < size_t(rows) * size_t(E); ++i) s.out[i] *= sc;
-  }
-  add_expert_bias(w.down_bias, e, s.out.data(), rows, E);
+  expert_hidden(spec, w, e, s.in.data(), rows, n_exact, 0, spec.n_ff, s, pool);
+  expert_output(w, e, s.gate.data(), rows, n_exact, 0, w.down[size_t(e)].rows, s.out.data(), pool);
 }
 
 // The shared expert over every row, added to y: a SwiGLU FFN, times
@@ -160,6 +183,11 @@ uint64_t expert_bytes(const MoeWeights& w, int e) {
          w.down[size_t(e)].total_bytes();
 }
 
+// The (row, slot) pairs routed to expert e (grouped by the counting sort).
+int rows_routed(const MoeScratch& s, int e) {
+  return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+}
+
 // The rows h[pair / k] of `rows` (row, slot) pairs, one after another in
 // dst (an expert's gathered input).
 void gather_rows(const int32_t* pairs, int rows, int k, const float* h, size_t E, float* dst) {
@@ -185,8 +213,8 @@ void add_expert_outputs(const MoeWeights& w, const std::vector<int32_t>& chosen,
   const size_t E = size_t(w.router.cols);
   for (const int e : chosen) {
     const int32_t at = s.expert_rows[size_t(e)];
-    add_weighted(s, s.order.data() + at, s.expert_rows[size_t(e) + 1] - at, k,
-                 s.slot_out.data() + size_t(at) * E, E, y);
+    add_weighted(s, s.order.data() + at, rows_routed(s, e), k, s.slot_out.data() + size_t(at) * E,
+                 E, y);
     s.expert_bytes_read += expert_bytes(w, e);
   }
 }
@@ -202,19 +230,17 @@ void experts_in_parallel(const MoeSpec& spec, const MoeWeights& w, const float* 
                          ThreadPool& pool) {
   const int k = spec.n_used;
   const size_t E = size_t(w.router.cols);
-  const auto rows_of = [&](int e) {
-    return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
-  };
   // The experts with most rows first: a hot expert starts early, not last
   // behind the others (the sums keep ascending expert order).
   std::vector<int32_t>& by_rows = s.by_rows;
   by_rows.assign(chosen.begin(), chosen.end());
   std::sort(by_rows.begin(), by_rows.end(), [&](int32_t a, int32_t b) {
-    return rows_of(a) > rows_of(b) || (rows_of(a) == rows_of(b) && a < b);
+    return rows_routed(s, a) > rows_routed(s, b) ||
+           (rows_routed(s, a) == rows_routed(s, b) && a < b);
   });  // (std::stable_sort would take a buffer from the heap every step)
   pool.run(int64_t(by_rows.size()), [&](int64_t task, int thread) {
     const int e = by_rows[size_t(task)];
-    const int rows = rows_of(e);
+    const int rows = rows_routed(s, e);
     ExpertRows& buf = s.thread_rows[size_t(thread)];
     gather_rows(s.order.data() + s.expert_rows[size_t(e)], rows, k, h, E, buf.in.data());
     ThreadPool inline_pool(1);
@@ -259,9 +285,6 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
   const size_t E = size_t(w.router.cols), F = size_t(spec.n_ff);
   const size_t slots = size_t(n_rows) * size_t(k);
   if (s.slot_hidden.size() < slots * F) s.slot_hidden.resize(slots * F);
-  const auto rows_of = [&](int e) {
-    return s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
-  };
   const auto at = [&](int e) { return size_t(s.expert_rows[size_t(e)]); };
   // Piece rows [r0, r1) of every row of expert e: computed into `tmp`
   // (rows x width), then copied to rows of `stride` floats at dst + r0.
@@ -276,7 +299,8 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
     pool.run(int64_t(s.pieces.size()), [&](int64_t task, int thread) {
       const ExpertPiece& p = s.pieces[size_t(task)];
       ThreadPool inline_pool(1);
-      fn(p, rows_of(p.expert), int64_t(p.r1 - p.r0), s.thread_rows[size_t(thread)], inline_pool);
+      fn(p, rows_routed(s, p.expert), int64_t(p.r1 - p.r0), s.thread_rows[size_t(thread)],
+         inline_pool);
     });
   };
   run_pieces(spec.n_ff, [&](const ExpertPiece& p, int rows, int64_t width, ExpertRows& buf,
@@ -284,26 +308,15 @@ void experts_split(const MoeSpec& spec, const MoeWeights& w, const float* h,
     const int e = p.expert;
     // Each piece gathers its expert's rows itself: no serial copy first.
     gather_rows(s.order.data() + at(e), rows, k, h, E, buf.in.data());
-    product(row_slice(w.gate[size_t(e)], p.r0, p.r1), buf.in.data(), rows, buf.gate.data(), true,
-            inline_pool);
-    product(row_slice(w.up[size_t(e)], p.r0, p.r1), buf.in.data(), rows, buf.up.data(), true,
-            inline_pool);
-    add_expert_bias(w.gate_bias, e, buf.gate.data(), rows, width, p.r0, int64_t(F));
-    add_expert_bias(w.up_bias, e, buf.up.data(), rows, width, p.r0, int64_t(F));
-    ops::gated_activation_rows(spec.activation, buf.gate.data(), buf.up.data(), rows, int(width),
-                               inline_pool);
+    expert_hidden(spec, w, e, buf.in.data(), rows, rows, p.r0, p.r1, buf, inline_pool);
     scatter(buf.gate.data(), rows, size_t(width), s.slot_hidden.data() + at(e) * F + size_t(p.r0),
             F);
   });
   run_pieces(int64_t(E), [&](const ExpertPiece& p, int rows, int64_t width, ExpertRows& buf,
                              ThreadPool& inline_pool) {
     const int e = p.expert;
-    product(row_slice(w.down[size_t(e)], p.r0, p.r1), s.slot_hidden.data() + at(e) * F, rows,
-            buf.out.data(), true, inline_pool);
-    if (!w.down_scale.empty())
-      for (size_t i = 0; i < size_t(rows) * size_t(width); ++i)
-        buf.out[i] *= w.down_scale[size_t(e)];
-    add_expert_bias(w.down_bias, e, buf.out.data(), rows, width, p.r0, int64_t(E));
+    expert_output(w, e, s.slot_hidden.data() + at(e) * F, rows, rows, p.r0, p.r1, buf.out.data(),
+                  inline_pool);
     scatter(buf.out.data(), rows, size_t(width), s.slot_out.data() + at(e) * E + size_t(p.r0), E);
   });
   add_expert_outputs(w, chosen, k, y, s);
@@ -319,7 +332,7 @@ void decode_experts(const MoeSpec& spec, const MoeWeights& w, const float* h, in
   std::vector<int32_t>& chosen = s.with_rows;  // experts with rows, ascending
   chosen.clear();
   for (int e = 0; e < n; ++e)
-    if (s.expert_rows[size_t(e) + 1] > s.expert_rows[size_t(e)]) chosen.push_back(e);
+    if (rows_routed(s, e) > 0) chosen.push_back(e);
   if (s.thread_rows.size() < size_t(pool.size())) s.thread_rows.resize(size_t(pool.size()));
   for (ExpertRows& r : s.thread_rows) r.reserve(size_t(n_rows), E, size_t(spec.n_ff));
   if (s.slot_out.size() < size_t(n_rows) * size_t(k) * E)
@@ -372,7 +385,7 @@ void moe_ffn(const MoeSpec& spec, const MoeWeights& w, const float* h, const flo
   } else {
     for (int e = 0; e < n; ++e) {
       const int32_t* pairs = s.order.data() + s.expert_rows[size_t(e)];
-      const int count = s.expert_rows[size_t(e) + 1] - s.expert_rows[size_t(e)];
+      const int count = rows_routed(s, e);
       for (int c0 = 0; c0 < count;) {
         // A call holds exact rows only or GEMM rows only (as the dense FFN).
         const bool exact = pairs[c0] / k < n_exact;
